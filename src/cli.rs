@@ -1,0 +1,169 @@
+//! The command line: clap definitions only.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "strata",
+    version,
+    about = "Bring up a whole environment made of many Pulumi projects, in dependency order",
+    after_help = "Exit codes: 0 success, 1 a project or hook failed, 2 usage error, \
+                  3 invalid configuration or missing input, 130 interrupted."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct GlobalArgs {
+    /// Provider profile (providers/NAME.yaml); default: the stack's kubernetes:infra_type
+    #[arg(
+        short = 'p',
+        long,
+        env = "STRATA_PROVIDER",
+        global = true,
+        value_name = "NAME"
+    )]
+    pub provider: Option<String>,
+
+    /// Stack name [default: PULUMI_STACK of config/pulumi/environment, else of the environment]
+    #[arg(short = 's', long, global = true, value_name = "NAME")]
+    pub stack: Option<String>,
+
+    /// Workspace root [default: nearest ancestor with a providers/ folder]
+    #[arg(
+        short = 'C',
+        long,
+        env = "STRATA_ROOT",
+        global = true,
+        value_name = "DIR"
+    )]
+    pub root: Option<PathBuf>,
+
+    /// Never prompt (implied when stdin is not a terminal or CI is set)
+    #[arg(long, global = true)]
+    pub non_interactive: bool,
+
+    /// Output format: human, or json (JSON Lines events on stdout)
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human, global = true)]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Bring every project up, in dependency order
+    Up(UpArgs),
+    /// Show what `up` would change, project by project
+    Preview(RunArgs),
+    /// Refresh the state of every project
+    Refresh(RunArgs),
+    /// Destroy every project, in reverse dependency order
+    #[command(alias = "down")]
+    Destroy(RunArgs),
+    /// Show the execution order
+    #[command(alias = "show-execution")]
+    Show(ShowArgs),
+    /// Check env file, stack, stack config, profile, projects and secrets; change nothing
+    Validate,
+    /// List the provider profiles
+    #[command(alias = "list-providers")]
+    Providers,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Only these projects (path, or Pulumi project name); repeatable
+    #[arg(long = "project", value_name = "PATH")]
+    pub projects: Vec<String>,
+
+    /// With --project: also the projects they need (for destroy: their dependents)
+    #[arg(long)]
+    pub with_deps: bool,
+
+    /// Start at PATH, skipping what is ordered before it
+    #[arg(long, value_name = "PATH")]
+    pub from: Option<String>,
+
+    /// Projects at once
+    #[arg(short = 'j', long = "parallel", value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel: u16,
+
+    /// After a failure, still run what does not depend on it
+    #[arg(long)]
+    pub keep_going: bool,
+
+    /// Do not ask for confirmation (required for destroy when non-interactive)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ShowArgs {
+    /// How to draw the plan
+    #[arg(long, value_enum, default_value_t = ShowFormat::Tree)]
+    pub format: ShowFormat,
+
+    /// Only these projects (path, or Pulumi project name); repeatable
+    #[arg(long = "project", value_name = "PATH")]
+    pub projects: Vec<String>,
+
+    /// With --project: also the projects they need
+    #[arg(long)]
+    pub with_deps: bool,
+
+    /// Start at PATH, skipping what is ordered before it
+    #[arg(long, value_name = "PATH")]
+    pub from: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShowFormat {
+    Tree,
+    Dot,
+    Mermaid,
+    Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn aliases_parse() {
+        let c = Cli::try_parse_from(["strata", "down", "--yes"]).unwrap();
+        assert!(matches!(c.command, Command::Destroy(ref a) if a.yes));
+        let c = Cli::try_parse_from(["strata", "show-execution", "--format", "json"]).unwrap();
+        assert!(matches!(c.command, Command::Show(ref a) if a.format == ShowFormat::Json));
+        let c = Cli::try_parse_from(["strata", "list-providers"]).unwrap();
+        assert!(matches!(c.command, Command::Providers));
+    }
+
+    #[test]
+    fn parallel_must_be_positive() {
+        assert!(Cli::try_parse_from(["strata", "up", "-j", "0"]).is_err());
+    }
+}

@@ -1,0 +1,77 @@
+//! One module per command; `dispatch` picks it. Shared loading lives here.
+
+mod providers;
+mod show;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use crate::cli::{Cli, Command, GlobalArgs};
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::settings::Settings;
+use crate::workspace::{self, Profile, StackConfig, Workspace};
+
+/// Runs the parsed command; returns the exit code.
+pub fn dispatch(cli: Cli) -> Result<i32> {
+    let settings = Settings::resolve(&cli.global);
+    match &cli.command {
+        Command::Providers => providers::run(&cli.global, &settings),
+        Command::Show(args) => show::run(&cli.global, args),
+        Command::Validate => validate::run(&cli.global, &settings),
+        Command::Up(_) | Command::Preview(_) | Command::Refresh(_) | Command::Destroy(_) => {
+            Err(Error::usage("this command is not available yet"))
+        }
+    }
+}
+
+/// Opens the workspace named by the global options.
+pub fn open_workspace(g: &GlobalArgs) -> Result<Workspace> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::failed(format!("cannot read the current directory: {e}")))?;
+    let root = workspace::find_root(g.root.as_deref(), &cwd)?;
+    let process_env: BTreeMap<String, String> = std::env::vars().collect();
+    Workspace::open(root, process_env)
+}
+
+/// The workspace, stack, stack config, profile and full plan of a command.
+pub struct Loaded {
+    pub ws: Workspace,
+    pub stack: Option<String>,
+    pub stack_config: Option<StackConfig>,
+    pub profile: Profile,
+    pub plan: Plan,
+}
+
+/// Loads everything a command plans with. The stack config is read only when the
+/// provider must come from it or `read_stack_config` asks for it.
+pub fn load(g: &GlobalArgs, read_stack_config: bool) -> Result<Loaded> {
+    let ws = open_workspace(g)?;
+    let stack = ws.resolve_stack(g.stack.as_deref())?;
+    let stack_config = match (&stack, read_stack_config || g.provider.is_none()) {
+        (Some(s), true) => StackConfig::load(&ws.stack_config_path(s))?,
+        _ => None,
+    };
+    let provider = ws.select_provider(g.provider.as_deref(), stack_config.as_ref())?;
+    let profile = ws.profile(&provider)?;
+    let projects = ws.projects(&profile)?;
+    let plan = Plan::build(&profile, projects)?;
+    Ok(Loaded {
+        ws,
+        stack,
+        stack_config,
+        profile,
+        plan,
+    })
+}
+
+/// Writes to stdout; a closed pipe (`strata show | head`) is not an error.
+pub fn print(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::failed(format!("cannot write to stdout: {e}"))),
+    }
+}

@@ -1,0 +1,35 @@
+//! `strata show`: the execution order as a tree, DOT, Mermaid or JSON. Needs no stack
+//! config and prompts for nothing.
+
+use crate::cli::{GlobalArgs, ShowArgs, ShowFormat};
+use crate::error::Result;
+use crate::plan::{Selection, render};
+
+pub fn run(g: &GlobalArgs, args: &ShowArgs) -> Result<i32> {
+    let loaded = super::load(g, false)?;
+    let plan = loaded.plan.select(&Selection {
+        projects: args.projects.clone(),
+        with_deps: args.with_deps,
+        from: args.from.clone(),
+    })?;
+    let header = render::Header {
+        provider: &loaded.profile.name,
+        infra_type: &loaded.profile.infra_type,
+        stack: loaded.stack.as_deref(),
+        secret_keys: loaded
+            .profile
+            .all_secrets()
+            .iter()
+            .map(|(s, _)| s.key.clone())
+            .collect(),
+        secret_name: &loaded.profile.secret_name,
+    };
+    let text = match args.format {
+        ShowFormat::Tree => render::tree(&plan, &header),
+        ShowFormat::Dot => render::dot(&plan, &header),
+        ShowFormat::Mermaid => render::mermaid(&plan, &header),
+        ShowFormat::Json => render::json(&plan, &header),
+    };
+    super::print(&text)?;
+    Ok(0)
+}

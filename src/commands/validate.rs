@@ -1,0 +1,234 @@
+//! `strata validate`: check the env file, stack, stack config, profile, project folders
+//! and required config; print what was checked; change nothing.
+
+use crate::cli::GlobalArgs;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::settings::Settings;
+use crate::util::display_path;
+use crate::workspace::{self, StackConfig, profile::ValueType};
+
+struct Report {
+    lines: Vec<String>,
+    problems: usize,
+}
+
+impl Report {
+    fn ok(&mut self, what: &str, text: impl AsRef<str>) {
+        self.lines.push(format!("✓ {what:<13}{}", text.as_ref()));
+    }
+    fn note(&mut self, what: &str, text: impl AsRef<str>) {
+        self.lines.push(format!("- {what:<13}{}", text.as_ref()));
+    }
+    fn bad(&mut self, what: &str, text: impl AsRef<str>) {
+        self.problems += 1;
+        self.lines.push(format!("✗ {what:<13}{}", text.as_ref()));
+    }
+}
+
+pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
+    let mut r = Report {
+        lines: Vec::new(),
+        problems: 0,
+    };
+    let outcome = check(g, settings, &mut r);
+    let mut text = r.lines.join("\n");
+    text.push('\n');
+    super::print(&text)?;
+    outcome?;
+    if r.problems > 0 {
+        return Err(Error::config(format!(
+            "validate found {} problem{} (marked ✗ above).",
+            r.problems,
+            if r.problems == 1 { "" } else { "s" }
+        )));
+    }
+    super::print("everything checks out\n")?;
+    Ok(0)
+}
+
+fn check(g: &GlobalArgs, settings: &Settings, r: &mut Report) -> Result<()> {
+    let ws = super::open_workspace(g)?;
+    r.ok("workspace", display_path(&ws.root));
+    if ws.env_file.exists {
+        r.ok(
+            "env file",
+            format!(
+                "{} ({} variables)",
+                display_path(&ws.env_file.path),
+                ws.env_file.vars.len()
+            ),
+        );
+    } else {
+        r.note(
+            "env file",
+            format!("{}: absent (optional)", display_path(&ws.env_file.path)),
+        );
+    }
+    let stack = ws.resolve_stack(g.stack.as_deref())?;
+    let source = if g.stack.is_some() {
+        "--stack"
+    } else if ws.env_file.get("PULUMI_STACK").is_some() {
+        "PULUMI_STACK of the env file"
+    } else {
+        "PULUMI_STACK of the environment"
+    };
+    let stack_config = match &stack {
+        Some(s) => {
+            r.ok("stack", format!("{s} (from {source})"));
+            let path = ws.stack_config_path(s);
+            let cfg = StackConfig::load(&path)?;
+            match &cfg {
+                Some(c) => r.ok(
+                    "stack config",
+                    format!(
+                        "{}: {} keys, infra_type {}",
+                        display_path(&path),
+                        c.config().len(),
+                        c.infra_type().unwrap_or_else(|| "(not set yet)".into())
+                    ),
+                ),
+                None => r.note(
+                    "stack config",
+                    format!(
+                        "{}: absent; the first `strata up` creates it",
+                        display_path(&path)
+                    ),
+                ),
+            }
+            cfg
+        }
+        None => {
+            r.bad(
+                "stack",
+                format!(
+                    "no stack named: pass --stack NAME, or set PULUMI_STACK in {}",
+                    display_path(&ws.env_file.path)
+                ),
+            );
+            None
+        }
+    };
+    let provider = ws.select_provider(g.provider.as_deref(), stack_config.as_ref())?;
+    let profile = ws.profile(&provider)?;
+    r.ok(
+        "provider",
+        format!(
+            "{} ({}): infra_type {}, {} projects",
+            profile.name,
+            display_path(&profile.file),
+            profile.infra_type,
+            profile.entries.len()
+        ),
+    );
+    let projects = ws.projects(&profile)?;
+    let pulumi = projects.iter().filter(|p| p.kind_str() == "pulumi").count();
+    r.ok(
+        "projects",
+        format!(
+            "{} folders under {}: {} Pulumi, {} command",
+            projects.len(),
+            display_path(&ws.projects_dir()),
+            pulumi,
+            projects.len() - pulumi
+        ),
+    );
+    let plan = Plan::build(&profile, projects)?;
+    r.ok(
+        "graph",
+        format!(
+            "no cycle; {} steps in {} waves",
+            plan.nodes.len(),
+            plan.wave_count()
+        ),
+    );
+    if let (Some(cfg), Some(s)) = (&stack_config, &stack) {
+        match workspace::check_infra_type(&profile, cfg, s) {
+            Ok(()) => r.ok(
+                "infra_type",
+                match cfg.infra_type() {
+                    Some(t) => format!("{t} matches provider {}", profile.name),
+                    None => "not recorded yet; the first `up` records it".into(),
+                },
+            ),
+            Err(e) => r.bad("infra_type", e.message),
+        }
+    }
+    // Required config keys.
+    let mut missing = Vec::new();
+    let mut set = 0;
+    for item in &profile.config {
+        match stack_config.as_ref().and_then(|c| c.get(&item.key)) {
+            Some(v) if !v.is_null() => {
+                set += 1;
+                if let Err(why) = type_matches(v, item.value_type) {
+                    r.bad(
+                        "config",
+                        format!("`{}` = {why}; it must be {:?}", item.key, item.value_type)
+                            .to_lowercase(),
+                    );
+                }
+            }
+            _ if item.default.is_some() => {}
+            _ => missing.push(item),
+        }
+    }
+    if missing.is_empty() {
+        r.ok(
+            "config",
+            format!("{set} of {} profile keys set", profile.config.len()),
+        );
+    } else if settings.interactive {
+        r.note(
+            "config",
+            format!(
+                "{} keys to be asked on the first `up`: {}",
+                missing.len(),
+                missing
+                    .iter()
+                    .map(|i| i.key.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    } else {
+        let path = stack
+            .as_deref()
+            .map(|s| display_path(&ws.stack_config_path(s)))
+            .unwrap_or_else(|| "config/pulumi/Pulumi.<stack>.yaml".into());
+        for item in missing {
+            r.bad(
+                "config",
+                format!(
+                    "`{}` ({}) is missing and this run cannot prompt; set it with `pulumi config set {} VALUE --config-file {path}`",
+                    item.key, item.prompt, item.key
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Checks a stack-config value against a profile type; Err describes the value.
+pub fn type_matches(v: &serde_yaml::Value, t: ValueType) -> std::result::Result<(), String> {
+    use serde_yaml::Value;
+    let ok = match (t, v) {
+        (ValueType::String, Value::String(_)) => true,
+        (ValueType::String, Value::Number(_) | Value::Bool(_)) => true,
+        (ValueType::Int, Value::Number(n)) => n.is_i64() || n.is_u64(),
+        (ValueType::Int, Value::String(s)) => s.trim().parse::<i64>().is_ok(),
+        (ValueType::Bool, Value::Bool(_)) => true,
+        (ValueType::Bool, Value::String(s)) => s == "true" || s == "false",
+        (ValueType::List, Value::Sequence(_)) => true,
+        (_, Value::Mapping(m)) if m.contains_key("secure") => true,
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(serde_yaml::to_string(v)
+            .unwrap_or_default()
+            .trim()
+            .to_string())
+    }
+}

@@ -1,0 +1,93 @@
+//! The one error type of strata and the exit codes it maps to.
+
+use std::fmt;
+
+/// Exit codes, as documented in DESIGN.md and the README.
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const FAILED: i32 = 1;
+    pub const USAGE: i32 = 2;
+    pub const CONFIG: i32 = 3;
+    pub const INTERRUPTED: i32 = 130;
+}
+
+/// What went wrong, which decides the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A project, a hook or an I/O step failed (exit 1).
+    Failed,
+    /// The command line was wrong (exit 2).
+    Usage,
+    /// A file, a setting or an input is invalid or missing (exit 3).
+    Config,
+    /// The run was interrupted by Ctrl-C or SIGTERM (exit 130).
+    Interrupted,
+}
+
+/// An error for people: the message says what is wrong, where, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub kind: Kind,
+    pub message: String,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new(Kind::Config, message)
+    }
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(Kind::Usage, message)
+    }
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::new(Kind::Failed, message)
+    }
+    pub fn interrupted(message: impl Into<String>) -> Self {
+        Self::new(Kind::Interrupted, message)
+    }
+
+    /// An I/O failure on `path`, while doing `what` ("read", "write", ...).
+    pub fn io(what: &str, path: &std::path::Path, err: std::io::Error) -> Self {
+        Self::failed(format!(
+            "could not {what} {}: {err}",
+            crate::util::display_path(path)
+        ))
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self.kind {
+            Kind::Failed => exit::FAILED,
+            Kind::Usage => exit::USAGE,
+            Kind::Config => exit::CONFIG,
+            Kind::Interrupted => exit::INTERRUPTED,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_to_documented_exit_codes() {
+        assert_eq!(Error::failed("x").exit_code(), 1);
+        assert_eq!(Error::usage("x").exit_code(), 2);
+        assert_eq!(Error::config("x").exit_code(), 3);
+        assert_eq!(Error::interrupted("x").exit_code(), 130);
+    }
+}

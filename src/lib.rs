@@ -1,0 +1,35 @@
+//! strata: bring up a whole environment made of many Pulumi projects, in dependency order.
+//!
+//! `main.rs` calls [`main_with_args`]; everything else lives in the modules below.
+
+pub mod cli;
+pub mod commands;
+pub mod error;
+pub mod plan;
+pub mod settings;
+pub mod util;
+pub mod workspace;
+
+use clap::Parser;
+
+/// Parses `args`, runs the command, and returns the process exit code.
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match cli::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    match commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}

@@ -1,0 +1,697 @@
+//! The execution graph: build it from a composed profile (petgraph), check it for
+//! cycles, order it, group it into waves, select parts of it, and reverse it for destroy.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+
+use petgraph::algo::{tarjan_scc, toposort};
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::util::display_path;
+use crate::workspace::{Entry, Profile, Project, ProjectKind, Stage};
+
+/// The path of the built-in step that writes secrets into the cluster between stages.
+pub const SECRETS_STEP: &str = "@secrets";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeStage {
+    Infrastructure,
+    Secrets,
+    Kubernetes,
+}
+
+impl NodeStage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeStage::Infrastructure => "infrastructure",
+            NodeStage::Secrets => "secrets",
+            NodeStage::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    Pulumi,
+    Command,
+    /// The built-in secrets step.
+    Builtin,
+}
+
+/// One step of the plan: a project, or the built-in secrets step.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub path: String,
+    pub name: String,
+    pub stage: NodeStage,
+    pub kind: NodeKind,
+    /// Direct prerequisites (indices into `Plan::nodes`).
+    pub needs: Vec<usize>,
+    /// 1-based: the set of steps that may run at once.
+    pub wave: usize,
+    /// Ordering priority among ready nodes (lower first).
+    rank: usize,
+    pub entry: Option<Entry>,
+    pub project: Option<Project>,
+}
+
+/// An ordered, acyclic plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub nodes: Vec<Node>,
+    /// Node indices in execution order.
+    pub order: Vec<usize>,
+    /// True when this is the destroy (reverse) plan.
+    pub reversed: bool,
+}
+
+/// Which part of the plan to run.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub projects: Vec<String>,
+    pub with_deps: bool,
+    pub from: Option<String>,
+}
+
+impl Plan {
+    /// Builds the plan of `profile`; `projects` are its entries' projects, in order.
+    pub fn build(profile: &Profile, projects: Vec<Project>) -> Result<Plan> {
+        let mut nodes: Vec<Node> = Vec::new();
+        let stage_entries = |s: Stage| {
+            profile
+                .entries
+                .iter()
+                .zip(projects.iter())
+                .filter(move |(e, _)| e.stage == s)
+        };
+        let push = |nodes: &mut Vec<Node>, e: &Entry, p: &Project| {
+            let rank = nodes.len();
+            nodes.push(Node {
+                path: e.path.clone(),
+                name: p.name(),
+                stage: match e.stage {
+                    Stage::Infrastructure => NodeStage::Infrastructure,
+                    Stage::Kubernetes => NodeStage::Kubernetes,
+                },
+                kind: match p.kind {
+                    ProjectKind::Pulumi { .. } => NodeKind::Pulumi,
+                    ProjectKind::Command(_) => NodeKind::Command,
+                },
+                needs: Vec::new(),
+                wave: 0,
+                rank,
+                entry: Some(e.clone()),
+                project: Some(p.clone()),
+            });
+        };
+        for (e, p) in stage_entries(Stage::Infrastructure) {
+            push(&mut nodes, e, p);
+        }
+        let infra_count = nodes.len();
+        let secrets_idx = if profile.all_secrets().is_empty() {
+            None
+        } else {
+            let rank = nodes.len();
+            nodes.push(Node {
+                path: SECRETS_STEP.to_string(),
+                name: "secrets".to_string(),
+                stage: NodeStage::Secrets,
+                kind: NodeKind::Builtin,
+                needs: Vec::new(),
+                wave: 0,
+                rank,
+                entry: None,
+                project: None,
+            });
+            Some(rank)
+        };
+        let k8s_start = nodes.len();
+        for (e, p) in stage_entries(Stage::Kubernetes) {
+            push(&mut nodes, e, p);
+        }
+
+        let index_of = |path: &str| nodes.iter().position(|n| n.path == path);
+        // In-stage needs: explicit, or the previous entry of the same list; plus inputs.
+        let mut needs: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); nodes.len()];
+        for (i, node) in nodes.iter().enumerate() {
+            let Some(entry) = &node.entry else { continue };
+            match &entry.needs {
+                Some(list) => {
+                    for n in list {
+                        if let Some(j) = index_of(n) {
+                            needs[i].insert(j);
+                        }
+                    }
+                }
+                None => {
+                    let first_of_list = i == 0 || i == k8s_start;
+                    if !first_of_list {
+                        needs[i].insert(i - 1);
+                    }
+                }
+            }
+            for input in &entry.inputs {
+                if let Some(j) = index_of(&input.project) {
+                    needs[i].insert(j);
+                }
+            }
+        }
+        // The stage barrier: infrastructure sinks -> secrets step -> kubernetes roots.
+        let infra: Vec<usize> = (0..infra_count).collect();
+        let infra_sinks: Vec<usize> = infra
+            .iter()
+            .copied()
+            .filter(|&i| !infra.iter().any(|&j| needs[j].contains(&i)))
+            .collect();
+        let barrier: Vec<usize> = match secrets_idx {
+            Some(s) => {
+                needs[s].extend(infra_sinks.iter().copied());
+                vec![s]
+            }
+            None => infra_sinks,
+        };
+        for i in k8s_start..nodes.len() {
+            let has_k8s_need = needs[i].iter().any(|&j| j >= k8s_start);
+            if !has_k8s_need {
+                needs[i].extend(barrier.iter().copied());
+            }
+        }
+        for (node, set) in nodes.iter_mut().zip(needs) {
+            node.needs = set.into_iter().collect();
+        }
+        let mut plan = Plan {
+            nodes,
+            order: Vec::new(),
+            reversed: false,
+        };
+        plan.check_acyclic(profile)?;
+        plan.compute_order();
+        Ok(plan)
+    }
+
+    fn graph(&self) -> DiGraph<usize, ()> {
+        let mut g = DiGraph::new();
+        let idx: Vec<NodeIndex> = (0..self.nodes.len()).map(|i| g.add_node(i)).collect();
+        for (i, n) in self.nodes.iter().enumerate() {
+            for &j in &n.needs {
+                g.add_edge(idx[j], idx[i], ());
+            }
+        }
+        g
+    }
+
+    fn check_acyclic(&self, profile: &Profile) -> Result<()> {
+        let g = self.graph();
+        if toposort(&g, None).is_ok() {
+            return Ok(());
+        }
+        // Find one cycle and print it: a strongly connected component with a loop.
+        let scc = tarjan_scc(&g)
+            .into_iter()
+            .find(|c| c.len() > 1 || g.contains_edge(c[0], c[0]))
+            .unwrap_or_default();
+        let members: BTreeSet<usize> = scc.iter().map(|n| g[*n]).collect();
+        let cycle = self.cycle_within(&members);
+        let mut text: Vec<&str> = cycle.iter().map(|&i| self.nodes[i].path.as_str()).collect();
+        if let Some(first) = text.first().copied() {
+            text.push(first);
+        }
+        let hint = if cycle
+            .iter()
+            .any(|&i| self.nodes[i].stage != NodeStage::Infrastructure)
+            && cycle
+                .iter()
+                .any(|&i| self.nodes[i].stage == NodeStage::Infrastructure)
+        {
+            "\n  Every kubernetes entry runs after every infrastructure entry: an infrastructure entry cannot need (or take inputs from) a kubernetes one."
+        } else {
+            ""
+        };
+        Err(Error::config(format!(
+            "{}: the dependencies form a cycle: {}.\n  Break it by changing `needs:` or `inputs:` of one of these entries.{hint}",
+            display_path(&profile.file),
+            text.join(" → ")
+        )))
+    }
+
+    /// A cycle through nodes of `members` (each listed once, in dependency order).
+    fn cycle_within(&self, members: &BTreeSet<usize>) -> Vec<usize> {
+        let Some(&start) = members.iter().next() else {
+            return Vec::new();
+        };
+        // Walk "needs" edges inside the component until a node repeats.
+        let mut path = vec![start];
+        let mut current = start;
+        loop {
+            let Some(&next) = self.nodes[current]
+                .needs
+                .iter()
+                .find(|j| members.contains(j))
+            else {
+                return path;
+            };
+            if let Some(pos) = path.iter().position(|&p| p == next) {
+                let mut cycle = path[pos..].to_vec();
+                cycle.reverse(); // needs point backwards: show it in run order
+                // Start at the entry written first, so the message is stable.
+                if let Some(min) = (0..cycle.len()).min_by_key(|&k| self.nodes[cycle[k]].rank) {
+                    cycle.rotate_left(min);
+                }
+                return cycle;
+            }
+            path.push(next);
+            current = next;
+        }
+    }
+
+    /// Orders the nodes (Kahn's algorithm, ties broken by rank) and numbers the waves.
+    fn compute_order(&mut self) {
+        let n = self.nodes.len();
+        let mut remaining: Vec<usize> = self.nodes.iter().map(|x| x.needs.len()).collect();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, node) in self.nodes.iter().enumerate() {
+            for &j in &node.needs {
+                dependents[j].push(i);
+            }
+        }
+        let mut ready: BinaryHeap<Reverse<(usize, usize)>> = (0..n)
+            .filter(|&i| remaining[i] == 0)
+            .map(|i| Reverse((self.nodes[i].rank, i)))
+            .collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(Reverse((_, i))) = ready.pop() {
+            order.push(i);
+            for &d in &dependents[i] {
+                remaining[d] -= 1;
+                if remaining[d] == 0 {
+                    ready.push(Reverse((self.nodes[d].rank, d)));
+                }
+            }
+        }
+        for &i in &order {
+            let wave = self.nodes[i]
+                .needs
+                .iter()
+                .map(|&j| self.nodes[j].wave)
+                .max()
+                .unwrap_or(0)
+                + 1;
+            self.nodes[i].wave = wave;
+        }
+        self.order = order;
+    }
+
+    pub fn wave_count(&self) -> usize {
+        self.nodes.iter().map(|n| n.wave).max().unwrap_or(0)
+    }
+
+    /// The nodes of each wave, in execution order.
+    pub fn waves(&self) -> Vec<Vec<usize>> {
+        let mut waves = vec![Vec::new(); self.wave_count()];
+        for &i in &self.order {
+            waves[self.nodes[i].wave - 1].push(i);
+        }
+        waves
+    }
+
+    pub fn index_of(&self, path: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.path == path)
+    }
+
+    /// Finds a node by path, or by Pulumi project name when that is unambiguous.
+    pub fn resolve(&self, wanted: &str) -> Result<usize> {
+        let trimmed = wanted.trim_matches('/');
+        let trimmed = trimmed.strip_prefix("projects/").unwrap_or(trimmed);
+        if let Some(i) = self.index_of(trimmed) {
+            return Ok(i);
+        }
+        let by_name: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].name == trimmed)
+            .collect();
+        match by_name.as_slice() {
+            [i] => Ok(*i),
+            [] => Err(Error::config(format!(
+                "`{wanted}` is not a project of this profile (neither a path nor a Pulumi project name).\n  Projects: {}.\n  See them all with `strata show`.",
+                self.order
+                    .iter()
+                    .map(|&i| self.nodes[i].path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+            many => Err(Error::config(format!(
+                "`{wanted}` is the Pulumi name of several projects ({}); name one by its path.",
+                many.iter()
+                    .map(|&i| self.nodes[i].path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
+    /// The plan for destroy: every edge reversed, the last entries first.
+    pub fn reversed(&self) -> Plan {
+        let n = self.nodes.len();
+        let mut nodes = self.nodes.clone();
+        for node in nodes.iter_mut() {
+            node.needs.clear();
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            for &j in &node.needs {
+                nodes[j].needs.push(i);
+            }
+        }
+        for (i, node) in nodes.iter_mut().enumerate() {
+            node.needs.sort_unstable();
+            node.rank = n - 1 - self.nodes[i].rank.min(n - 1);
+            node.wave = 0;
+        }
+        let mut plan = Plan {
+            nodes,
+            order: Vec::new(),
+            reversed: !self.reversed,
+        };
+        plan.compute_order();
+        plan
+    }
+
+    /// Applies a selection: `--project` (with `--with-deps`: the steps they need, which for
+    /// a reversed plan are their dependents) and `--from` (what is ordered before it is
+    /// skipped). Prerequisites that are not selected are bridged, so the order holds.
+    pub fn select(&self, sel: &Selection) -> Result<Plan> {
+        let n = self.nodes.len();
+        let mut keep = vec![true; n];
+        if !sel.projects.is_empty() {
+            keep = vec![false; n];
+            let mut stack = Vec::new();
+            for p in &sel.projects {
+                let i = self.resolve(p)?;
+                keep[i] = true;
+                stack.push(i);
+            }
+            if sel.with_deps {
+                while let Some(i) = stack.pop() {
+                    for &j in &self.nodes[i].needs {
+                        if !keep[j] {
+                            keep[j] = true;
+                            stack.push(j);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(from) = &sel.from {
+            let start = self.resolve(from)?;
+            let pos = self.order.iter().position(|&i| i == start).unwrap_or(0);
+            for &i in &self.order[..pos] {
+                keep[i] = false;
+            }
+        }
+        Ok(self.subplan(&keep))
+    }
+
+    /// The plan restricted to `keep`, with needs bridged through dropped nodes.
+    pub fn subplan(&self, keep: &[bool]) -> Plan {
+        let mut new_index = vec![usize::MAX; self.nodes.len()];
+        let mut nodes = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            if keep[i] {
+                new_index[i] = nodes.len();
+                nodes.push(node.clone());
+            }
+        }
+        for node in nodes.iter_mut() {
+            let mut found = BTreeSet::new();
+            let mut seen = BTreeSet::new();
+            let mut stack: Vec<usize> = node.needs.clone();
+            while let Some(j) = stack.pop() {
+                if !seen.insert(j) {
+                    continue;
+                }
+                if keep[j] {
+                    found.insert(new_index[j]);
+                } else {
+                    stack.extend(self.nodes[j].needs.iter().copied());
+                }
+            }
+            node.needs = found.into_iter().collect();
+            node.wave = 0;
+        }
+        let mut plan = Plan {
+            nodes,
+            order: Vec::new(),
+            reversed: self.reversed,
+        };
+        plan.compute_order();
+        plan
+    }
+
+    /// Paths of the direct prerequisites of node `i`.
+    pub fn needs_paths(&self, i: usize) -> Vec<&str> {
+        self.nodes[i]
+            .needs
+            .iter()
+            .map(|&j| self.nodes[j].path.as_str())
+            .collect()
+    }
+
+    /// Indices of the nodes that directly need node `i`.
+    pub fn dependents(&self, i: usize) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&k| self.nodes[k].needs.contains(&i))
+            .collect()
+    }
+
+    /// The length of the longest chain of `weights` (critical path), for benchmarks.
+    pub fn critical_path(&self, weight: impl Fn(usize) -> u64) -> u64 {
+        let mut finish = vec![0u64; self.nodes.len()];
+        for &i in &self.order {
+            let start = self.nodes[i]
+                .needs
+                .iter()
+                .map(|&j| finish[j])
+                .max()
+                .unwrap_or(0);
+            finish[i] = start + weight(i);
+        }
+        finish.into_iter().max().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::profile;
+
+    /// A workspace with command projects for every path in `profile_yaml`.
+    fn plan_of(profile_yaml: &str) -> Result<Plan> {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("providers")).unwrap();
+        std::fs::write(d.path().join("providers/p.yaml"), profile_yaml).unwrap();
+        let prof = profile::load(&d.path().join("providers"), "p")?;
+        let projects = prof
+            .entries
+            .iter()
+            .map(|e| {
+                let dir = d.path().join("projects").join(&e.path);
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("Strata.yaml"), "up: 'true'\ndestroy: 'true'\n").unwrap();
+                crate::workspace::project::load(&d.path().join("projects"), &e.path, &e.file)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Plan::build(&prof, projects)
+    }
+
+    fn order(p: &Plan) -> Vec<&str> {
+        p.order.iter().map(|&i| p.nodes[i].path.as_str()).collect()
+    }
+
+    fn wave(p: &Plan, path: &str) -> usize {
+        p.nodes[p.index_of(path).unwrap()].wave
+    }
+
+    const HEAD: &str = "description: d\ninfra_type: T\n";
+
+    #[test]
+    fn plain_list_runs_in_written_order() {
+        let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: c\n  - path: a\n  - path: b\n"
+        ))
+        .unwrap();
+        assert_eq!(order(&p), ["c", "a", "b"]);
+        assert_eq!((wave(&p, "c"), wave(&p, "a"), wave(&p, "b")), (1, 2, 3));
+    }
+
+    #[test]
+    fn empty_needs_runs_beside() {
+        let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: vpc\n  - path: eks\n  - path: ecr\n    needs: []\n"
+        ))
+        .unwrap();
+        assert_eq!(wave(&p, "vpc"), 1);
+        assert_eq!(wave(&p, "ecr"), 1);
+        assert_eq!(wave(&p, "eks"), 2);
+        assert_eq!(
+            order(&p),
+            ["vpc", "eks", "ecr"],
+            "ties keep the written order"
+        );
+    }
+
+    #[test]
+    fn explicit_needs_replace_previous() {
+        let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: [a]\n"
+        ))
+        .unwrap();
+        assert_eq!(p.needs_paths(p.index_of("c").unwrap()), ["a"]);
+        assert_eq!(wave(&p, "c"), 2);
+    }
+
+    #[test]
+    fn inputs_are_implied_needs() {
+        let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n    needs: []\n  - path: c\n    needs: []\n    inputs:\n      'x:y': b:out\n"
+        ))
+        .unwrap();
+        assert_eq!(p.needs_paths(p.index_of("c").unwrap()), ["b"]);
+    }
+
+    #[test]
+    fn kubernetes_waits_for_all_infrastructure_and_secrets_step() {
+        let p = plan_of(&format!(
+            "{HEAD}secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n  - path: a\n  - path: b\n    needs: []\nkubernetes:\n  - path: k1\n  - path: k2\n    needs: []\n"
+        ))
+        .unwrap();
+        let s = p.index_of(SECRETS_STEP).unwrap();
+        assert_eq!(p.needs_paths(s), ["a", "b"]);
+        assert_eq!(p.needs_paths(p.index_of("k1").unwrap()), [SECRETS_STEP]);
+        assert_eq!(p.needs_paths(p.index_of("k2").unwrap()), [SECRETS_STEP]);
+        assert_eq!(wave(&p, SECRETS_STEP), 2);
+        assert_eq!(wave(&p, "k2"), 3);
+    }
+
+    #[test]
+    fn without_secrets_kubernetes_needs_infrastructure_sinks() {
+        let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: a\n  - path: b\nkubernetes:\n  - path: k\n"
+        ))
+        .unwrap();
+        assert!(p.index_of(SECRETS_STEP).is_none());
+        assert_eq!(p.needs_paths(p.index_of("k").unwrap()), ["b"]);
+    }
+
+    #[test]
+    fn cycle_is_printed() {
+        let e = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: a\n    needs: [c]\n  - path: b\n  - path: c\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(e.message.contains("a → b → c → a"), "{}", e.message);
+    }
+
+    #[test]
+    fn cross_stage_cycle_explains_barrier() {
+        let e = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: a\n    needs: [k]\nkubernetes:\n  - path: k\n"
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("cycle"), "{}", e.message);
+        assert!(
+            e.message.contains("infrastructure entry cannot need"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn selection_project_with_deps_and_from() {
+        let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n  - path: d\n    needs: [a]\n"
+        ))
+        .unwrap();
+        let only = p
+            .select(&Selection {
+                projects: vec!["c".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(order(&only), ["c"]);
+        let deps = p
+            .select(&Selection {
+                projects: vec!["c".into()],
+                with_deps: true,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(order(&deps), ["a", "b", "c"]);
+        let from = p
+            .select(&Selection {
+                from: Some("b".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(order(&p), ["a", "b", "c", "d"]);
+        assert_eq!(order(&from), ["b", "c", "d"]);
+        assert!(
+            p.select(&Selection {
+                projects: vec!["zzz".into()],
+                ..Default::default()
+            })
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn subplan_bridges_unselected_prerequisites() {
+        let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n"
+        ))
+        .unwrap();
+        let sub = p.subplan(&[true, false, true]);
+        assert_eq!(sub.needs_paths(sub.index_of("c").unwrap()), ["a"]);
+    }
+
+    #[test]
+    fn reverse_runs_dependents_first() {
+        let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: vpc\n  - path: eks\n  - path: ecr\n    needs: []\nkubernetes:\n  - path: app\n"
+        ))
+        .unwrap();
+        let r = p.reversed();
+        let o = order(&r);
+        assert_eq!(o[0], "app");
+        let pos = |x: &str| o.iter().position(|y| *y == x).unwrap();
+        assert!(pos("eks") < pos("vpc"));
+        assert!(pos("app") < pos("ecr"));
+        // destroy --project vpc --with-deps takes its dependents along.
+        let sel = r
+            .select(&Selection {
+                projects: vec!["vpc".into()],
+                with_deps: true,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(order(&sel), ["app", "eks", "vpc"]);
+    }
+
+    #[test]
+    fn project_resolves_by_pulumi_name() {
+        let p = plan_of(&format!("{HEAD}infrastructure:\n  - path: x/vpc\n")).unwrap();
+        assert_eq!(p.resolve("vpc").unwrap(), 0);
+        assert_eq!(p.resolve("projects/x/vpc/").unwrap(), 0);
+    }
+
+    #[test]
+    fn critical_path_sums_the_longest_chain() {
+        let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n"
+        ))
+        .unwrap();
+        assert_eq!(p.critical_path(|_| 10), 20);
+    }
+}

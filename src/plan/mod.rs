@@ -1,0 +1,6 @@
+//! Planning a run: the dependency graph of a profile and its drawings.
+
+pub mod graph;
+pub mod render;
+
+pub use graph::{NodeKind, NodeStage, Plan, SECRETS_STEP, Selection};

@@ -1,0 +1,303 @@
+//! Drawing a plan: a tree for people, DOT and Mermaid for diagrams, JSON for tools.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::graph::{NodeKind, NodeStage, Plan};
+
+/// What the header of a drawing says about the run.
+pub struct Header<'a> {
+    pub provider: &'a str,
+    pub infra_type: &'a str,
+    pub stack: Option<&'a str>,
+    /// Secret keys written by the built-in step (names only).
+    pub secret_keys: Vec<String>,
+    pub secret_name: &'a str,
+}
+
+/// The tree: waves in order, each step with its needs, inputs and hooks.
+pub fn tree(plan: &Plan, h: &Header) -> String {
+    let mut out = String::new();
+    let steps = plan.nodes.len();
+    let _ = writeln!(
+        out,
+        "{} · provider {} ({}) · stack {} · {} step{} in {} wave{}",
+        if plan.reversed {
+            "destroy order"
+        } else {
+            "execution order"
+        },
+        h.provider,
+        h.infra_type,
+        h.stack.unwrap_or("(none)"),
+        steps,
+        if steps == 1 { "" } else { "s" },
+        plan.wave_count(),
+        if plan.wave_count() == 1 { "" } else { "s" },
+    );
+    let width = plan
+        .nodes
+        .iter()
+        .map(|n| n.path.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(20);
+    let mut last_stage = None;
+    for (w, wave) in plan.waves().iter().enumerate() {
+        let stage = plan.nodes[wave[0]].stage;
+        if last_stage != Some(stage) {
+            let _ = writeln!(out, "\n{}", stage.as_str());
+            last_stage = Some(stage);
+        }
+        let parallel = if wave.len() > 1 {
+            format!("  ({} in parallel)", wave.len())
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "  wave {}{parallel}", w + 1);
+        for (k, &i) in wave.iter().enumerate() {
+            let node = &plan.nodes[i];
+            let last = k + 1 == wave.len();
+            let (branch, cont) = if last {
+                ("└─", "   ")
+            } else {
+                ("├─", "│  ")
+            };
+            let desc = match node.kind {
+                NodeKind::Builtin => format!(
+                    "built-in: write {} secret{} into Secret `{}`",
+                    h.secret_keys.len(),
+                    if h.secret_keys.len() == 1 { "" } else { "s" },
+                    h.secret_name
+                ),
+                _ => node
+                    .entry
+                    .as_ref()
+                    .and_then(|e| e.description.clone())
+                    .unwrap_or_default(),
+            };
+            let marker = match node.kind {
+                NodeKind::Pulumi => format!("[{}]", node.name),
+                NodeKind::Command => "[command]".to_string(),
+                NodeKind::Builtin => "◆".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "    {branch} {:<width$}  {marker} {desc}",
+                node.path,
+                width = width
+            );
+            let needs = plan.needs_paths(i);
+            let pad = format!("    {cont}    ");
+            if !needs.is_empty() {
+                let _ = writeln!(out, "{pad}needs   {}", needs.join(", "));
+            }
+            if node.kind == NodeKind::Builtin && !h.secret_keys.is_empty() {
+                let _ = writeln!(out, "{pad}keys    {}", h.secret_keys.join(", "));
+            }
+            if let Some(entry) = &node.entry {
+                for input in &entry.inputs {
+                    let _ = writeln!(
+                        out,
+                        "{pad}input   {} ← {}:{}",
+                        input.key, input.project, input.output
+                    );
+                }
+                for hook in &entry.on_success {
+                    let _ = writeln!(out, "{pad}hook    {}", hook.describe());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn node_id(path: &str) -> String {
+    let mut id: String = path
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if id.starts_with(|c: char| c.is_ascii_digit() || c == '_') {
+        id.insert(0, 'n');
+    }
+    id
+}
+
+fn label(plan: &Plan, i: usize) -> String {
+    let n = &plan.nodes[i];
+    match n.kind {
+        NodeKind::Builtin => "secrets → cluster (built-in)".to_string(),
+        _ => n.path.clone(),
+    }
+}
+
+/// Graphviz DOT: one cluster per stage, edges from prerequisite to dependent.
+pub fn dot(plan: &Plan, h: &Header) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "digraph strata {{");
+    let _ = writeln!(
+        out,
+        "  label=\"{} ({}) · stack {}\";",
+        h.provider,
+        h.infra_type,
+        h.stack.unwrap_or("(none)")
+    );
+    let _ = writeln!(out, "  rankdir=LR;\n  node [shape=box, style=rounded];");
+    for stage in [
+        NodeStage::Infrastructure,
+        NodeStage::Secrets,
+        NodeStage::Kubernetes,
+    ] {
+        let members: Vec<usize> = plan
+            .order
+            .iter()
+            .copied()
+            .filter(|&i| plan.nodes[i].stage == stage)
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "  subgraph cluster_{} {{", stage.as_str());
+        let _ = writeln!(out, "    label=\"{}\";", stage.as_str());
+        for i in members {
+            let shape = if plan.nodes[i].kind == NodeKind::Builtin {
+                ", shape=diamond"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "    {} [label=\"{}\\nwave {}\"{shape}];",
+                node_id(&plan.nodes[i].path),
+                label(plan, i).replace('"', "\\\""),
+                plan.nodes[i].wave
+            );
+        }
+        let _ = writeln!(out, "  }}");
+    }
+    for &i in &plan.order {
+        for &j in &plan.nodes[i].needs {
+            let _ = writeln!(
+                out,
+                "  {} -> {};",
+                node_id(&plan.nodes[j].path),
+                node_id(&plan.nodes[i].path)
+            );
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Mermaid flowchart.
+pub fn mermaid(plan: &Plan, _h: &Header) -> String {
+    let mut out = String::from("flowchart LR\n");
+    for stage in [
+        NodeStage::Infrastructure,
+        NodeStage::Secrets,
+        NodeStage::Kubernetes,
+    ] {
+        let members: Vec<usize> = plan
+            .order
+            .iter()
+            .copied()
+            .filter(|&i| plan.nodes[i].stage == stage)
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "  subgraph {}", stage.as_str());
+        for i in members {
+            let id = node_id(&plan.nodes[i].path);
+            let text = label(plan, i).replace('"', "'");
+            if plan.nodes[i].kind == NodeKind::Builtin {
+                let _ = writeln!(out, "    {id}{{\"{text}\"}}");
+            } else {
+                let _ = writeln!(out, "    {id}[\"{text}\"]");
+            }
+        }
+        let _ = writeln!(out, "  end");
+    }
+    for &i in &plan.order {
+        for &j in &plan.nodes[i].needs {
+            let _ = writeln!(
+                out,
+                "  {} --> {}",
+                node_id(&plan.nodes[j].path),
+                node_id(&plan.nodes[i].path)
+            );
+        }
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct JsonPlan<'a> {
+    provider: &'a str,
+    infra_type: &'a str,
+    stack: Option<&'a str>,
+    operation: &'static str,
+    projects: Vec<JsonProject<'a>>,
+    order: Vec<&'a str>,
+    waves: Vec<Vec<&'a str>>,
+}
+
+#[derive(Serialize)]
+struct JsonProject<'a> {
+    path: &'a str,
+    name: &'a str,
+    stage: NodeStage,
+    kind: NodeKind,
+    needs: Vec<&'a str>,
+    wave: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    inputs: Vec<&'a crate::workspace::profile::Input>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    on_success: Vec<&'a crate::workspace::profile::Hook>,
+}
+
+/// The JSON object of DESIGN.md: provider, stack, projects (path, name, stage, needs,
+/// wave), order.
+pub fn json(plan: &Plan, h: &Header) -> String {
+    let projects = plan
+        .order
+        .iter()
+        .map(|&i| {
+            let n = &plan.nodes[i];
+            JsonProject {
+                path: &n.path,
+                name: &n.name,
+                stage: n.stage,
+                kind: n.kind,
+                needs: plan.needs_paths(i),
+                wave: n.wave,
+                description: n.entry.as_ref().and_then(|e| e.description.as_deref()),
+                inputs: n.entry.iter().flat_map(|e| e.inputs.iter()).collect(),
+                on_success: n.entry.iter().flat_map(|e| e.on_success.iter()).collect(),
+            }
+        })
+        .collect();
+    let doc = JsonPlan {
+        provider: h.provider,
+        infra_type: h.infra_type,
+        stack: h.stack,
+        operation: if plan.reversed { "destroy" } else { "up" },
+        projects,
+        order: plan
+            .order
+            .iter()
+            .map(|&i| plan.nodes[i].path.as_str())
+            .collect(),
+        waves: plan
+            .waves()
+            .into_iter()
+            .map(|w| w.into_iter().map(|i| plan.nodes[i].path.as_str()).collect())
+            .collect(),
+    };
+    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
+}

@@ -1,0 +1,132 @@
+//! Small helpers shared by every module: paths for messages, atomic writes, time.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+
+/// A path as shown in messages: relative to the current directory when under it.
+pub fn display_path(path: &Path) -> String {
+    if let Ok(cwd) = std::env::current_dir()
+        && let Ok(rel) = path.strip_prefix(&cwd)
+        && !rel.as_os_str().is_empty()
+    {
+        return rel.display().to_string();
+    }
+    path.display().to_string()
+}
+
+/// Writes `contents` to `path` atomically: a temp file in the same directory, then rename.
+/// `mode` sets the Unix permissions of the new file (e.g. 0o600 for secrets).
+pub fn write_atomic(path: &Path, contents: &[u8], mode: Option<u32>) -> Result<()> {
+    let dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".strata-tmp-")
+        .tempfile_in(&dir)
+        .map_err(|e| Error::io("create a temporary file in", &dir, e))?;
+    tmp.write_all(contents)
+        .and_then(|_| tmp.as_file().sync_all())
+        .map_err(|e| Error::io("write", tmp.path(), e))?;
+    if let Some(mode) = mode {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::io("set permissions of", tmp.path(), e))?;
+    }
+    tmp.persist(path)
+        .map_err(|e| Error::io("replace", path, e.error))?;
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// An RFC 3339 timestamp (UTC, seconds) for a time in ms since the epoch.
+pub fn rfc3339(ms: u64) -> String {
+    let t = UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// A duration for people: `850ms`, `4.2s`, `3m05s`.
+pub fn human_duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+/// The environment-variable form of a key: upper-cased, every character that is not
+/// ASCII alphanumeric as `_` (`lab:token` -> `LAB_TOKEN`).
+pub fn env_key(key: &str) -> String {
+    key.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A file-system-safe slug for a project path (`kubernetes/nginx/x` -> `kubernetes-nginx-x`).
+pub fn slug(path: &str) -> String {
+    path.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_key_upper_cases_and_replaces_separators() {
+        assert_eq!(env_key("lab:token"), "LAB_TOKEN");
+        assert_eq!(env_key("my-ns:db-pass.word"), "MY_NS_DB_PASS_WORD");
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(human_duration(850), "850ms");
+        assert_eq!(human_duration(4200), "4.2s");
+        assert_eq!(human_duration(185_000), "3m05s");
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_sets_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub/f.txt");
+        write_atomic(&p, b"one", Some(0o600)).unwrap();
+        write_atomic(&p, b"two", Some(0o600)).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "two");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let leftovers: Vec<_> = std::fs::read_dir(p.parent().unwrap()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn slug_is_file_safe() {
+        assert_eq!(slug("kubernetes/nginx/ingress"), "kubernetes-nginx-ingress");
+    }
+}

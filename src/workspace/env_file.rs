@@ -1,0 +1,214 @@
+//! `config/pulumi/environment`: KEY=VALUE lines (dotenv syntax) overlaid on the process
+//! environment for every child; the process environment itself is never mutated.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::util::display_path;
+
+/// The environment file as read from disk.
+#[derive(Debug, Clone, Default)]
+pub struct EnvFile {
+    pub path: PathBuf,
+    pub exists: bool,
+    /// The file's own variables (not the process environment).
+    pub vars: BTreeMap<String, String>,
+}
+
+impl EnvFile {
+    /// Reads the file; a missing file is an empty one.
+    pub fn load(path: &Path) -> Result<EnvFile> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(EnvFile {
+                    path: path.to_path_buf(),
+                    exists: false,
+                    vars: BTreeMap::new(),
+                });
+            }
+            Err(e) => return Err(Error::io("read", path, e)),
+        };
+        let vars = parse(&text).map_err(|(line, what)| {
+            Error::config(format!(
+                "{}: line {line}: {what}\n  Each line must be KEY=VALUE (dotenv syntax), a comment starting with #, or empty.",
+                display_path(path)
+            ))
+        })?;
+        Ok(EnvFile {
+            path: path.to_path_buf(),
+            exists: true,
+            vars,
+        })
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.vars.get(key).map(String::as_str)
+    }
+
+    /// Sets `key=value` in the file, keeping every other line as it is, and ending every
+    /// line with a newline. Written atomically.
+    pub fn set_var(&mut self, key: &str, value: &str) -> Result<()> {
+        let old = if self.exists {
+            std::fs::read_to_string(&self.path).map_err(|e| Error::io("read", &self.path, e))?
+        } else {
+            String::new()
+        };
+        let new_line = format!("{key}={}", quote_if_needed(value));
+        let mut replaced = false;
+        let mut out = String::new();
+        for line in old.lines() {
+            let trimmed = line.trim_start();
+            let trimmed = trimmed.strip_prefix("export ").unwrap_or(trimmed);
+            let is_key = trimmed
+                .split_once('=')
+                .is_some_and(|(k, _)| k.trim() == key);
+            if is_key && !replaced {
+                out.push_str(&new_line);
+                replaced = true;
+            } else if is_key {
+                continue;
+            } else {
+                out.push_str(line);
+            }
+            out.push('\n');
+        }
+        if !replaced {
+            out.push_str(&new_line);
+            out.push('\n');
+        }
+        crate::util::write_atomic(&self.path, out.as_bytes(), None)?;
+        self.exists = true;
+        self.vars.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+}
+
+fn quote_if_needed(value: &str) -> String {
+    if value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./:@+,".contains(c))
+    {
+        value.to_string()
+    } else {
+        format!("'{}'", value.replace('\'', "'\\''"))
+    }
+}
+
+/// Parses dotenv text with dotenvy; on error returns (1-based line, description).
+/// Interpolation (`${VAR}`) is resolved by dotenvy against earlier lines and the
+/// process environment, as dotenv does.
+fn parse(text: &str) -> std::result::Result<BTreeMap<String, String>, (usize, String)> {
+    let mut vars = BTreeMap::new();
+    for item in dotenvy::from_read_iter(text.as_bytes()) {
+        match item {
+            Ok((k, v)) => {
+                vars.insert(k, v);
+            }
+            Err(dotenvy::Error::LineParse(line, _)) => {
+                let n = line_number_of(text, &line);
+                let first = line.split_whitespace().next().unwrap_or("").to_string();
+                let first: String = first.chars().take(40).collect();
+                return Err((
+                    n,
+                    format!("this line is not KEY=VALUE (it starts with `{first}`)"),
+                ));
+            }
+            Err(e) => return Err((0, e.to_string())),
+        }
+    }
+    Ok(vars)
+}
+
+fn line_number_of(text: &str, bad: &str) -> usize {
+    let bad_first = bad.lines().next().unwrap_or(bad).trim();
+    text.lines()
+        .position(|l| l.trim() == bad_first)
+        .map(|i| i + 1)
+        .unwrap_or(0)
+}
+
+/// The environment every child runs with: the process environment overlaid by the
+/// file (the file wins), plus `PULUMI_SKIP_UPDATE_CHECK=true`.
+pub fn child_environment(
+    process: impl IntoIterator<Item = (String, String)>,
+    file: &EnvFile,
+) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = process.into_iter().collect();
+    for (k, v) in &file.vars {
+        env.insert(k.clone(), v.clone());
+    }
+    env.insert("PULUMI_SKIP_UPDATE_CHECK".into(), "true".into());
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let p = dir.join("environment");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn parses_dotenv_lines() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "# comment\nPULUMI_STACK=dev\n\nexport A=\"x y\"\nB='single'\n",
+        );
+        let f = EnvFile::load(&p).unwrap();
+        assert_eq!(f.get("PULUMI_STACK"), Some("dev"));
+        assert_eq!(f.get("A"), Some("x y"));
+        assert_eq!(f.get("B"), Some("single"));
+    }
+
+    #[test]
+    fn missing_file_is_empty() {
+        let d = tempfile::tempdir().unwrap();
+        let f = EnvFile::load(&d.path().join("nope")).unwrap();
+        assert!(!f.exists);
+        assert!(f.vars.is_empty());
+    }
+
+    #[test]
+    fn bad_line_names_file_and_line() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(d.path(), "A=1\nthis is not a pair\n");
+        let e = EnvFile::load(&p).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(e.message.contains("line 2"), "{}", e.message);
+        assert!(e.message.contains("KEY=VALUE"), "{}", e.message);
+    }
+
+    #[test]
+    fn file_wins_over_process_and_skip_update_check_is_set() {
+        let f = EnvFile {
+            vars: [("A".to_string(), "file".to_string())].into(),
+            ..Default::default()
+        };
+        let env = child_environment(
+            [("A".into(), "proc".into()), ("B".into(), "proc".into())],
+            &f,
+        );
+        assert_eq!(env["A"], "file");
+        assert_eq!(env["B"], "proc");
+        assert_eq!(env["PULUMI_SKIP_UPDATE_CHECK"], "true");
+    }
+
+    #[test]
+    fn set_var_keeps_other_lines_and_ends_with_newline() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(d.path(), "# keep me\nA=1\nPULUMI_STACK=old");
+        let mut f = EnvFile::load(&p).unwrap();
+        f.set_var("PULUMI_STACK", "dev").unwrap();
+        f.set_var("NEW", "two words").unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text, "# keep me\nA=1\nPULUMI_STACK=dev\nNEW='two words'\n");
+        let again = EnvFile::load(&p).unwrap();
+        assert_eq!(again.get("NEW"), Some("two words"));
+    }
+}

@@ -1,0 +1,250 @@
+//! What is on disk: the workspace root, the environment file, the stack config, the
+//! provider profiles and the project folders.
+
+pub mod env_file;
+pub mod profile;
+pub mod project;
+pub mod stack_config;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::util::display_path;
+pub use env_file::EnvFile;
+pub use profile::{Entry, Profile, Stage};
+pub use project::{Project, ProjectKind};
+pub use stack_config::StackConfig;
+
+/// The workspace: its root and the environment its children run with.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    pub root: PathBuf,
+    pub env_file: EnvFile,
+    /// The process environment (a snapshot; never mutated).
+    pub process_env: BTreeMap<String, String>,
+    /// The process environment overlaid by the env file, plus PULUMI_SKIP_UPDATE_CHECK.
+    pub env: BTreeMap<String, String>,
+}
+
+/// Where the root is: `--root`/`STRATA_ROOT`, else the nearest ancestor of `cwd` that has
+/// a `providers/` folder.
+pub fn find_root(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf> {
+    if let Some(dir) = flag {
+        let dir = if dir.is_absolute() {
+            dir.to_path_buf()
+        } else {
+            cwd.join(dir)
+        };
+        if !dir.join("providers").is_dir() {
+            return Err(Error::config(format!(
+                "{} is not a strata workspace: it has no providers/ folder.\n  Point --root (or STRATA_ROOT) at the folder that holds providers/, config/ and projects/.",
+                display_path(&dir)
+            )));
+        }
+        return Ok(dir);
+    }
+    for dir in cwd.ancestors() {
+        if dir.join("providers").is_dir() {
+            return Ok(dir.to_path_buf());
+        }
+    }
+    Err(Error::config(format!(
+        "no strata workspace here: neither {} nor any folder above it has a providers/ folder.\n  Run strata inside a workspace, or name one with --root DIR (or STRATA_ROOT).",
+        display_path(cwd)
+    )))
+}
+
+impl Workspace {
+    /// Opens the workspace at `root`, reading the environment file.
+    pub fn open(root: PathBuf, process_env: BTreeMap<String, String>) -> Result<Workspace> {
+        let env_file = EnvFile::load(&root.join("config/pulumi/environment"))?;
+        let env = env_file::child_environment(process_env.clone(), &env_file);
+        Ok(Workspace {
+            root,
+            env_file,
+            process_env,
+            env,
+        })
+    }
+
+    pub fn providers_dir(&self) -> PathBuf {
+        self.root.join("providers")
+    }
+
+    pub fn projects_dir(&self) -> PathBuf {
+        self.root.join("projects")
+    }
+
+    /// `.strata/<stack>/`: journal, logs, lock, per-project config.
+    pub fn state_dir(&self, stack: &str) -> PathBuf {
+        self.root.join(".strata").join(stack)
+    }
+
+    pub fn stack_config_path(&self, stack: &str) -> PathBuf {
+        StackConfig::path_for(&self.root, stack)
+    }
+
+    /// The stack: `--stack`, else `PULUMI_STACK` of the env file, else of the process
+    /// environment. A `--stack` that differs from the file's is refused.
+    pub fn resolve_stack(&self, flag: Option<&str>) -> Result<Option<String>> {
+        let from_file = self.env_file.get("PULUMI_STACK").filter(|s| !s.is_empty());
+        let stack = match (flag, from_file) {
+            (Some(f), Some(file)) if f != file => {
+                return Err(Error::config(format!(
+                    "--stack {f} differs from PULUMI_STACK={file} in {}.\n  That file holds the settings of stack `{file}`. Drop --stack to use `{file}`, or change PULUMI_STACK in the file to `{f}`.",
+                    display_path(&self.env_file.path)
+                )));
+            }
+            (Some(f), _) => Some(f.to_string()),
+            (None, Some(file)) => Some(file.to_string()),
+            (None, None) => self
+                .process_env
+                .get("PULUMI_STACK")
+                .filter(|s| !s.is_empty())
+                .cloned(),
+        };
+        if let Some(s) = &stack
+            && !valid_stack_name(s)
+        {
+            return Err(Error::usage(format!(
+                "`{s}` is not a valid stack name: use letters, digits, `-`, `_` and `.` only."
+            )));
+        }
+        Ok(stack)
+    }
+
+    /// Loads and composes the profile `name`.
+    pub fn profile(&self, name: &str) -> Result<Profile> {
+        profile::load(&self.providers_dir(), name)
+    }
+
+    /// Loads the project of every entry of `profile`, in the profile's order.
+    pub fn projects(&self, profile: &Profile) -> Result<Vec<Project>> {
+        let dir = self.projects_dir();
+        profile
+            .entries
+            .iter()
+            .map(|e| project::load(&dir, &e.path, &e.file))
+            .collect()
+    }
+
+    /// The profile to use: `--provider`, else the one whose `infra_type` (or name) matches
+    /// the stack's `kubernetes:infra_type`.
+    pub fn select_provider(
+        &self,
+        flag: Option<&str>,
+        stack_config: Option<&StackConfig>,
+    ) -> Result<String> {
+        if let Some(p) = flag {
+            return Ok(p.to_string());
+        }
+        let available = profile::list(&self.providers_dir())?;
+        let names = || {
+            available
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let Some(infra) = stack_config.and_then(|c| c.infra_type()) else {
+            return Err(Error::config(format!(
+                "no provider chosen: pass --provider NAME (or set STRATA_PROVIDER).\n  Available providers: {}.",
+                names()
+            )));
+        };
+        for (name, file) in &available {
+            if name.eq_ignore_ascii_case(&infra) {
+                return Ok(name.clone());
+            }
+            if let Ok((_, t)) = profile::describe(file)
+                && t.eq_ignore_ascii_case(&infra)
+            {
+                return Ok(name.clone());
+            }
+        }
+        Err(Error::config(format!(
+            "the stack's kubernetes:infra_type is `{infra}`, but no provider profile has that infra_type.\n  Available providers: {}. Pass --provider NAME.",
+            names()
+        )))
+    }
+}
+
+/// Refuses a provider whose infra_type differs from the stack's recorded one.
+pub fn check_infra_type(profile: &Profile, config: &StackConfig, stack: &str) -> Result<()> {
+    if let Some(recorded) = config.infra_type()
+        && !recorded.eq_ignore_ascii_case(&profile.infra_type)
+    {
+        return Err(Error::config(format!(
+            "stack `{stack}` was brought up with infra_type `{recorded}` ({}), but provider `{}` has infra_type `{}`.\n  A stack keeps its provider. To use `{}`, start a new stack: strata up --provider {} --stack <new-name>.",
+            display_path(&config.path),
+            profile.name,
+            profile.infra_type,
+            profile.name,
+            profile.name
+        )));
+    }
+    Ok(())
+}
+
+pub fn valid_stack_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws_with_env(file: Option<&str>, process: &[(&str, &str)]) -> (tempfile::TempDir, Workspace) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("providers")).unwrap();
+        std::fs::create_dir_all(d.path().join("config/pulumi")).unwrap();
+        if let Some(t) = file {
+            std::fs::write(d.path().join("config/pulumi/environment"), t).unwrap();
+        }
+        let env = process
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let w = Workspace::open(d.path().to_path_buf(), env).unwrap();
+        (d, w)
+    }
+
+    #[test]
+    fn root_is_nearest_ancestor_with_providers() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("providers")).unwrap();
+        std::fs::create_dir_all(d.path().join("projects/a/b")).unwrap();
+        let r = find_root(None, &d.path().join("projects/a/b")).unwrap();
+        assert_eq!(r, d.path());
+        let e = find_root(Some(&d.path().join("projects")), d.path()).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+    }
+
+    #[test]
+    fn stack_precedence() {
+        let (_d, w) = ws_with_env(Some("PULUMI_STACK=dev\n"), &[("PULUMI_STACK", "proc")]);
+        assert_eq!(w.resolve_stack(None).unwrap().as_deref(), Some("dev"));
+        assert_eq!(
+            w.resolve_stack(Some("dev")).unwrap().as_deref(),
+            Some("dev")
+        );
+        let e = w.resolve_stack(Some("prod")).unwrap_err();
+        assert!(e.message.contains("prod") && e.message.contains("dev"));
+        let (_d, w) = ws_with_env(None, &[("PULUMI_STACK", "proc")]);
+        assert_eq!(w.resolve_stack(None).unwrap().as_deref(), Some("proc"));
+        assert_eq!(w.resolve_stack(Some("x")).unwrap().as_deref(), Some("x"));
+        let (_d, w) = ws_with_env(None, &[]);
+        assert_eq!(w.resolve_stack(None).unwrap(), None);
+        assert!(w.resolve_stack(Some("bad name")).is_err());
+    }
+
+    #[test]
+    fn env_overlay_is_not_applied_to_process() {
+        let (_d, w) = ws_with_env(Some("STRATA_TEST_ONLY_VAR=1\n"), &[]);
+        assert_eq!(w.env["STRATA_TEST_ONLY_VAR"], "1");
+        assert!(std::env::var("STRATA_TEST_ONLY_VAR").is_err());
+    }
+}

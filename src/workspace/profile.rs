@@ -1,0 +1,717 @@
+//! Provider profiles (`providers/<name>.yaml`): parsing with unknown fields refused,
+//! and composition (`include:` fragments, `after:`/`before:` insertions) into flat lists.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_yaml::Value;
+
+use crate::error::{Error, Result};
+use crate::util::display_path;
+
+/// The two stages of a profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Infrastructure,
+    Kubernetes,
+}
+
+impl Stage {
+    pub fn key(self) -> &'static str {
+        match self {
+            Stage::Infrastructure => "infrastructure",
+            Stage::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+/// The type a config value must parse as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueType {
+    #[default]
+    String,
+    Int,
+    Bool,
+    List,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigItem {
+    pub key: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub default: Option<Value>,
+    #[serde(default, rename = "type")]
+    pub value_type: ValueType,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretItem {
+    pub key: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
+/// An `on_success` hook: `- kubeconfig: {output: NAME}` or `- run: COMMAND`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "lowercase", try_from = "RawHook")]
+pub enum Hook {
+    /// Merge a kubeconfig from an output into the user's kubeconfig.
+    Kubeconfig(KubeconfigHook),
+    /// A shell command.
+    Run(String),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KubeconfigHook {
+    pub output: String,
+    #[serde(default)]
+    pub context: Option<String>,
+}
+
+/// The YAML shape of a hook: a map with exactly one of the known keys.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHook {
+    #[serde(default)]
+    kubeconfig: Option<KubeconfigHook>,
+    #[serde(default)]
+    run: Option<String>,
+}
+
+impl TryFrom<RawHook> for Hook {
+    type Error = String;
+    fn try_from(raw: RawHook) -> std::result::Result<Self, String> {
+        match (raw.kubeconfig, raw.run) {
+            (Some(k), None) => Ok(Hook::Kubeconfig(k)),
+            (None, Some(r)) => Ok(Hook::Run(r)),
+            _ => Err(
+                "a hook is exactly one of `kubeconfig: {output: NAME}` or `run: COMMAND`".into(),
+            ),
+        }
+    }
+}
+
+impl Hook {
+    pub fn describe(&self) -> String {
+        match self {
+            Hook::Kubeconfig(k) => match &k.context {
+                Some(c) => format!("kubeconfig (output {}, context {c})", k.output),
+                None => format!("kubeconfig (output {})", k.output),
+            },
+            Hook::Run(cmd) => format!("run: {}", cmd.lines().next().unwrap_or("")),
+        }
+    }
+}
+
+/// One entry as written in a profile or fragment.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    #[serde(default)]
+    include: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    needs: Option<Vec<String>>,
+    #[serde(default)]
+    inputs: BTreeMap<String, String>,
+    #[serde(default)]
+    secrets: Vec<SecretItem>,
+    #[serde(default)]
+    on_success: Vec<Hook>,
+    #[serde(default)]
+    after: Option<String>,
+    #[serde(default)]
+    before: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    description: String,
+    infra_type: String,
+    #[serde(default)]
+    secret_name: Option<String>,
+    #[serde(default)]
+    config: Vec<ConfigItem>,
+    #[serde(default)]
+    secrets: Vec<SecretItem>,
+    #[serde(default)]
+    infrastructure: Vec<RawEntry>,
+    #[serde(default)]
+    kubernetes: Vec<RawEntry>,
+}
+
+/// An `inputs:` item: config `key` <- `output` of `project`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Input {
+    pub key: String,
+    pub project: String,
+    pub output: String,
+}
+
+/// A resolved entry of a composed list.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub path: String,
+    pub description: Option<String>,
+    pub stage: Stage,
+    /// `None`: the previous entry of the composed list.
+    pub needs: Option<Vec<String>>,
+    pub inputs: Vec<Input>,
+    pub secrets: Vec<SecretItem>,
+    pub on_success: Vec<Hook>,
+    /// The file the entry was written in (profile or fragment).
+    pub file: PathBuf,
+}
+
+/// A provider profile, composed.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub file: PathBuf,
+    pub description: String,
+    pub infra_type: String,
+    pub secret_name: String,
+    pub config: Vec<ConfigItem>,
+    pub secrets: Vec<SecretItem>,
+    /// Infrastructure entries, then kubernetes entries, each list in composed order.
+    pub entries: Vec<Entry>,
+}
+
+impl Profile {
+    pub fn entry(&self, path: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.path == path)
+    }
+
+    /// Every secret of the profile and of its entries (profile-level first).
+    pub fn all_secrets(&self) -> Vec<(&SecretItem, Option<&str>)> {
+        let mut out: Vec<(&SecretItem, Option<&str>)> =
+            self.secrets.iter().map(|s| (s, None)).collect();
+        for e in &self.entries {
+            out.extend(e.secrets.iter().map(|s| (s, Some(e.path.as_str()))));
+        }
+        out
+    }
+}
+
+/// Names of the profiles in `providers/` (sorted), with their file paths.
+pub fn list(providers_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let rd = std::fs::read_dir(providers_dir)
+        .map_err(|e| Error::io("read the providers folder", providers_dir, e))?;
+    let mut out = Vec::new();
+    for entry in rd.flatten() {
+        let p = entry.path();
+        if p.is_file()
+            && let Some(ext) = p.extension().and_then(|e| e.to_str())
+            && (ext == "yaml" || ext == "yml")
+            && let Some(stem) = p.file_stem().and_then(|s| s.to_str())
+        {
+            out.push((stem.to_string(), p));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Loads and composes the profile `name` from `providers_dir`.
+pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
+    let available = list(providers_dir)?;
+    let Some((_, file)) = available.iter().find(|(n, _)| n == name) else {
+        let names: Vec<&str> = available.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(Error::config(format!(
+            "unknown provider `{name}`: there is no {}.\n  Available providers: {}.\n  Pick one with --provider NAME (see `strata providers`).",
+            display_path(&providers_dir.join(format!("{name}.yaml"))),
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        )));
+    };
+    let raw: RawProfile = read_yaml(file)?;
+    let mut entries = Vec::new();
+    for (stage, list) in [
+        (Stage::Infrastructure, &raw.infrastructure),
+        (Stage::Kubernetes, &raw.kubernetes),
+    ] {
+        let composed = compose(providers_dir, file, stage, list)?;
+        entries.extend(composed);
+    }
+    let profile = Profile {
+        name: name.to_string(),
+        file: file.clone(),
+        description: raw.description,
+        infra_type: raw.infra_type,
+        secret_name: raw
+            .secret_name
+            .unwrap_or_else(|| "strata-secrets".to_string()),
+        config: raw.config,
+        secrets: raw.secrets,
+        entries,
+    };
+    check(&profile)?;
+    Ok(profile)
+}
+
+/// Just the description of a profile, for `strata providers` (no composition).
+pub fn describe(file: &Path) -> Result<(String, String)> {
+    #[derive(Deserialize)]
+    struct Head {
+        description: Option<String>,
+        infra_type: Option<String>,
+    }
+    let head: Head = read_yaml(file)?;
+    Ok((
+        head.description.unwrap_or_default(),
+        head.infra_type.unwrap_or_default(),
+    ))
+}
+
+fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(file).map_err(|e| Error::io("read", file, e))?;
+    serde_yaml::from_str(&text).map_err(|e| {
+        let hint = if e.to_string().contains("unknown field") {
+            "\n  Check the spelling against the profile syntax in the README (unknown fields are refused so typos cannot pass silently)."
+        } else {
+            ""
+        };
+        Error::config(format!("{}: {e}{hint}", display_path(file)))
+    })
+}
+
+enum Placement {
+    After(String),
+    Before(String),
+}
+
+/// Expands includes and applies insertions, returning the stage's entries in order.
+fn compose(
+    providers_dir: &Path,
+    file: &Path,
+    stage: Stage,
+    list: &[RawEntry],
+) -> Result<Vec<Entry>> {
+    let mut flat: Vec<(Entry, Option<Placement>)> = Vec::new();
+    flatten(providers_dir, file, stage, list, &mut flat, &mut Vec::new())?;
+
+    let mut placed: Vec<Entry> = Vec::new();
+    let mut inserts = Vec::new();
+    for (entry, placement) in flat {
+        match placement {
+            None => placed.push(entry),
+            Some(p) => inserts.push((entry, p)),
+        }
+    }
+    for (mut entry, placement) in inserts {
+        let (anchor, after) = match &placement {
+            Placement::After(a) => (a, true),
+            Placement::Before(a) => (a, false),
+        };
+        let Some(idx) = placed.iter().position(|e| &e.path == anchor) else {
+            return Err(Error::config(format!(
+                "{}: entry `{}` is placed {} `{anchor}`, but the {} list has no entry with that path.\n  Known paths: {}.",
+                display_path(&entry.file),
+                entry.path,
+                if after { "after" } else { "before" },
+                stage.key(),
+                placed
+                    .iter()
+                    .map(|e| e.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        if after {
+            // Splice into the chain: whoever explicitly needs the anchor needs this too.
+            for other in placed.iter_mut() {
+                if let Some(needs) = other.needs.as_mut()
+                    && needs.iter().any(|n| n == anchor)
+                {
+                    needs.push(entry.path.clone());
+                }
+            }
+            placed.insert(idx + 1, entry);
+        } else {
+            if entry.needs.is_none()
+                && let Some(anchor_needs) = &placed[idx].needs
+            {
+                // The insert runs with the anchor's prerequisites, then the anchor after it.
+                entry.needs = Some(anchor_needs.clone());
+            }
+            if let Some(needs) = placed[idx].needs.as_mut() {
+                needs.push(entry.path.clone());
+            }
+            placed.insert(idx, entry);
+        }
+    }
+    Ok(placed)
+}
+
+fn flatten(
+    providers_dir: &Path,
+    file: &Path,
+    stage: Stage,
+    list: &[RawEntry],
+    out: &mut Vec<(Entry, Option<Placement>)>,
+    include_stack: &mut Vec<PathBuf>,
+) -> Result<()> {
+    for (i, raw) in list.iter().enumerate() {
+        let where_ = format!("{}: {} entry {}", display_path(file), stage.key(), i + 1);
+        if let Some(inc) = &raw.include {
+            let has_other = raw.path.is_some()
+                || raw.description.is_some()
+                || raw.needs.is_some()
+                || !raw.inputs.is_empty()
+                || !raw.secrets.is_empty()
+                || !raw.on_success.is_empty()
+                || raw.after.is_some()
+                || raw.before.is_some();
+            if has_other {
+                return Err(Error::config(format!(
+                    "{where_}: an `include:` entry takes no other field; put the fields on the entries of {inc}."
+                )));
+            }
+            let inc_path = providers_dir.join(inc);
+            if include_stack.contains(&inc_path) {
+                return Err(Error::config(format!(
+                    "{where_}: `include: {inc}` includes itself (through {}).",
+                    include_stack
+                        .iter()
+                        .map(|p| display_path(p))
+                        .collect::<Vec<_>>()
+                        .join(" → ")
+                )));
+            }
+            if !inc_path.is_file() {
+                return Err(Error::config(format!(
+                    "{where_}: `include: {inc}` names no file ({} does not exist). Paths are relative to the providers folder.",
+                    display_path(&inc_path)
+                )));
+            }
+            let sub: Vec<RawEntry> = read_yaml(&inc_path)?;
+            include_stack.push(inc_path.clone());
+            flatten(providers_dir, &inc_path, stage, &sub, out, include_stack)?;
+            include_stack.pop();
+            continue;
+        }
+        let Some(path) = raw.path.clone() else {
+            return Err(Error::config(format!(
+                "{where_}: the entry has no `path:` (the project folder under projects/), and is not an `include:`."
+            )));
+        };
+        let path = path.trim_matches('/').to_string();
+        if path.is_empty() {
+            return Err(Error::config(format!("{where_}: `path:` is empty.")));
+        }
+        let placement = match (&raw.after, &raw.before) {
+            (Some(_), Some(_)) => {
+                return Err(Error::config(format!(
+                    "{where_} ({path}): give `after:` or `before:`, not both."
+                )));
+            }
+            (Some(a), None) => Some(Placement::After(a.trim_matches('/').to_string())),
+            (None, Some(b)) => Some(Placement::Before(b.trim_matches('/').to_string())),
+            (None, None) => None,
+        };
+        let mut inputs = Vec::new();
+        for (key, source) in &raw.inputs {
+            let parsed = source
+                .rsplit_once(':')
+                .filter(|(p, o)| !p.trim().is_empty() && !o.trim().is_empty() && !p.contains(':'));
+            let Some((project, output)) = parsed else {
+                return Err(Error::config(format!(
+                    "{where_} ({path}): input `{key}: {source}` is not `<project path>:<output>` (for example `infrastructure/aws/vpc:vpc_id`)."
+                )));
+            };
+            inputs.push(Input {
+                key: key.clone(),
+                project: project.trim().trim_matches('/').to_string(),
+                output: output.trim().to_string(),
+            });
+        }
+        out.push((
+            Entry {
+                path,
+                description: raw.description.clone(),
+                stage,
+                needs: raw
+                    .needs
+                    .as_ref()
+                    .map(|n| n.iter().map(|s| s.trim_matches('/').to_string()).collect()),
+                inputs,
+                secrets: raw.secrets.clone(),
+                on_success: raw.on_success.clone(),
+                file: file.to_path_buf(),
+            },
+            placement,
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that paths are unique, references known, keys well-formed.
+fn check(profile: &Profile) -> Result<()> {
+    let mut seen: BTreeMap<&str, &Entry> = BTreeMap::new();
+    for e in &profile.entries {
+        if let Some(first) = seen.insert(e.path.as_str(), e) {
+            return Err(Error::config(format!(
+                "{}: `{}` is listed twice (in the {} list of {} and the {} list of {}). Each project may appear once.",
+                display_path(&profile.file),
+                e.path,
+                first.stage.key(),
+                display_path(&first.file),
+                e.stage.key(),
+                display_path(&e.file)
+            )));
+        }
+    }
+    for e in &profile.entries {
+        for n in e.needs.iter().flatten() {
+            if !seen.contains_key(n.as_str()) {
+                return Err(Error::config(format!(
+                    "{}: entry `{}` needs `{n}`, which is not an entry of profile `{}`.\n  Known paths: {}.",
+                    display_path(&e.file),
+                    e.path,
+                    profile.name,
+                    seen.keys().copied().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+        for i in &e.inputs {
+            if !seen.contains_key(i.project.as_str()) {
+                return Err(Error::config(format!(
+                    "{}: entry `{}` takes input `{}` from `{}`, which is not an entry of profile `{}`.",
+                    display_path(&e.file),
+                    e.path,
+                    i.key,
+                    i.project,
+                    profile.name
+                )));
+            }
+            if i.project == e.path {
+                return Err(Error::config(format!(
+                    "{}: entry `{}` takes input `{}` from itself.",
+                    display_path(&e.file),
+                    e.path,
+                    i.key
+                )));
+            }
+        }
+    }
+    let mut keys = BTreeSet::new();
+    for item in &profile.config {
+        check_key(&profile.file, "config", &item.key)?;
+        if !keys.insert(item.key.as_str()) {
+            return Err(Error::config(format!(
+                "{}: config key `{}` is declared twice.",
+                display_path(&profile.file),
+                item.key
+            )));
+        }
+    }
+    let mut secret_keys = BTreeSet::new();
+    for (s, owner) in profile.all_secrets() {
+        check_key(&profile.file, "secrets", &s.key)?;
+        if !secret_keys.insert(s.key.as_str()) {
+            return Err(Error::config(format!(
+                "{}: secret `{}` is declared twice{}.",
+                display_path(&profile.file),
+                s.key,
+                owner
+                    .map(|o| format!(" (again by `{o}`)"))
+                    .unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn check_key(file: &Path, list: &str, key: &str) -> Result<()> {
+    let ok = key.split_once(':').is_some_and(|(ns, k)| {
+        !ns.is_empty()
+            && !k.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::config(format!(
+            "{}: `{list}` key `{key}` must look like `namespace:name` (letters, digits, - _ .).",
+            display_path(file)
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (p, t) in files {
+            let path = d.path().join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, t).unwrap();
+        }
+        d
+    }
+
+    fn paths(p: &Profile) -> Vec<&str> {
+        p.entries.iter().map(|e| e.path.as_str()).collect()
+    }
+
+    const HEAD: &str = "description: d\ninfra_type: T\n";
+
+    #[test]
+    fn parses_core_syntax() {
+        let d = ws(&[(
+            "aws.yaml",
+            &format!(
+                "{HEAD}config:\n  - key: aws:region\n    prompt: Region\n    default: us-west-2\n  - key: eks:min\n    prompt: Min\n    default: 3\n    type: int\nsecrets:\n  - key: prom:pass\n    prompt: Pass\ninfrastructure:\n  - path: a\n    inputs: {{ 'x:y': 'b:out' }}\n    on_success:\n      - kubeconfig: {{ output: kc }}\n      - run: echo hi\n  - path: b\n    needs: []\nkubernetes:\n  - path: k\n"
+            ),
+        )]);
+        let p = load(d.path(), "aws").unwrap();
+        assert_eq!(paths(&p), ["a", "b", "k"]);
+        assert_eq!(p.config[1].value_type, ValueType::Int);
+        assert_eq!(p.entries[0].inputs[0].project, "b");
+        assert_eq!(p.entries[0].on_success.len(), 2);
+        assert_eq!(p.entries[1].needs, Some(vec![]));
+        assert_eq!(p.entries[2].stage, Stage::Kubernetes);
+        assert_eq!(p.secret_name, "strata-secrets");
+    }
+
+    #[test]
+    fn unknown_field_is_an_error_with_line() {
+        let d = ws(&[(
+            "aws.yaml",
+            &format!("{HEAD}infrastructure:\n  - path: a\n    need: [b]\n"),
+        )]);
+        let e = load(d.path(), "aws").unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(e.message.contains("unknown field `need`"), "{}", e.message);
+        assert!(e.message.contains("line 5"), "{}", e.message);
+        assert!(e.message.contains("aws.yaml"), "{}", e.message);
+    }
+
+    #[test]
+    fn unknown_provider_lists_available() {
+        let d = ws(&[("aws.yaml", HEAD), ("do.yaml", HEAD)]);
+        let e = load(d.path(), "gcp").unwrap_err();
+        assert!(e.message.contains("aws, do"), "{}", e.message);
+    }
+
+    #[test]
+    fn include_and_insertions_compose() {
+        let d = ws(&[
+            (
+                "common/k.yaml",
+                "- path: ns\n- path: ingress\n  needs: [ns]\n- path: app\n",
+            ),
+            (
+                "do.yaml",
+                &format!(
+                    "{HEAD}kubernetes:\n  - include: common/k.yaml\n  - path: creds\n    after: ns\n  - path: first\n    before: ns\n  - path: dns\n    after: ingress\n"
+                ),
+            ),
+        ]);
+        let p = load(d.path(), "do").unwrap();
+        assert_eq!(paths(&p), ["first", "ns", "creds", "ingress", "dns", "app"]);
+        let ingress = p.entry("ingress").unwrap();
+        assert_eq!(
+            ingress.needs.as_deref(),
+            Some(&["ns".to_string(), "creds".to_string()][..])
+        );
+        // app had no needs: it follows dns by position now.
+        assert!(p.entry("app").unwrap().needs.is_none());
+        assert!(p.entry("creds").unwrap().needs.is_none());
+    }
+
+    #[test]
+    fn insertion_anchor_must_exist() {
+        let d = ws(&[(
+            "do.yaml",
+            &format!("{HEAD}kubernetes:\n  - path: a\n  - path: x\n    after: nope\n"),
+        )]);
+        let e = load(d.path(), "do").unwrap_err();
+        assert!(e.message.contains("after `nope`"), "{}", e.message);
+    }
+
+    #[test]
+    fn include_cycle_is_reported() {
+        let d = ws(&[
+            ("common/a.yaml", "- include: common/a.yaml\n"),
+            (
+                "p.yaml",
+                &format!("{HEAD}kubernetes:\n  - include: common/a.yaml\n"),
+            ),
+        ]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert!(e.message.contains("includes itself"), "{}", e.message);
+    }
+
+    #[test]
+    fn duplicate_path_is_an_error() {
+        let d = ws(&[(
+            "p.yaml",
+            &format!("{HEAD}infrastructure:\n  - path: a\nkubernetes:\n  - path: a\n"),
+        )]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert!(e.message.contains("listed twice"), "{}", e.message);
+    }
+
+    #[test]
+    fn needs_unknown_path_is_an_error() {
+        let d = ws(&[(
+            "p.yaml",
+            &format!("{HEAD}infrastructure:\n  - path: a\n    needs: [ghost]\n"),
+        )]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert!(e.message.contains("needs `ghost`"), "{}", e.message);
+    }
+
+    #[test]
+    fn bad_input_source_is_an_error() {
+        let d = ws(&[(
+            "p.yaml",
+            &format!(
+                "{HEAD}infrastructure:\n  - path: a\n  - path: b\n    inputs:\n      'x:y': a-without-output\n"
+            ),
+        )]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert!(
+            e.message.contains("<project path>:<output>"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn hooks_reject_unknown_kinds() {
+        let d = ws(&[(
+            "p.yaml",
+            &format!("{HEAD}infrastructure:\n  - path: a\n    on_success:\n      - shell: x\n"),
+        )]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert!(e.message.contains("shell"), "{}", e.message);
+    }
+
+    #[test]
+    fn list_is_sorted_and_skips_fragments() {
+        let d = ws(&[("z.yaml", HEAD), ("a.yaml", HEAD), ("common/k.yaml", "[]")]);
+        let names: Vec<String> = list(d.path()).unwrap().into_iter().map(|x| x.0).collect();
+        assert_eq!(names, ["a", "z"]);
+    }
+}

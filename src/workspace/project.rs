@@ -1,0 +1,178 @@
+//! Project directories under `projects/`: a Pulumi project (`Pulumi.yaml`) or a command
+//! project (`Strata.yaml`).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::util::display_path;
+
+/// What runs a project.
+#[derive(Debug, Clone)]
+pub enum ProjectKind {
+    /// A Pulumi project; `name` is the `name:` of its Pulumi.yaml.
+    Pulumi { name: String },
+    /// A command project.
+    Command(CommandSpec),
+}
+
+/// `Strata.yaml`: shell commands for each operation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub up: String,
+    pub destroy: String,
+    #[serde(default)]
+    pub preview: Option<String>,
+    #[serde(default)]
+    pub refresh: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Project {
+    /// The path as written in the profile (relative to `projects/`).
+    pub path: String,
+    pub dir: PathBuf,
+    pub kind: ProjectKind,
+}
+
+impl Project {
+    /// The project's name: Pulumi's project name, or the command project's name.
+    pub fn name(&self) -> String {
+        match &self.kind {
+            ProjectKind::Pulumi { name } => name.clone(),
+            ProjectKind::Command(spec) => spec.name.clone().unwrap_or_else(|| {
+                self.path
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(&self.path)
+                    .to_string()
+            }),
+        }
+    }
+
+    pub fn kind_str(&self) -> &'static str {
+        match self.kind {
+            ProjectKind::Pulumi { .. } => "pulumi",
+            ProjectKind::Command(_) => "command",
+        }
+    }
+}
+
+/// Reads the project at `projects/<path>`; `source` names the profile file for messages.
+pub fn load(projects_dir: &Path, path: &str, source: &Path) -> Result<Project> {
+    let dir = projects_dir.join(path);
+    if !dir.is_dir() {
+        return Err(Error::config(format!(
+            "{}: project `{path}` has no folder: {} does not exist.\n  Create it with a Pulumi.yaml (a Pulumi project) or a Strata.yaml (a command project), or fix the path.",
+            display_path(source),
+            display_path(&dir)
+        )));
+    }
+    for file in ["Pulumi.yaml", "Pulumi.yml"] {
+        let f = dir.join(file);
+        if f.is_file() {
+            return Ok(Project {
+                path: path.to_string(),
+                kind: ProjectKind::Pulumi {
+                    name: pulumi_name(&f)?,
+                },
+                dir,
+            });
+        }
+    }
+    let f = dir.join("Strata.yaml");
+    if f.is_file() {
+        let text = std::fs::read_to_string(&f).map_err(|e| Error::io("read", &f, e))?;
+        let spec: CommandSpec = serde_yaml::from_str(&text).map_err(|e| {
+            Error::config(format!(
+                "{}: {e}\n  A Strata.yaml needs `up:` and `destroy:` commands, and may have `name`, `description`, `preview`, `refresh`.",
+                display_path(&f)
+            ))
+        })?;
+        return Ok(Project {
+            path: path.to_string(),
+            kind: ProjectKind::Command(spec),
+            dir,
+        });
+    }
+    Err(Error::config(format!(
+        "{}: project `{path}`: {} holds neither Pulumi.yaml nor Strata.yaml.\n  Add a Pulumi.yaml (a Pulumi project) or a Strata.yaml (a command project).",
+        display_path(source),
+        display_path(&dir)
+    )))
+}
+
+fn pulumi_name(file: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(file).map_err(|e| Error::io("read", file, e))?;
+    let v: serde_yaml::Value = serde_yaml::from_str(&text)
+        .map_err(|e| Error::config(format!("{}: invalid YAML: {e}", display_path(file))))?;
+    match v.get("name").and_then(|n| n.as_str()) {
+        Some(n) if !n.trim().is_empty() => Ok(n.trim().to_string()),
+        _ => Err(Error::config(format!(
+            "{}: a Pulumi project needs a `name:` (the Pulumi project name).",
+            display_path(file)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_both_kinds() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("a/vpc")).unwrap();
+        std::fs::write(
+            d.path().join("a/vpc/Pulumi.yaml"),
+            "name: aws-vpc\nruntime: yaml\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(d.path().join("u/build")).unwrap();
+        std::fs::write(
+            d.path().join("u/build/Strata.yaml"),
+            "up: make\ndestroy: rm -rf out\n",
+        )
+        .unwrap();
+        let src = d.path().join("p.yaml");
+        let p = load(d.path(), "a/vpc", &src).unwrap();
+        assert_eq!(p.name(), "aws-vpc");
+        let c = load(d.path(), "u/build", &src).unwrap();
+        assert_eq!(c.name(), "build");
+        assert_eq!(c.kind_str(), "command");
+    }
+
+    #[test]
+    fn missing_dir_and_empty_dir_are_errors() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("p.yaml");
+        let e = load(d.path(), "nope", &src).unwrap_err();
+        assert!(e.message.contains("does not exist"), "{}", e.message);
+        std::fs::create_dir_all(d.path().join("empty")).unwrap();
+        let e = load(d.path(), "empty", &src).unwrap_err();
+        assert!(
+            e.message.contains("neither Pulumi.yaml nor Strata.yaml"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn strata_yaml_refuses_unknown_fields() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("c")).unwrap();
+        std::fs::write(
+            d.path().join("c/Strata.yaml"),
+            "up: a\ndestroy: b\nupp: c\n",
+        )
+        .unwrap();
+        let e = load(d.path(), "c", &d.path().join("p.yaml")).unwrap_err();
+        assert!(e.message.contains("unknown field"), "{}", e.message);
+    }
+}
