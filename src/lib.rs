@@ -4,8 +4,11 @@
 
 pub mod cli;
 pub mod commands;
+pub mod engine;
 pub mod error;
 pub mod plan;
+pub mod run;
+pub mod secrets;
 pub mod settings;
 pub mod util;
 pub mod workspace;

@@ -1,0 +1,240 @@
+//! Command projects (`Strata.yaml`): shell commands run with `sh -c` in the project
+//! folder; outputs are the JSON object written to `$STRATA_OUTPUTS_FILE`.
+
+use serde_json::{Map, Value};
+
+use super::process::{Control, run_streaming};
+use super::{Engine, Failure, Job, Operation, Outcome, Progress};
+use crate::workspace::project::CommandSpec;
+
+/// Runs command projects; the spec is looked up by project path.
+pub struct CommandEngine {
+    pub specs: std::collections::BTreeMap<String, CommandSpec>,
+}
+
+/// The environment variable of an input key: `STRATA_INPUT_<KEY>`.
+pub fn input_var(key: &str) -> String {
+    format!("STRATA_INPUT_{}", crate::util::env_key(key))
+}
+
+impl Engine for CommandEngine {
+    fn run(
+        &self,
+        job: &Job,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+    ) -> Result<Outcome, Failure> {
+        let fail = |message: String| Failure::Failed {
+            message,
+            exit_code: None,
+            processes: 0,
+        };
+        let Some(spec) = self.specs.get(&job.path) else {
+            return Err(fail(format!("{} is not a command project", job.path)));
+        };
+        let script = match job.op {
+            Operation::Up => Some(&spec.up),
+            Operation::Destroy => Some(&spec.destroy),
+            Operation::Preview => spec.preview.as_ref(),
+            Operation::Refresh => spec.refresh.as_ref(),
+        };
+        let Some(script) = script else {
+            report(Progress::Line(format!(
+                "no `{}` command in Strata.yaml: nothing to do",
+                job.op.as_str()
+            )));
+            return Ok(Outcome {
+                summary: format!("no {} command", job.op.as_str()),
+                ..Outcome::default()
+            });
+        };
+        std::fs::create_dir_all(&job.scratch_dir)
+            .map_err(|e| fail(format!("cannot create {}: {e}", job.scratch_dir.display())))?;
+        let outputs_file = job.scratch_dir.join("outputs.json");
+        let inputs_file = job.scratch_dir.join("inputs.json");
+        let _ = std::fs::remove_file(&outputs_file);
+        let inputs = Value::Object(job.inputs.clone().into_iter().collect());
+        crate::util::write_atomic(
+            &inputs_file,
+            serde_json::to_string_pretty(&inputs)
+                .unwrap_or_default()
+                .as_bytes(),
+            Some(0o600),
+        )
+        .map_err(|e| fail(e.message))?;
+        let mut env = job.env.clone();
+        env.insert(
+            "STRATA_OUTPUTS_FILE".into(),
+            outputs_file.display().to_string(),
+        );
+        env.insert(
+            "STRATA_INPUTS_FILE".into(),
+            inputs_file.display().to_string(),
+        );
+        env.insert("STRATA_PROJECT".into(), job.path.clone());
+        env.insert("STRATA_OPERATION".into(), job.op.as_str().into());
+        env.insert(
+            "STRATA_CONFIG_FILE".into(),
+            job.config_file.display().to_string(),
+        );
+        for (k, v) in &job.inputs {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            env.insert(input_var(k), text);
+        }
+        report(Progress::Raw(format!(
+            "$ sh -c <{} command>",
+            job.op.as_str()
+        )));
+        let expr = duct::cmd("sh", ["-c", script.as_str()])
+            .dir(&job.dir)
+            .full_env(&env);
+        let exit = run_streaming(expr, control, &job.path, &mut |line| {
+            report(Progress::Raw(line.clone()));
+            report(Progress::Line(line));
+        })
+        .map_err(|e| fail(format!("could not run sh for {}: {e}", job.path)))?;
+        if !exit.success() {
+            if control.is_cancelled() {
+                return Err(Failure::Cancelled {
+                    message: format!("{} of {} was cancelled", job.op.as_str(), job.path),
+                    processes: 1,
+                });
+            }
+            return Err(Failure::Failed {
+                message: format!(
+                    "the `{}` command of {} failed ({})",
+                    job.op.as_str(),
+                    job.path,
+                    match (exit.code, exit.signal) {
+                        (Some(c), _) => format!("exit {c}"),
+                        (_, Some(s)) => format!("signal {s}"),
+                        _ => "unknown exit".into(),
+                    }
+                ),
+                exit_code: exit.code,
+                processes: 1,
+            });
+        }
+        let outputs = if job.op == Operation::Up && outputs_file.exists() {
+            let text = std::fs::read_to_string(&outputs_file)
+                .map_err(|e| fail(format!("cannot read {}: {e}", outputs_file.display())))?;
+            match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(m)) => m,
+                _ => {
+                    return Err(fail(format!(
+                        "the `up` command of {} wrote something that is not a JSON object to $STRATA_OUTPUTS_FILE",
+                        job.path
+                    )));
+                }
+            }
+        } else {
+            Map::new()
+        };
+        let _ = std::fs::remove_file(&outputs_file);
+        Ok(Outcome {
+            summary: if outputs.is_empty() {
+                String::new()
+            } else {
+                format!("{} outputs", outputs.len())
+            },
+            outputs,
+            secret_outputs: Default::default(),
+            processes: 1,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn job(dir: &std::path::Path, op: Operation) -> Job {
+        Job {
+            path: "local/x".into(),
+            name: "x".into(),
+            dir: dir.to_path_buf(),
+            op,
+            stack: "dev".into(),
+            env: [(
+                "PATH".to_string(),
+                std::env::var("PATH").unwrap_or_default(),
+            )]
+            .into(),
+            config_file: dir.join("cfg.yaml"),
+            inputs: [("local:cidr".to_string(), Value::from("10.0.0.0/16"))].into(),
+            needed_outputs: vec![],
+            scratch_dir: dir.join("scratch"),
+            secret_config: BTreeMap::new(),
+        }
+    }
+
+    fn engine(up: &str) -> CommandEngine {
+        CommandEngine {
+            specs: [(
+                "local/x".to_string(),
+                CommandSpec {
+                    name: None,
+                    description: None,
+                    up: up.into(),
+                    destroy: "echo bye".into(),
+                    preview: None,
+                    refresh: None,
+                },
+            )]
+            .into(),
+        }
+    }
+
+    #[test]
+    fn inputs_in_env_and_outputs_from_file() {
+        let d = tempfile::tempdir().unwrap();
+        let e = engine(
+            "echo \"cidr=$STRATA_INPUT_LOCAL_CIDR\"; printf '{\"net\":\"%s\"}' \"$STRATA_INPUT_LOCAL_CIDR\" > \"$STRATA_OUTPUTS_FILE\"",
+        );
+        let mut lines = Vec::new();
+        let out = e
+            .run(&job(d.path(), Operation::Up), &Control::new(), &mut |p| {
+                if let Progress::Line(l) = p {
+                    lines.push(l)
+                }
+            })
+            .unwrap();
+        assert_eq!(out.outputs["net"], "10.0.0.0/16");
+        assert_eq!(lines, ["cidr=10.0.0.0/16"]);
+        let inputs: BTreeMap<String, String> = serde_json::from_str(
+            &std::fs::read_to_string(d.path().join("scratch/inputs.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(inputs["local:cidr"], "10.0.0.0/16");
+    }
+
+    #[test]
+    fn failure_and_bad_outputs() {
+        let d = tempfile::tempdir().unwrap();
+        let err = engine("exit 7")
+            .run(&job(d.path(), Operation::Up), &Control::new(), &mut |_| {})
+            .unwrap_err();
+        assert!(err.message().contains("exit 7"));
+        let err = engine("echo nope > \"$STRATA_OUTPUTS_FILE\"")
+            .run(&job(d.path(), Operation::Up), &Control::new(), &mut |_| {})
+            .unwrap_err();
+        assert!(err.message().contains("not a JSON object"));
+    }
+
+    #[test]
+    fn missing_optional_command_is_nothing_to_do() {
+        let d = tempfile::tempdir().unwrap();
+        let out = engine("true")
+            .run(
+                &job(d.path(), Operation::Preview),
+                &Control::new(),
+                &mut |_| {},
+            )
+            .unwrap();
+        assert_eq!(out.processes, 0);
+    }
+}

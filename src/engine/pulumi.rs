@@ -1,0 +1,537 @@
+//! The Pulumi engine: one project through the real `pulumi` CLI (duct). One process per
+//! project in the steady state: `up --json` streams events that carry the outputs;
+//! `stack init` only for a new stack, `stack output --show-secrets` only for a needed
+//! secret output.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::events::EventState;
+use super::process::{Control, Exit, run_streaming};
+use super::{Engine, Failure, Job, Operation, Outcome, Progress, contains_secret_mask};
+
+/// Pulumi's documented exit codes (CLI 3.226+), for messages.
+pub fn describe_exit(code: i32) -> &'static str {
+    match code {
+        1 => "Pulumi reported an error",
+        2 => "configuration error: a config value is missing or invalid",
+        3 => {
+            "authentication failed: run `pulumi login`, or set PULUMI_ACCESS_TOKEN or the cloud credentials (for example in config/pulumi/environment)"
+        }
+        4 => "a resource operation failed",
+        6 => "the stack was not found",
+        8 => "the operation was cancelled",
+        255 => "Pulumi failed with an internal error",
+        _ => "Pulumi failed",
+    }
+}
+
+pub struct PulumiEngine {
+    pub binary: PathBuf,
+    /// The shared stack config; watched for Pulumi's `encryptionsalt` on a fresh stack.
+    pub shared_config: PathBuf,
+    gate: SaltGate,
+    processes: AtomicU32,
+}
+
+impl PulumiEngine {
+    pub fn new(binary: PathBuf, shared_config: PathBuf) -> PulumiEngine {
+        PulumiEngine {
+            binary,
+            shared_config,
+            gate: SaltGate::default(),
+            processes: AtomicU32::new(0),
+        }
+    }
+
+    /// CLI processes started so far, over all projects.
+    pub fn processes(&self) -> u32 {
+        self.processes.load(Ordering::SeqCst)
+    }
+
+    fn base(&self, job: &Job, args: &[&str], config_file: bool) -> Vec<String> {
+        let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        v.extend([
+            "--cwd".to_string(),
+            job.dir.display().to_string(),
+            "--stack".to_string(),
+            job.stack.clone(),
+            "--non-interactive".to_string(),
+        ]);
+        if config_file {
+            v.push("--config-file".to_string());
+            v.push(job.config_file.display().to_string());
+        }
+        v
+    }
+
+    fn invoke(
+        &self,
+        job: &Job,
+        args: Vec<String>,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        state: &mut EventState,
+        tail: &mut Vec<String>,
+        procs: &mut u32,
+    ) -> Result<Exit, Failure> {
+        *procs += 1;
+        self.processes.fetch_add(1, Ordering::SeqCst);
+        report(Progress::Raw(format!("$ pulumi {}", args.join(" "))));
+        let expr = duct::cmd(&self.binary, &args)
+            .dir(&job.dir)
+            .full_env(&job.env);
+        let mut last_progress = (usize::MAX, usize::MAX);
+        let exit = run_streaming(expr, control, &job.path, &mut |line| {
+            report(Progress::Raw(line.clone()));
+            if let Some(shown) = state.feed(&line) {
+                tail.push(shown.clone());
+                if tail.len() > 40 {
+                    tail.remove(0);
+                }
+                report(Progress::Line(shown));
+            }
+            if (state.done, state.started) != last_progress {
+                last_progress = (state.done, state.started);
+                report(state.progress());
+            }
+        })
+        .map_err(|e| Failure::Failed {
+            message: format!(
+                "could not run {}: {e}. Install the Pulumi CLI or point STRATA_PULUMI at it.",
+                self.binary.display()
+            ),
+            exit_code: None,
+            processes: *procs,
+        })?;
+        Ok(exit)
+    }
+
+    fn is_missing_stack(exit: &Exit, tail: &[String]) -> bool {
+        exit.code == Some(6)
+            || tail
+                .iter()
+                .any(|l| l.contains("no stack named") || l.contains("stack not found"))
+    }
+}
+
+impl Engine for PulumiEngine {
+    fn run(
+        &self,
+        job: &Job,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+    ) -> Result<Outcome, Failure> {
+        let mut procs = 0u32;
+        let op_args: Vec<&str> = match job.op {
+            Operation::Up => vec!["up", "--yes", "--skip-preview", "--json"],
+            Operation::Destroy => vec!["destroy", "--yes", "--skip-preview", "--json"],
+            Operation::Refresh => vec!["refresh", "--yes", "--skip-preview", "--json"],
+            Operation::Preview => vec!["preview"],
+        };
+        // On a fresh stack config, let the first Pulumi process write the encryption salt
+        // before others start, so every project shares one salt.
+        let uses_shared = job.config_file == self.shared_config;
+        let _probe = if uses_shared && passphrase_backend(job) {
+            self.gate.enter(&self.shared_config, control)
+        } else {
+            None
+        };
+        if !job.secret_config.is_empty() && job.op != Operation::Destroy {
+            self.set_secret_config(job, control, report, &mut procs)?;
+        }
+        let mut state = EventState::default();
+        let mut tail = Vec::new();
+        let mut exit = self.invoke(
+            job,
+            self.base(job, &op_args, true),
+            control,
+            report,
+            &mut state,
+            &mut tail,
+            &mut procs,
+        )?;
+        if !exit.success() && Self::is_missing_stack(&exit, &tail) && !control.is_cancelled() {
+            if matches!(job.op, Operation::Destroy | Operation::Refresh) {
+                report(Progress::Line(format!(
+                    "stack {} of {} does not exist: nothing to {}",
+                    job.stack,
+                    job.name,
+                    job.op.as_str()
+                )));
+                return Ok(Outcome {
+                    summary: "no stack: nothing to do".into(),
+                    processes: procs,
+                    ..Outcome::default()
+                });
+            }
+            self.stack_init(job, control, report, &mut procs)?;
+            if !job.secret_config.is_empty() {
+                self.set_secret_config(job, control, report, &mut procs)?;
+            }
+            state = EventState::default();
+            tail.clear();
+            exit = self.invoke(
+                job,
+                self.base(job, &op_args, true),
+                control,
+                report,
+                &mut state,
+                &mut tail,
+                &mut procs,
+            )?;
+        }
+        if !exit.success() {
+            return Err(failure(
+                job,
+                job.op.as_str(),
+                &exit,
+                &state,
+                &tail,
+                control,
+                procs,
+            ));
+        }
+        let mut outputs = match job.op {
+            Operation::Up => state.stack_outputs.clone().unwrap_or_default(),
+            _ => Map::new(),
+        };
+        let secret_outputs = outputs
+            .iter()
+            .filter(|(_, v)| contains_secret_mask(v))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let secret_needed = job
+            .needed_outputs
+            .iter()
+            .any(|k| outputs.get(k).is_some_and(contains_secret_mask));
+        let missing_needed = job.op == Operation::Up
+            && state.stack_outputs.is_none()
+            && !job.needed_outputs.is_empty();
+        if secret_needed || missing_needed {
+            outputs = self.stack_outputs(job, control, report, true, &mut procs)?;
+        }
+        Ok(Outcome {
+            outputs,
+            secret_outputs,
+            summary: state.change_summary(),
+            processes: procs,
+        })
+    }
+}
+
+impl PulumiEngine {
+    /// `pulumi stack init`. It selects the new stack in the project's own workspace
+    /// file, which is per project, so parallel projects do not race on it.
+    fn stack_init(
+        &self,
+        job: &Job,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        procs: &mut u32,
+    ) -> Result<(), Failure> {
+        let mut st = EventState::default();
+        let mut tail = Vec::new();
+        let exit = self.invoke(
+            job,
+            self.base(job, &["stack", "init"], false),
+            control,
+            report,
+            &mut st,
+            &mut tail,
+            procs,
+        )?;
+        if exit.success() || tail.iter().any(|l| l.contains("already exists")) {
+            return Ok(());
+        }
+        Err(failure(
+            job,
+            "stack init",
+            &exit,
+            &st,
+            &tail,
+            control,
+            *procs,
+        ))
+    }
+
+    /// Sets each secret config value with `pulumi config set --secret KEY`, the value on
+    /// stdin; creates the stack first when it does not exist.
+    fn set_secret_config(
+        &self,
+        job: &Job,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        procs: &mut u32,
+    ) -> Result<(), Failure> {
+        let mut initialised = false;
+        for (key, value) in &job.secret_config {
+            loop {
+                *procs += 1;
+                self.processes.fetch_add(1, Ordering::SeqCst);
+                let argv = self.base(job, &["config", "set", "--secret", key.as_str()], true);
+                report(Progress::Raw(format!(
+                    "$ pulumi {} (value on stdin)",
+                    argv.join(" ")
+                )));
+                let out = duct::cmd(&self.binary, &argv)
+                    .dir(&job.dir)
+                    .full_env(&job.env)
+                    .stdin_bytes(value.as_bytes().to_vec())
+                    .stdout_capture()
+                    .stderr_capture()
+                    .unchecked()
+                    .run()
+                    .map_err(|e| Failure::Failed {
+                        message: format!("could not run {}: {e}", self.binary.display()),
+                        exit_code: None,
+                        processes: *procs,
+                    })?;
+                let err = String::from_utf8_lossy(&out.stderr).to_string();
+                for l in err.lines() {
+                    report(Progress::Raw(l.to_string()));
+                }
+                if out.status.success() {
+                    break;
+                }
+                let missing = out.status.code() == Some(6) || err.contains("no stack named");
+                if missing && !initialised {
+                    initialised = true;
+                    self.stack_init(job, control, report, procs)?;
+                    continue;
+                }
+                return Err(Failure::Failed {
+                    message: format!(
+                        "could not set secret config `{key}` of {} (exit {}): {}",
+                        job.path,
+                        out.status.code().unwrap_or(-1),
+                        err.lines().last().unwrap_or("")
+                    ),
+                    exit_code: out.status.code(),
+                    processes: *procs,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `pulumi stack output --json [--show-secrets]` of the job's project and stack.
+    pub fn stack_outputs(
+        &self,
+        job: &Job,
+        _control: &Control,
+        report: &mut dyn FnMut(Progress),
+        show_secrets: bool,
+        procs: &mut u32,
+    ) -> Result<Map<String, Value>, Failure> {
+        let mut args = vec!["stack", "output", "--json"];
+        if show_secrets {
+            args.push("--show-secrets");
+        }
+        *procs += 1;
+        self.processes.fetch_add(1, Ordering::SeqCst);
+        let argv = self.base(job, &args, false);
+        report(Progress::Raw(format!("$ pulumi {}", redact_args(&argv))));
+        let out = duct::cmd(&self.binary, &argv)
+            .dir(&job.dir)
+            .full_env(&job.env)
+            .stdin_null()
+            .stdout_capture()
+            .stderr_capture()
+            .unchecked()
+            .run()
+            .map_err(|e| Failure::Failed {
+                message: format!("could not run {}: {e}", self.binary.display()),
+                exit_code: None,
+                processes: *procs,
+            })?;
+        let code = out.status.code();
+        if code != Some(0) {
+            let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            for l in err.lines() {
+                report(Progress::Raw(l.to_string()));
+            }
+            return Err(Failure::Failed {
+                message: format!(
+                    "`pulumi stack output` of {} failed (exit {}: {}): {}",
+                    job.path,
+                    code.unwrap_or(-1),
+                    describe_exit(code.unwrap_or(1)),
+                    err.lines().last().unwrap_or("")
+                ),
+                exit_code: code,
+                processes: *procs,
+            });
+        }
+        match serde_json::from_slice::<Value>(&out.stdout) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(Failure::Failed {
+                message: format!(
+                    "`pulumi stack output --json` of {} did not print a JSON object",
+                    job.path
+                ),
+                exit_code: code,
+                processes: *procs,
+            }),
+        }
+    }
+}
+
+fn redact_args(argv: &[String]) -> String {
+    argv.join(" ")
+}
+
+fn failure(
+    job: &Job,
+    what: &str,
+    exit: &Exit,
+    state: &EventState,
+    tail: &[String],
+    control: &Control,
+    procs: u32,
+) -> Failure {
+    let cancelled = control.is_cancelled() || exit.code == Some(8) || state.cancelled;
+    if cancelled {
+        return Failure::Cancelled {
+            message: format!(
+                "pulumi {what} of {} was cancelled{}",
+                job.path,
+                if control.is_killed() {
+                    format!(
+                        "; it was killed, so the stack may be locked: run `pulumi cancel --stack {} --cwd {}` if the next run says an update is in progress",
+                        job.stack,
+                        job.dir.display()
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            processes: procs,
+        };
+    }
+    let detail = state
+        .errors
+        .first()
+        .cloned()
+        .or_else(|| tail.iter().rev().find(|l| !l.trim().is_empty()).cloned())
+        .unwrap_or_default();
+    let code_text = match (exit.code, exit.signal) {
+        (Some(c), _) => format!("exit {c}: {}", describe_exit(c)),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown exit".to_string(),
+    };
+    Failure::Failed {
+        message: format!(
+            "pulumi {what} of {} failed ({code_text}){}",
+            job.path,
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", detail.lines().next().unwrap_or(""))
+            }
+        ),
+        exit_code: exit.code,
+        processes: procs,
+    }
+}
+
+/// A file backend (or an explicit passphrase) means Pulumi's passphrase secrets provider.
+fn passphrase_backend(job: &Job) -> bool {
+    job.env
+        .get("PULUMI_BACKEND_URL")
+        .is_some_and(|u| u.starts_with("file://"))
+        || job.env.contains_key("PULUMI_CONFIG_PASSPHRASE")
+        || job.env.contains_key("PULUMI_CONFIG_PASSPHRASE_FILE")
+}
+
+fn has_salt(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_yaml::from_str::<serde_yaml::Value>(&t).ok())
+        .is_some_and(|v| v.get("encryptionsalt").is_some())
+}
+
+/// While the shared stack config has no `encryptionsalt`, one Pulumi process goes first;
+/// the others start as soon as the salt appears (or that process ends).
+#[derive(Default)]
+struct SaltGate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    probing: bool,
+    open: bool,
+}
+
+struct Probe<'a>(&'a SaltGate);
+
+impl Drop for Probe<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.0.state.lock() {
+            s.open = true;
+            s.probing = false;
+        }
+        self.0.changed.notify_all();
+    }
+}
+
+impl SaltGate {
+    fn enter(&self, config: &Path, control: &Control) -> Option<Probe<'_>> {
+        let mut s = self.state.lock().ok()?;
+        loop {
+            if s.open || has_salt(config) || control.is_cancelled() {
+                s.open = true;
+                return None;
+            }
+            if !s.probing {
+                s.probing = true;
+                return Some(Probe(self));
+            }
+            s = self
+                .changed
+                .wait_timeout(s, Duration::from_millis(25))
+                .ok()?
+                .0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_have_messages() {
+        assert!(describe_exit(3).contains("pulumi login"));
+        assert!(describe_exit(6).contains("not found"));
+        assert!(describe_exit(8).contains("cancelled"));
+    }
+
+    #[test]
+    fn salt_gate_lets_one_probe_then_opens() {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = d.path().join("Pulumi.dev.yaml");
+        std::fs::write(&cfg, "config: {}\n").unwrap();
+        let gate = SaltGate::default();
+        let c = Control::new();
+        let probe = gate.enter(&cfg, &c);
+        assert!(probe.is_some());
+        std::thread::scope(|s| {
+            let h = s.spawn(|| gate.enter(&cfg, &c).is_none());
+            std::thread::sleep(Duration::from_millis(60));
+            std::fs::write(&cfg, "encryptionsalt: v1:x\nconfig: {}\n").unwrap();
+            assert!(
+                h.join().unwrap(),
+                "second one passes once the salt is there"
+            );
+        });
+        drop(probe);
+        assert!(gate.enter(&cfg, &c).is_none());
+    }
+}

@@ -1,0 +1,107 @@
+//! The events a run emits; reporters render them (JSON Lines, plain lines, progress bars).
+
+use serde::Serialize;
+
+use crate::engine::Operation;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Succeeded,
+    Failed,
+    Skipped,
+    Cancelled,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Skipped => "skipped",
+            Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Counts {
+    pub succeeded: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub cancelled: usize,
+}
+
+impl Counts {
+    pub fn add(&mut self, s: Status) {
+        match s {
+            Status::Succeeded => self.succeeded += 1,
+            Status::Failed => self.failed += 1,
+            Status::Skipped => self.skipped += 1,
+            Status::Cancelled => self.cancelled += 1,
+        }
+    }
+}
+
+/// One event of a run. Serialised with an `event` tag for `--output json`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted {
+        run_id: String,
+        operation: Operation,
+        provider: String,
+        stack: String,
+        projects: Vec<String>,
+        parallel: usize,
+    },
+    ProjectStarted {
+        project: String,
+        operation: Operation,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        log: Option<String>,
+    },
+    ProjectOutput {
+        project: String,
+        line: String,
+    },
+    /// Resource counts (not part of the JSON stream: too chatty).
+    #[serde(skip)]
+    ProjectProgress {
+        project: String,
+        done: usize,
+        started: usize,
+        current: Option<String>,
+    },
+    HookFinished {
+        project: String,
+        hook: String,
+        status: Status,
+        duration_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    ProjectFinished {
+        project: String,
+        operation: Operation,
+        status: Status,
+        duration_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        log: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+    },
+    RunFinished {
+        run_id: String,
+        operation: Operation,
+        status: Status,
+        duration_ms: u64,
+        counts: Counts,
+    },
+    /// A message for people (Ctrl-C notices, warnings).
+    Notice {
+        message: String,
+    },
+}

@@ -1,0 +1,114 @@
+//! The input fingerprint of a project: its files, the shared stack config, its profile
+//! entry (inputs, hooks) and a keyed hash of its secrets. `up --changed` compares it.
+
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+/// Folders never hashed: VCS data and dependency caches that do not change the program.
+const SKIP_DIRS: &[&str] = &[
+    ".git",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    "venv",
+    "target",
+];
+
+fn hash_dir(h: &mut Sha256, root: &Path, dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if p.is_dir() {
+            if !SKIP_DIRS.contains(&name) {
+                hash_dir(h, root, &p);
+            }
+            continue;
+        }
+        // Pulumi's own per-stack files in the project folder change on every run.
+        if name.starts_with("Pulumi.") && name != "Pulumi.yaml" && name != "Pulumi.yml" {
+            continue;
+        }
+        let rel = p.strip_prefix(root).unwrap_or(&p);
+        h.update(rel.to_string_lossy().as_bytes());
+        h.update([0]);
+        if let Ok(bytes) = std::fs::read(&p) {
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(&bytes);
+        }
+    }
+}
+
+/// Computes the fingerprint. `entry` is a stable text of the profile entry, `config` the
+/// shared stack config's text, `secrets` (key, value) pairs keyed by `salt`.
+pub fn fingerprint(
+    project_dir: &Path,
+    entry: &str,
+    config: &str,
+    secrets: &[(String, String)],
+    salt: &[u8],
+) -> String {
+    let mut h = Sha256::new();
+    h.update(b"strata-fingerprint-v1\0");
+    hash_dir(&mut h, project_dir, project_dir);
+    h.update(b"\0entry\0");
+    h.update(entry.as_bytes());
+    h.update(b"\0config\0");
+    h.update(config.as_bytes());
+    for (k, v) in secrets {
+        // A keyed hash: the journal must not allow guessing a secret offline.
+        let mut inner = Sha256::new();
+        inner.update(salt);
+        inner.update(k.as_bytes());
+        inner.update([0]);
+        inner.update(v.as_bytes());
+        h.update(b"\0secret\0");
+        h.update(inner.finalize());
+    }
+    let digest = h.finalize();
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The per-stack random salt for keyed secret hashes (created on first use, mode 0600).
+pub fn salt(state_dir: &Path) -> Vec<u8> {
+    let path = state_dir.join("fingerprint.salt");
+    if let Ok(b) = std::fs::read(&path)
+        && b.len() >= 16
+    {
+        return b;
+    }
+    let mut salt = vec![0u8; 32];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut salt);
+    }
+    let _ = crate::util::write_atomic(&path, &salt, Some(0o600));
+    salt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_with_files_config_and_secrets_only() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("Pulumi.yaml"), "name: a\n").unwrap();
+        let f = |cfg: &str, s: &str| {
+            fingerprint(d.path(), "e", cfg, &[("k:x".into(), s.into())], b"salt")
+        };
+        let base = f("c", "s");
+        assert_eq!(base, f("c", "s"));
+        assert_ne!(base, f("c2", "s"));
+        assert_ne!(base, f("c", "s2"));
+        std::fs::write(d.path().join("Pulumi.dev.yaml"), "x").unwrap();
+        assert_eq!(base, f("c", "s"), "Pulumi.<stack>.yaml is ignored");
+        std::fs::write(d.path().join("main.yaml"), "x").unwrap();
+        assert_ne!(base, f("c", "s"));
+        assert!(!base.contains('s') || base.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+}

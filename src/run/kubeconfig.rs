@@ -1,0 +1,731 @@
+//! The built-in `kubeconfig` on_success hook: merges a kubeconfig into the user's kubeconfig file.
+//!
+//! Both files are handled as generic YAML, so keys strata does not know are
+//! kept. Clusters, users and contexts are upserted by name, `current-context`
+//! is set to the new context, and the file is written atomically with mode
+//! 0600. Kubeconfigs hold credentials: errors never quote their contents.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use serde_yaml::{Mapping, Value};
+
+const SECTIONS: [&str; 3] = ["clusters", "users", "contexts"];
+
+/// Why the kubeconfig could not be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    #[error(
+        "the kubeconfig to merge is empty; check that the project's output named in the \
+         `kubeconfig` hook holds a kubeconfig"
+    )]
+    Empty,
+
+    #[error(
+        "the kubeconfig to merge is neither YAML nor base64 of YAML ({detail}); check the \
+         project's output named in the `kubeconfig` hook"
+    )]
+    InvalidNew { detail: String },
+
+    #[error("the kubeconfig to merge is invalid: {problem}; check the project's output")]
+    BadNew { problem: String },
+
+    #[error(
+        "cannot merge into the kubeconfig {}: it is not valid YAML ({detail}); fix or move it \
+         away and run again",
+        path.display()
+    )]
+    InvalidTarget { path: PathBuf, detail: String },
+
+    #[error(
+        "cannot merge into the kubeconfig {}: {problem}; fix or move it away and run again",
+        path.display()
+    )]
+    BadTarget { path: PathBuf, problem: String },
+
+    #[error("cannot read the kubeconfig {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error(
+        "cannot write the kubeconfig {}: {source}; check that its directory is writable, or set \
+         KUBECONFIG to another file",
+        path.display()
+    )]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// What [`merge_kubeconfig`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergeReport {
+    /// The file written.
+    pub path: PathBuf,
+    /// Whether the file did not exist (or was empty) before.
+    pub created: bool,
+    /// The context that is now `current-context`.
+    pub context: String,
+    /// Names of entries added, by section (`clusters`, `users`, `contexts`).
+    pub added: BTreeMap<String, Vec<String>>,
+    /// Names of entries that replaced an entry of the same name, by section.
+    pub replaced: BTreeMap<String, Vec<String>>,
+}
+
+/// The kubeconfig file to write to: the first path of `KUBECONFIG` in `env`,
+/// else `$HOME/.kube/config`.
+pub fn default_target(env: &BTreeMap<String, String>) -> PathBuf {
+    if let Some(first) = env
+        .get("KUBECONFIG")
+        .and_then(|list| list.split(':').find(|p| !p.trim().is_empty()))
+    {
+        return PathBuf::from(first.trim());
+    }
+    let home = env
+        .get("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+        .unwrap_or_default();
+    home.join(".kube").join("config")
+}
+
+/// Merges `new_kubeconfig` (YAML, JSON or base64 of either) into `target`.
+///
+/// The new kubeconfig's current context (or its only context) becomes the
+/// target's `current-context`, renamed to `context_override` if given.
+/// Entries of the same name are replaced, others kept. `target` and its
+/// directory are created if missing.
+pub fn merge_kubeconfig(
+    target: &Path,
+    new_kubeconfig: &str,
+    context_override: Option<&str>,
+) -> Result<MergeReport, KubeconfigError> {
+    let mut new = parse_new(new_kubeconfig)?;
+    let context = select_context(&mut new, context_override)?;
+
+    // Write through a symlinked kubeconfig rather than replacing the link.
+    let target = fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
+    let (mut merged, created) = read_target(&target)?;
+    let bad_target = |problem: String| KubeconfigError::BadTarget {
+        path: target.clone(),
+        problem,
+    };
+
+    let mut added = BTreeMap::new();
+    let mut replaced = BTreeMap::new();
+    for section in SECTIONS {
+        let entries =
+            named_entries(&new, section).map_err(|problem| KubeconfigError::BadNew { problem })?;
+        let existing = match merged.get_mut(section) {
+            Some(Value::Sequence(existing)) => existing,
+            Some(Value::Null) | None => {
+                merged.insert(section.into(), Value::Sequence(Vec::new()));
+                match merged.get_mut(section) {
+                    Some(Value::Sequence(existing)) => existing,
+                    _ => return Err(bad_target(format!("`{section}` cannot be created"))),
+                }
+            }
+            Some(_) => return Err(bad_target(format!("`{section}` is not a list"))),
+        };
+        for (name, entry) in entries {
+            let position = existing
+                .iter()
+                .position(|e| e.get("name").and_then(Value::as_str) == Some(name.as_str()));
+            match position {
+                Some(i) => {
+                    existing[i] = entry;
+                    replaced
+                        .entry(section.to_string())
+                        .or_insert_with(Vec::new)
+                        .push(name);
+                }
+                None => {
+                    existing.push(entry);
+                    added
+                        .entry(section.to_string())
+                        .or_insert_with(Vec::new)
+                        .push(name);
+                }
+            }
+        }
+    }
+    merged.insert("current-context".into(), Value::String(context.clone()));
+
+    let text =
+        serde_yaml::to_string(&Value::Mapping(merged)).map_err(|e| KubeconfigError::Write {
+            path: target.clone(),
+            source: io::Error::other(e.to_string()),
+        })?;
+    write_atomically(&target, text.as_bytes())?;
+    Ok(MergeReport {
+        path: target,
+        created,
+        context,
+        added,
+        replaced,
+    })
+}
+
+/// Parses the new kubeconfig: YAML (JSON included), base64 of it, or a YAML
+/// string scalar holding either (as a JSON-encoded output would be).
+fn parse_new(text: &str) -> Result<Mapping, KubeconfigError> {
+    let mut text = text.trim().to_string();
+    let mut last_error = None;
+    for _ in 0..3 {
+        if text.is_empty() {
+            return Err(KubeconfigError::Empty);
+        }
+        match serde_yaml::from_str::<Value>(&text) {
+            Ok(Value::Mapping(mapping)) if mapping.is_empty() => {
+                return Err(KubeconfigError::Empty);
+            }
+            Ok(Value::Mapping(mapping)) => return Ok(mapping),
+            Ok(Value::Null) => return Err(KubeconfigError::Empty),
+            Ok(Value::String(inner)) => {
+                // A quoted document, or base64 (which YAML reads as a string).
+                match decode_base64(&inner) {
+                    Some(decoded) => text = decoded,
+                    None if inner.trim() != text => text = inner.trim().to_string(),
+                    None => break,
+                }
+            }
+            Ok(_) => {
+                return Err(KubeconfigError::BadNew {
+                    problem: "it is not a mapping with `clusters`, `users` and `contexts`".into(),
+                });
+            }
+            Err(e) => {
+                last_error = Some(yaml_error(&e));
+                match decode_base64(&text) {
+                    Some(decoded) => text = decoded,
+                    None => break,
+                }
+            }
+        }
+    }
+    Err(KubeconfigError::InvalidNew {
+        detail: last_error.unwrap_or_else(|| "a plain string".into()),
+    })
+}
+
+/// Base64 (standard or URL-safe, padding optional, whitespace ignored) of
+/// UTF-8 text.
+fn decode_base64(text: &str) -> Option<String> {
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    if compact.is_empty() {
+        return None;
+    }
+    let trimmed = compact.trim_end_matches('=');
+    let engines = [
+        base64::engine::general_purpose::STANDARD_NO_PAD,
+        base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ];
+    let bytes = engines.iter().find_map(|e| e.decode(trimmed).ok())?;
+    String::from_utf8(bytes).ok()
+}
+
+/// The position and kind of a YAML error, without quoting the input.
+fn yaml_error(error: &serde_yaml::Error) -> String {
+    match error.location() {
+        Some(at) => format!("YAML error at line {}, column {}", at.line(), at.column()),
+        None => "YAML error".to_string(),
+    }
+}
+
+/// Picks the context to make current, renaming it to `context_override`.
+fn select_context(
+    new: &mut Mapping,
+    context_override: Option<&str>,
+) -> Result<String, KubeconfigError> {
+    let bad = |problem: String| KubeconfigError::BadNew { problem };
+    let names: Vec<String> = named_entries(new, "contexts")
+        .map_err(bad)?
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let current = new
+        .get("current-context")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string);
+    let chosen = match (current, names.as_slice()) {
+        (_, []) => return Err(bad("it has no contexts".into())),
+        (Some(current), _) if names.contains(&current) => current,
+        (Some(current), _) => {
+            return Err(bad(format!(
+                "its current-context `{current}` is not one of its contexts"
+            )));
+        }
+        (None, [only]) => only.clone(),
+        (None, _) => {
+            return Err(bad(format!(
+                "it has {} contexts and no current-context",
+                names.len()
+            )));
+        }
+    };
+    let Some(new_name) = context_override.filter(|name| *name != chosen) else {
+        return Ok(chosen);
+    };
+    if new_name.trim().is_empty() {
+        return Err(bad("the context name given to the hook is empty".into()));
+    }
+    if let Some(Value::Sequence(contexts)) = new.get_mut("contexts") {
+        // Another context already called `new_name` would be a duplicate.
+        contexts.retain(|c| c.get("name").and_then(Value::as_str) != Some(new_name));
+        for context in contexts.iter_mut() {
+            if let Value::Mapping(context) = context
+                && context.get("name").and_then(Value::as_str) == Some(chosen.as_str())
+            {
+                context.insert("name".into(), Value::String(new_name.to_string()));
+            }
+        }
+    }
+    new.insert(
+        "current-context".into(),
+        Value::String(new_name.to_string()),
+    );
+    Ok(new_name.to_string())
+}
+
+/// The entries of a `clusters`/`users`/`contexts` list with their names.
+fn named_entries(config: &Mapping, section: &str) -> Result<Vec<(String, Value)>, String> {
+    let entries = match config.get(section) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Sequence(entries)) => entries,
+        Some(_) => return Err(format!("`{section}` is not a list")),
+    };
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            match entry
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
+                Some(name) => Ok((name.to_string(), entry.clone())),
+                None => Err(format!("entry {} of `{section}` has no name", i + 1)),
+            }
+        })
+        .collect()
+}
+
+/// Reads the target kubeconfig; a missing or empty file is a new one.
+fn read_target(path: &Path) -> Result<(Mapping, bool), KubeconfigError> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+        Err(source) => {
+            return Err(KubeconfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    if text.trim().is_empty() {
+        return Ok((skeleton(), true));
+    }
+    match serde_yaml::from_str::<Value>(&text) {
+        Ok(Value::Mapping(mapping)) => Ok((mapping, false)),
+        Ok(Value::Null) => Ok((skeleton(), true)),
+        Ok(_) => Err(KubeconfigError::BadTarget {
+            path: path.to_path_buf(),
+            problem: "it is not a YAML mapping".into(),
+        }),
+        Err(e) => Err(KubeconfigError::InvalidTarget {
+            path: path.to_path_buf(),
+            detail: yaml_error(&e),
+        }),
+    }
+}
+
+fn skeleton() -> Mapping {
+    let mut config = Mapping::new();
+    config.insert("apiVersion".into(), "v1".into());
+    config.insert("kind".into(), "Config".into());
+    config.insert("preferences".into(), Value::Mapping(Mapping::new()));
+    config
+}
+
+/// Temp file in the same directory (0600), then rename over `path`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), KubeconfigError> {
+    let write_error = |source: io::Error| KubeconfigError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    fs::create_dir_all(dir).map_err(write_error)?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(".strata-kubeconfig-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(write_error)?;
+    set_private(temp.path()).map_err(write_error)?;
+    temp.write_all(bytes).map_err(write_error)?;
+    temp.as_file().sync_all().map_err(write_error)?;
+    temp.persist(path).map_err(|e| write_error(e.error))?;
+    Ok(())
+}
+
+#[cfg(unix)]
+fn set_private(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+}
+
+#[cfg(not(unix))]
+fn set_private(_path: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NEW: &str = "\
+apiVersion: v1
+kind: Config
+clusters:
+- name: eks-dev
+  cluster:
+    server: https://eks.example
+    certificate-authority-data: Q0EtREFUQQ==
+users:
+- name: eks-dev-user
+  user:
+    token: NEW-TOKEN-abc
+contexts:
+- name: eks-dev
+  context:
+    cluster: eks-dev
+    user: eks-dev-user
+current-context: eks-dev
+";
+
+    const EXISTING: &str = "\
+apiVersion: v1
+kind: Config
+preferences:
+  colors: true
+clusters:
+- name: kind
+  cluster:
+    server: https://127.0.0.1:6443
+- name: eks-dev
+  cluster:
+    server: https://OLD.example
+users:
+- name: kind-user
+  user:
+    token: kind-token
+- name: eks-dev-user
+  user:
+    token: OLD-TOKEN
+contexts:
+- name: kind
+  context:
+    cluster: kind
+    user: kind-user
+    namespace: work
+current-context: kind
+x-custom-extension: keep-me
+";
+
+    fn read(path: &Path) -> Value {
+        serde_yaml::from_str(&fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn names(config: &Value, section: &str) -> Vec<String> {
+        config[section]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    fn named<'a>(config: &'a Value, section: &str, name: &str) -> &'a Value {
+        config[section]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"].as_str() == Some(name))
+            .unwrap()
+    }
+
+    #[test]
+    fn creates_a_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("home/.kube/config");
+        let report = merge_kubeconfig(&target, NEW, None).unwrap();
+        assert!(report.created);
+        assert_eq!(report.context, "eks-dev");
+        assert_eq!(report.path, target);
+        let config = read(&target);
+        assert_eq!(config["apiVersion"], Value::from("v1"));
+        assert_eq!(config["kind"], Value::from("Config"));
+        assert_eq!(config["preferences"], Value::Mapping(Mapping::new()));
+        assert_eq!(config["current-context"], Value::from("eks-dev"));
+        assert_eq!(names(&config, "clusters"), ["eks-dev"]);
+        assert_eq!(names(&config, "users"), ["eks-dev-user"]);
+        assert_eq!(names(&config, "contexts"), ["eks-dev"]);
+    }
+
+    #[test]
+    fn keeps_existing_entries_and_replaces_same_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        fs::write(&target, EXISTING).unwrap();
+        let report = merge_kubeconfig(&target, NEW, None).unwrap();
+        assert!(!report.created);
+        assert_eq!(report.replaced["clusters"], ["eks-dev"]);
+        assert_eq!(report.replaced["users"], ["eks-dev-user"]);
+        assert_eq!(report.added["contexts"], ["eks-dev"]);
+        assert!(!report.added.contains_key("clusters"));
+
+        let config = read(&target);
+        assert_eq!(names(&config, "clusters"), ["kind", "eks-dev"]);
+        assert_eq!(names(&config, "users"), ["kind-user", "eks-dev-user"]);
+        assert_eq!(names(&config, "contexts"), ["kind", "eks-dev"]);
+        assert_eq!(
+            named(&config, "clusters", "eks-dev")["cluster"]["server"],
+            Value::from("https://eks.example")
+        );
+        assert_eq!(
+            named(&config, "users", "eks-dev-user")["user"]["token"],
+            Value::from("NEW-TOKEN-abc")
+        );
+        assert_eq!(
+            named(&config, "contexts", "kind")["context"]["namespace"],
+            Value::from("work")
+        );
+        assert_eq!(config["current-context"], Value::from("eks-dev"));
+        assert_eq!(config["x-custom-extension"], Value::from("keep-me"));
+        assert_eq!(config["preferences"]["colors"], Value::from(true));
+    }
+
+    #[test]
+    fn merging_twice_is_stable() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        fs::write(&target, EXISTING).unwrap();
+        merge_kubeconfig(&target, NEW, None).unwrap();
+        let once = fs::read_to_string(&target).unwrap();
+        let report = merge_kubeconfig(&target, NEW, None).unwrap();
+        assert!(report.added.is_empty());
+        assert_eq!(fs::read_to_string(&target).unwrap(), once);
+    }
+
+    #[test]
+    fn base64_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        let encoded = base64::engine::general_purpose::STANDARD.encode(NEW);
+        // Wrapped like `base64` prints it.
+        let wrapped: Vec<String> = encoded
+            .as_bytes()
+            .chunks(76)
+            .map(|c| String::from_utf8(c.to_vec()).unwrap())
+            .collect();
+        let report = merge_kubeconfig(&target, &(wrapped.join("\n") + "\n"), None).unwrap();
+        assert_eq!(report.context, "eks-dev");
+        assert_eq!(names(&read(&target), "users"), ["eks-dev-user"]);
+    }
+
+    #[test]
+    fn json_and_json_string_input() {
+        let value: Value = serde_yaml::from_str(NEW).unwrap();
+        let json = serde_json::to_string(&value).unwrap();
+        let quoted = serde_json::to_string(NEW).unwrap();
+        for input in [json, quoted] {
+            let dir = tempfile::tempdir().unwrap();
+            let target = dir.path().join("config");
+            let report = merge_kubeconfig(&target, &input, None).unwrap();
+            assert_eq!(report.context, "eks-dev", "{input}");
+        }
+    }
+
+    #[test]
+    fn context_override_renames_only_the_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        fs::write(&target, EXISTING).unwrap();
+        let report = merge_kubeconfig(&target, NEW, Some("dev")).unwrap();
+        assert_eq!(report.context, "dev");
+        let config = read(&target);
+        assert_eq!(names(&config, "contexts"), ["kind", "dev"]);
+        assert_eq!(names(&config, "clusters"), ["kind", "eks-dev"]);
+        assert_eq!(
+            named(&config, "contexts", "dev")["context"]["cluster"],
+            Value::from("eks-dev")
+        );
+        assert_eq!(config["current-context"], Value::from("dev"));
+    }
+
+    #[test]
+    fn single_context_without_current_is_chosen() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        let text = NEW.replace("current-context: eks-dev\n", "");
+        assert_eq!(
+            merge_kubeconfig(&target, &text, None).unwrap().context,
+            "eks-dev"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn mode_is_0600_and_no_temp_files_remain() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        fs::write(&target, EXISTING).unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o644)).unwrap();
+        merge_kubeconfig(&target, NEW, None).unwrap();
+        let mode = fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let entries: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(entries.len(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn writes_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real-config");
+        fs::write(&real, EXISTING).unwrap();
+        let link = dir.path().join("config");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        merge_kubeconfig(&link, NEW, None).unwrap();
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(names(&read(&real), "contexts"), ["kind", "eks-dev"]);
+    }
+
+    #[test]
+    fn invalid_new_kubeconfig_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        let err = merge_kubeconfig(&target, "clusters: [\n  - {name: a\n", None).unwrap_err();
+        assert!(matches!(err, KubeconfigError::InvalidNew { .. }), "{err:?}");
+        let message = err.to_string();
+        assert!(message.contains("kubeconfig to merge"), "{message}");
+        assert!(message.contains("line"), "{message}");
+
+        let err = merge_kubeconfig(&target, "just some words", None).unwrap_err();
+        assert!(matches!(err, KubeconfigError::InvalidNew { .. }), "{err:?}");
+
+        let err = merge_kubeconfig(&target, "- a\n- b\n", None).unwrap_err();
+        assert!(matches!(err, KubeconfigError::BadNew { .. }), "{err:?}");
+
+        let no_name = NEW.replace("- name: eks-dev-user\n", "- nom: x\n");
+        let err = merge_kubeconfig(&target, &no_name, None).unwrap_err();
+        assert!(
+            err.to_string().contains("entry 1 of `users` has no name"),
+            "{err}"
+        );
+
+        let err =
+            merge_kubeconfig(&target, "clusters: []\nusers: []\ncontexts: []\n", None).unwrap_err();
+        assert!(err.to_string().contains("no contexts"), "{err}");
+
+        let two = NEW.replace("current-context: eks-dev\n", "")
+            + "- name: second\n  context: {cluster: eks-dev, user: eks-dev-user}\n";
+        let two = two.replace("contexts:\n", "contexts:\n- name: other\n  context: {}\n");
+        let err = merge_kubeconfig(&target, &two, None).unwrap_err();
+        assert!(err.to_string().contains("no current-context"), "{err}");
+        assert!(!target.exists(), "nothing is written on error");
+    }
+
+    #[test]
+    fn empty_new_kubeconfig_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        for empty in ["", "   \n", "{}", "~", "\"\""] {
+            let err = merge_kubeconfig(&target, empty, None).unwrap_err();
+            assert!(matches!(err, KubeconfigError::Empty), "{empty:?}: {err:?}");
+            assert!(err.to_string().contains("empty"));
+        }
+        assert!(!target.exists());
+    }
+
+    #[test]
+    fn invalid_target_is_an_error_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        fs::write(&target, "clusters: [oops\n").unwrap();
+        let err = merge_kubeconfig(&target, NEW, None).unwrap_err();
+        assert!(
+            matches!(err, KubeconfigError::InvalidTarget { .. }),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains(&target.display().to_string()),
+            "{err}"
+        );
+        assert_eq!(fs::read_to_string(&target).unwrap(), "clusters: [oops\n");
+
+        fs::write(&target, "clusters: 3\n").unwrap();
+        let err = merge_kubeconfig(&target, NEW, None).unwrap_err();
+        assert!(
+            err.to_string().contains("`clusters` is not a list"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn errors_never_quote_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        let broken = NEW.replace("token: NEW-TOKEN-abc", "token: NEW-TOKEN-abc: [");
+        let err = merge_kubeconfig(&target, &broken, None).unwrap_err();
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains("NEW-TOKEN"), "{shown}");
+    }
+
+    #[test]
+    fn default_target_prefers_kubeconfig() {
+        let env = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            default_target(&env(&[
+                ("KUBECONFIG", "/a/one:/b/two"),
+                ("HOME", "/home/u")
+            ])),
+            PathBuf::from("/a/one")
+        );
+        assert_eq!(
+            default_target(&env(&[("KUBECONFIG", ":/b/two")])),
+            PathBuf::from("/b/two")
+        );
+        assert_eq!(
+            default_target(&env(&[("KUBECONFIG", ""), ("HOME", "/home/u")])),
+            PathBuf::from("/home/u/.kube/config")
+        );
+        assert_eq!(
+            default_target(&env(&[("HOME", "/home/u")])),
+            PathBuf::from("/home/u/.kube/config")
+        );
+    }
+}

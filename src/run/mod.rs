@@ -1,0 +1,10 @@
+//! Running many projects: the scheduler, its events and reporters, the journal, the
+//! stack lock, hooks and fingerprints.
+
+pub mod events;
+pub mod fingerprint;
+pub mod hooks;
+pub mod journal;
+pub mod lock;
+pub mod report;
+pub mod scheduler;

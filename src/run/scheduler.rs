@@ -1,0 +1,381 @@
+//! The scheduler: runs a plan's steps as soon as what they need has succeeded, at most
+//! `parallel` at once; stops scheduling after a failure (unless keep-going) or Ctrl-C.
+
+use std::sync::mpsc;
+
+use super::events::{RunEvent, Status};
+use crate::engine::{Control, Operation};
+use crate::plan::Plan;
+
+/// The result of one step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepResult {
+    pub status: Status,
+    pub duration_ms: u64,
+    pub message: Option<String>,
+    pub log: Option<String>,
+    pub exit_code: Option<i32>,
+}
+
+impl StepResult {
+    pub fn not_run(status: Status, message: impl Into<String>) -> StepResult {
+        StepResult {
+            status,
+            duration_ms: 0,
+            message: Some(message.into()),
+            log: None,
+            exit_code: None,
+        }
+    }
+}
+
+/// Runs one step of the plan (a project with its hooks, or the secrets step). Called from
+/// several threads at once.
+pub trait Executor: Sync {
+    /// Called on the scheduler thread just before the step starts; returns its log path.
+    fn prepare(&self, node: usize) -> Option<String>;
+    fn execute(&self, node: usize, emit: &(dyn Fn(RunEvent) + Sync)) -> StepResult;
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub parallel: usize,
+    pub keep_going: bool,
+    pub operation: Operation,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Pending,
+    Running,
+    Done(Status),
+}
+
+/// Runs `plan` and returns one result per node.
+pub fn run(
+    plan: &Plan,
+    opts: Options,
+    exec: &dyn Executor,
+    control: &Control,
+    emit: &(dyn Fn(RunEvent) + Sync),
+) -> Vec<StepResult> {
+    let n = plan.nodes.len();
+    let mut state = vec![State::Pending; n];
+    let mut results: Vec<Option<StepResult>> = vec![None; n];
+    let mut running = 0usize;
+    let mut stopped_by_failure = false;
+    let parallel = opts.parallel.max(1);
+    let op = opts.operation;
+
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<(usize, StepResult)>();
+        loop {
+            // Steps whose prerequisite did not succeed can never run.
+            for &i in &plan.order {
+                if state[i] != State::Pending {
+                    continue;
+                }
+                let blocked = plan.nodes[i]
+                    .needs
+                    .iter()
+                    .find(|&&j| matches!(state[j], State::Done(s) if s != Status::Succeeded));
+                if let Some(&j) = blocked {
+                    let s = match state[j] {
+                        State::Done(s) => s,
+                        _ => Status::Skipped,
+                    };
+                    let status = if s == Status::Cancelled || control.is_cancelled() {
+                        Status::Cancelled
+                    } else {
+                        Status::Skipped
+                    };
+                    let r = StepResult::not_run(
+                        status,
+                        format!(
+                            "not run: needs {}, which {}",
+                            plan.nodes[j].path,
+                            describe(s)
+                        ),
+                    );
+                    finish(emit, plan, i, op, &r);
+                    state[i] = State::Done(r.status);
+                    results[i] = Some(r);
+                }
+            }
+            let stop = control.is_cancelled() || (stopped_by_failure && !opts.keep_going);
+            if !stop {
+                for &i in &plan.order {
+                    if running >= parallel {
+                        break;
+                    }
+                    let ready = state[i] == State::Pending
+                        && plan.nodes[i]
+                            .needs
+                            .iter()
+                            .all(|&j| state[j] == State::Done(Status::Succeeded));
+                    if !ready {
+                        continue;
+                    }
+                    state[i] = State::Running;
+                    running += 1;
+                    let log = exec.prepare(i);
+                    emit(RunEvent::ProjectStarted {
+                        project: plan.nodes[i].path.clone(),
+                        operation: op,
+                        log,
+                    });
+                    let tx = tx.clone();
+                    scope.spawn(move || {
+                        let r = exec.execute(i, emit);
+                        let _ = tx.send((i, r));
+                    });
+                }
+            }
+            if running == 0 {
+                break;
+            }
+            let Ok((i, r)) = rx.recv() else { break };
+            running -= 1;
+            if r.status == Status::Failed {
+                stopped_by_failure = true;
+            }
+            finish(emit, plan, i, op, &r);
+            state[i] = State::Done(r.status);
+            results[i] = Some(r);
+        }
+    });
+
+    // What never started.
+    for &i in &plan.order {
+        if results[i].is_none() {
+            let r = if control.is_cancelled() {
+                StepResult::not_run(Status::Cancelled, "not started: the run was interrupted")
+            } else {
+                StepResult::not_run(
+                    Status::Skipped,
+                    "not started: the run stopped after a failure (use --keep-going to run independent projects)",
+                )
+            };
+            finish(emit, plan, i, op, &r);
+            results[i] = Some(r);
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| StepResult::not_run(Status::Skipped, "")))
+        .collect()
+}
+
+fn describe(s: Status) -> &'static str {
+    match s {
+        Status::Failed => "failed",
+        Status::Cancelled => "was cancelled",
+        Status::Skipped => "did not run",
+        Status::Succeeded => "succeeded",
+    }
+}
+
+fn finish(emit: &(dyn Fn(RunEvent) + Sync), plan: &Plan, i: usize, op: Operation, r: &StepResult) {
+    emit(RunEvent::ProjectFinished {
+        project: plan.nodes[i].path.clone(),
+        operation: op,
+        status: r.status,
+        duration_ms: r.duration_ms,
+        message: r.message.clone(),
+        log: r.log.clone(),
+        exit_code: r.exit_code,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Plan;
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    /// An in-memory executor: each step sleeps, records its start and end, and fails
+    /// when told to.
+    struct Fake {
+        plan: Plan,
+        sleep_ms: u64,
+        fail: Vec<&'static str>,
+        t0: Instant,
+        spans: Mutex<BTreeMap<String, (u128, u128)>>,
+        cancel_after_start: Option<(&'static str, &'static Control)>,
+    }
+
+    impl Executor for Fake {
+        fn prepare(&self, _node: usize) -> Option<String> {
+            None
+        }
+        fn execute(&self, i: usize, _emit: &(dyn Fn(RunEvent) + Sync)) -> StepResult {
+            let path = self.plan.nodes[i].path.clone();
+            let start = self.t0.elapsed().as_millis();
+            if let Some((p, c)) = self.cancel_after_start
+                && p == path
+            {
+                c.cancel();
+            }
+            std::thread::sleep(Duration::from_millis(self.sleep_ms));
+            let end = self.t0.elapsed().as_millis();
+            self.spans
+                .lock()
+                .unwrap()
+                .insert(path.clone(), (start, end));
+            let status = if self.fail.contains(&path.as_str()) {
+                Status::Failed
+            } else {
+                Status::Succeeded
+            };
+            StepResult {
+                status,
+                duration_ms: (end - start) as u64,
+                message: None,
+                log: None,
+                exit_code: None,
+            }
+        }
+    }
+
+    fn plan(yaml: &str) -> Plan {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("providers")).unwrap();
+        std::fs::write(
+            d.path().join("providers/p.yaml"),
+            format!("description: d\ninfra_type: T\n{yaml}"),
+        )
+        .unwrap();
+        let prof = crate::workspace::profile::load(&d.path().join("providers"), "p").unwrap();
+        let projects = prof
+            .entries
+            .iter()
+            .map(|e| {
+                let dir = d.path().join("projects").join(&e.path);
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("Strata.yaml"), "up: 'true'\ndestroy: 'true'\n").unwrap();
+                crate::workspace::project::load(&d.path().join("projects"), &e.path, &e.file)
+                    .unwrap()
+            })
+            .collect();
+        Plan::build(&prof, projects).unwrap()
+    }
+
+    fn fake(p: &Plan, fail: Vec<&'static str>) -> Fake {
+        Fake {
+            plan: p.clone(),
+            sleep_ms: 60,
+            fail,
+            t0: Instant::now(),
+            spans: Mutex::new(BTreeMap::new()),
+            cancel_after_start: None,
+        }
+    }
+
+    fn statuses(p: &Plan, r: &[StepResult]) -> BTreeMap<String, Status> {
+        p.nodes
+            .iter()
+            .zip(r)
+            .map(|(n, r)| (n.path.clone(), r.status))
+            .collect()
+    }
+
+    const DIAMOND: &str = "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: [a]\n  - path: d\n    needs: [b, c]\n  - path: e\n    needs: []\n";
+
+    fn opts(parallel: usize, keep_going: bool) -> Options {
+        Options {
+            parallel,
+            keep_going,
+            operation: Operation::Up,
+        }
+    }
+
+    #[test]
+    fn order_and_overlap() {
+        let p = plan(DIAMOND);
+        let f = fake(&p, vec![]);
+        let events = Mutex::new(Vec::new());
+        let r = run(&p, opts(4, false), &f, &Control::new(), &|e| {
+            events.lock().unwrap().push(e)
+        });
+        assert!(r.iter().all(|r| r.status == Status::Succeeded));
+        let s = f.spans.lock().unwrap();
+        for (node, needs) in [("b", vec!["a"]), ("c", vec!["a"]), ("d", vec!["b", "c"])] {
+            for need in needs {
+                assert!(s[node].0 >= s[need].1, "{node} started before {need} ended");
+            }
+        }
+        assert!(s["e"].0 < s["a"].1, "independent e overlaps a");
+        assert!(
+            s["b"].0 < s["c"].1 && s["c"].0 < s["b"].1,
+            "b and c overlap"
+        );
+        let ev = events.lock().unwrap();
+        let finished = ev
+            .iter()
+            .filter(|e| matches!(e, RunEvent::ProjectFinished { .. }))
+            .count();
+        assert_eq!(finished, 5);
+    }
+
+    #[test]
+    fn parallel_one_serialises() {
+        let p = plan(DIAMOND);
+        let f = fake(&p, vec![]);
+        run(&p, opts(1, false), &f, &Control::new(), &|_| {});
+        let s = f.spans.lock().unwrap();
+        let mut spans: Vec<_> = s.values().copied().collect();
+        spans.sort();
+        for w in spans.windows(2) {
+            assert!(w[1].0 >= w[0].1, "overlap with -j 1: {spans:?}");
+        }
+    }
+
+    #[test]
+    fn failure_stops_dependents_and_new_work() {
+        let p = plan(
+            "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
+        );
+        let f = fake(&p, vec!["a"]);
+        let r = run(&p, opts(1, false), &f, &Control::new(), &|_| {});
+        let st = statuses(&p, &r);
+        assert_eq!(st["a"], Status::Failed);
+        assert_eq!(st["b"], Status::Skipped);
+        // With -j 1, c had not started when a failed: it is not started after.
+        assert_eq!(st["d"], Status::Skipped);
+        assert!(
+            r[p.index_of("b").unwrap()]
+                .message
+                .as_ref()
+                .unwrap()
+                .contains("needs a")
+        );
+    }
+
+    #[test]
+    fn keep_going_runs_independent_work() {
+        let p = plan(
+            "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
+        );
+        let f = fake(&p, vec!["a"]);
+        let r = run(&p, opts(1, true), &f, &Control::new(), &|_| {});
+        let st = statuses(&p, &r);
+        assert_eq!(st["a"], Status::Failed);
+        assert_eq!(st["b"], Status::Skipped);
+        assert_eq!(st["c"], Status::Succeeded);
+        assert_eq!(st["d"], Status::Succeeded);
+    }
+
+    #[test]
+    fn cancel_stops_scheduling() {
+        static CONTROL: std::sync::OnceLock<Control> = std::sync::OnceLock::new();
+        let control = CONTROL.get_or_init(Control::new);
+        let p = plan("infrastructure:\n  - path: a\n  - path: b\n");
+        let mut f = fake(&p, vec![]);
+        f.cancel_after_start = Some(("a", control));
+        let r = run(&p, opts(2, false), &f, control, &|_| {});
+        let st = statuses(&p, &r);
+        assert_eq!(st["b"], Status::Cancelled);
+    }
+}

@@ -1,0 +1,3 @@
+//! Secrets: redaction of secret values everywhere strata writes.
+
+pub mod redact;
