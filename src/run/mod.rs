@@ -5,6 +5,7 @@ pub mod events;
 pub mod fingerprint;
 pub mod hooks;
 pub mod journal;
+pub mod kubeconfig;
 pub mod lock;
 pub mod report;
 pub mod scheduler;

@@ -1,3 +1,6 @@
-//! Secrets: redaction of secret values everywhere strata writes.
+//! Secrets: the age-encrypted store, writing secrets into Kubernetes, and redaction of
+//! secret values everywhere strata writes.
 
+pub mod kubernetes;
 pub mod redact;
+pub mod store;
