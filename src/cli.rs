@@ -113,6 +113,14 @@ pub struct RunArgs {
 pub struct UpArgs {
     #[command(flatten)]
     pub run: RunArgs,
+
+    /// Only what did not succeed in the last `up` of this stack, and what depends on it
+    #[arg(long, conflicts_with_all = ["projects", "from"])]
+    pub resume: bool,
+
+    /// Skip projects whose inputs are unchanged since their last successful `up`
+    #[arg(long)]
+    pub changed: bool,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -10,6 +10,7 @@ pub mod plan;
 pub mod run;
 pub mod secrets;
 pub mod settings;
+pub mod setup;
 pub mod util;
 pub mod workspace;
 

@@ -1,6 +1,7 @@
 //! One module per command; `dispatch` picks it. Shared loading lives here.
 
 mod providers;
+mod run;
 mod show;
 mod validate;
 
@@ -8,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use crate::cli::{Cli, Command, GlobalArgs};
+use crate::engine::Operation;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::settings::Settings;
@@ -20,8 +22,32 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Providers => providers::run(&cli.global, &settings),
         Command::Show(args) => show::run(&cli.global, args),
         Command::Validate => validate::run(&cli.global, &settings),
-        Command::Up(_) | Command::Preview(_) | Command::Refresh(_) | Command::Destroy(_) => {
-            Err(Error::usage("this command is not available yet"))
+        Command::Up(a) => run::run(
+            &cli.global,
+            &settings,
+            run::Request {
+                op: Operation::Up,
+                args: a.run.clone(),
+                resume: a.resume,
+                changed: a.changed,
+            },
+        ),
+        Command::Preview(a) | Command::Refresh(a) | Command::Destroy(a) => {
+            let op = match &cli.command {
+                Command::Preview(_) => Operation::Preview,
+                Command::Refresh(_) => Operation::Refresh,
+                _ => Operation::Destroy,
+            };
+            run::run(
+                &cli.global,
+                &settings,
+                run::Request {
+                    op,
+                    args: a.clone(),
+                    resume: false,
+                    changed: false,
+                },
+            )
         }
     }
 }

@@ -138,7 +138,11 @@ impl Engine for CommandEngine {
             summary: if outputs.is_empty() {
                 String::new()
             } else {
-                format!("{} outputs", outputs.len())
+                format!(
+                    "{} output{}",
+                    outputs.len(),
+                    if outputs.len() == 1 { "" } else { "s" }
+                )
             },
             outputs,
             secret_outputs: Default::default(),

@@ -2,6 +2,7 @@
 //! stack lock, hooks and fingerprints.
 
 pub mod events;
+pub mod executor;
 pub mod fingerprint;
 pub mod hooks;
 pub mod journal;
@@ -9,3 +10,4 @@ pub mod kubeconfig;
 pub mod lock;
 pub mod report;
 pub mod scheduler;
+pub mod signals;

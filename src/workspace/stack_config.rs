@@ -111,6 +111,11 @@ impl StackConfig {
         self.config_mut().insert(key.into(), value);
     }
 
+    /// Sets a top-level key of the document (`encryptionsalt`, ...).
+    pub fn set_top(&mut self, key: &str, value: Value) {
+        self.doc.insert(key.into(), value);
+    }
+
     pub fn infra_type(&self) -> Option<String> {
         self.get(INFRA_TYPE_KEY).and_then(scalar_string)
     }

@@ -1,0 +1,729 @@
+//! One step of a run: a project through its engine (inputs wired from upstream outputs,
+//! a per-project config file when needed, a log file, hooks, a journal record), or the
+//! built-in step that writes secrets into the cluster.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::{Map, Value};
+
+use super::events::{RunEvent, Status};
+use super::journal::{Journal, Record};
+use super::scheduler::{Executor, StepResult};
+use crate::engine::command::CommandEngine;
+use crate::engine::pulumi::PulumiEngine;
+use crate::engine::{Control, Engine, Failure, Job, Operation, Progress};
+use crate::plan::{NodeKind, Plan};
+use crate::secrets::redact::Redactor;
+use crate::util::{display_path, now_ms, rfc3339, slug};
+use crate::workspace::profile::Hook;
+use crate::workspace::{ProjectKind, StackConfig};
+
+/// What every step of one run shares.
+pub struct Ctx {
+    pub root: PathBuf,
+    pub stack: String,
+    pub provider: String,
+    pub op: Operation,
+    /// The plan being run (selected; reversed for destroy).
+    pub plan: Plan,
+    /// The base environment of every child.
+    pub env: BTreeMap<String, String>,
+    pub stack_config: StackConfig,
+    pub state_dir: PathBuf,
+    pub run_id: String,
+    pub redactor: Redactor,
+    /// Secret values by key (from the encrypted store).
+    pub secrets: BTreeMap<String, String>,
+    /// Profile-level secret keys (reach every project).
+    pub profile_secret_keys: Vec<String>,
+    /// Outputs of each project that dependents or hooks read.
+    pub needed: BTreeMap<String, Vec<String>>,
+    pub fingerprints: BTreeMap<String, String>,
+    pub fingerprint_salt: Vec<u8>,
+    /// Name of the Kubernetes Secret the secrets step writes.
+    pub secret_name: String,
+    /// Project dirs and kinds of every project of the profile (for upstream lookups).
+    pub projects: BTreeMap<String, (PathBuf, String, ProjectKind)>,
+}
+
+/// Outputs of a project, and which of them are secret.
+#[derive(Debug, Clone, Default)]
+struct Outputs {
+    values: Map<String, Value>,
+    secret: BTreeSet<String>,
+}
+
+pub struct StepRunner<'a> {
+    ctx: &'a Ctx,
+    control: &'a Control,
+    pulumi: Option<&'a PulumiEngine>,
+    command: &'a CommandEngine,
+    journal: &'a Journal,
+    logs: Mutex<BTreeMap<usize, PathBuf>>,
+    outputs: Mutex<BTreeMap<String, Outputs>>,
+    processes: AtomicU32,
+}
+
+impl<'a> StepRunner<'a> {
+    pub fn new(
+        ctx: &'a Ctx,
+        control: &'a Control,
+        pulumi: Option<&'a PulumiEngine>,
+        command: &'a CommandEngine,
+        journal: &'a Journal,
+    ) -> StepRunner<'a> {
+        StepRunner {
+            ctx,
+            control,
+            pulumi,
+            command,
+            journal,
+            logs: Mutex::new(BTreeMap::new()),
+            outputs: Mutex::new(BTreeMap::new()),
+            processes: AtomicU32::new(0),
+        }
+    }
+
+    /// Processes started by all steps (engines, hooks, output reads).
+    pub fn processes(&self) -> u32 {
+        self.processes.load(Ordering::SeqCst)
+    }
+
+    pub fn log_path(&self, node: usize) -> Option<PathBuf> {
+        self.logs.lock().ok()?.get(&node).cloned()
+    }
+
+    fn job_for(&self, path: &str, op: Operation) -> Option<Job> {
+        let (dir, name, _) = self.ctx.projects.get(path)?;
+        Some(Job {
+            path: path.to_string(),
+            name: name.clone(),
+            dir: dir.clone(),
+            op,
+            stack: self.ctx.stack.clone(),
+            env: self.ctx.env.clone(),
+            config_file: self.ctx.stack_config.path.clone(),
+            inputs: BTreeMap::new(),
+            needed_outputs: self.ctx.needed.get(path).cloned().unwrap_or_default(),
+            scratch_dir: self.ctx.state_dir.join("work").join(slug(path)),
+            secret_config: BTreeMap::new(),
+        })
+    }
+
+    fn outputs_file(&self, path: &str) -> PathBuf {
+        self.ctx
+            .state_dir
+            .join("outputs")
+            .join(format!("{}.json", slug(path)))
+    }
+
+    /// Outputs of `upstream`: from this run, or read from its deployed stack.
+    fn outputs_of(
+        &self,
+        upstream: &str,
+        downstream: &str,
+        wanted: &[&str],
+        log: &mut dyn FnMut(Progress),
+    ) -> Result<Outputs, String> {
+        if let Some(o) = self
+            .outputs
+            .lock()
+            .ok()
+            .and_then(|m| m.get(upstream).cloned())
+        {
+            return Ok(o);
+        }
+        let never = || {
+            format!(
+                "{downstream} takes inputs from {upstream}, which has not been deployed on stack `{}`.\n  Run `strata up --project {upstream}` first (or `strata up --project {downstream} --with-deps`).",
+                self.ctx.stack
+            )
+        };
+        let Some((_, _, kind)) = self.ctx.projects.get(upstream) else {
+            return Err(format!("{upstream} is not a project of this profile"));
+        };
+        let outputs = match kind {
+            ProjectKind::Command(_) => {
+                let text =
+                    std::fs::read_to_string(self.outputs_file(upstream)).map_err(|_| never())?;
+                let values: Map<String, Value> =
+                    serde_json::from_str(&text).map_err(|_| never())?;
+                Outputs {
+                    values,
+                    secret: BTreeSet::new(),
+                }
+            }
+            ProjectKind::Pulumi { .. } => {
+                let Some(engine) = self.pulumi else {
+                    return Err("the pulumi CLI is needed to read outputs".into());
+                };
+                let job = self.job_for(upstream, Operation::Up).ok_or_else(never)?;
+                let mut procs = 0;
+                let masked = engine
+                    .stack_outputs(&job, self.control, log, false, &mut procs)
+                    .map_err(|f| {
+                        if f.message().contains("exit 6") || f.message().contains("no stack") {
+                            never()
+                        } else {
+                            f.message().to_string()
+                        }
+                    });
+                self.processes.fetch_add(procs, Ordering::SeqCst);
+                let masked = masked?;
+                let secret: BTreeSet<String> = masked
+                    .iter()
+                    .filter(|(_, v)| crate::engine::contains_secret_mask(v))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                let values = if wanted.iter().any(|w| secret.contains(*w)) {
+                    let mut procs = 0;
+                    let plain = engine
+                        .stack_outputs(&job, self.control, log, true, &mut procs)
+                        .map_err(|f| f.message().to_string());
+                    self.processes.fetch_add(procs, Ordering::SeqCst);
+                    plain?
+                } else {
+                    masked
+                };
+                Outputs { values, secret }
+            }
+        };
+        if let Ok(mut m) = self.outputs.lock() {
+            m.insert(upstream.to_string(), outputs.clone());
+        }
+        Ok(outputs)
+    }
+
+    fn run_project(
+        &self,
+        i: usize,
+        emit: &(dyn Fn(RunEvent) + Sync),
+        log: &mut dyn FnMut(&str),
+    ) -> (Status, Option<String>, Option<i32>) {
+        let ctx = self.ctx;
+        let node = &ctx.plan.nodes[i];
+        let (Some(entry), Some(project)) = (&node.entry, &node.project) else {
+            return (Status::Failed, Some("not a project".into()), None);
+        };
+        let op = ctx.op;
+        let Some(mut job) = self.job_for(&node.path, op) else {
+            return (Status::Failed, Some("unknown project".into()), None);
+        };
+        let mut sink = |p: Progress| match p {
+            Progress::Raw(l) => log(&l),
+            Progress::Line(l) => emit(RunEvent::ProjectOutput {
+                project: node.path.clone(),
+                line: ctx.redactor.redact(&l),
+            }),
+            Progress::Resources {
+                done,
+                started,
+                current,
+            } => emit(RunEvent::ProjectProgress {
+                project: node.path.clone(),
+                done,
+                started,
+                current,
+            }),
+        };
+
+        // Inputs: config values from upstream outputs.
+        let mut plain_inputs: Vec<(String, Value)> = Vec::new();
+        let mut secret_inputs: BTreeMap<String, String> = BTreeMap::new();
+        for input in &entry.inputs {
+            let wanted = [input.output.as_str()];
+            let got = self.outputs_of(&input.project, &node.path, &wanted, &mut sink);
+            let outputs = match got {
+                Ok(o) => o,
+                Err(_) if op == Operation::Destroy => continue,
+                Err(msg) => return (Status::Failed, Some(msg), None),
+            };
+            let Some(value) = outputs.values.get(&input.output) else {
+                if op == Operation::Destroy {
+                    continue;
+                }
+                let mut names: Vec<&str> = outputs.values.keys().map(String::as_str).collect();
+                names.sort();
+                return (
+                    Status::Failed,
+                    Some(format!(
+                        "input `{}` of {}: {} has no output `{}` (its outputs: {}).\n  Fix `inputs:` in {}, or export that output from {}.",
+                        input.key,
+                        node.path,
+                        input.project,
+                        input.output,
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        },
+                        display_path(&entry.file),
+                        input.project
+                    )),
+                    None,
+                );
+            };
+            if outputs.secret.contains(&input.output) {
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                secret_inputs.insert(input.key.clone(), text);
+            } else {
+                plain_inputs.push((input.key.clone(), value.clone()));
+            }
+            job.inputs.insert(input.key.clone(), value.clone());
+        }
+
+        // Secrets of this project: its own and the profile-level ones.
+        let mut secrets: BTreeMap<String, String> = BTreeMap::new();
+        for key in entry
+            .secrets
+            .iter()
+            .map(|s| &s.key)
+            .chain(ctx.profile_secret_keys.iter())
+        {
+            if let Some(v) = ctx.secrets.get(key) {
+                secrets.insert(key.clone(), v.clone());
+            }
+        }
+
+        let is_pulumi = matches!(project.kind, ProjectKind::Pulumi { .. });
+        if is_pulumi {
+            secrets.extend(secret_inputs.clone());
+            if !plain_inputs.is_empty() || !secrets.is_empty() {
+                match self.project_config(&node.path, &plain_inputs, &secrets) {
+                    Ok((file, to_set)) => {
+                        job.config_file = file;
+                        job.secret_config = to_set;
+                    }
+                    Err(msg) => return (Status::Failed, Some(msg), None),
+                }
+            }
+        } else {
+            for (k, v) in secrets.iter().chain(secret_inputs.iter()) {
+                job.env.insert(
+                    format!("STRATA_SECRET_{}", crate::util::env_key(k)),
+                    v.clone(),
+                );
+            }
+        }
+
+        let engine: &dyn Engine = match (&project.kind, self.pulumi) {
+            (ProjectKind::Command(_), _) => self.command,
+            (ProjectKind::Pulumi { .. }, Some(p)) => p,
+            (ProjectKind::Pulumi { .. }, None) => {
+                return (
+                    Status::Failed,
+                    Some("the pulumi CLI was not found".into()),
+                    None,
+                );
+            }
+        };
+        let result = engine.run(&job, self.control, &mut sink);
+        let outcome = match result {
+            Ok(o) => o,
+            Err(Failure::Failed {
+                message,
+                exit_code,
+                processes,
+            }) => {
+                self.processes.fetch_add(processes, Ordering::SeqCst);
+                return (Status::Failed, Some(message), exit_code);
+            }
+            Err(Failure::Cancelled { message, processes }) => {
+                self.processes.fetch_add(processes, Ordering::SeqCst);
+                return (Status::Cancelled, Some(message), None);
+            }
+        };
+        self.processes
+            .fetch_add(outcome.processes, Ordering::SeqCst);
+        if is_pulumi && !secrets.is_empty() {
+            self.record_secret_hashes(&node.path, &secrets);
+        }
+        if op == Operation::Up {
+            let outputs = Outputs {
+                values: outcome.outputs.clone(),
+                secret: outcome.secret_outputs.clone(),
+            };
+            if !is_pulumi {
+                let file = self.outputs_file(&node.path);
+                let text = serde_json::to_string_pretty(&Value::Object(outcome.outputs.clone()))
+                    .unwrap_or_default();
+                if let Err(e) = crate::util::write_atomic(&file, text.as_bytes(), Some(0o600)) {
+                    return (Status::Failed, Some(e.message), None);
+                }
+            }
+            if let Ok(mut m) = self.outputs.lock() {
+                m.insert(node.path.clone(), outputs);
+            }
+            // Hooks, before any dependent starts.
+            let hook_env =
+                super::hooks::hook_env(&job.env, &outcome.outputs, ctx.stack_config.config());
+            for hook in &entry.on_success {
+                let start = now_ms();
+                let res = self.run_hook(
+                    hook,
+                    &node.path,
+                    &project.dir,
+                    &hook_env,
+                    &outcome.outputs,
+                    &mut |l| {
+                        log(&l);
+                        emit(RunEvent::ProjectOutput {
+                            project: node.path.clone(),
+                            line: ctx.redactor.redact(&l),
+                        });
+                    },
+                );
+                let status = if res.is_ok() {
+                    Status::Succeeded
+                } else {
+                    Status::Failed
+                };
+                emit(RunEvent::HookFinished {
+                    project: node.path.clone(),
+                    hook: hook.describe(),
+                    status,
+                    duration_ms: now_ms().saturating_sub(start),
+                    message: res.as_ref().err().map(|m| ctx.redactor.redact(m)),
+                });
+                if let Err(msg) = res {
+                    log(&format!("hook failed: {msg}"));
+                    return (Status::Failed, Some(msg), None);
+                }
+            }
+        }
+        if op == Operation::Destroy && !is_pulumi {
+            let _ = std::fs::remove_file(self.outputs_file(&node.path));
+        }
+        (Status::Succeeded, Some(outcome.summary), None)
+    }
+
+    fn run_hook(
+        &self,
+        hook: &Hook,
+        path: &str,
+        dir: &Path,
+        env: &BTreeMap<String, String>,
+        outputs: &Map<String, Value>,
+        on_line: &mut dyn FnMut(String),
+    ) -> Result<(), String> {
+        self.processes
+            .fetch_add(u32::from(matches!(hook, Hook::Run(_))), Ordering::SeqCst);
+        match hook {
+            Hook::Run(cmd) => super::hooks::run_command(cmd, dir, env, self.control, path, on_line),
+            Hook::Kubeconfig(k) => {
+                let value = match outputs.get(&k.output) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Null) | None => {
+                        return Err(format!(
+                            "the kubeconfig hook of {path} needs output `{}`, which the project did not export",
+                            k.output
+                        ));
+                    }
+                    Some(other) => other.to_string(),
+                };
+                let target = super::kubeconfig::default_target(env);
+                let report =
+                    super::kubeconfig::merge_kubeconfig(&target, &value, k.context.as_deref())
+                        .map_err(|e| format!("the kubeconfig hook of {path} failed: {e}"))?;
+                on_line(format!(
+                    "merged kubeconfig into {} (current context {})",
+                    target.display(),
+                    report.context
+                ));
+                Ok(())
+            }
+        }
+    }
+
+    /// The per-project stack config: the shared one plus wired inputs, keeping `secure:`
+    /// values of secrets that did not change (so they are not re-encrypted every run).
+    /// Returns the file and the secrets that still need `pulumi config set --secret`.
+    fn project_config(
+        &self,
+        path: &str,
+        plain: &[(String, Value)],
+        secrets: &BTreeMap<String, String>,
+    ) -> Result<(PathBuf, BTreeMap<String, String>), String> {
+        let dir = self.ctx.state_dir.join("config");
+        let file = dir.join(format!("{}.yaml", slug(path)));
+        let plain: Vec<(String, serde_yaml::Value)> = plain
+            .iter()
+            .map(|(k, v)| {
+                let y = serde_yaml::to_value(v).unwrap_or(serde_yaml::Value::Null);
+                (k.clone(), y)
+            })
+            .collect();
+        let mut cfg = self.ctx.stack_config.with_values(&plain);
+        let previous = StackConfig::load(&file).ok().flatten();
+        if cfg.encryption_salt().is_none()
+            && let Some(prev) = &previous
+            && let Some(salt) = prev.encryption_salt()
+        {
+            cfg.set_top("encryptionsalt", salt.clone());
+        }
+        let hashes = self.read_secret_hashes(path);
+        let mut to_set = BTreeMap::new();
+        for (k, v) in secrets {
+            let kept = previous.as_ref().and_then(|p| p.get(k)).filter(|val| {
+                val.get("secure").is_some() && hashes.get(k) == Some(&self.secret_hash(k, v, &cfg))
+            });
+            match kept {
+                Some(val) => cfg.set(k, val.clone()),
+                None => {
+                    to_set.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        cfg.save_to(&file).map_err(|e| e.message)?;
+        Ok((file, to_set))
+    }
+
+    fn secret_hash(&self, key: &str, value: &str, cfg: &StackConfig) -> String {
+        let salt = cfg.encryption_salt().and_then(|s| s.as_str()).unwrap_or("");
+        super::fingerprint::fingerprint(
+            Path::new("/nonexistent"),
+            key,
+            salt,
+            &[(key.to_string(), value.to_string())],
+            &self.ctx.fingerprint_salt,
+        )
+    }
+
+    fn hashes_file(&self, path: &str) -> PathBuf {
+        self.ctx
+            .state_dir
+            .join("config")
+            .join(format!("{}.secrets.json", slug(path)))
+    }
+
+    fn read_secret_hashes(&self, path: &str) -> BTreeMap<String, String> {
+        std::fs::read_to_string(self.hashes_file(path))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+
+    fn record_secret_hashes(&self, path: &str, secrets: &BTreeMap<String, String>) {
+        let file = self
+            .ctx
+            .state_dir
+            .join("config")
+            .join(format!("{}.yaml", slug(path)));
+        let Ok(Some(cfg)) = StackConfig::load(&file) else {
+            return;
+        };
+        let hashes: BTreeMap<String, String> = secrets
+            .iter()
+            .filter(|(k, _)| cfg.get(k).is_some_and(|v| v.get("secure").is_some()))
+            .map(|(k, v)| (k.clone(), self.secret_hash(k, v, &cfg)))
+            .collect();
+        if let Ok(text) = serde_json::to_string_pretty(&hashes) {
+            let _ =
+                crate::util::write_atomic(&self.hashes_file(path), text.as_bytes(), Some(0o600));
+        }
+    }
+
+    /// The built-in step: write the secrets into the cluster (up only).
+    fn run_secrets_step(&self, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
+        let ctx = self.ctx;
+        match ctx.op {
+            Operation::Up => {}
+            Operation::Destroy => {
+                return (
+                    Status::Succeeded,
+                    Some("left to the cluster's own teardown".into()),
+                );
+            }
+            Operation::Preview => {
+                return (
+                    Status::Succeeded,
+                    Some(format!(
+                        "would write {} secret(s) into Secret `{}`",
+                        ctx.secrets.len(),
+                        ctx.secret_name
+                    )),
+                );
+            }
+            Operation::Refresh => return (Status::Succeeded, Some("nothing to refresh".into())),
+        }
+        let target = super::kubeconfig::default_target(&ctx.env);
+        log(&format!(
+            "writing {} secret(s) into Secret `{}` using kubeconfig {}",
+            ctx.secrets.len(),
+            ctx.secret_name,
+            target.display()
+        ));
+        let state_file = ctx.state_dir.join("kubernetes-namespaces.json");
+        let previous: Vec<String> = std::fs::read_to_string(&state_file)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        let wanted: BTreeSet<String> = ctx
+            .secrets
+            .keys()
+            .filter_map(|k| k.split_once(':').map(|(ns, _)| ns.to_string()))
+            .collect();
+        let stale: Vec<String> = previous
+            .into_iter()
+            .filter(|ns| !wanted.contains(ns))
+            .collect();
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                return (
+                    Status::Failed,
+                    Some(format!("cannot start the Kubernetes client: {e}")),
+                );
+            }
+        };
+        let result = rt.block_on(async {
+            let client =
+                crate::secrets::kubernetes::client_from_kubeconfig(Some(&target), None).await?;
+            crate::secrets::kubernetes::apply_secrets(
+                client,
+                &ctx.secret_name,
+                &ctx.secrets,
+                &stale,
+            )
+            .await
+        });
+        match result {
+            Ok(report) => {
+                let namespaces = report.namespaces();
+                let _ = crate::util::write_atomic(
+                    &state_file,
+                    serde_json::to_string(&namespaces)
+                        .unwrap_or_default()
+                        .as_bytes(),
+                    None,
+                );
+                let line = format!(
+                    "{} in {} namespace(s){}",
+                    if report.changed() {
+                        "applied"
+                    } else {
+                        "unchanged"
+                    },
+                    namespaces.len(),
+                    if stale.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", removed from {}", stale.join(", "))
+                    }
+                );
+                log(&line);
+                (Status::Succeeded, Some(line))
+            }
+            Err(e) => (
+                Status::Failed,
+                Some(format!("writing secrets into the cluster failed: {e}")),
+            ),
+        }
+    }
+}
+
+impl Executor for StepRunner<'_> {
+    fn prepare(&self, i: usize) -> Option<String> {
+        let node = &self.ctx.plan.nodes[i];
+        let stamp = rfc3339(now_ms()).replace(':', "-");
+        let dir = self
+            .ctx
+            .state_dir
+            .join("logs")
+            .join(node.path.trim_start_matches('@'));
+        let mut path = dir.join(format!("{}-{stamp}.log", self.ctx.op.as_str()));
+        let mut n = 1;
+        while path.exists() {
+            n += 1;
+            path = dir.join(format!("{}-{stamp}-{n}.log", self.ctx.op.as_str()));
+        }
+        std::fs::create_dir_all(&dir).ok()?;
+        std::fs::File::create(&path).ok()?;
+        if let Ok(mut l) = self.logs.lock() {
+            l.insert(i, path.clone());
+        }
+        Some(display_path(&path))
+    }
+
+    fn execute(&self, i: usize, emit: &(dyn Fn(RunEvent) + Sync)) -> StepResult {
+        let ctx = self.ctx;
+        let node = &ctx.plan.nodes[i];
+        let started = now_ms();
+        let log_path = self.log_path(i);
+        let mut file = log_path
+            .as_ref()
+            .and_then(|p| std::fs::OpenOptions::new().append(true).open(p).ok());
+        let mut log = |line: &str| {
+            if let Some(f) = file.as_mut() {
+                let _ = writeln!(f, "{}", ctx.redactor.redact(line));
+            }
+        };
+        log(&format!(
+            "# strata {} of {} · stack {} · provider {} · run {} · {}",
+            ctx.op.as_str(),
+            node.path,
+            ctx.stack,
+            ctx.provider,
+            ctx.run_id,
+            rfc3339(started)
+        ));
+        let (status, message, exit_code) = if node.kind == NodeKind::Builtin {
+            let (s, m) = self.run_secrets_step(&mut log);
+            (s, m, None)
+        } else {
+            self.run_project(i, emit, &mut log)
+        };
+        let ended = now_ms();
+        let message = message
+            .filter(|m| !m.is_empty())
+            .map(|m| ctx.redactor.redact(&m));
+        log(&format!(
+            "# {} in {}ms{}",
+            status.as_str(),
+            ended - started,
+            message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        ));
+        let record = Record::Project {
+            run_id: ctx.run_id.clone(),
+            project: node.path.clone(),
+            operation: ctx.op.as_str().into(),
+            status: status.as_str().into(),
+            started_at: rfc3339(started),
+            ended_at: rfc3339(ended),
+            duration_ms: ended - started,
+            exit_code,
+            fingerprint: ctx.fingerprints.get(&node.path).cloned(),
+            message: message.clone(),
+            log: log_path
+                .as_ref()
+                .and_then(|p| p.strip_prefix(&ctx.root).ok())
+                .map(|p| p.display().to_string()),
+            processes: 0,
+        };
+        if let Err(e) = self.journal.append(&record) {
+            emit(RunEvent::Notice {
+                message: format!("warning: {e}"),
+            });
+        }
+        StepResult {
+            status,
+            duration_ms: ended - started,
+            message,
+            log: log_path.map(|p| display_path(&p)),
+            exit_code,
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! The file backend: `PULUMI_BACKEND_URL=file://DIR`, checkpoints and lock files under
+//! `DIR/.pulumi/` in Pulumi's project-scoped layout.
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Fail, Result, code};
+
+pub const VERSION: &str = "v3.230.0";
+pub const ORG: &str = "organization";
+
+/// A file backend rooted at the directory that holds `.pulumi/`.
+#[derive(Debug, Clone)]
+pub struct Backend {
+    pub root: PathBuf,
+    pub url: String,
+}
+
+/// One resource in a checkpoint (`apitype.ResourceV3`, the fields the fake uses).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Resource {
+    pub urn: String,
+    pub custom: bool,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    #[serde(skip_serializing_if = "is_empty_map")]
+    pub inputs: Map<String, Value>,
+    #[serde(skip_serializing_if = "is_empty_map")]
+    pub outputs: Map<String, Value>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub parent: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub provider: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub created: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub modified: String,
+}
+
+fn is_empty_map(m: &Map<String, Value>) -> bool {
+    m.is_empty()
+}
+
+impl Resource {
+    /// The name part of the URN.
+    pub fn name(&self) -> &str {
+        self.urn.rsplit("::").next().unwrap_or("")
+    }
+
+    fn from_json(v: &Value) -> Option<Resource> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let m = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default()
+        };
+        Some(Resource {
+            urn: v.get("urn")?.as_str()?.to_string(),
+            custom: v.get("custom").and_then(Value::as_bool).unwrap_or(false),
+            id: s("id"),
+            ty: s("type"),
+            inputs: m("inputs"),
+            outputs: m("outputs"),
+            parent: s("parent"),
+            dependencies: v
+                .get("dependencies")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|d| d.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            provider: s("provider"),
+            created: s("created"),
+            modified: s("modified"),
+        })
+    }
+}
+
+/// What the fake keeps of one stack's checkpoint.
+#[derive(Debug, Clone, Default)]
+pub struct StackState {
+    /// The `latest.secrets_providers` salt state, when one was recorded.
+    pub salt: Option<String>,
+    /// Time of the last update, if there was one (`latest.manifest.time`).
+    pub last_update: Option<String>,
+    pub resources: Vec<Resource>,
+}
+
+impl StackState {
+    /// The stack resource's outputs (secrets still in ciphertext form).
+    pub fn outputs(&self) -> Map<String, Value> {
+        self.resources
+            .iter()
+            .find(|r| r.ty == "pulumi:pulumi:Stack")
+            .map(|r| r.outputs.clone())
+            .unwrap_or_default()
+    }
+}
+
+pub fn urn(stack: &str, project: &str, ty: &str, name: &str) -> String {
+    format!("urn:pulumi:{stack}::{project}::{ty}::{name}")
+}
+
+/// `organization/<project>/<stack>`.
+pub fn fq_name(project: &str, stack: &str) -> String {
+    format!("{ORG}/{project}/{stack}")
+}
+
+impl Backend {
+    /// From `PULUMI_BACKEND_URL`; only `file://` backends are supported.
+    pub fn from_env() -> Result<Backend> {
+        let url = match std::env::var("PULUMI_BACKEND_URL") {
+            Ok(u) if !u.is_empty() => u,
+            _ => {
+                return Err(Fail::new(
+                    code::AUTH,
+                    "PULUMI_ACCESS_TOKEN must be set for login during non-interactive CLI \
+                     sessions (fake-pulumi: set PULUMI_BACKEND_URL=file://DIR; only file \
+                     backends are supported)",
+                ));
+            }
+        };
+        let Some(rest) = url.strip_prefix("file://") else {
+            return Err(Fail::error(format!(
+                "fake-pulumi only supports file backends (PULUMI_BACKEND_URL=file://DIR), got '{url}'"
+            )));
+        };
+        let path = rest.split('?').next().unwrap_or("");
+        let home = || PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/".into()));
+        let root = if path == "~" {
+            home()
+        } else if let Some(sub) = path.strip_prefix("~/") {
+            home().join(sub)
+        } else if path.is_empty() {
+            return Err(Fail::error(format!("invalid file backend URL '{url}'")));
+        } else {
+            let p = PathBuf::from(path);
+            if p.is_absolute() {
+                p
+            } else {
+                std::env::current_dir().unwrap_or_default().join(p)
+            }
+        };
+        Ok(Backend { root, url })
+    }
+
+    fn dot(&self) -> PathBuf {
+        self.root.join(".pulumi")
+    }
+
+    pub fn stack_path(&self, project: &str, stack: &str) -> PathBuf {
+        self.dot()
+            .join("stacks")
+            .join(project)
+            .join(format!("{stack}.json"))
+    }
+
+    pub fn exists(&self, project: &str, stack: &str) -> bool {
+        self.stack_path(project, stack).is_file()
+    }
+
+    /// The stack's state; `None` when the stack does not exist.
+    pub fn load(&self, project: &str, stack: &str) -> Result<Option<StackState>> {
+        let path = self.stack_path(project, stack);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Fail::io("reading", &path, e)),
+        };
+        let doc: Value = serde_json::from_str(&text).map_err(|e| {
+            Fail::new(
+                code::INTERNAL,
+                format!("could not parse checkpoint {}: {e}", path.display()),
+            )
+        })?;
+        let latest = &doc["checkpoint"]["latest"];
+        Ok(Some(StackState {
+            salt: latest["secrets_providers"]["state"]["salt"]
+                .as_str()
+                .map(String::from),
+            last_update: latest["manifest"]["time"].as_str().map(String::from),
+            resources: latest["resources"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Resource::from_json).collect())
+                .unwrap_or_default(),
+        }))
+    }
+
+    /// Writes the checkpoint atomically (temp file + rename).
+    pub fn save(&self, project: &str, stack: &str, st: &StackState) -> Result<()> {
+        let path = self.stack_path(project, stack);
+        let dir = path.parent().expect("stack dir");
+        std::fs::create_dir_all(dir).map_err(|e| Fail::io("creating", dir, e))?;
+        self.write_meta()?;
+        let mut latest = Map::new();
+        if let Some(t) = &st.last_update {
+            latest.insert(
+                "manifest".into(),
+                json!({"time": t, "magic": "fake-pulumi", "version": VERSION}),
+            );
+        }
+        if let Some(salt) = &st.salt {
+            latest.insert(
+                "secrets_providers".into(),
+                json!({"type": "passphrase", "state": {"salt": salt}}),
+            );
+        }
+        latest.insert(
+            "resources".into(),
+            serde_json::to_value(&st.resources).unwrap_or_default(),
+        );
+        let doc = json!({
+            "version": 3,
+            "checkpoint": {"stack": fq_name(project, stack), "latest": latest},
+        });
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        let tmp = dir.join(format!(".{stack}.json.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, text).map_err(|e| Fail::io("writing", &tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| Fail::io("writing", &path, e))
+    }
+
+    pub fn remove(&self, project: &str, stack: &str) -> Result<()> {
+        let path = self.stack_path(project, stack);
+        std::fs::remove_file(&path).map_err(|e| Fail::io("removing", &path, e))
+    }
+
+    fn write_meta(&self) -> Result<()> {
+        let meta = self.dot().join("meta.yaml");
+        if !meta.exists() {
+            std::fs::write(&meta, "version: 1\n").map_err(|e| Fail::io("writing", &meta, e))?;
+        }
+        Ok(())
+    }
+
+    /// Every stack as (project, stack), of one project or of all.
+    pub fn list(&self, project: Option<&str>) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let stacks = self.dot().join("stacks");
+        let Ok(projects) = std::fs::read_dir(&stacks) else {
+            return out;
+        };
+        for p in projects.flatten() {
+            let pname = p.file_name().to_string_lossy().to_string();
+            if project.is_some_and(|want| want != pname) {
+                continue;
+            }
+            let Ok(files) = std::fs::read_dir(p.path()) else {
+                continue;
+            };
+            for f in files.flatten() {
+                let fname = f.file_name().to_string_lossy().to_string();
+                if let Some(s) = fname.strip_suffix(".json").filter(|s| !s.starts_with('.')) {
+                    out.push((pname.clone(), s.to_string()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn lock_dir(&self, project: &str, stack: &str) -> PathBuf {
+        self.dot().join("locks").join(ORG).join(project).join(stack)
+    }
+
+    /// Takes the stack lock, refusing when another process holds one.
+    pub fn lock(&self, project: &str, stack: &str) -> Result<Lock> {
+        let dir = self.lock_dir(project, stack);
+        std::fs::create_dir_all(&dir).map_err(|e| Fail::io("creating", &dir, e))?;
+        let id = crate::crypto::random_bytes(16)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>();
+        let path = dir.join(format!("{id}.json"));
+        self.check_locks(&dir, &path)?;
+        let content = json!({
+            "pid": std::process::id(),
+            "username": std::env::var("USER").unwrap_or_else(|_| "fake-user".into()),
+            "hostname": hostname(),
+            "timestamp": crate::now_rfc3339(),
+        });
+        std::fs::write(&path, content.to_string()).map_err(|e| Fail::io("writing", &path, e))?;
+        if let Err(e) = self.check_locks(&dir, &path) {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+        Ok(Lock { path })
+    }
+
+    fn check_locks(&self, dir: &Path, mine: &Path) -> Result<()> {
+        let mut others: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p != mine)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if others.is_empty() {
+            return Ok(());
+        }
+        others.sort();
+        let mut msg = format!(
+            "the stack is currently locked by {} lock(s). Either wait for the other process(es) \
+             to end or delete the lock file with `pulumi cancel`.",
+            others.len()
+        );
+        for p in others {
+            let c: Value = std::fs::read_to_string(&p)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default();
+            let rel = p.strip_prefix(&self.root).unwrap_or(&p);
+            msg.push_str(&format!(
+                "\n  {}/{}: created by {}@{} (pid {}) at {}",
+                self.url.trim_end_matches('/'),
+                rel.display(),
+                c["username"].as_str().unwrap_or("?"),
+                c["hostname"].as_str().unwrap_or("?"),
+                c["pid"],
+                c["timestamp"].as_str().unwrap_or("?"),
+            ));
+        }
+        Err(Fail::error(msg))
+    }
+
+    /// `pulumi cancel` on a file backend: deletes every lock of the stack.
+    pub fn remove_locks(&self, project: &str, stack: &str) {
+        if let Ok(rd) = std::fs::read_dir(self.lock_dir(project, stack)) {
+            for e in rd.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// A held stack lock. Released explicitly: a process that is killed leaves it behind,
+/// as the real CLI does.
+#[derive(Debug)]
+pub struct Lock {
+    path: PathBuf,
+}
+
+impl Lock {
+    pub fn release(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}

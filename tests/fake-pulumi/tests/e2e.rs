@@ -1,0 +1,596 @@
+//! End to end: drives the built `pulumi` double the way strata does.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pulumi");
+
+const VPC: &str = r#"name: vpc
+runtime: yaml
+config:
+  cidr:
+    type: string
+    default: 10.0.0.0/16
+resources:
+  net:
+    type: fake:index:Vpc
+    properties:
+      cidr: ${cidr}
+      name: vpc-${pulumi.stack}
+  subnet:
+    type: fake:index:Subnet
+    properties:
+      vpcId: ${net.id}
+      region: ${aws:region}
+outputs:
+  vpc_id: ${net.id}
+  region: ${subnet.region}
+  token:
+    fn::secret: tok-${pulumi.stack}
+"#;
+
+const EKS: &str = r#"name: eks
+runtime: yaml
+resources:
+  vpc:
+    type: pulumi:pulumi:StackReference
+    properties:
+      name: ${pulumi.organization}/vpc/${pulumi.stack}
+  cluster:
+    type: fake:eks:Cluster
+    properties:
+      vpcId: ${vpc.outputs["vpc_id"]}
+outputs:
+  cluster_vpc: ${cluster.vpcId}
+  upstream_token: ${vpc.outputs.token}
+"#;
+
+/// A temp workspace: projects, a shared stack config file and a file backend.
+struct Ws {
+    root: PathBuf,
+}
+
+impl Ws {
+    fn new(name: &str) -> Ws {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "fake-pulumi-e2e-{}-{name}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("backend")).unwrap();
+        for (dir, text) in [("vpc", VPC), ("eks", EKS)] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+            std::fs::write(root.join(dir).join("Pulumi.yaml"), text).unwrap();
+        }
+        std::fs::write(
+            root.join("stack.yaml"),
+            "config:\n  aws:region: us-west-2\n  kubernetes:infra_type: AWS\n",
+        )
+        .unwrap();
+        Ws { root }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.root.join(p)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &self.root)
+            .env(
+                "PULUMI_BACKEND_URL",
+                format!("file://{}", self.path("backend").display()),
+            )
+            .env("PULUMI_CONFIG_PASSPHRASE", "pw")
+            .env("FAKE_PULUMI_LOG", self.path("calls.jsonl"))
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `pulumi <args> --cwd <project> --stack dev --config-file stack.yaml --non-interactive`.
+    fn std_args(&self, project: &str, args: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        v.extend([
+            "--cwd".into(),
+            self.path(project).display().to_string(),
+            "--stack".into(),
+            "dev".into(),
+            "--config-file".into(),
+            self.path("stack.yaml").display().to_string(),
+            "--non-interactive".into(),
+        ]);
+        v
+    }
+
+    fn run(&self, project: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let a = self.std_args(project, args);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let mut c = self.cmd(&a);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+
+    fn ok(&self, project: &str, args: &[&str]) -> Output {
+        let out = self.run(project, args, &[]);
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}",
+            text(&out.stderr)
+        );
+        out
+    }
+
+    fn spawn(&self, project: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
+        let a = self.std_args(project, args);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let mut c = self.cmd(&a);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.spawn().unwrap()
+    }
+
+    fn state(&self, project: &str) -> Value {
+        let p = self
+            .path("backend")
+            .join(format!(".pulumi/stacks/{project}/dev.json"));
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    fn calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.path("calls.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Ws {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+fn events(out: &Output) -> Vec<Value> {
+    text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+const UP: &[&str] = &["up", "--yes", "--skip-preview"];
+
+fn up_json(ws: &Ws, project: &str) -> Vec<Value> {
+    let mut a = UP.to_vec();
+    a.push("--json");
+    events(&ws.ok(project, &a))
+}
+
+fn resources_in_state(ws: &Ws, project: &str) -> Vec<String> {
+    ws.state(project)["checkpoint"]["latest"]["resources"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|r| {
+                    r["urn"]
+                        .as_str()
+                        .unwrap()
+                        .rsplit("::")
+                        .next()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn init_up_outputs_reference_destroy() {
+    let ws = Ws::new("flow");
+    ws.ok("vpc", &["stack", "init"]);
+    // The salt went into the named config file, next to the keys it had.
+    let cfg = std::fs::read_to_string(ws.path("stack.yaml")).unwrap();
+    assert!(cfg.starts_with("encryptionsalt: v1:"), "{cfg}");
+    assert!(cfg.contains("aws:region: us-west-2") && cfg.contains("kubernetes:infra_type: AWS"));
+    assert!(!ws.path("vpc/Pulumi.dev.yaml").exists());
+
+    let evs = up_json(&ws, "vpc");
+    for (i, e) in evs.iter().enumerate() {
+        assert_eq!(e["sequence"], json!(i));
+        assert!(e["timestamp"].is_u64());
+        let kinds: Vec<&String> = e
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| *k != "sequence" && *k != "timestamp")
+            .collect();
+        assert_eq!(kinds.len(), 1, "{e}");
+    }
+    assert!(evs[0].get("preludeEvent").is_some());
+    assert_eq!(evs[0]["preludeEvent"]["config"]["aws:region"], "us-west-2");
+    assert!(evs.last().unwrap().get("cancelEvent").is_some());
+    let summary = &evs[evs.len() - 2]["summaryEvent"];
+    assert_eq!(summary["resourceChanges"], json!({"create": 3}));
+    assert_eq!(summary["isPreview"], json!(false));
+    let stack_urn = "urn:pulumi:dev::vpc::pulumi:pulumi:Stack::vpc-dev";
+    let first_pre = evs.iter().find_map(|e| e.get("resourcePreEvent")).unwrap();
+    assert_eq!(first_pre["metadata"]["urn"], stack_urn);
+    let last_out = evs
+        .iter()
+        .rev()
+        .find_map(|e| e.get("resOutputsEvent"))
+        .unwrap();
+    assert_eq!(last_out["metadata"]["urn"], stack_urn);
+    assert_eq!(
+        last_out["metadata"]["new"]["outputs"],
+        json!({"vpc_id": "net-id", "region": "us-west-2", "token": "[secret]"})
+    );
+    assert!(!text(&ws.ok("vpc", &["stack", "output", "--json"]).stdout).contains("tok-dev"));
+
+    // stack output: masked, then shown.
+    let masked: Value =
+        serde_json::from_slice(&ws.ok("vpc", &["stack", "output", "--json"]).stdout).unwrap();
+    assert_eq!(masked["token"], "[secret]");
+    let shown: Value = serde_json::from_slice(
+        &ws.ok("vpc", &["stack", "output", "--json", "--show-secrets"])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(shown["token"], "tok-dev");
+    // The secret is encrypted at rest.
+    let raw = std::fs::read_to_string(ws.path("backend/.pulumi/stacks/vpc/dev.json")).unwrap();
+    assert!(!raw.contains("tok-dev") && raw.contains("ciphertext"));
+
+    // A second project reads the first through a stack reference.
+    ws.ok("eks", &["stack", "init"]);
+    ws.ok("eks", UP);
+    let eks: Value = serde_json::from_slice(
+        &ws.ok("eks", &["stack", "output", "--json", "--show-secrets"])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        eks,
+        json!({"cluster_vpc": "net-id", "upstream_token": "tok-dev"})
+    );
+
+    // A second up changes nothing.
+    let evs = up_json(&ws, "vpc");
+    let summary = &evs[evs.len() - 2]["summaryEvent"];
+    assert_eq!(summary["resourceChanges"], json!({"same": 3}));
+
+    // destroy keeps the stack, empties it.
+    let evs = events(&ws.ok("vpc", &["destroy", "--yes", "--skip-preview", "--json"]));
+    let summary = &evs[evs.len() - 2]["summaryEvent"];
+    assert_eq!(summary["resourceChanges"], json!({"delete": 3}));
+    assert!(resources_in_state(&ws, "vpc").is_empty());
+    let outs: Value =
+        serde_json::from_slice(&ws.ok("vpc", &["stack", "output", "--json"]).stdout).unwrap();
+    assert_eq!(outs, json!({}));
+
+    // A stack that does not exist: exit 6.
+    let eks = ws.path("eks").display().to_string();
+    let out = ws
+        .cmd(&["up", "--yes", "--cwd", &eks, "--stack", "prod"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("error: no stack named 'prod' found"));
+}
+
+#[test]
+fn stack_reference_to_a_missing_stack_fails_the_update() {
+    let ws = Ws::new("ref");
+    ws.ok("eks", &["stack", "init"]);
+    let out = ws.run("eks", &["up", "--yes", "--skip-preview", "--json"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let evs = events(&out);
+    let diag: Vec<&Value> = evs
+        .iter()
+        .filter_map(|e| e.get("diagnosticEvent"))
+        .collect();
+    assert!(
+        diag[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown stack \"organization/vpc/dev\"")
+    );
+    assert!(evs.iter().any(|e| e.get("resOpFailedEvent").is_some()));
+}
+
+#[test]
+fn cli_contract_errors() {
+    let ws = Ws::new("errors");
+    // No stack yet: 6.
+    let out = ws.run("vpc", UP, &[]);
+    assert_eq!(out.status.code(), Some(6));
+    ws.ok("vpc", &["stack", "init"]);
+    let out = ws.run("vpc", &["stack", "init"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("already exists"));
+    // Non-interactive without --yes: 2.
+    let out = ws.run("vpc", &["up"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains(
+        "--yes or --skip-preview must be passed in to proceed when running in non-interactive mode"
+    ));
+    // No passphrase.
+    let a = ws.std_args("vpc", UP);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let out = ws
+        .cmd(&a)
+        .env_remove("PULUMI_CONFIG_PASSPHRASE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("passphrase must be set"));
+    // Wrong passphrase.
+    let out = ws.run("vpc", UP, &[("PULUMI_CONFIG_PASSPHRASE", "nope")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("incorrect passphrase"));
+    // Unknown command.
+    let out = ws.cmd(&["frobnicate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("unknown command \"frobnicate\" for \"pulumi\""));
+    // No project.
+    let out = ws
+        .cmd(&["up", "--cwd", "/", "-s", "dev", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no Pulumi.yaml project file found"));
+    assert_eq!(
+        text(&ws.cmd(&["version"]).output().unwrap().stdout),
+        "v3.230.0\n"
+    );
+}
+
+#[test]
+fn secrets_through_stdin_config_and_hooks() {
+    let ws = Ws::new("hooks");
+    ws.ok("vpc", &["stack", "init"]);
+    let a = ws.std_args("vpc", &["config", "set", "--secret", "dbpass"]);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let mut child = ws.cmd(&a).stdin(Stdio::piped()).spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"s3cr3t\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    let cfg = std::fs::read_to_string(ws.path("stack.yaml")).unwrap();
+    assert!(cfg.contains("vpc:dbpass:") && cfg.contains("secure: v1:") && !cfg.contains("s3cr3t"));
+
+    let listed: Value =
+        serde_json::from_slice(&ws.ok("vpc", &["config", "--json"]).stdout).unwrap();
+    assert_eq!(listed["vpc:dbpass"], json!({"secret": true}));
+    assert_eq!(listed["aws:region"]["value"], "us-west-2");
+
+    // Expected config (decrypted) passes; a mismatch is exit 2.
+    let want = r#"{"aws:region":"us-west-2","vpc:dbpass":"s3cr3t"}"#;
+    let out = ws.run("vpc", UP, &[("FAKE_PULUMI_EXPECT_CONFIG_VPC", want)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = ws.run(
+        "vpc",
+        UP,
+        &[("FAKE_PULUMI_EXPECT_CONFIG_VPC", r#"{"cidr":"x"}"#)],
+    );
+    assert_eq!(out.status.code(), Some(2));
+
+    // Extra outputs, secret outputs.
+    ws.run(
+        "vpc",
+        UP,
+        &[
+            ("FAKE_PULUMI_OUTPUTS_VPC", r#"{"extra":"x"}"#),
+            ("FAKE_PULUMI_SECRET_OUTPUTS_VPC", r#"{"kubeconfig":"kc"}"#),
+        ],
+    );
+    let outs: Value =
+        serde_json::from_slice(&ws.ok("vpc", &["stack", "output", "--json"]).stdout).unwrap();
+    assert_eq!(outs["extra"], "x");
+    assert_eq!(outs["kubeconfig"], "[secret]");
+
+    // A failing update: diagnostics, resOpFailedEvent, summary; the chosen exit code.
+    let out = ws.run(
+        "vpc",
+        &["up", "--yes", "--skip-preview", "--json"],
+        &[
+            ("FAKE_PULUMI_FAIL_VPC", "destroy,up"),
+            ("FAKE_PULUMI_FAIL_CODE", "4"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4));
+    let evs = events(&out);
+    assert!(evs.iter().any(|e| e.get("resOpFailedEvent").is_some()));
+    assert!(
+        evs.iter()
+            .any(|e| e["diagnosticEvent"]["message"] == "update failed\n")
+    );
+    assert!(evs.iter().any(|e| e.get("summaryEvent").is_some()));
+
+    // preview --json is one document.
+    let out = ws.ok("vpc", &["preview", "--json"]);
+    let digest: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(digest["steps"].as_array().unwrap().len() >= 3);
+    assert!(digest["changeSummary"].is_object());
+    assert_eq!(digest["config"]["vpc:dbpass"], "[secret]");
+
+    // The call log: start and end lines with what strata must get right.
+    let calls = ws.calls();
+    let end = calls
+        .iter()
+        .rev()
+        .find(|c| c["event"] == "end" && c["command"] == "preview")
+        .unwrap();
+    assert_eq!(end["exit_code"], 0);
+    assert_eq!(end["project"], "vpc");
+    assert_eq!(end["stack"], "dev");
+    assert_eq!(end["stdin"], "null");
+    assert_eq!(end["config"]["vpc:dbpass"], "[secure]");
+    assert!(
+        end["env"]["PULUMI_BACKEND_URL"]
+            .as_str()
+            .unwrap()
+            .starts_with("file://")
+    );
+    assert!(
+        !std::fs::read_to_string(ws.path("calls.jsonl"))
+            .unwrap()
+            .contains("s3cr3t")
+    );
+}
+
+/// Reads the child's stdout until a line contains `needle`.
+fn wait_for(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    needle: &str,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        let hit = l.contains(needle);
+        seen.push(l);
+        if hit {
+            return seen;
+        }
+    }
+    panic!("never saw {needle}: {seen:?}");
+}
+
+fn sigint(child: &Child) {
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+}
+
+#[test]
+fn first_sigint_cancels_and_saves() {
+    let ws = Ws::new("sigint1");
+    ws.ok("vpc", &["stack", "init"]);
+    let mut child = ws.spawn(
+        "vpc",
+        &["up", "--yes", "--skip-preview", "--json"],
+        &[("FAKE_PULUMI_DELAY_MS_VPC", "6000")],
+    );
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // The first resource is in flight.
+    wait_for(&mut lines, "fake:index:Vpc::net");
+    let sent = Instant::now();
+    sigint(&child);
+    let rest = wait_for(&mut lines, "cancelEvent");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(8));
+    // Noticed at once: the step in flight completes without waiting out its 2 s.
+    assert!(
+        sent.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert!(rest.iter().any(|l| l.contains("^C received; cancelling")));
+    // The resource in flight completed and was saved; the next one never started.
+    assert_eq!(resources_in_state(&ws, "vpc"), ["vpc-dev", "net"]);
+    let calls = ws.calls();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["event"] == "signal" && c["signal"] == "SIGINT")
+    );
+    let end = calls.iter().rev().find(|c| c["event"] == "end").unwrap();
+    assert_eq!(
+        (end["exit_code"].clone(), end["signals"].clone()),
+        (json!(8), json!(["SIGINT"]))
+    );
+    // The lock was released: a new update runs.
+    ws.ok("vpc", UP);
+    assert_eq!(resources_in_state(&ws, "vpc"), ["vpc-dev", "net", "subnet"]);
+}
+
+#[test]
+fn second_sigint_terminates_without_saving() {
+    let ws = Ws::new("sigint2");
+    ws.ok("vpc", &["stack", "init"]);
+    let mut child = ws.spawn(
+        "vpc",
+        &["up", "--yes", "--skip-preview", "--json"],
+        &[
+            ("FAKE_PULUMI_DELAY_MS_VPC", "3000"),
+            ("FAKE_PULUMI_CANCEL_MS", "5000"),
+        ],
+    );
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    wait_for(&mut lines, "fake:index:Vpc::net");
+    sigint(&child);
+    wait_for(&mut lines, "^C received; cancelling");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(child.try_wait().unwrap().is_none(), "still cancelling");
+    sigint(&child);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(255));
+    assert!(resources_in_state(&ws, "vpc").is_empty());
+    // Killed mid-update, it left its lock, as Pulumi does; `pulumi cancel` clears it.
+    let out = ws.run("vpc", UP, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("the stack is currently locked by 1 lock(s)"));
+    ws.ok("vpc", &["cancel", "--yes"]);
+    ws.ok("vpc", UP);
+}
+
+#[test]
+fn ignored_first_sigint_then_terminate() {
+    let ws = Ws::new("ignore");
+    ws.ok("vpc", &["stack", "init"]);
+    let mut child = ws.spawn(
+        "vpc",
+        &["up", "--yes", "--skip-preview", "--json"],
+        &[
+            ("FAKE_PULUMI_DELAY_MS", "3000"),
+            ("FAKE_PULUMI_IGNORE_SIGINT", "1"),
+        ],
+    );
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    wait_for(&mut lines, "fake:index:Vpc::net");
+    sigint(&child);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the first SIGINT was not ignored"
+    );
+    sigint(&child);
+    assert_eq!(child.wait().unwrap().code(), Some(255));
+    let signals: Vec<Value> = ws
+        .calls()
+        .into_iter()
+        .filter(|c| c["event"] == "signal")
+        .collect();
+    assert_eq!(signals.len(), 2);
+}
+
+#[test]
+fn own_process_group_is_reported() {
+    let ws = Ws::new("pgroup");
+    let mut c = ws.cmd(&["version"]);
+    std::os::unix::process::CommandExt::process_group(&mut c, 0);
+    assert!(c.status().unwrap().success());
+    let start = ws
+        .calls()
+        .into_iter()
+        .find(|c| c["event"] == "start")
+        .unwrap();
+    assert_eq!(start["own_pgroup"], true);
+    assert_eq!(start["pgid"], start["pid"]);
+}
