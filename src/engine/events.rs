@@ -17,7 +17,6 @@ pub struct EventState {
     pub stack_outputs: Option<Map<String, Value>>,
     /// `resourceChanges` of the summary event.
     pub changes: Option<Map<String, Value>>,
-    pub cancelled: bool,
     /// Number of lines that were engine events.
     pub events: usize,
 }
@@ -107,7 +106,7 @@ impl EventState {
             return Some(format!("summary: {}", self.change_summary()));
         }
         if ev.contains_key("cancelEvent") {
-            self.cancelled = true;
+            // Sent when a run is cancelled and also when it completes: not a signal.
             return None;
         }
         if let Some(e) = ev.get("errorEvent") {
@@ -250,8 +249,7 @@ mod tests {
         assert_eq!(st.feed("plain text").as_deref(), Some("plain text"));
         st.feed(r#"{"diagnosticEvent":{"message":"\u001b[31mboom\u001b[0m","color":"always","severity":"error","prefix":"error: "}}"#);
         assert_eq!(st.errors, ["boom"]);
-        st.feed(r#"{"cancelEvent":{}}"#);
-        assert!(st.cancelled);
+        assert_eq!(st.feed(r#"{"cancelEvent":{}}"#), None);
         assert_eq!(st.feed("{not json").as_deref(), Some("{not json"));
     }
 }

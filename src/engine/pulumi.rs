@@ -394,7 +394,8 @@ fn failure(
     control: &Control,
     procs: u32,
 ) -> Failure {
-    let cancelled = control.is_cancelled() || exit.code == Some(8) || state.cancelled;
+    // A cancelEvent closes every engine run (success too), so it does not mean cancelled.
+    let cancelled = control.is_cancelled() || exit.code == Some(8);
     if cancelled {
         return Failure::Cancelled {
             message: format!(

@@ -1,0 +1,9 @@
+//! Integration tests: the built `strata` binary against fixture workspaces, with the
+//! fake `pulumi` (tests/fake-pulumi) first on PATH. One test binary, one file per area.
+
+mod support;
+
+mod foundation;
+mod run;
+mod secrets;
+mod state;
