@@ -79,6 +79,35 @@ pub enum Command {
     /// List the provider profiles
     #[command(alias = "list-providers")]
     Providers,
+    /// Manage the encrypted secrets of the stack
+    #[command(subcommand)]
+    Secrets(SecretsCommand),
+    /// Stack outputs (secrets masked unless --show-secrets)
+    Outputs(OutputsArgs),
+    /// The last result of every project of the stack
+    Status,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecretsCommand {
+    /// Store a secret (value from a no-echo prompt, or stdin when piped)
+    Set {
+        /// namespace:name (the namespace is the Kubernetes namespace it goes to)
+        key: String,
+    },
+    /// Stored keys and the project that declares each; never values
+    List,
+    /// Remove a secret
+    Rm { key: String },
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct OutputsArgs {
+    /// One project (path or Pulumi project name); default: all
+    pub project: Option<String>,
+    /// Show secret values instead of [secret]
+    #[arg(long)]
+    pub show_secrets: bool,
 }
 
 #[derive(Debug, Args, Clone)]

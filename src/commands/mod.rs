@@ -1,8 +1,11 @@
 //! One module per command; `dispatch` picks it. Shared loading lives here.
 
+mod outputs;
 mod providers;
 mod run;
+mod secrets;
 mod show;
+mod status;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -22,6 +25,9 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Providers => providers::run(&cli.global, &settings),
         Command::Show(args) => show::run(&cli.global, args),
         Command::Validate => validate::run(&cli.global, &settings),
+        Command::Secrets(c) => secrets::run(&cli.global, &settings, c),
+        Command::Outputs(a) => outputs::run(&cli.global, &settings, a),
+        Command::Status => status::run(&cli.global, &settings),
         Command::Up(a) => run::run(
             &cli.global,
             &settings,
@@ -100,4 +106,26 @@ pub fn print(text: &str) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Error::failed(format!("cannot write to stdout: {e}"))),
     }
+}
+
+/// The current fingerprint of every step, when the secrets can be read without asking
+/// (`None` when they cannot: the comparison is then unknown).
+pub fn current_fingerprints(loaded: &Loaded, stack: &str) -> Option<BTreeMap<String, String>> {
+    let cfg = loaded.stack_config.as_ref()?;
+    let keys = loaded.profile.all_secrets();
+    let secrets = if keys.is_empty() {
+        BTreeMap::new()
+    } else {
+        let path = crate::secrets::store_path(&loaded.ws, stack);
+        let key = crate::secrets::key(&loaded.ws, stack, false).ok()?;
+        crate::secrets::store::load(&path, &key).ok()?
+    };
+    let salt = crate::run::fingerprint::salt(&loaded.ws.state_dir(stack));
+    Some(run::fingerprints(
+        &loaded.plan,
+        &loaded.profile,
+        cfg,
+        &secrets,
+        &salt,
+    ))
 }

@@ -454,7 +454,7 @@ fn plan_needs_pulumi(plan: &Plan, full: &Plan) -> bool {
 }
 
 /// Finds the pulumi CLI and checks the passphrase of a file backend, before anything runs.
-fn preflight_pulumi(
+pub fn preflight_pulumi(
     ws: &Workspace,
     env: &BTreeMap<String, String>,
     plan: &Plan,
@@ -520,7 +520,7 @@ fn needed_outputs(profile: &Profile) -> BTreeMap<String, Vec<String>> {
 }
 
 /// The input fingerprint of every step of the plan.
-fn fingerprints(
+pub fn fingerprints(
     plan: &Plan,
     profile: &Profile,
     cfg: &StackConfig,
@@ -529,6 +529,8 @@ fn fingerprints(
 ) -> BTreeMap<String, String> {
     let config_text = serde_yaml::to_string(cfg.config()).unwrap_or_default();
     let profile_keys: Vec<&String> = profile.secrets.iter().map(|s| &s.key).collect();
+    let all_secrets = profile.all_secrets();
+    let all_keys: Vec<&String> = all_secrets.iter().map(|(s, _)| &s.key).collect();
     let mut out = BTreeMap::new();
     for n in &plan.nodes {
         let (dir, entry_text, keys): (std::path::PathBuf, String, Vec<&String>) =
@@ -550,7 +552,7 @@ fn fingerprints(
                 _ => (
                     std::path::PathBuf::from("/nonexistent"),
                     format!("secrets-step {}", profile.secret_name),
-                    secrets.keys().collect(),
+                    all_keys.clone(),
                 ),
             };
         let pairs: Vec<(String, String)> = keys

@@ -112,8 +112,7 @@ impl Ws {
     }
 
     pub fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.root.join(rel))
-            .unwrap_or_else(|e| panic!("read {rel}: {e}"))
+        std::fs::read_to_string(self.root.join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
     }
 
     pub fn exists(&self, rel: &str) -> bool {
@@ -154,7 +153,10 @@ impl Ws {
         c.args(args)
             .current_dir(&self.root)
             .env_clear()
-            .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", self.bin.display()))
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", self.bin.display()),
+            )
             .env("HOME", self.root.join("home"))
             .env("KUBECONFIG", self.root.join("home/.kube/config"))
             .env("STRATA_GRACE_SECONDS", "20");

@@ -1,0 +1,138 @@
+//! `strata outputs [PROJECT]`: the stack outputs of one or all projects; secrets masked
+//! unless `--show-secrets`.
+
+use serde_json::{Map, Value};
+
+use crate::cli::{GlobalArgs, OutputsArgs};
+use crate::engine::pulumi::PulumiEngine;
+use crate::engine::{Control, Job, Operation};
+use crate::error::{Error, Result};
+use crate::plan::NodeKind;
+use crate::settings::Settings;
+use crate::util::slug;
+use crate::workspace::ProjectKind;
+
+pub fn run(g: &GlobalArgs, settings: &Settings, args: &OutputsArgs) -> Result<i32> {
+    let loaded = super::load(g, true)?;
+    let Some(stack) = loaded.stack.clone() else {
+        return Err(Error::config(
+            "no stack named: pass --stack NAME, or set PULUMI_STACK in config/pulumi/environment.",
+        ));
+    };
+    let nodes: Vec<usize> = match &args.project {
+        Some(p) => vec![loaded.plan.resolve(p)?],
+        None => loaded
+            .plan
+            .order
+            .iter()
+            .copied()
+            .filter(|&i| loaded.plan.nodes[i].kind != NodeKind::Builtin)
+            .collect(),
+    };
+    let state_dir = loaded.ws.state_dir(&stack);
+    let mut env = loaded.ws.env.clone();
+    if !env.contains_key("PULUMI_BACKEND_URL") {
+        env.insert(
+            "PULUMI_BACKEND_URL".into(),
+            format!(
+                "file://{}",
+                loaded.ws.root.join(".strata/backend").display()
+            ),
+        );
+    }
+    let needs_pulumi = nodes
+        .iter()
+        .any(|&i| loaded.plan.nodes[i].kind == NodeKind::Pulumi);
+    let engine = if needs_pulumi {
+        let bin = super::run::preflight_pulumi(&loaded.ws, &env, &loaded.plan)?;
+        let cfg = loaded.ws.stack_config_path(&stack);
+        Some(PulumiEngine::new(bin, cfg))
+    } else {
+        None
+    };
+    let control = Control::new();
+    let mut all = Map::new();
+    for i in nodes {
+        let node = &loaded.plan.nodes[i];
+        let Some(project) = &node.project else {
+            continue;
+        };
+        let value = match &project.kind {
+            ProjectKind::Command(_) => {
+                let f = state_dir
+                    .join("outputs")
+                    .join(format!("{}.json", slug(&node.path)));
+                match std::fs::read_to_string(&f) {
+                    Ok(t) => serde_json::from_str(&t).unwrap_or(Value::Null),
+                    Err(_) => Value::Null,
+                }
+            }
+            ProjectKind::Pulumi { name } => {
+                let Some(engine) = &engine else { continue };
+                let job = Job {
+                    path: node.path.clone(),
+                    name: name.clone(),
+                    dir: project.dir.clone(),
+                    op: Operation::Up,
+                    stack: stack.clone(),
+                    env: env.clone(),
+                    config_file: loaded.ws.stack_config_path(&stack),
+                    inputs: Default::default(),
+                    needed_outputs: vec![],
+                    scratch_dir: state_dir.join("work").join(slug(&node.path)),
+                    secret_config: Default::default(),
+                };
+                let mut procs = 0;
+                match engine.stack_outputs(
+                    &job,
+                    &control,
+                    &mut |_| {},
+                    args.show_secrets,
+                    &mut procs,
+                ) {
+                    Ok(m) => Value::Object(m),
+                    Err(f) if f.message().contains("exit 6") => Value::Null,
+                    Err(f) => return Err(Error::failed(f.message().to_string())),
+                }
+            }
+        };
+        all.insert(node.path.clone(), value);
+    }
+    if settings.json {
+        let doc = match &args.project {
+            Some(_) => all
+                .into_iter()
+                .next()
+                .map(|(_, v)| v)
+                .unwrap_or(Value::Null),
+            None => Value::Object(all),
+        };
+        super::print(&format!("{doc}\n"))?;
+        return Ok(0);
+    }
+    let mut out = String::new();
+    for (path, value) in &all {
+        out.push_str(&format!("{path}\n"));
+        match value {
+            Value::Object(m) if m.is_empty() => out.push_str("  (no outputs)\n"),
+            Value::Object(m) => {
+                let w = m.keys().map(|k| k.len()).max().unwrap_or(0);
+                for (k, v) in m {
+                    let text = match v {
+                        Value::String(s) => {
+                            s.lines().next().unwrap_or("").to_string()
+                                + if s.lines().count() > 1 { " …" } else { "" }
+                        }
+                        other => other.to_string(),
+                    };
+                    out.push_str(&format!("  {k:<w$}  {text}\n"));
+                }
+            }
+            _ => out.push_str(&format!(
+                "  (not deployed on stack {stack}: run `strata up --project {path}`)\n"
+            )),
+        }
+    }
+    super::print(&out)?;
+    Ok(0)
+}

@@ -1,0 +1,159 @@
+//! `strata secrets set|list|rm`: the age-encrypted store of a stack. Values are read
+//! from a no-echo prompt or stdin, and never printed.
+
+use std::io::{IsTerminal, Read};
+
+use crate::cli::{GlobalArgs, SecretsCommand};
+use crate::error::{Error, Result};
+use crate::run::lock::StackLock;
+use crate::secrets::{self, store};
+use crate::settings::Settings;
+use crate::util::display_path;
+
+pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<i32> {
+    let ws = super::open_workspace(g)?;
+    let Some(stack) = ws.resolve_stack(g.stack.as_deref())? else {
+        return Err(Error::config(format!(
+            "no stack named: pass --stack NAME, or set PULUMI_STACK in {}.",
+            display_path(&ws.env_file.path)
+        )));
+    };
+    let path = secrets::store_path(&ws, &stack);
+    match cmd {
+        SecretsCommand::List => {
+            // Which project declares each key, when the profile can be told.
+            let owners: std::collections::BTreeMap<String, String> = super::load(g, true)
+                .ok()
+                .map(|l| {
+                    l.profile
+                        .all_secrets()
+                        .into_iter()
+                        .map(|(s, o)| (s.key.clone(), o.unwrap_or("(every project)").to_string()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let keys: Vec<String> = if store::exists(&path) {
+                let key = secrets::key(&ws, &stack, settings.interactive)?;
+                store::load(&path, &key)
+                    .map_err(secrets::store_error)?
+                    .into_keys()
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            if settings.json {
+                let v: Vec<serde_json::Value> = keys
+                    .iter()
+                    .map(|k| serde_json::json!({"key": k, "declared_by": owners.get(k)}))
+                    .collect();
+                super::print(&format!("{}\n", serde_json::Value::Array(v)))?;
+                return Ok(0);
+            }
+            let mut out = format!("secrets of stack {stack} ({})\n", display_path(&path));
+            if keys.is_empty() {
+                out.push_str("  (none stored)\n");
+            }
+            let w = keys.iter().map(|k| k.len()).max().unwrap_or(0);
+            for k in &keys {
+                out.push_str(&format!(
+                    "  {k:<w$}  {}\n",
+                    owners
+                        .get(k)
+                        .map(|o| format!("declared by {o}"))
+                        .unwrap_or_else(|| "not declared by the profile".into())
+                ));
+            }
+            for (k, o) in &owners {
+                if !keys.contains(k) {
+                    out.push_str(&format!(
+                        "  {k:<w$}  missing (declared by {o}): strata secrets set {k}\n"
+                    ));
+                }
+            }
+            super::print(&out)?;
+            Ok(0)
+        }
+        SecretsCommand::Set { key: name } => {
+            check_key(name)?;
+            let _lock = StackLock::acquire(
+                &ws.state_dir(&stack),
+                &stack,
+                "strata secrets set",
+                &mut |w| eprintln!("warning: {w}"),
+            )?;
+            let value = read_value(name, settings)?;
+            let key = secrets::key(&ws, &stack, settings.interactive)?;
+            let mut values = store::load(&path, &key).map_err(secrets::store_error)?;
+            values.insert(name.clone(), value);
+            store::save(&path, &key, &values).map_err(secrets::store_error)?;
+            eprintln!("stored `{name}` in {}", display_path(&path));
+            Ok(0)
+        }
+        SecretsCommand::Rm { key: name } => {
+            let _lock = StackLock::acquire(
+                &ws.state_dir(&stack),
+                &stack,
+                "strata secrets rm",
+                &mut |w| eprintln!("warning: {w}"),
+            )?;
+            let key = secrets::key(&ws, &stack, settings.interactive)?;
+            let mut values = store::load(&path, &key).map_err(secrets::store_error)?;
+            if values.remove(name).is_none() {
+                return Err(Error::config(format!(
+                    "there is no secret `{name}` in {}; `strata secrets list` shows the stored keys.",
+                    display_path(&path)
+                )));
+            }
+            store::save(&path, &key, &values).map_err(secrets::store_error)?;
+            eprintln!("removed `{name}` from {}", display_path(&path));
+            Ok(0)
+        }
+    }
+}
+
+fn check_key(key: &str) -> Result<()> {
+    let ok = key.split_once(':').is_some_and(|(ns, k)| {
+        !ns.is_empty()
+            && !k.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::usage(format!(
+            "`{key}` is not a secret key: use `namespace:name` (the namespace is the Kubernetes namespace it is written to)."
+        )))
+    }
+}
+
+/// The value: piped stdin, else a no-echo prompt with confirmation.
+fn read_value(name: &str, settings: &Settings) -> Result<String> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        let mut buf = String::new();
+        stdin
+            .lock()
+            .read_to_string(&mut buf)
+            .map_err(|e| Error::failed(format!("cannot read the value from stdin: {e}")))?;
+        let value = buf.strip_suffix('\n').unwrap_or(&buf);
+        let value = value.strip_suffix('\r').unwrap_or(value).to_string();
+        if value.is_empty() {
+            return Err(Error::usage(format!(
+                "no value on stdin for `{name}`: pipe it in (printf %s VALUE | strata secrets set {name}) or run on a terminal to be asked."
+            )));
+        }
+        return Ok(value);
+    }
+    if !settings.interactive {
+        return Err(Error::usage(format!(
+            "cannot ask for `{name}` (non-interactive): pipe the value on stdin."
+        )));
+    }
+    secrets::prompt_secret(&crate::workspace::profile::SecretItem {
+        key: name.to_string(),
+        prompt: "Value".into(),
+        default: None,
+    })
+}
