@@ -42,6 +42,17 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: Option<u32>) -> Result<(
     Ok(())
 }
 
+/// CPU time (user + system) this process has used, in milliseconds.
+pub fn self_cpu_ms() -> u64 {
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_SELF needs nothing else.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    let ms = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
+    ms(ru.ru_utime) + ms(ru.ru_stime)
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now()

@@ -9,9 +9,20 @@ pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
     let ws = super::open_workspace(g)?;
     let list = profile::list(&ws.providers_dir())?;
     let mut rows = Vec::new();
+    let mut broken = 0;
     for (name, file) in &list {
-        let (description, infra_type) = profile::describe(file)?;
-        rows.push((name.clone(), infra_type, description));
+        match profile::describe(file) {
+            Ok((description, infra_type)) => rows.push((name.clone(), infra_type, description)),
+            Err(e) => {
+                broken += 1;
+                eprintln!("warning: {e}");
+                rows.push((
+                    name.clone(),
+                    "?".into(),
+                    "(invalid profile: see the warning above)".into(),
+                ));
+            }
+        }
     }
     if settings.json {
         let v: Vec<serde_json::Value> = rows
@@ -34,5 +45,9 @@ pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
         out.push_str(&format!("{n:<w$}  {t:<wt$}  {d}\n"));
     }
     super::print(&out)?;
-    Ok(0)
+    Ok(if broken > 0 {
+        crate::error::exit::CONFIG
+    } else {
+        0
+    })
 }

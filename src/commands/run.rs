@@ -291,14 +291,16 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
     } else {
         Status::Succeeded
     };
+    let processes = runner.processes();
     emit(RunEvent::RunFinished {
         run_id,
         operation: op,
         status,
         duration_ms: elapsed,
         counts: counts.clone(),
+        cpu_ms: crate::util::self_cpu_ms(),
+        processes,
     });
-    let processes = runner.processes();
     let headline = format!(
         "strata {} {}: {} succeeded, {} failed, {} skipped, {} cancelled in {} · {} process{} started",
         op.as_str(),
@@ -338,6 +340,8 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
             };
             Err(Error::interrupted(format!("interrupted.{hint}")))
         }
+        // A downstream whose upstream was never deployed lacks an input: exit 3.
+        Status::Failed if runner.had_missing_input() => Ok(crate::error::exit::CONFIG),
         Status::Failed => Ok(crate::error::exit::FAILED),
         _ => Ok(crate::error::exit::OK),
     }

@@ -206,7 +206,76 @@ fn check(g: &GlobalArgs, settings: &Settings, r: &mut Report) -> Result<()> {
             );
         }
     }
+    check_secrets(&ws, stack.as_deref(), &profile, settings, r);
     Ok(())
+}
+
+/// Secrets: can the store be read, and is every declared secret there (or in
+/// `STRATA_SECRET_<KEY>`)?
+fn check_secrets(
+    ws: &workspace::Workspace,
+    stack: Option<&str>,
+    profile: &workspace::Profile,
+    settings: &Settings,
+    r: &mut Report,
+) {
+    let declared = profile.all_secrets();
+    if declared.is_empty() {
+        r.ok("secrets", "the profile declares none");
+        return;
+    }
+    let Some(stack) = stack else { return };
+    let path = crate::secrets::store_path(ws, stack);
+    let stored = if crate::secrets::store::exists(&path) {
+        match crate::secrets::key(ws, stack, false) {
+            Ok(k) => match crate::secrets::store::load(&path, &k) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    r.bad("secrets", e.to_string());
+                    return;
+                }
+            },
+            Err(_) => None,
+        }
+    } else {
+        Some(Default::default())
+    };
+    let Some(stored) = stored else {
+        r.note(
+            "secrets",
+            format!(
+                "{} exists; set STRATA_PASSPHRASE or STRATA_AGE_IDENTITY to check it",
+                display_path(&path)
+            ),
+        );
+        return;
+    };
+    let missing: Vec<&str> = declared
+        .iter()
+        .map(|(s, _)| s.key.as_str())
+        .filter(|k| !stored.contains_key(*k) && !ws.env.contains_key(&crate::secrets::env_var(k)))
+        .collect();
+    if missing.is_empty() {
+        r.ok(
+            "secrets",
+            format!("{} declared, all available", declared.len()),
+        );
+    } else if settings.interactive {
+        r.note(
+            "secrets",
+            format!("to be asked on the first `up`: {}", missing.join(", ")),
+        );
+    } else {
+        for k in missing {
+            r.bad(
+                "secrets",
+                format!(
+                    "`{k}` is missing and this run cannot prompt: strata secrets set {k}, or set {}",
+                    crate::secrets::env_var(k)
+                ),
+            );
+        }
+    }
 }
 
 /// Checks a stack-config value against a profile type; Err describes the value.

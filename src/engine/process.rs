@@ -48,13 +48,15 @@ impl Control {
     /// cancellation gets its one SIGINT at once.
     pub fn register(&self, pgid: i32, project: &str) -> ChildGuard<'_> {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        // The flags are read and the child added under the one lock that cancel() and
+        // kill() hold while they set the flags and signal: each child gets one SIGINT.
         if let Ok(mut c) = self.children.lock() {
             c.insert(id, (pgid, project.to_string()));
-        }
-        if self.is_killed() {
-            signal_group(pgid, libc::SIGKILL);
-        } else if self.is_cancelled() {
-            signal_group(pgid, libc::SIGINT);
+            if self.is_killed() {
+                signal_group(pgid, libc::SIGKILL);
+            } else if self.is_cancelled() {
+                signal_group(pgid, libc::SIGINT);
+            }
         }
         ChildGuard { control: self, id }
     }
@@ -62,26 +64,30 @@ impl Control {
     /// First Ctrl-C: stop scheduling and send exactly one SIGINT to every running child
     /// group. Returns the projects that were running. Later calls do nothing.
     pub fn cancel(&self) -> Vec<String> {
+        let Ok(children) = self.children.lock() else {
+            return Vec::new();
+        };
         if self.cancelled.swap(true, Ordering::SeqCst) {
             return Vec::new();
         }
-        let children = self.children.lock().map(|c| c.clone()).unwrap_or_default();
         for (pgid, _) in children.values() {
             signal_group(*pgid, libc::SIGINT);
         }
-        children.into_values().map(|(_, p)| p).collect()
+        children.values().map(|(_, p)| p.clone()).collect()
     }
 
     /// Second Ctrl-C or the end of the grace period: SIGKILL every running child group.
     /// Returns the projects that were still running.
     pub fn kill(&self) -> Vec<String> {
+        let Ok(children) = self.children.lock() else {
+            return Vec::new();
+        };
         self.cancelled.store(true, Ordering::SeqCst);
         self.killed.store(true, Ordering::SeqCst);
-        let children = self.children.lock().map(|c| c.clone()).unwrap_or_default();
         for (pgid, _) in children.values() {
             signal_group(*pgid, libc::SIGKILL);
         }
-        children.into_values().map(|(_, p)| p).collect()
+        children.values().map(|(_, p)| p.clone()).collect()
     }
 
     /// Projects with a child still running.

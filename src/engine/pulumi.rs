@@ -30,6 +30,13 @@ pub fn describe_exit(code: i32) -> &'static str {
     }
 }
 
+/// What one CLI process printed: its engine events and its last lines.
+#[derive(Default)]
+struct Seen {
+    state: EventState,
+    tail: Vec<String>,
+}
+
 pub struct PulumiEngine {
     pub binary: PathBuf,
     /// The shared stack config; watched for Pulumi's `encryptionsalt` on a fresh stack.
@@ -75,10 +82,10 @@ impl PulumiEngine {
         args: Vec<String>,
         control: &Control,
         report: &mut dyn FnMut(Progress),
-        state: &mut EventState,
-        tail: &mut Vec<String>,
+        seen: &mut Seen,
         procs: &mut u32,
     ) -> Result<Exit, Failure> {
+        let Seen { state, tail } = seen;
         *procs += 1;
         self.processes.fetch_add(1, Ordering::SeqCst);
         report(Progress::Raw(format!("$ pulumi {}", args.join(" "))));
@@ -135,27 +142,29 @@ impl Engine for PulumiEngine {
         };
         // On a fresh stack config, let the first Pulumi process write the encryption salt
         // before others start, so every project shares one salt.
-        let uses_shared = job.config_file == self.shared_config;
-        let _probe = if uses_shared && passphrase_backend(job) {
+        // On a fresh stack config, let the first Pulumi process write the encryption salt
+        // before others start, so every project shares one salt.
+        let _probe = if passphrase_backend(job) {
             self.gate.enter(&self.shared_config, control)
         } else {
             None
         };
+        if job.config_file != self.shared_config {
+            carry_salt(&self.shared_config, &job.config_file);
+        }
         if !job.secret_config.is_empty() && job.op != Operation::Destroy {
             self.set_secret_config(job, control, report, &mut procs)?;
         }
-        let mut state = EventState::default();
-        let mut tail = Vec::new();
+        let mut seen = Seen::default();
         let mut exit = self.invoke(
             job,
             self.base(job, &op_args, true),
             control,
             report,
-            &mut state,
-            &mut tail,
+            &mut seen,
             &mut procs,
         )?;
-        if !exit.success() && Self::is_missing_stack(&exit, &tail) && !control.is_cancelled() {
+        if !exit.success() && Self::is_missing_stack(&exit, &seen.tail) && !control.is_cancelled() {
             if matches!(job.op, Operation::Destroy | Operation::Refresh) {
                 report(Progress::Line(format!(
                     "stack {} of {} does not exist: nothing to {}",
@@ -173,29 +182,20 @@ impl Engine for PulumiEngine {
             if !job.secret_config.is_empty() {
                 self.set_secret_config(job, control, report, &mut procs)?;
             }
-            state = EventState::default();
-            tail.clear();
+            seen = Seen::default();
             exit = self.invoke(
                 job,
                 self.base(job, &op_args, true),
                 control,
                 report,
-                &mut state,
-                &mut tail,
+                &mut seen,
                 &mut procs,
             )?;
         }
         if !exit.success() {
-            return Err(failure(
-                job,
-                job.op.as_str(),
-                &exit,
-                &state,
-                &tail,
-                control,
-                procs,
-            ));
+            return Err(failure(job, job.op.as_str(), &exit, &seen, control, procs));
         }
+        let state = seen.state;
         let mut outputs = match job.op {
             Operation::Up => state.stack_outputs.clone().unwrap_or_default(),
             _ => Map::new(),
@@ -234,29 +234,19 @@ impl PulumiEngine {
         report: &mut dyn FnMut(Progress),
         procs: &mut u32,
     ) -> Result<(), Failure> {
-        let mut st = EventState::default();
-        let mut tail = Vec::new();
+        let mut seen = Seen::default();
         let exit = self.invoke(
             job,
             self.base(job, &["stack", "init"], false),
             control,
             report,
-            &mut st,
-            &mut tail,
+            &mut seen,
             procs,
         )?;
-        if exit.success() || tail.iter().any(|l| l.contains("already exists")) {
+        if exit.success() || seen.tail.iter().any(|l| l.contains("already exists")) {
             return Ok(());
         }
-        Err(failure(
-            job,
-            "stack init",
-            &exit,
-            &st,
-            &tail,
-            control,
-            *procs,
-        ))
+        Err(failure(job, "stack init", &exit, &seen, control, *procs))
     }
 
     /// Sets each secret config value with `pulumi config set --secret KEY`, the value on
@@ -389,12 +379,11 @@ fn failure(
     job: &Job,
     what: &str,
     exit: &Exit,
-    state: &EventState,
-    tail: &[String],
+    seen: &Seen,
     control: &Control,
     procs: u32,
 ) -> Failure {
-    // A cancelEvent closes every engine run (success too), so it does not mean cancelled.
+    let Seen { state, tail } = seen;
     let cancelled = control.is_cancelled() || exit.code == Some(8);
     if cancelled {
         return Failure::Cancelled {
@@ -447,6 +436,31 @@ fn passphrase_backend(job: &Job) -> bool {
         .is_some_and(|u| u.starts_with("file://"))
         || job.env.contains_key("PULUMI_CONFIG_PASSPHRASE")
         || job.env.contains_key("PULUMI_CONFIG_PASSPHRASE_FILE")
+}
+
+/// Copies the shared config's `encryptionsalt` into a per-project config that has none,
+/// so `secure:` values in either decrypt with the same salt.
+fn carry_salt(shared: &Path, copy: &Path) {
+    let read = |p: &Path| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| serde_yaml::from_str::<serde_yaml::Value>(&t).ok())
+    };
+    let (Some(shared_doc), Some(mut copy_doc)) = (read(shared), read(copy)) else {
+        return;
+    };
+    let Some(salt) = shared_doc.get("encryptionsalt").cloned() else {
+        return;
+    };
+    if copy_doc.get("encryptionsalt") == Some(&salt) {
+        return;
+    }
+    if let Some(m) = copy_doc.as_mapping_mut() {
+        m.insert("encryptionsalt".into(), salt);
+        if let Ok(text) = serde_yaml::to_string(&copy_doc) {
+            let _ = crate::util::write_atomic(copy, text.as_bytes(), Some(0o600));
+        }
+    }
 }
 
 fn has_salt(path: &Path) -> bool {

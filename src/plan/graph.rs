@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
-use petgraph::algo::{tarjan_scc, toposort};
+use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::Serialize;
 
@@ -134,7 +134,12 @@ impl Plan {
             push(&mut nodes, e, p);
         }
 
-        let index_of = |path: &str| nodes.iter().position(|n| n.path == path);
+        let by_path: std::collections::HashMap<&str, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.path.as_str(), i))
+            .collect();
+        let index_of = |path: &str| by_path.get(path).copied();
         // In-stage needs: explicit, or the previous entry of the same list; plus inputs.
         let mut needs: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); nodes.len()];
         for (i, node) in nodes.iter().enumerate() {
@@ -161,12 +166,15 @@ impl Plan {
             }
         }
         // The stage barrier: infrastructure sinks -> secrets step -> kubernetes roots.
-        let infra: Vec<usize> = (0..infra_count).collect();
-        let infra_sinks: Vec<usize> = infra
-            .iter()
-            .copied()
-            .filter(|&i| !infra.iter().any(|&j| needs[j].contains(&i)))
-            .collect();
+        let mut needed_by_infra = vec![false; infra_count];
+        for set in needs.iter().take(infra_count) {
+            for &j in set {
+                if j < infra_count {
+                    needed_by_infra[j] = true;
+                }
+            }
+        }
+        let infra_sinks: Vec<usize> = (0..infra_count).filter(|&i| !needed_by_infra[i]).collect();
         let barrier: Vec<usize> = match secrets_idx {
             Some(s) => {
                 needs[s].extend(infra_sinks.iter().copied());
@@ -174,10 +182,9 @@ impl Plan {
             }
             None => infra_sinks,
         };
-        for i in k8s_start..nodes.len() {
-            let has_k8s_need = needs[i].iter().any(|&j| j >= k8s_start);
-            if !has_k8s_need {
-                needs[i].extend(barrier.iter().copied());
+        for set in needs.iter_mut().skip(k8s_start) {
+            if !set.iter().any(|&j| j >= k8s_start) {
+                set.extend(barrier.iter().copied());
             }
         }
         for (node, set) in nodes.iter_mut().zip(needs) {
@@ -188,8 +195,10 @@ impl Plan {
             order: Vec::new(),
             reversed: false,
         };
-        plan.check_acyclic(profile)?;
         plan.compute_order();
+        if plan.order.len() < plan.nodes.len() {
+            return Err(plan.cycle_error(profile));
+        }
         Ok(plan)
     }
 
@@ -204,11 +213,9 @@ impl Plan {
         g
     }
 
-    fn check_acyclic(&self, profile: &Profile) -> Result<()> {
+    /// The error for a graph that has a cycle: one cycle, printed.
+    fn cycle_error(&self, profile: &Profile) -> Error {
         let g = self.graph();
-        if toposort(&g, None).is_ok() {
-            return Ok(());
-        }
         // Find one cycle and print it: a strongly connected component with a loop.
         let scc = tarjan_scc(&g)
             .into_iter()
@@ -231,11 +238,11 @@ impl Plan {
         } else {
             ""
         };
-        Err(Error::config(format!(
+        Error::config(format!(
             "{}: the dependencies form a cycle: {}.\n  Break it by changing `needs:` or `inputs:` of one of these entries.{hint}",
             display_path(&profile.file),
             text.join(" → ")
-        )))
+        ))
     }
 
     /// A cycle through nodes of `members` (each listed once, in dependency order).
@@ -269,6 +276,7 @@ impl Plan {
     }
 
     /// Orders the nodes (Kahn's algorithm, ties broken by rank) and numbers the waves.
+    /// Nodes on a cycle are left out of `order`.
     fn compute_order(&mut self) {
         let n = self.nodes.len();
         let mut remaining: Vec<usize> = self.nodes.iter().map(|x| x.needs.len()).collect();

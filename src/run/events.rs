@@ -99,6 +99,10 @@ pub enum RunEvent {
         status: Status,
         duration_ms: u64,
         counts: Counts,
+        /// CPU time strata itself spent (user + system), not its children.
+        cpu_ms: u64,
+        /// Child processes started (Pulumi CLI calls, command projects, hooks).
+        processes: u32,
     },
     /// A message for people (Ctrl-C notices, warnings).
     Notice {

@@ -66,6 +66,8 @@ pub struct StepRunner<'a> {
     logs: Mutex<BTreeMap<usize, PathBuf>>,
     outputs: Mutex<BTreeMap<String, Outputs>>,
     processes: AtomicU32,
+    /// Steps that failed because an upstream was never deployed (a missing input).
+    missing_input: Mutex<BTreeSet<usize>>,
 }
 
 impl<'a> StepRunner<'a> {
@@ -85,12 +87,21 @@ impl<'a> StepRunner<'a> {
             logs: Mutex::new(BTreeMap::new()),
             outputs: Mutex::new(BTreeMap::new()),
             processes: AtomicU32::new(0),
+            missing_input: Mutex::new(BTreeSet::new()),
         }
     }
 
     /// Processes started by all steps (engines, hooks, output reads).
     pub fn processes(&self) -> u32 {
         self.processes.load(Ordering::SeqCst)
+    }
+
+    /// True when some step failed only because an upstream was never deployed.
+    pub fn had_missing_input(&self) -> bool {
+        self.missing_input
+            .lock()
+            .map(|m| !m.is_empty())
+            .unwrap_or(false)
     }
 
     pub fn log_path(&self, node: usize) -> Option<PathBuf> {
@@ -128,7 +139,7 @@ impl<'a> StepRunner<'a> {
         downstream: &str,
         wanted: &[&str],
         log: &mut dyn FnMut(Progress),
-    ) -> Result<Outputs, String> {
+    ) -> Result<Outputs, (String, bool)> {
         if let Some(o) = self
             .outputs
             .lock()
@@ -138,13 +149,19 @@ impl<'a> StepRunner<'a> {
             return Ok(o);
         }
         let never = || {
-            format!(
-                "{downstream} takes inputs from {upstream}, which has not been deployed on stack `{}`.\n  Run `strata up --project {upstream}` first (or `strata up --project {downstream} --with-deps`).",
-                self.ctx.stack
+            (
+                format!(
+                    "{downstream} takes inputs from {upstream}, which has not been deployed on stack `{}`.\n  Run `strata up --project {upstream}` first (or `strata up --project {downstream} --with-deps`).",
+                    self.ctx.stack
+                ),
+                true,
             )
         };
         let Some((_, _, kind)) = self.ctx.projects.get(upstream) else {
-            return Err(format!("{upstream} is not a project of this profile"));
+            return Err((
+                format!("{upstream} is not a project of this profile"),
+                false,
+            ));
         };
         let outputs = match kind {
             ProjectKind::Command(_) => {
@@ -159,7 +176,7 @@ impl<'a> StepRunner<'a> {
             }
             ProjectKind::Pulumi { .. } => {
                 let Some(engine) = self.pulumi else {
-                    return Err("the pulumi CLI is needed to read outputs".into());
+                    return Err(("the pulumi CLI is needed to read outputs".into(), false));
                 };
                 let job = self.job_for(upstream, Operation::Up).ok_or_else(never)?;
                 let mut procs = 0;
@@ -169,7 +186,7 @@ impl<'a> StepRunner<'a> {
                         if f.message().contains("exit 6") || f.message().contains("no stack") {
                             never()
                         } else {
-                            f.message().to_string()
+                            (f.message().to_string(), false)
                         }
                     });
                 self.processes.fetch_add(procs, Ordering::SeqCst);
@@ -183,7 +200,7 @@ impl<'a> StepRunner<'a> {
                     let mut procs = 0;
                     let plain = engine
                         .stack_outputs(&job, self.control, log, true, &mut procs)
-                        .map_err(|f| f.message().to_string());
+                        .map_err(|f| (f.message().to_string(), false));
                     self.processes.fetch_add(procs, Ordering::SeqCst);
                     plain?
                 } else {
@@ -240,7 +257,12 @@ impl<'a> StepRunner<'a> {
             let outputs = match got {
                 Ok(o) => o,
                 Err(_) if op == Operation::Destroy => continue,
-                Err(msg) => return (Status::Failed, Some(msg), None),
+                Err((msg, missing)) => {
+                    if missing && let Ok(mut m) = self.missing_input.lock() {
+                        m.insert(i);
+                    }
+                    return (Status::Failed, Some(msg), None);
+                }
             };
             let Some(value) = outputs.values.get(&input.output) else {
                 if op == Operation::Destroy {
@@ -275,8 +297,8 @@ impl<'a> StepRunner<'a> {
                 secret_inputs.insert(input.key.clone(), text);
             } else {
                 plain_inputs.push((input.key.clone(), value.clone()));
+                job.inputs.insert(input.key.clone(), value.clone());
             }
-            job.inputs.insert(input.key.clone(), value.clone());
         }
 
         // Secrets of this project: its own and the profile-level ones.
@@ -305,11 +327,16 @@ impl<'a> StepRunner<'a> {
                 }
             }
         } else {
-            for (k, v) in secrets.iter().chain(secret_inputs.iter()) {
+            // Secrets reach a command project only through its environment: never a file.
+            for (k, v) in &secrets {
                 job.env.insert(
                     format!("STRATA_SECRET_{}", crate::util::env_key(k)),
                     v.clone(),
                 );
+            }
+            for (k, v) in &secret_inputs {
+                job.env
+                    .insert(crate::engine::command::input_var(k), v.clone());
             }
         }
 
@@ -462,11 +489,18 @@ impl<'a> StepRunner<'a> {
             .collect();
         let mut cfg = self.ctx.stack_config.with_values(&plain);
         let previous = StackConfig::load(&file).ok().flatten();
-        if cfg.encryption_salt().is_none()
-            && let Some(prev) = &previous
-            && let Some(salt) = prev.encryption_salt()
-        {
-            cfg.set_top("encryptionsalt", salt.clone());
+        if cfg.encryption_salt().is_none() {
+            // Pulumi may have written the salt into the shared file since the run began.
+            let on_disk = StackConfig::load(&self.ctx.stack_config.path)
+                .ok()
+                .flatten();
+            let salt = on_disk
+                .as_ref()
+                .and_then(|c| c.encryption_salt().cloned())
+                .or_else(|| previous.as_ref().and_then(|p| p.encryption_salt().cloned()));
+            if let Some(salt) = salt {
+                cfg.set_top("encryptionsalt", salt);
+            }
         }
         let hashes = self.read_secret_hashes(path);
         let mut to_set = BTreeMap::new();

@@ -28,6 +28,12 @@ impl EnvFile {
                     vars: BTreeMap::new(),
                 });
             }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(Error::config(format!(
+                    "{} is not a text file (it is not valid UTF-8).\n  It must hold KEY=VALUE lines (dotenv syntax); fix it or start again from config/pulumi/environment.example.",
+                    display_path(path)
+                )));
+            }
             Err(e) => return Err(Error::io("read", path, e)),
         };
         let vars = parse(&text).map_err(|(line, what)| {

@@ -279,14 +279,49 @@ pub fn describe(file: &Path) -> Result<(String, String)> {
 }
 
 fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(file).map_err(|e| Error::io("read", file, e))?;
-    serde_yaml::from_str(&text).map_err(|e| {
-        let hint = if e.to_string().contains("unknown field") {
-            "\n  Check the spelling against the profile syntax in the README (unknown fields are refused so typos cannot pass silently)."
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            Error::config(format!(
+                "{} is not a text file (not valid UTF-8); a profile is YAML text.",
+                display_path(file)
+            ))
         } else {
-            ""
+            Error::io("read", file, e)
+        }
+    })?;
+    serde_yaml::from_str(&text).map_err(|e| {
+        let msg = e.to_string();
+        let (what, hint) = if msg.contains("unknown field") {
+            (
+                msg.clone(),
+                "Check the spelling against the profile syntax in the README (unknown fields are refused so typos cannot pass silently).",
+            )
+        } else if msg.contains("invalid type") && msg.contains("expected struct") {
+            let at = msg
+                .find(" at line ")
+                .map(|i| msg[i..].to_string())
+                .unwrap_or_default();
+            (
+                format!("this is not a mapping of profile fields{at}"),
+                "A profile is a YAML mapping with `description:`, `infra_type:` and the `infrastructure:`/`kubernetes:` lists (see the README); a fragment under providers/common/ is a list of entries.",
+            )
+        } else if msg.contains("missing field") {
+            (
+                msg.clone(),
+                "Add the field; `description:` and `infra_type:` are required in a profile, `path:` in an entry.",
+            )
+        } else if msg.contains("invalid type") {
+            (
+                msg.clone(),
+                "Check the value's type against the profile syntax in the README.",
+            )
+        } else {
+            (
+                msg.clone(),
+                "This is not valid YAML: check indentation, brackets and quotes around that place.",
+            )
         };
-        Error::config(format!("{}: {e}{hint}", display_path(file)))
+        Error::config(format!("{}: {what}\n  {hint}", display_path(file)))
     })
 }
 
@@ -413,6 +448,11 @@ fn flatten(
         let path = path.trim_matches('/').to_string();
         if path.is_empty() {
             return Err(Error::config(format!("{where_}: `path:` is empty.")));
+        }
+        if path.split('/').any(|c| c == ".." || c == ".") || path.contains('\\') {
+            return Err(Error::config(format!(
+                "{where_}: `path: {path}` must name a folder inside projects/ without `.` or `..` parts."
+            )));
         }
         let placement = match (&raw.after, &raw.before) {
             (Some(_), Some(_)) => {
