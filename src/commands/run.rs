@@ -246,7 +246,6 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
                 fingerprint: None,
                 message: r.message.clone(),
                 log: None,
-                processes: 0,
             });
         }
     }
@@ -286,7 +285,8 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
     let elapsed = now_ms().saturating_sub(started);
     let status = if interrupted {
         Status::Cancelled
-    } else if counts.failed > 0 {
+    } else if counts.failed > 0 || counts.cancelled > 0 {
+        // A project Pulumi cancelled on its own (not a Ctrl-C) fails the run.
         Status::Failed
     } else {
         Status::Succeeded

@@ -745,7 +745,6 @@ impl Executor for StepRunner<'_> {
                 .as_ref()
                 .and_then(|p| p.strip_prefix(&ctx.root).ok())
                 .map(|p| p.display().to_string()),
-            processes: 0,
         };
         if let Err(e) = self.journal.append(&record) {
             emit(RunEvent::Notice {

@@ -41,8 +41,6 @@ pub enum Record {
         message: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         log: Option<String>,
-        #[serde(default)]
-        processes: u32,
     },
 }
 
@@ -143,7 +141,6 @@ mod tests {
                 fingerprint: Some("f".into()),
                 message: None,
                 log: None,
-                processes: 1,
             })
             .unwrap();
         }

@@ -93,19 +93,7 @@ impl Reporter {
 
     fn plain(&self, e: &RunEvent) {
         match e {
-            RunEvent::RunStarted {
-                operation,
-                provider,
-                stack,
-                projects,
-                parallel,
-                ..
-            } => self.write_line(&format!(
-                "strata {} · provider {provider} · stack {stack} · {} step{} · up to {parallel} at once",
-                operation.as_str(),
-                projects.len(),
-                if projects.len() == 1 { "" } else { "s" }
-            )),
+            RunEvent::RunStarted { .. } => self.write_line(&header(e)),
             RunEvent::ProjectStarted {
                 project, operation, ..
             } => self.write_line(&format!("[{project}] {} started", operation.as_str())),
@@ -122,7 +110,10 @@ impl Reporter {
             } => self.write_line(&format!(
                 "[{project}] hook {hook}: {}{}",
                 status.as_str(),
-                message.as_ref().map(|m| format!(" ({m})")).unwrap_or_default()
+                message
+                    .as_ref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
             )),
             RunEvent::ProjectFinished {
                 project,
@@ -163,10 +154,9 @@ impl Reporter {
                     .progress_chars("=> "),
                 );
                 overall.set_prefix("strata");
+                let _ = multi.println(header(e));
                 b.multi = Some(multi);
                 b.overall = Some(overall);
-                drop(b);
-                self.plain(e);
             }
             RunEvent::ProjectStarted { project, .. } => {
                 if let Some(m) = &b.multi {
@@ -268,6 +258,26 @@ impl Reporter {
                 }
             }
         }
+    }
+}
+
+/// The first line of a run.
+fn header(e: &RunEvent) -> String {
+    match e {
+        RunEvent::RunStarted {
+            operation,
+            provider,
+            stack,
+            projects,
+            parallel,
+            ..
+        } => format!(
+            "strata {} · provider {provider} · stack {stack} · {} step{} · up to {parallel} at once",
+            operation.as_str(),
+            projects.len(),
+            if projects.len() == 1 { "" } else { "s" }
+        ),
+        _ => String::new(),
     }
 }
 
