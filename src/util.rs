@@ -17,29 +17,35 @@ pub fn display_path(path: &Path) -> String {
     path.display().to_string()
 }
 
-/// Writes `contents` to `path` atomically: a temp file in the same directory, then rename.
-/// `mode` sets the Unix permissions of the new file (e.g. 0o600 for secrets).
-pub fn write_atomic(path: &Path, contents: &[u8], mode: Option<u32>) -> Result<()> {
-    let dir = path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+/// Writes `contents` to `path` atomically: a temp file in the same directory (created
+/// with `mode` before any byte is written), synced, renamed over `path`, and the folder
+/// synced. Readers see the old file or the new one, never a mix; on error the old file
+/// is left as it was and no temp file stays behind.
+pub fn write_file_atomic(path: &Path, contents: &[u8], mode: Option<u32>) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir)?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".strata-tmp-")
-        .tempfile_in(&dir)
-        .map_err(|e| Error::io("create a temporary file in", &dir, e))?;
-    tmp.write_all(contents)
-        .and_then(|_| tmp.as_file().sync_all())
-        .map_err(|e| Error::io("write", tmp.path(), e))?;
+        .tempfile_in(&dir)?;
     if let Some(mode) = mode {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))
-            .map_err(|e| Error::io("set permissions of", tmp.path(), e))?;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))?;
     }
-    tmp.persist(path)
-        .map_err(|e| Error::io("replace", path, e.error))?;
+    tmp.write_all(contents)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    if let Ok(d) = std::fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
     Ok(())
+}
+
+/// [`write_file_atomic`], with the error for people.
+pub fn write_atomic(path: &Path, contents: &[u8], mode: Option<u32>) -> Result<()> {
+    write_file_atomic(path, contents, mode).map_err(|e| Error::io("write", path, e))
 }
 
 /// CPU time (user + system) this process has used, in milliseconds.

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
@@ -357,38 +357,14 @@ fn skeleton() -> Mapping {
     config
 }
 
-/// Temp file in the same directory (0600), then rename over `path`.
+/// Atomic write (temp file, 0600, rename): see `util::write_file_atomic`.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), KubeconfigError> {
-    let write_error = |source: io::Error| KubeconfigError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    fs::create_dir_all(dir).map_err(write_error)?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(".strata-kubeconfig-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(write_error)?;
-    set_private(temp.path()).map_err(write_error)?;
-    temp.write_all(bytes).map_err(write_error)?;
-    temp.as_file().sync_all().map_err(write_error)?;
-    temp.persist(path).map_err(|e| write_error(e.error))?;
-    Ok(())
-}
-
-#[cfg(unix)]
-fn set_private(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
-}
-
-#[cfg(not(unix))]
-fn set_private(_path: &Path) -> io::Result<()> {
-    Ok(())
+    crate::util::write_file_atomic(path, bytes, Some(0o600)).map_err(|source| {
+        KubeconfigError::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 #[cfg(test)]

@@ -378,44 +378,12 @@ fn read_identity(path: &Path) -> Result<age::x25519::Identity, StoreError> {
     })
 }
 
-/// Writes through a temporary file in the same directory, then renames it
-/// over `path`, so readers see the old or the new store, never a mix.
+/// Atomic write (temp file, 0600, rename): see `util::write_file_atomic`.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let write_error = |source: io::Error| StoreError::Write {
+    crate::util::write_file_atomic(path, bytes, Some(0o600)).map_err(|source| StoreError::Write {
         path: path.to_path_buf(),
         source,
-    };
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    fs::create_dir_all(dir).map_err(write_error)?;
-    // NamedTempFile is created 0600 and removed if anything below fails.
-    let mut temp = tempfile::Builder::new()
-        .prefix(".strata-secrets-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(write_error)?;
-    set_private(temp.path()).map_err(write_error)?;
-    temp.write_all(bytes).map_err(write_error)?;
-    temp.as_file().sync_all().map_err(write_error)?;
-    temp.persist(path).map_err(|e| write_error(e.error))?;
-    // Make the rename durable; failure here does not undo the write.
-    if let Ok(dir) = fs::File::open(dir) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn set_private(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
-}
-
-#[cfg(not(unix))]
-fn set_private(_path: &Path) -> io::Result<()> {
-    Ok(())
+    })
 }
 
 #[cfg(test)]
