@@ -5,8 +5,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Condvar, Mutex};
-use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -39,9 +37,8 @@ struct Seen {
 
 pub struct PulumiEngine {
     pub binary: PathBuf,
-    /// The shared stack config; watched for Pulumi's `encryptionsalt` on a fresh stack.
+    /// The shared stack config (its `encryptionsalt` is carried into per-project copies).
     pub shared_config: PathBuf,
-    gate: SaltGate,
     processes: AtomicU32,
 }
 
@@ -50,7 +47,6 @@ impl PulumiEngine {
         PulumiEngine {
             binary,
             shared_config,
-            gate: SaltGate::default(),
             processes: AtomicU32::new(0),
         }
     }
@@ -142,15 +138,15 @@ impl Engine for PulumiEngine {
         };
         // On a fresh stack config, let the first Pulumi process write the encryption salt
         // before others start, so every project shares one salt.
-        // On a fresh stack config, let the first Pulumi process write the encryption salt
-        // before others start, so every project shares one salt.
-        let _probe = if passphrase_backend(job) {
-            self.gate.enter(&self.shared_config, control)
-        } else {
-            None
-        };
         if job.config_file != self.shared_config {
             carry_salt(&self.shared_config, &job.config_file);
+        }
+        // A new stack on a file backend: create it first instead of learning it from a
+        // failed operation (a wrong guess only costs an "already exists").
+        if matches!(job.op, Operation::Up | Operation::Preview)
+            && file_backend_stack_missing(job) == Some(true)
+        {
+            self.stack_init(job, control, report, &mut procs)?;
         }
         if !job.secret_config.is_empty() && job.op != Operation::Destroy {
             self.set_secret_config(job, control, report, &mut procs)?;
@@ -429,13 +425,26 @@ fn failure(
     }
 }
 
-/// A file backend (or an explicit passphrase) means Pulumi's passphrase secrets provider.
-fn passphrase_backend(job: &Job) -> bool {
-    job.env
-        .get("PULUMI_BACKEND_URL")
-        .is_some_and(|u| u.starts_with("file://"))
-        || job.env.contains_key("PULUMI_CONFIG_PASSPHRASE")
-        || job.env.contains_key("PULUMI_CONFIG_PASSPHRASE_FILE")
+/// On a `file://` backend, whether the stack's checkpoint is absent, in Pulumi's
+/// project-scoped layout (`.pulumi/stacks/<project>/<stack>.json[.gz]`) or the legacy one.
+/// `None` when the backend is not a local file backend.
+fn file_backend_stack_missing(job: &Job) -> Option<bool> {
+    let url = job.env.get("PULUMI_BACKEND_URL")?;
+    let dir = url.strip_prefix("file://")?;
+    let dir = dir.split('?').next().unwrap_or(dir);
+    if dir.is_empty() || dir.starts_with('~') {
+        return None;
+    }
+    let stacks = Path::new(dir).join(".pulumi").join("stacks");
+    let candidates = [
+        stacks.join(&job.name).join(format!("{}.json", job.stack)),
+        stacks
+            .join(&job.name)
+            .join(format!("{}.json.gz", job.stack)),
+        stacks.join(format!("{}.json", job.stack)),
+        stacks.join(format!("{}.json.gz", job.stack)),
+    ];
+    Some(!candidates.iter().any(|p| p.exists()))
 }
 
 /// Copies the shared config's `encryptionsalt` into a per-project config that has none,
@@ -463,60 +472,6 @@ fn carry_salt(shared: &Path, copy: &Path) {
     }
 }
 
-fn has_salt(path: &Path) -> bool {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_yaml::from_str::<serde_yaml::Value>(&t).ok())
-        .is_some_and(|v| v.get("encryptionsalt").is_some())
-}
-
-/// While the shared stack config has no `encryptionsalt`, one Pulumi process goes first;
-/// the others start as soon as the salt appears (or that process ends).
-#[derive(Default)]
-struct SaltGate {
-    state: Mutex<GateState>,
-    changed: Condvar,
-}
-
-#[derive(Default)]
-struct GateState {
-    probing: bool,
-    open: bool,
-}
-
-struct Probe<'a>(&'a SaltGate);
-
-impl Drop for Probe<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut s) = self.0.state.lock() {
-            s.open = true;
-            s.probing = false;
-        }
-        self.0.changed.notify_all();
-    }
-}
-
-impl SaltGate {
-    fn enter(&self, config: &Path, control: &Control) -> Option<Probe<'_>> {
-        let mut s = self.state.lock().ok()?;
-        loop {
-            if s.open || has_salt(config) || control.is_cancelled() {
-                s.open = true;
-                return None;
-            }
-            if !s.probing {
-                s.probing = true;
-                return Some(Probe(self));
-            }
-            s = self
-                .changed
-                .wait_timeout(s, Duration::from_millis(25))
-                .ok()?
-                .0;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -528,25 +483,55 @@ mod tests {
         assert!(describe_exit(8).contains("cancelled"));
     }
 
+    fn job(backend: &str) -> Job {
+        Job {
+            path: "infra/vpc".into(),
+            name: "aws-vpc".into(),
+            dir: "/tmp".into(),
+            op: Operation::Up,
+            stack: "dev".into(),
+            env: [("PULUMI_BACKEND_URL".to_string(), backend.to_string())].into(),
+            config_file: "/tmp/c.yaml".into(),
+            inputs: Default::default(),
+            needed_outputs: vec![],
+            scratch_dir: "/tmp".into(),
+            secret_config: Default::default(),
+        }
+    }
+
     #[test]
-    fn salt_gate_lets_one_probe_then_opens() {
+    fn file_backend_stack_lookup() {
         let d = tempfile::tempdir().unwrap();
-        let cfg = d.path().join("Pulumi.dev.yaml");
-        std::fs::write(&cfg, "config: {}\n").unwrap();
-        let gate = SaltGate::default();
-        let c = Control::new();
-        let probe = gate.enter(&cfg, &c);
-        assert!(probe.is_some());
-        std::thread::scope(|s| {
-            let h = s.spawn(|| gate.enter(&cfg, &c).is_none());
-            std::thread::sleep(Duration::from_millis(60));
-            std::fs::write(&cfg, "encryptionsalt: v1:x\nconfig: {}\n").unwrap();
-            assert!(
-                h.join().unwrap(),
-                "second one passes once the salt is there"
-            );
-        });
-        drop(probe);
-        assert!(gate.enter(&cfg, &c).is_none());
+        let url = format!("file://{}", d.path().display());
+        assert_eq!(file_backend_stack_missing(&job(&url)), Some(true));
+        let f = d.path().join(".pulumi/stacks/aws-vpc/dev.json");
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, "{}").unwrap();
+        assert_eq!(file_backend_stack_missing(&job(&url)), Some(false));
+        assert_eq!(
+            file_backend_stack_missing(&job("https://api.pulumi.com")),
+            None
+        );
+    }
+
+    #[test]
+    fn carry_salt_copies_the_shared_salt_only() {
+        let d = tempfile::tempdir().unwrap();
+        let shared = d.path().join("shared.yaml");
+        let copy = d.path().join("copy.yaml");
+        std::fs::write(&copy, "config:\n  a:b: c\n").unwrap();
+        carry_salt(&shared, &copy);
+        assert!(
+            !std::fs::read_to_string(&copy)
+                .unwrap()
+                .contains("encryptionsalt")
+        );
+        std::fs::write(&shared, "encryptionsalt: v1:s\nconfig: {}\n").unwrap();
+        carry_salt(&shared, &copy);
+        let text = std::fs::read_to_string(&copy).unwrap();
+        assert!(
+            text.contains("encryptionsalt: v1:s") && text.contains("a:b: c"),
+            "{text}"
+        );
     }
 }

@@ -487,6 +487,8 @@ fn a_missing_stack_is_created_with_stack_init_and_a_second_up_is_one_process_per
             cmds.contains(&"stack init"),
             "{p}: a missing stack is created with `stack init`: {cmds:?}"
         );
+        // On the file backend strata sees the stack is new: init, then up — no failed up.
+        assert_eq!(cmds, ["stack init", "up"], "{p}: first run processes");
         assert!(
             !cmds.iter().any(|c| c.contains("select")),
             "{p}: `stack select` used: {cmds:?}"

@@ -1,0 +1,466 @@
+//! `strata export`: the plan handed to engines that run beyond one machine — a GitHub
+//! Actions workflow, Pulumi Kubernetes Operator `Stack` resources, or an Argo Workflows
+//! DAG. Every format is built as serde values and printed with serde_yaml, in the
+//! plan's execution order, under a comment that says how it was generated.
+//!
+//! The built-in secrets step (`@secrets`) is never exported as a step of its own: it
+//! writes into the cluster with the kubeconfig of the machine that ran the
+//! infrastructure stage, which a fresh runner or pod does not have. Its dependents are
+//! bridged to its prerequisites instead (the stage barrier holds), and each format's
+//! header says how to get the secrets into the cluster.
+
+pub mod argo;
+pub mod github_actions;
+pub mod pko;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::plan::{NodeKind, Plan};
+
+/// The engine to export for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A GitHub Actions workflow: one job per project, `needs:` from the graph
+    GithubActions,
+    /// Pulumi Kubernetes Operator `Stack` resources with `spec.prerequisites`
+    Pko,
+    /// An Argo Workflows `Workflow` with one DAG task per project
+    Argo,
+}
+
+impl Format {
+    /// The name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::GithubActions => "github-actions",
+            Format::Pko => "pko",
+            Format::Argo => "argo",
+        }
+    }
+}
+
+/// What the export says about the run.
+#[derive(Debug, Clone, Copy)]
+pub struct ExportContext<'a> {
+    /// The profile name (`providers/<provider>.yaml`).
+    pub provider: &'a str,
+    pub stack: &'a str,
+    pub infra_type: &'a str,
+}
+
+/// The plan as YAML text for `format`.
+pub fn render(plan: &Plan, format: Format, ctx: &ExportContext) -> Result<String> {
+    match format {
+        Format::GithubActions => github_actions::render(plan, ctx),
+        Format::Pko => pko::render(plan, ctx),
+        Format::Argo => argo::render(plan, ctx),
+    }
+}
+
+/// `strata export`: loads the plan like `strata show` (no stack config, no prompts) and
+/// prints the export, or writes it to `out`. Returns the exit code.
+pub fn run(g: &crate::cli::GlobalArgs, format: Format, out: Option<&Path>) -> Result<i32> {
+    let loaded = crate::commands::load(g, false)?;
+    let Some(stack) = loaded.stack.as_deref() else {
+        return Err(Error::config(
+            "strata export needs a stack: pass -s/--stack NAME, or set PULUMI_STACK in config/pulumi/environment.",
+        ));
+    };
+    let ctx = ExportContext {
+        provider: &loaded.profile.name,
+        stack,
+        infra_type: &loaded.profile.infra_type,
+    };
+    let text = render(&loaded.plan, format, &ctx)?;
+    match out {
+        None => crate::commands::print(&text)?,
+        Some(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+            }
+            std::fs::write(path, &text).map_err(|e| Error::io("write", path, e))?;
+            eprintln!(
+                "wrote {} ({} export of profile {}, stack {stack})",
+                crate::util::display_path(path),
+                format.as_str(),
+                ctx.provider
+            );
+        }
+    }
+    Ok(0)
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared by the formats
+
+/// The plan without the built-in secrets step; whatever needed it needs its
+/// prerequisites instead. Indices of the result refer to its own `nodes`.
+pub(crate) fn without_builtin(plan: &Plan) -> Plan {
+    let keep: Vec<bool> = plan
+        .nodes
+        .iter()
+        .map(|n| n.kind != NodeKind::Builtin)
+        .collect();
+    plan.subplan(&keep)
+}
+
+/// Whether the plan has the built-in secrets step.
+pub(crate) fn has_builtin(plan: &Plan) -> bool {
+    plan.nodes.iter().any(|n| n.kind == NodeKind::Builtin)
+}
+
+/// The direct prerequisites of node `i`, in execution order.
+pub(crate) fn needs_in_order(plan: &Plan, i: usize) -> Vec<usize> {
+    let mut needs = plan.nodes[i].needs.clone();
+    let pos = positions(plan);
+    needs.sort_by_key(|&j| pos[j]);
+    needs
+}
+
+/// The position of every node in `plan.order`.
+fn positions(plan: &Plan) -> Vec<usize> {
+    let mut pos = vec![usize::MAX; plan.nodes.len()];
+    for (k, &i) in plan.order.iter().enumerate() {
+        pos[i] = k;
+    }
+    pos
+}
+
+/// The comment block every generated file starts with: how it was made, that it is
+/// regenerated rather than edited, then `notes` (each a paragraph, wrapped).
+pub(crate) fn header(format: Format, ctx: &ExportContext, notes: &[String]) -> String {
+    let mut lines = vec![
+        format!(
+            "Generated by `strata export --format {} -p {} -s {}`.",
+            format.as_str(),
+            ctx.provider,
+            ctx.stack
+        ),
+        format!(
+            "Do not edit it: change providers/{}.yaml (or the projects) and regenerate it.",
+            ctx.provider
+        ),
+    ];
+    for note in notes {
+        lines.push(String::new());
+        lines.extend(wrap(note, 86));
+    }
+    let mut out = String::new();
+    for l in lines {
+        if l.is_empty() {
+            out.push_str("#\n");
+        } else {
+            out.push_str("# ");
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Wraps `text` at `width` columns; a line starting with "- " continues indented.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for para in text.split('\n') {
+        let indent = if para.starts_with("- ") { "  " } else { "" };
+        let mut line = String::new();
+        for word in para.split(' ') {
+            if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+                out.push(std::mem::take(&mut line));
+                line.push_str(indent);
+            }
+            if !line.is_empty() && !line.ends_with(' ') {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        out.push(line);
+    }
+    out
+}
+
+/// YAML text of one or more documents (serde_yaml separates them with `---`).
+pub(crate) fn to_yaml<T: Serialize>(docs: &[T]) -> Result<String> {
+    let mut buf = Vec::new();
+    {
+        let mut ser = serde_yaml::Serializer::new(&mut buf);
+        for d in docs {
+            d.serialize(&mut ser)
+                .map_err(|e| Error::failed(format!("cannot write the export as YAML: {e}")))?;
+        }
+    }
+    String::from_utf8(buf)
+        .map_err(|e| Error::failed(format!("cannot write the export as YAML: {e}")))
+}
+
+/// A DNS-1123 label made from `text`: lowercase letters, digits and `-`, starting and
+/// ending with a letter or digit, at most `max` (≤ 63) characters. Too long a name is
+/// cut and ends in a hash of the whole text, so different texts stay apart.
+pub(crate) fn dns_label(text: &str, max: usize) -> String {
+    let max = max.clamp(10, 63);
+    let mut s = String::new();
+    for c in text.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            s.push(c);
+        } else if !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    let s = s.trim_matches('-').to_string();
+    let s = if s.is_empty() { "x".to_string() } else { s };
+    if s.len() <= max {
+        return s;
+    }
+    let hash = short_hash(text);
+    let keep = max - hash.len() - 1;
+    let head = s[..keep].trim_end_matches('-');
+    format!("{head}-{hash}")
+}
+
+/// Eight hex digits of the SHA-256 of `text`.
+fn short_hash(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    digest[..4].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Makes `wanted` unique among `taken` by adding `-2`, `-3`, ...; `fit` cuts a base so
+/// that base plus suffix stays a valid name.
+pub(crate) fn unique(
+    wanted: String,
+    taken: &mut BTreeSet<String>,
+    fit: impl Fn(&str, usize) -> String,
+) -> String {
+    if taken.insert(wanted.clone()) {
+        return wanted;
+    }
+    for n in 2.. {
+        let suffix = format!("-{n}");
+        let candidate = format!("{}{suffix}", fit(&wanted, suffix.len()));
+        if taken.insert(candidate.clone()) {
+            return candidate;
+        }
+    }
+    unreachable!("a unique name is always found")
+}
+
+/// Names for the steps of `plan` (indexed like `plan.nodes`), made by `make` from each
+/// path and kept unique in execution order.
+pub(crate) fn names_in_order(
+    plan: &Plan,
+    make: impl Fn(&str) -> String,
+    fit: impl Fn(&str, usize) -> String,
+) -> Vec<String> {
+    let mut names = vec![String::new(); plan.nodes.len()];
+    let mut taken = BTreeSet::new();
+    for &i in &plan.order {
+        names[i] = unique(make(&plan.nodes[i].path), &mut taken, &fit);
+    }
+    names
+}
+
+/// Cuts a DNS label so that `extra` more characters fit within 63.
+pub(crate) fn fit_dns(base: &str, extra: usize) -> String {
+    let room = 63usize.saturating_sub(extra);
+    if base.len() <= room {
+        base.to_string()
+    } else {
+        base[..room].trim_end_matches('-').to_string()
+    }
+}
+
+/// The paths of the steps whose outputs feed a command project (or anything) through
+/// `inputs:` and that are command projects: their outputs live in the local state
+/// (`.strata/<stack>/outputs/`), not in the Pulumi backend, so a distributed run must
+/// carry them from one machine to the next.
+pub(crate) fn command_output_sources(plan: &Plan) -> BTreeSet<String> {
+    let commands: BTreeSet<&str> = plan
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Command)
+        .map(|n| n.path.as_str())
+        .collect();
+    plan.nodes
+        .iter()
+        .flat_map(|n| n.entry.iter().flat_map(|e| e.inputs.iter()))
+        .filter(|i| commands.contains(i.project.as_str()))
+        .map(|i| i.project.clone())
+        .collect()
+}
+
+/// The paths whose `inputs:` come from another project (the wiring strata does and a
+/// plain `pulumi up` does not).
+pub(crate) fn paths_with_inputs(plan: &Plan) -> Vec<String> {
+    plan.order
+        .iter()
+        .map(|&i| &plan.nodes[i])
+        .filter(|n| n.entry.as_ref().is_some_and(|e| !e.inputs.is_empty()))
+        .map(|n| n.path.clone())
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    //! Plans built from a profile text, with a Pulumi project for every path except
+    //! those named as command projects.
+
+    use crate::error::Result;
+    use crate::plan::Plan;
+    use crate::workspace::{profile, project};
+
+    pub const HEAD: &str = "description: d\ninfra_type: T\n";
+
+    pub const CTX: super::ExportContext<'static> = super::ExportContext {
+        provider: "p",
+        stack: "dev",
+        infra_type: "T",
+    };
+
+    /// The plan of `profile_yaml`; paths in `commands` are command projects, the others
+    /// Pulumi projects named after their last path segment.
+    pub fn plan_of(profile_yaml: &str, commands: &[&str]) -> Result<Plan> {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("providers")).unwrap();
+        std::fs::write(d.path().join("providers/p.yaml"), profile_yaml).unwrap();
+        let prof = profile::load(&d.path().join("providers"), "p")?;
+        let projects = prof
+            .entries
+            .iter()
+            .map(|e| {
+                let dir = d.path().join("projects").join(&e.path);
+                std::fs::create_dir_all(&dir).unwrap();
+                if commands.contains(&e.path.as_str()) {
+                    std::fs::write(dir.join("Strata.yaml"), "up: 'true'\ndestroy: 'true'\n")
+                        .unwrap();
+                } else {
+                    let name = e.path.rsplit('/').next().unwrap();
+                    std::fs::write(
+                        dir.join("Pulumi.yaml"),
+                        format!("name: {name}\nruntime: yaml\n"),
+                    )
+                    .unwrap();
+                }
+                project::load(&d.path().join("projects"), &e.path, &e.file)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Plan::build(&prof, projects)
+    }
+
+    /// A profile with secrets (so an `@secrets` step), two infrastructure chains and a
+    /// kubernetes stage with a fan-in.
+    pub fn sample() -> String {
+        format!(
+            "{HEAD}secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n  - path: infra/vpc\n  - path: infra/eks\n    inputs:\n      'eks:vpc': infra/vpc:id\n  - path: infra/ecr\n    needs: []\nkubernetes:\n  - path: k8s/ns\n  - path: k8s/logs\n    needs: []\n  - path: k8s/app\n    needs: [k8s/ns, k8s/logs]\n"
+        )
+    }
+
+    /// The transitive prerequisites of every node, by path, skipping the built-in step:
+    /// what an export must preserve.
+    pub fn closure(plan: &Plan) -> std::collections::BTreeMap<String, Vec<String>> {
+        let mut out = std::collections::BTreeMap::new();
+        for (i, n) in plan.nodes.iter().enumerate() {
+            if n.kind == crate::plan::NodeKind::Builtin {
+                continue;
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            let mut stack = plan.nodes[i].needs.clone();
+            while let Some(j) = stack.pop() {
+                if seen.insert(j) {
+                    stack.extend(plan.nodes[j].needs.iter().copied());
+                }
+            }
+            let mut v: Vec<String> = seen
+                .into_iter()
+                .filter(|&j| plan.nodes[j].kind != crate::plan::NodeKind::Builtin)
+                .map(|j| plan.nodes[j].path.clone())
+                .collect();
+            v.sort();
+            out.insert(n.path.clone(), v);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::*;
+    use super::*;
+
+    #[test]
+    fn dns_labels_are_valid_and_bounded() {
+        assert_eq!(dns_label("infrastructure/aws/VPC", 63), "infrastructure-aws-vpc");
+        assert_eq!(dns_label("--a__b--", 63), "a-b");
+        assert_eq!(dns_label("@@@", 63), "x");
+        let long = "kubernetes/".repeat(10);
+        let l = dns_label(&long, 63);
+        assert!(l.len() <= 63, "{l}");
+        assert!(!l.ends_with('-') && !l.starts_with('-'));
+        assert_ne!(l, dns_label(&format!("{long}x"), 63), "the hash keeps them apart");
+    }
+
+    #[test]
+    fn unique_adds_a_suffix() {
+        let mut taken = BTreeSet::new();
+        assert_eq!(unique("a".into(), &mut taken, fit_dns), "a");
+        assert_eq!(unique("a".into(), &mut taken, fit_dns), "a-2");
+        assert_eq!(unique("a".into(), &mut taken, fit_dns), "a-3");
+        let long = "b".repeat(63);
+        assert_eq!(unique(long.clone(), &mut taken, fit_dns), long);
+        let second = unique(long.clone(), &mut taken, fit_dns);
+        assert_eq!(second.len(), 63);
+        assert!(second.ends_with("-2"));
+    }
+
+    #[test]
+    fn without_builtin_bridges_the_secrets_step() {
+        let plan = plan_of(&sample(), &[]).unwrap();
+        assert!(has_builtin(&plan));
+        let bridged = without_builtin(&plan);
+        assert!(!has_builtin(&bridged));
+        let ns = bridged.index_of("k8s/ns").unwrap();
+        // k8s/ns needed @secrets, which needed the infrastructure sinks.
+        let mut needs = bridged.needs_paths(ns);
+        needs.sort();
+        assert_eq!(needs, ["infra/ecr", "infra/eks"]);
+        assert_eq!(closure(&plan), closure(&bridged));
+    }
+
+    #[test]
+    fn header_says_how_it_was_made() {
+        let h = header(Format::Pko, &CTX, &["a note".into()]);
+        assert!(h.starts_with("# Generated by `strata export --format pko -p p -s dev`."));
+        assert!(h.contains("regenerate"));
+        assert!(h.lines().all(|l| l.starts_with('#')), "{h}");
+    }
+
+    #[test]
+    fn wrap_keeps_lines_short() {
+        let text = "word ".repeat(60);
+        for l in wrap(text.trim(), 40) {
+            assert!(l.len() <= 40, "{l}");
+        }
+        let bullets = wrap(&format!("- {}", "x ".repeat(40).trim()), 20);
+        assert!(bullets[1].starts_with("  "), "{bullets:?}");
+    }
+
+    #[test]
+    fn command_outputs_that_feed_inputs_are_found() {
+        let plan = plan_of(
+            &format!(
+                "{HEAD}infrastructure:\n  - path: build\n  - path: push\n    inputs:\n      'k:img': build:image\n  - path: other\n"
+            ),
+            &["build", "push", "other"],
+        )
+        .unwrap();
+        assert_eq!(
+            command_output_sources(&plan).into_iter().collect::<Vec<_>>(),
+            ["build"]
+        );
+        assert_eq!(paths_with_inputs(&plan), ["push"]);
+    }
+}

@@ -1,0 +1,332 @@
+//! The plan as Pulumi Kubernetes Operator `Stack` resources (`pulumi.com/v1`): one per
+//! Pulumi project, ordered by `spec.prerequisites`.
+//!
+//! The operator runs Pulumi programs only, so a profile with command projects cannot
+//! be exported this way (exit 3); the built-in secrets step is bridged.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{ExportContext, Format};
+use crate::error::{Error, Result};
+use crate::plan::{NodeKind, Plan};
+
+/// The Secret the Stacks read PULUMI_ACCESS_TOKEN / PULUMI_CONFIG_PASSPHRASE from.
+pub const SECRET: &str = "strata-pulumi";
+/// The ServiceAccount the operator's workspaces run as (the operator's quickstart
+/// creates one named `pulumi`).
+pub const SERVICE_ACCOUNT: &str = "pulumi";
+/// Placeholder for the git repository that holds the workspace.
+pub const REPO_PLACEHOLDER: &str = "https://github.com/CHANGE-ME/CHANGE-ME.git";
+/// How recently a prerequisite must have succeeded.
+pub const SUCCEEDED_WITHIN: &str = "24h";
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Stack {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata,
+    spec: StackSpec,
+}
+
+#[derive(Serialize)]
+struct Metadata {
+    name: String,
+    labels: BTreeMap<&'static str, String>,
+    annotations: BTreeMap<&'static str, String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StackSpec {
+    stack: String,
+    project_repo: &'static str,
+    branch: &'static str,
+    repo_dir: String,
+    service_account_name: &'static str,
+    refresh: bool,
+    destroy_on_finalize: bool,
+    env_refs: BTreeMap<&'static str, EnvRef>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    prerequisites: Vec<Prerequisite>,
+}
+
+#[derive(Serialize)]
+struct EnvRef {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    secret: SecretRef,
+}
+
+#[derive(Serialize)]
+struct SecretRef {
+    name: &'static str,
+    key: &'static str,
+}
+
+#[derive(Serialize)]
+struct Prerequisite {
+    name: String,
+    requirement: Requirement,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Requirement {
+    succeeded_within_duration: &'static str,
+}
+
+/// The `metadata.name` of the Stack of every step (indexed like `plan.nodes`): a
+/// DNS-1123 label of at most 63 characters made from the stack and the path, unique.
+fn stack_names(plan: &Plan, stack: &str) -> Vec<String> {
+    super::names_in_order(
+        plan,
+        |path| super::dns_label(&format!("{stack}-{path}"), 63),
+        super::fit_dns,
+    )
+}
+
+fn env_ref(key: &'static str) -> EnvRef {
+    EnvRef {
+        kind: "Secret",
+        secret: SecretRef { name: SECRET, key },
+    }
+}
+
+pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
+    let commands: Vec<&str> = full
+        .order
+        .iter()
+        .map(|&i| &full.nodes[i])
+        .filter(|n| n.kind == NodeKind::Command)
+        .map(|n| n.path.as_str())
+        .collect();
+    if !commands.is_empty() {
+        return Err(Error::config(format!(
+            "profile `{}` has command projects, which cannot be Pulumi Kubernetes Operator Stacks (the operator runs Pulumi programs only): {}.\n  Export this profile with `--format github-actions` or `--format argo`, which run every project through strata.",
+            ctx.provider,
+            commands.join(", ")
+        )));
+    }
+    let plan = super::without_builtin(full);
+    let names = stack_names(&plan, ctx.stack);
+    let mut docs = Vec::new();
+    for &i in &plan.order {
+        let node = &plan.nodes[i];
+        let mut labels = BTreeMap::new();
+        labels.insert("app.kubernetes.io/managed-by", "strata".to_string());
+        labels.insert("strata/provider", super::dns_label(ctx.provider, 63));
+        labels.insert("strata/stack", super::dns_label(ctx.stack, 63));
+        let mut annotations = BTreeMap::new();
+        annotations.insert("strata/path", node.path.clone());
+        annotations.insert("strata/wave", node.wave.to_string());
+        docs.push(Stack {
+            api_version: "pulumi.com/v1",
+            kind: "Stack",
+            metadata: Metadata {
+                name: names[i].clone(),
+                labels,
+                annotations,
+            },
+            spec: StackSpec {
+                stack: format!("organization/{}/{}", node.name, ctx.stack),
+                project_repo: REPO_PLACEHOLDER,
+                branch: "main",
+                repo_dir: format!("projects/{}", node.path),
+                service_account_name: SERVICE_ACCOUNT,
+                refresh: true,
+                destroy_on_finalize: false,
+                env_refs: [
+                    ("PULUMI_ACCESS_TOKEN", env_ref("PULUMI_ACCESS_TOKEN")),
+                    (
+                        "PULUMI_CONFIG_PASSPHRASE",
+                        env_ref("PULUMI_CONFIG_PASSPHRASE"),
+                    ),
+                ]
+                .into_iter()
+                .collect(),
+                prerequisites: super::needs_in_order(&plan, i)
+                    .into_iter()
+                    .map(|j| Prerequisite {
+                        name: names[j].clone(),
+                        requirement: Requirement {
+                            succeeded_within_duration: SUCCEEDED_WITHIN,
+                        },
+                    })
+                    .collect(),
+            },
+        });
+    }
+
+    let mut notes = vec![
+        format!(
+            "One Pulumi Kubernetes Operator Stack per Pulumi project of profile `{}` (infra_type {}); spec.prerequisites is strata's dependency graph (each prerequisite must have succeeded within {SUCCEEDED_WITHIN}, else the operator runs it again first).",
+            ctx.provider, ctx.infra_type
+        ),
+        "Before applying:".to_string(),
+        format!(
+            "- spec.projectRepo ({REPO_PLACEHOLDER}) and spec.branch (main) are placeholders: set them to the git repository that holds this workspace, and add spec.gitAuth if it is private."
+        ),
+        "- spec.stack is organization/<project>/<stack>: on Pulumi Cloud replace `organization` with your organization; on a self-managed backend set spec.backend (s3://..., azblob://..., gs://...) to the one strata uses.".to_string(),
+        format!(
+            "- Create the Secret `{SECRET}` in the Stacks' namespace with PULUMI_ACCESS_TOKEN and PULUMI_CONFIG_PASSPHRASE (remove the envRefs entry you do not use), and the ServiceAccount `{SERVICE_ACCOUNT}` the operator's workspaces run as."
+        ),
+        "- The operator runs `pulumi up` in each project folder, nothing of what strata adds: it reads Pulumi.<stack>.yaml from the project folder, not config/pulumi/Pulumi.<stack>.yaml (copy the keys into spec.config or that file), does not prompt, and runs no on_success hooks.".to_string(),
+    ];
+    let with_inputs = super::paths_with_inputs(&plan);
+    if !with_inputs.is_empty() {
+        notes.push(format!(
+            "- It does not wire `inputs:` either. These projects take config from other projects' outputs, which you must set in spec.config (or read with stack references in the program): {}.",
+            with_inputs.join(", ")
+        ));
+    }
+    if super::has_builtin(full) {
+        notes.push(format!(
+            "- The built-in secrets step (@secrets) is not a Stack: its dependents wait for what it waits for. Get the profile's secrets into the cluster before the kubernetes Stacks run (`strata up -p {} -s {} --project @secrets` with the cluster's kubeconfig, or External Secrets/Sealed Secrets); pass those a project needs as Pulumi config through spec.secretsRef.",
+            ctx.provider, ctx.stack
+        ));
+    }
+    let mut text = super::header(Format::Pko, ctx, &notes);
+    text.push_str(&super::to_yaml(&docs)?);
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use super::*;
+    use serde::Deserialize;
+    use serde_yaml::Value;
+
+    fn docs(text: &str) -> Vec<Value> {
+        serde_yaml::Deserializer::from_str(text)
+            .map(|d| Value::deserialize(d).unwrap())
+            .collect()
+    }
+
+    fn is_dns_label(s: &str) -> bool {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !s.starts_with('-')
+            && !s.ends_with('-')
+    }
+
+    #[test]
+    fn one_stack_per_pulumi_project_with_prerequisites() {
+        let plan = plan_of(&sample(), &[]).unwrap();
+        let text = render(&plan, &CTX).unwrap();
+        assert!(text.starts_with("# Generated by `strata export --format pko -p p -s dev`."));
+        let docs = docs(&text);
+        let bridged = crate::export::without_builtin(&plan);
+        assert_eq!(docs.len(), bridged.nodes.len());
+        let by_name: BTreeMap<String, String> = docs
+            .iter()
+            .map(|d| {
+                (
+                    d["metadata"]["name"].as_str().unwrap().to_string(),
+                    d["metadata"]["annotations"]["strata/path"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(by_name.len(), docs.len(), "names are unique");
+        for d in &docs {
+            assert_eq!(d["apiVersion"], "pulumi.com/v1");
+            assert_eq!(d["kind"], "Stack");
+            let name = d["metadata"]["name"].as_str().unwrap();
+            assert!(is_dns_label(name), "{name}");
+            let path = by_name[name].clone();
+            let spec = &d["spec"];
+            assert_eq!(spec["repoDir"], Value::from(format!("projects/{path}")));
+            let project = path.rsplit('/').next().unwrap();
+            assert_eq!(
+                spec["stack"],
+                Value::from(format!("organization/{project}/dev"))
+            );
+            assert_eq!(spec["refresh"], true);
+            assert_eq!(spec["destroyOnFinalize"], false);
+            assert_eq!(
+                spec["envRefs"]["PULUMI_CONFIG_PASSPHRASE"]["secret"]["name"],
+                SECRET
+            );
+            assert_eq!(spec["envRefs"]["PULUMI_ACCESS_TOKEN"]["type"], "Secret");
+            let mut prereqs: Vec<String> = spec
+                .get("prerequisites")
+                .and_then(|p| p.as_sequence())
+                .map(|s| {
+                    s.iter()
+                        .map(|p| {
+                            assert_eq!(p["requirement"]["succeededWithinDuration"], "24h");
+                            by_name[p["name"].as_str().unwrap()].clone()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            prereqs.sort();
+            let i = bridged.index_of(&path).unwrap();
+            let mut want: Vec<String> =
+                bridged.needs_paths(i).into_iter().map(String::from).collect();
+            want.sort();
+            assert_eq!(prereqs, want, "prerequisites of {path}");
+        }
+        let ns = docs
+            .iter()
+            .find(|d| d["metadata"]["annotations"]["strata/path"] == "k8s/ns")
+            .unwrap();
+        assert_eq!(
+            ns["spec"]["prerequisites"].as_sequence().unwrap().len(),
+            2,
+            "bridged through @secrets to both infrastructure sinks"
+        );
+        assert!(text.contains("infra/eks"), "the header lists projects with inputs");
+    }
+
+    #[test]
+    fn names_are_valid_and_unique_even_when_long_or_colliding() {
+        let long = "very-long-segment/".repeat(6);
+        let plan = plan_of(
+            &format!(
+                "{HEAD}infrastructure:\n  - path: A_b\n  - path: a.b\n  - path: {long}x\n  - path: {long}y\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        let docs = docs(&render(&plan, &CTX).unwrap());
+        let names: Vec<&str> = docs
+            .iter()
+            .map(|d| d["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names[0], "dev-a-b");
+        assert_eq!(names[1], "dev-a-b-2");
+        for n in &names {
+            assert!(is_dns_label(n), "{n}");
+        }
+        let set: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(set.len(), names.len());
+        // Prerequisites name the (possibly shortened) names.
+        assert_eq!(docs[3]["spec"]["prerequisites"][0]["name"], names[2]);
+    }
+
+    #[test]
+    fn command_projects_are_refused_by_name() {
+        let plan = plan_of(
+            &format!(
+                "{HEAD}infrastructure:\n  - path: vpc\n  - path: build\nkubernetes:\n  - path: push\n"
+            ),
+            &["build", "push"],
+        )
+        .unwrap();
+        let e = render(&plan, &CTX).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(e.message.contains("build, push"), "{}", e.message);
+        assert!(e.message.contains("github-actions"), "{}", e.message);
+        assert!(e.message.contains("argo"), "{}", e.message);
+        assert!(!e.message.contains("vpc"), "{}", e.message);
+    }
+}
