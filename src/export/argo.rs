@@ -1,0 +1,494 @@
+//! The plan as an Argo Workflows `Workflow`: a DAG with one task per project, each
+//! running `strata up --project <path>` in its own pod on a fresh git checkout.
+
+use serde::Serialize;
+
+use super::{ExportContext, Format};
+use crate::error::Result;
+use crate::plan::{NodeKind, Plan};
+
+/// The default image: strata and the Pulumi CLI (and the projects' runtimes).
+pub const IMAGE: &str = "ghcr.io/example/strata:latest";
+/// Placeholder for the git repository that holds the workspace.
+pub const REPO_PLACEHOLDER: &str = "https://github.com/CHANGE-ME/CHANGE-ME.git";
+/// Where the workspace is checked out in each pod.
+pub const WORKDIR: &str = "/workspace";
+/// The Kubernetes Secret the pods take Pulumi and strata credentials from.
+pub const SECRET: &str = "strata";
+/// The shared volume that carries command projects' outputs between pods.
+pub const OUTPUTS_VOLUME: &str = "strata-outputs";
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Workflow {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata,
+    spec: Spec,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Metadata {
+    generate_name: String,
+    labels: std::collections::BTreeMap<&'static str, String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Spec {
+    entrypoint: &'static str,
+    arguments: Arguments,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    volume_claim_templates: Vec<ClaimTemplate>,
+    templates: Vec<Template>,
+}
+
+#[derive(Serialize)]
+struct ClaimTemplate {
+    metadata: ClaimMeta,
+    spec: ClaimSpec,
+}
+
+#[derive(Serialize)]
+struct ClaimMeta {
+    name: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ClaimSpec {
+    access_modes: Vec<&'static str>,
+    resources: ClaimResources,
+}
+
+#[derive(Serialize)]
+struct ClaimResources {
+    requests: std::collections::BTreeMap<&'static str, &'static str>,
+}
+
+#[derive(Serialize)]
+struct Arguments {
+    parameters: Vec<Parameter>,
+}
+
+#[derive(Serialize)]
+struct Parameter {
+    name: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Template {
+    name: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dag: Option<Dag>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inputs: Option<Inputs>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    container: Option<Container>,
+}
+
+#[derive(Serialize)]
+struct Dag {
+    tasks: Vec<Task>,
+}
+
+#[derive(Serialize)]
+struct Task {
+    name: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dependencies: Vec<String>,
+    template: &'static str,
+    arguments: Arguments,
+}
+
+#[derive(Serialize)]
+struct Inputs {
+    parameters: Vec<Parameter>,
+    artifacts: Vec<Artifact>,
+}
+
+#[derive(Serialize)]
+struct Artifact {
+    name: &'static str,
+    path: &'static str,
+    git: Git,
+}
+
+#[derive(Serialize)]
+struct Git {
+    repo: &'static str,
+    revision: &'static str,
+    depth: u32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Container {
+    image: &'static str,
+    working_dir: &'static str,
+    command: Vec<&'static str>,
+    args: Vec<String>,
+    env: Vec<Env>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    volume_mounts: Vec<VolumeMount>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Env {
+    name: &'static str,
+    value_from: ValueFrom,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ValueFrom {
+    secret_key_ref: SecretKeyRef,
+}
+
+#[derive(Serialize)]
+struct SecretKeyRef {
+    name: &'static str,
+    key: &'static str,
+    optional: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VolumeMount {
+    name: &'static str,
+    mount_path: String,
+}
+
+/// A DAG task name from a path: a DNS-1123 label (Argo's task names are letters,
+/// digits and `-`, starting with a letter or digit).
+pub fn task_name(path: &str) -> String {
+    super::dns_label(path, 63)
+}
+
+/// The task name of every step of `plan` (indexed like `plan.nodes`), unique.
+fn task_names(plan: &Plan) -> Vec<String> {
+    super::names_in_order(plan, task_name, super::fit_dns)
+}
+
+fn secret_env(key: &'static str) -> Env {
+    Env {
+        name: key,
+        value_from: ValueFrom {
+            secret_key_ref: SecretKeyRef {
+                name: SECRET,
+                key,
+                optional: true,
+            },
+        },
+    }
+}
+
+pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
+    let plan = super::without_builtin(full);
+    let names = task_names(&plan);
+    let tasks: Vec<Task> = plan
+        .order
+        .iter()
+        .map(|&i| Task {
+            name: names[i].clone(),
+            dependencies: super::needs_in_order(&plan, i)
+                .into_iter()
+                .map(|j| names[j].clone())
+                .collect(),
+            template: "project",
+            arguments: Arguments {
+                parameters: vec![Parameter {
+                    name: "project",
+                    value: Some(plan.nodes[i].path.clone()),
+                }],
+            },
+        })
+        .collect();
+    // Command projects' outputs live in .strata/<stack>/outputs/, not in the Pulumi
+    // backend: when one feeds `inputs:`, every pod mounts one shared volume there.
+    let share_outputs = !super::command_output_sources(&plan).is_empty();
+    let volume_claim_templates = if share_outputs {
+        vec![ClaimTemplate {
+            metadata: ClaimMeta {
+                name: OUTPUTS_VOLUME,
+            },
+            spec: ClaimSpec {
+                access_modes: vec!["ReadWriteMany"],
+                resources: ClaimResources {
+                    requests: [("storage", "1Mi")].into_iter().collect(),
+                },
+            },
+        }]
+    } else {
+        Vec::new()
+    };
+    let volume_mounts = if share_outputs {
+        vec![VolumeMount {
+            name: OUTPUTS_VOLUME,
+            mount_path: format!("{WORKDIR}/.strata/{}/outputs", ctx.stack),
+        }]
+    } else {
+        Vec::new()
+    };
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert("app.kubernetes.io/managed-by", "strata".to_string());
+    labels.insert("strata/provider", super::dns_label(ctx.provider, 63));
+    labels.insert("strata/stack", super::dns_label(ctx.stack, 63));
+    let workflow = Workflow {
+        api_version: "argoproj.io/v1alpha1",
+        kind: "Workflow",
+        metadata: Metadata {
+            generate_name: format!(
+                "{}-",
+                super::dns_label(&format!("strata-{}-{}", ctx.provider, ctx.stack), 57)
+            ),
+            labels,
+        },
+        spec: Spec {
+            entrypoint: "strata",
+            arguments: Arguments {
+                parameters: vec![
+                    Parameter {
+                        name: "image",
+                        value: Some(IMAGE.into()),
+                    },
+                    Parameter {
+                        name: "repo",
+                        value: Some(REPO_PLACEHOLDER.into()),
+                    },
+                    Parameter {
+                        name: "revision",
+                        value: Some("main".into()),
+                    },
+                ],
+            },
+            volume_claim_templates,
+            templates: vec![
+                Template {
+                    name: "strata",
+                    dag: Some(Dag { tasks }),
+                    inputs: None,
+                    container: None,
+                },
+                Template {
+                    name: "project",
+                    dag: None,
+                    inputs: Some(Inputs {
+                        parameters: vec![Parameter {
+                            name: "project",
+                            value: None,
+                        }],
+                        artifacts: vec![Artifact {
+                            name: "workspace",
+                            path: WORKDIR,
+                            git: Git {
+                                repo: "{{workflow.parameters.repo}}",
+                                revision: "{{workflow.parameters.revision}}",
+                                depth: 1,
+                            },
+                        }],
+                    }),
+                    container: Some(Container {
+                        image: "{{workflow.parameters.image}}",
+                        working_dir: WORKDIR,
+                        command: vec!["strata"],
+                        args: vec![
+                            "up".into(),
+                            "--provider".into(),
+                            ctx.provider.to_string(),
+                            "--stack".into(),
+                            ctx.stack.to_string(),
+                            "--project".into(),
+                            "{{inputs.parameters.project}}".into(),
+                            "--non-interactive".into(),
+                        ],
+                        env: vec![
+                            secret_env("PULUMI_BACKEND_URL"),
+                            secret_env("PULUMI_ACCESS_TOKEN"),
+                            secret_env("PULUMI_CONFIG_PASSPHRASE"),
+                            secret_env("STRATA_PASSPHRASE"),
+                        ],
+                        volume_mounts,
+                    }),
+                },
+            ],
+        },
+    };
+
+    let mut notes = vec![
+        format!(
+            "An Argo Workflows DAG with one task per project of profile `{}` (infra_type {}); `dependencies` is strata's dependency graph, so what does not depend on each other runs at the same time. Each task runs `strata up --project <path>` in its own pod.",
+            ctx.provider, ctx.infra_type
+        ),
+        "Before submitting (`argo submit` this file; override the parameters with -p):".to_string(),
+        format!(
+            "- The workspace comes from a git artifact: set the parameter `repo` (a placeholder: {REPO_PLACEHOLDER}) and `revision` to the repository that holds this workspace, with config/pulumi/Pulumi.<stack>.yaml committed (a task cannot prompt). For a private repository add usernameSecret/passwordSecret or sshPrivateKeySecret to the git artifact. Each pod gets its own checkout, so no two strata share the stack's lock."
+        ),
+        format!(
+            "- The parameter `image` ({IMAGE} is an example) must hold strata, the Pulumi CLI and the language runtimes of the projects."
+        ),
+        format!(
+            "- Create the Secret `{SECRET}` in the workflow's namespace with PULUMI_BACKEND_URL (a backend every pod shares: s3://..., azblob://..., gs://... or https://api.pulumi.com; the default file backend under .strata/ dies with the pod), and as needed PULUMI_ACCESS_TOKEN, PULUMI_CONFIG_PASSPHRASE and STRATA_PASSPHRASE (for config/secrets/<stack>.age). Missing keys are left unset."
+        ),
+    ];
+    if share_outputs {
+        notes.push(format!(
+            "- Command projects write their outputs to .strata/<stack>/outputs/, not to the Pulumi backend; every pod mounts the volume `{OUTPUTS_VOLUME}` there so that the projects taking them as `inputs:` find them. It is ReadWriteMany: the cluster needs a storage class that offers it. Files or images a command project leaves in its pod do not travel."
+        ));
+    }
+    if super::has_builtin(full) {
+        notes.push(format!(
+            "- The built-in secrets step (@secrets) is not a task: it writes into the cluster with the kubeconfig of the machine that ran the infrastructure stage, which a pod does not have. The kubernetes tasks wait for what it waits for instead. Get the secrets into the cluster before they run: `strata up -p {} -s {} --project @secrets` on a machine with the cluster's kubeconfig, or the cluster's own mechanism (External Secrets, Sealed Secrets).",
+            ctx.provider, ctx.stack
+        ));
+    }
+    if plan.nodes.iter().any(|n| n.kind == NodeKind::Command) {
+        notes.push(
+            "- Command projects run their shell commands in the image: it needs the tools they call.".to_string(),
+        );
+    }
+    let mut text = super::header(Format::Argo, ctx, &notes);
+    text.push_str(&super::to_yaml(&[workflow])?);
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use super::*;
+    use serde_yaml::Value;
+    use std::collections::BTreeMap;
+
+    fn parse(text: &str) -> Value {
+        serde_yaml::from_str(text).unwrap_or_else(|e| panic!("not YAML: {e}\n{text}"))
+    }
+
+    /// path -> dependencies as paths, from the DAG template.
+    fn dag(doc: &Value) -> BTreeMap<String, Vec<String>> {
+        let tasks = doc["spec"]["templates"][0]["dag"]["tasks"]
+            .as_sequence()
+            .unwrap();
+        let path_of: BTreeMap<&str, &str> = tasks
+            .iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap(),
+                    t["arguments"]["parameters"][0]["value"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        tasks
+            .iter()
+            .map(|t| {
+                let deps = t
+                    .get("dependencies")
+                    .and_then(|d| d.as_sequence())
+                    .map(|s| {
+                        s.iter()
+                            .map(|d| path_of[d.as_str().unwrap()].to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (path_of[t["name"].as_str().unwrap()].to_string(), deps)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dag_matches_the_plan_bridged_through_secrets() {
+        let plan = plan_of(&sample(), &[]).unwrap();
+        let text = render(&plan, &CTX).unwrap();
+        assert!(text.starts_with("# Generated by `strata export --format argo -p p -s dev`."));
+        let doc = parse(&text);
+        let g = dag(&doc);
+        let bridged = crate::export::without_builtin(&plan);
+        assert_eq!(g.len(), bridged.nodes.len());
+        assert!(!g.contains_key("@secrets"));
+        for (i, n) in bridged.nodes.iter().enumerate() {
+            let mut want: Vec<&str> = bridged.needs_paths(i);
+            want.sort();
+            let mut got = g[&n.path].clone();
+            got.sort();
+            assert_eq!(got, want, "dependencies of {}", n.path);
+        }
+        let mut ns = g["k8s/ns"].clone();
+        ns.sort();
+        assert_eq!(ns, ["infra/ecr", "infra/eks"]);
+        for t in doc["spec"]["templates"][0]["dag"]["tasks"]
+            .as_sequence()
+            .unwrap()
+        {
+            let name = t["name"].as_str().unwrap();
+            assert!(
+                name.len() <= 63
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !name.starts_with('-'),
+                "{name}"
+            );
+            assert_eq!(t["template"], "project");
+        }
+    }
+
+    #[test]
+    fn workflow_shape() {
+        let plan = plan_of(&sample(), &[]).unwrap();
+        let doc = parse(&render(&plan, &CTX).unwrap());
+        assert_eq!(doc["apiVersion"], "argoproj.io/v1alpha1");
+        assert_eq!(doc["kind"], "Workflow");
+        assert_eq!(doc["metadata"]["generateName"], "strata-p-dev-");
+        assert_eq!(doc["spec"]["entrypoint"], "strata");
+        assert_eq!(doc["spec"]["arguments"]["parameters"][0]["name"], "image");
+        assert_eq!(doc["spec"]["arguments"]["parameters"][0]["value"], IMAGE);
+        let project = &doc["spec"]["templates"][1];
+        assert_eq!(project["name"], "project");
+        assert_eq!(project["inputs"]["parameters"][0]["name"], "project");
+        let c = &project["container"];
+        assert_eq!(c["image"], "{{workflow.parameters.image}}");
+        let args: Vec<&str> = c["args"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "up",
+                "--provider",
+                "p",
+                "--stack",
+                "dev",
+                "--project",
+                "{{inputs.parameters.project}}",
+                "--non-interactive"
+            ]
+        );
+        assert!(doc["spec"].get("volumeClaimTemplates").is_none());
+    }
+
+    #[test]
+    fn command_outputs_get_a_shared_volume() {
+        let plan = plan_of(
+            &format!(
+                "{HEAD}infrastructure:\n  - path: build\n  - path: push\n    inputs:\n      'k:img': build:image\n"
+            ),
+            &["build", "push"],
+        )
+        .unwrap();
+        let doc = parse(&render(&plan, &CTX).unwrap());
+        assert_eq!(
+            doc["spec"]["volumeClaimTemplates"][0]["metadata"]["name"],
+            OUTPUTS_VOLUME
+        );
+        assert_eq!(
+            doc["spec"]["templates"][1]["container"]["volumeMounts"][0]["mountPath"],
+            "/workspace/.strata/dev/outputs"
+        );
+    }
+}
