@@ -1548,3 +1548,58 @@ fn outputs_masks_secrets_unless_show_secrets() {
         "only that project: {docs:#?}"
     );
 }
+
+/// On Pulumi Cloud (a backend that is not `file://`) and without STRATA_ORG/PULUMI_ORG,
+/// the organization for stack references is the `pulumi whoami` user, asked once per run.
+#[test]
+fn on_pulumi_cloud_strata_org_is_the_whoami_user_asked_once() {
+    let mut ws = chain_workspace();
+    // A `pulumi` that answers whoami itself and hands everything else to the fake with a
+    // file backend, so the runs work while strata believes it talks to Pulumi Cloud.
+    let wrapper = ws.root.join("bin/pulumi");
+    std::fs::remove_file(&wrapper).unwrap();
+    let backend = ws.root.join("cloud-state");
+    std::fs::create_dir_all(&backend).unwrap();
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = whoami ]; then echo call >> {count}; echo alice; exit 0; fi\nPULUMI_BACKEND_URL=file://{backend} exec {fake} \"$@\"\n",
+            count = ws.root.join("whoami.count").display(),
+            backend = backend.display(),
+            fake = fake_pulumi().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    ws.set_env("PULUMI_BACKEND_URL", "https://api.pulumi.com");
+    ws.set_env("FAKE_PULUMI_LOG_ENV", "STRATA_ORG");
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let asked = std::fs::read_to_string(ws.root.join("whoami.count")).unwrap();
+    assert_eq!(
+        asked.lines().count(),
+        1,
+        "whoami once per run, not per project"
+    );
+    let ups: Vec<Value> = ws
+        .calls()
+        .into_iter()
+        .filter(|c| c["event"] == "start" && c["command"] == "up")
+        .collect();
+    // Not a file backend: the first `up` of each project finds no stack (exit 6), then
+    // strata runs `stack init` and the `up` again.
+    let projects: BTreeSet<String> = ups
+        .iter()
+        .filter_map(|c| c["project"].as_str().map(String::from))
+        .collect();
+    assert_eq!(projects.len(), 4, "{ups:#?}");
+    for c in ups {
+        assert_eq!(c["env"]["STRATA_ORG"], "alice", "{c}");
+    }
+    // With STRATA_ORG in the environment file, whoami is not asked.
+    ws.env_file("PULUMI_STACK=dev\nSTRATA_ORG=acme\n");
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let asked = std::fs::read_to_string(ws.root.join("whoami.count")).unwrap();
+    assert_eq!(asked.lines().count(), 1, "no second whoami");
+}
