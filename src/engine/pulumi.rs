@@ -205,9 +205,9 @@ impl Engine for PulumiEngine {
             .needed_outputs
             .iter()
             .any(|k| outputs.get(k).is_some_and(contains_secret_mask));
-        let missing_needed = job.op == Operation::Up
-            && state.stack_outputs.is_none()
-            && !job.needed_outputs.is_empty();
+        // A CLI whose events lack an output a dependent needs: ask for the outputs once.
+        let missing_needed =
+            job.op == Operation::Up && job.needed_outputs.iter().any(|k| !outputs.contains_key(k));
         if secret_needed || missing_needed {
             outputs = self.stack_outputs(job, control, report, true, &mut procs)?;
         }
