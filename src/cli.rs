@@ -86,6 +86,18 @@ pub enum Command {
     Outputs(OutputsArgs),
     /// The last result of every project of the stack
     Status,
+    /// The plan for an engine that runs beyond one machine
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ExportArgs {
+    /// The engine to export for
+    #[arg(long, value_enum)]
+    pub format: crate::export::Format,
+    /// Write to FILE instead of stdout
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

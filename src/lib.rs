@@ -6,6 +6,7 @@ pub mod cli;
 pub mod commands;
 pub mod engine;
 pub mod error;
+pub mod export;
 pub mod plan;
 pub mod run;
 pub mod secrets;

@@ -28,6 +28,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Secrets(c) => secrets::run(&cli.global, &settings, c),
         Command::Outputs(a) => outputs::run(&cli.global, &settings, a),
         Command::Status => status::run(&cli.global, &settings),
+        Command::Export(a) => crate::export::run(&cli.global, a.format, a.out.as_deref()),
         Command::Up(a) => run::run(
             &cli.global,
             &settings,

@@ -393,14 +393,21 @@ mod tests {
 
     #[test]
     fn dns_labels_are_valid_and_bounded() {
-        assert_eq!(dns_label("infrastructure/aws/VPC", 63), "infrastructure-aws-vpc");
+        assert_eq!(
+            dns_label("infrastructure/aws/VPC", 63),
+            "infrastructure-aws-vpc"
+        );
         assert_eq!(dns_label("--a__b--", 63), "a-b");
         assert_eq!(dns_label("@@@", 63), "x");
         let long = "kubernetes/".repeat(10);
         let l = dns_label(&long, 63);
         assert!(l.len() <= 63, "{l}");
         assert!(!l.ends_with('-') && !l.starts_with('-'));
-        assert_ne!(l, dns_label(&format!("{long}x"), 63), "the hash keeps them apart");
+        assert_ne!(
+            l,
+            dns_label(&format!("{long}x"), 63),
+            "the hash keeps them apart"
+        );
     }
 
     #[test]
@@ -458,7 +465,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            command_output_sources(&plan).into_iter().collect::<Vec<_>>(),
+            command_output_sources(&plan)
+                .into_iter()
+                .collect::<Vec<_>>(),
             ["build"]
         );
         assert_eq!(paths_with_inputs(&plan), ["push"]);

@@ -121,7 +121,6 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         labels.insert("strata/stack", super::dns_label(ctx.stack, 63));
         let mut annotations = BTreeMap::new();
         annotations.insert("strata/path", node.path.clone());
-        annotations.insert("strata/wave", node.wave.to_string());
         docs.push(Stack {
             api_version: "pulumi.com/v1",
             kind: "Stack",
@@ -270,8 +269,11 @@ mod tests {
                 .unwrap_or_default();
             prereqs.sort();
             let i = bridged.index_of(&path).unwrap();
-            let mut want: Vec<String> =
-                bridged.needs_paths(i).into_iter().map(String::from).collect();
+            let mut want: Vec<String> = bridged
+                .needs_paths(i)
+                .into_iter()
+                .map(String::from)
+                .collect();
             want.sort();
             assert_eq!(prereqs, want, "prerequisites of {path}");
         }
@@ -284,7 +286,10 @@ mod tests {
             2,
             "bridged through @secrets to both infrastructure sinks"
         );
-        assert!(text.contains("infra/eks"), "the header lists projects with inputs");
+        assert!(
+            text.contains("infra/eks"),
+            "the header lists projects with inputs"
+        );
     }
 
     #[test]

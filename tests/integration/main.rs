@@ -3,6 +3,7 @@
 
 mod support;
 
+mod export;
 mod foundation;
 mod run;
 mod secrets;
