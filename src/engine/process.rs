@@ -135,6 +135,16 @@ pub fn run_streaming(
         .unchecked()
         .before_spawn(|cmd| {
             cmd.process_group(0);
+            #[cfg(target_os = "linux")]
+            // SAFETY: the closure runs in the child between fork and exec and calls only
+            // prctl(2), which is async-signal-safe. If strata dies without cleaning up
+            // (SIGKILL), the child still gets its one graceful SIGINT.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT);
+                    Ok(())
+                });
+            }
             Ok(())
         });
     let reader = expr.reader()?;
