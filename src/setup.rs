@@ -18,10 +18,7 @@ pub fn ensure_stack(ws: &mut Workspace, flag: Option<&str>, interactive: bool) -
         return Ok(s);
     }
     if !interactive {
-        return Err(Error::config(format!(
-            "no stack named: pass --stack NAME, or set PULUMI_STACK=NAME in {}.",
-            display_path(&ws.env_file.path)
-        )));
+        return Err(crate::workspace::no_stack_error(ws));
     }
     let name: String = Input::with_theme(&ColorfulTheme::default())
         .with_prompt("Stack name (for example dev)")
@@ -108,16 +105,17 @@ pub fn ensure_stack_config(
             .iter()
             .map(|i| {
                 format!(
-                    "  - {} ({}): pulumi config set {} VALUE --stack {stack} --config-file {}",
+                    "  - {} ({}): add `{}: VALUE` under `config:`, or run `pulumi config set {} VALUE --config-file {}` in a project folder",
                     i.key,
                     i.prompt,
                     i.key,
-                    display_path(&path)
+                    i.key,
+                    path.display()
                 )
             })
             .collect();
         return Err(Error::config(format!(
-            "stack `{stack}` is missing {} config value{} and this run cannot prompt (non-interactive):\n{}\n  Set them as shown (or edit {} under `config:`), or run strata on a terminal to be asked.",
+            "stack `{stack}` is missing {} config value{} and this run cannot prompt (non-interactive):\n{}\n  Set them in {} as shown, or run strata on a terminal to be asked.",
             without_default.len(),
             if without_default.len() == 1 { "" } else { "s" },
             lines.join("\n"),

@@ -122,7 +122,7 @@ pub fn current_fingerprints(loaded: &Loaded, stack: &str) -> Option<BTreeMap<Str
         crate::secrets::store::load(&path, &key).ok()?
     };
     let salt = crate::run::fingerprint::salt(&loaded.ws.state_dir(stack));
-    Some(run::fingerprints(
+    Some(crate::run::fingerprint::of_plan(
         &loaded.plan,
         &loaded.profile,
         cfg,

@@ -15,9 +15,7 @@ use crate::workspace::ProjectKind;
 pub fn run(g: &GlobalArgs, settings: &Settings, args: &OutputsArgs) -> Result<i32> {
     let loaded = super::load(g, true)?;
     let Some(stack) = loaded.stack.clone() else {
-        return Err(Error::config(
-            "no stack named: pass --stack NAME, or set PULUMI_STACK in config/pulumi/environment.",
-        ));
+        return Err(crate::workspace::no_stack_error(&loaded.ws));
     };
     let nodes: Vec<usize> = match &args.project {
         Some(p) => vec![loaded.plan.resolve(p)?],
@@ -30,23 +28,13 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &OutputsArgs) -> Result<i3
             .collect(),
     };
     let state_dir = loaded.ws.state_dir(&stack);
-    let mut env = loaded.ws.env.clone();
-    if !env.contains_key("PULUMI_BACKEND_URL") {
-        env.insert(
-            "PULUMI_BACKEND_URL".into(),
-            format!(
-                "file://{}",
-                loaded.ws.root.join(".strata/backend").display()
-            ),
-        );
-    }
+    let env = super::run::pulumi_env(&loaded.ws)?;
     let needs_pulumi = nodes
         .iter()
         .any(|&i| loaded.plan.nodes[i].kind == NodeKind::Pulumi);
     let engine = if needs_pulumi {
         let bin = super::run::preflight_pulumi(&loaded.ws, &env, &loaded.plan)?;
-        let cfg = loaded.ws.stack_config_path(&stack);
-        Some(PulumiEngine::new(bin, cfg))
+        Some(PulumiEngine::new(bin))
     } else {
         None
     };
@@ -91,7 +79,10 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &OutputsArgs) -> Result<i3
                     &mut procs,
                 ) {
                     Ok(m) => Value::Object(m),
-                    Err(f) if f.message().contains("exit 6") => Value::Null,
+                    Err(crate::engine::Failure::Failed {
+                        exit_code: Some(6), ..
+                    }) => Value::Null,
+                    Err(f) if f.message().contains("no stack named") => Value::Null,
                     Err(f) => return Err(Error::failed(f.message().to_string())),
                 }
             }

@@ -41,28 +41,6 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
     let projects = ws.projects(&profile)?;
     let full = Plan::build(&profile, projects)?;
 
-    let stack_config = match op {
-        Operation::Up | Operation::Preview => crate::setup::ensure_stack_config(
-            &ws,
-            &stack,
-            &profile,
-            existing,
-            settings.interactive,
-        )?,
-        _ => match existing {
-            Some(c) => {
-                workspace::check_infra_type(&profile, &c, &stack)?;
-                c
-            }
-            None => {
-                return Err(Error::config(format!(
-                    "stack `{stack}` has no stack config ({}): nothing has been brought up on it. Run `strata up --stack {stack}` first.",
-                    display_path(&config_path)
-                )));
-            }
-        },
-    };
-
     let base = if op == Operation::Destroy {
         full.reversed()
     } else {
@@ -79,20 +57,57 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
         plan = resume_plan(&full, &journal, &stack)?;
     }
 
+    // Config and secrets: asked on a terminal; otherwise every missing one is listed
+    // in one error.
+    let config_result = match op {
+        Operation::Up | Operation::Preview => {
+            crate::setup::ensure_stack_config(&ws, &stack, &profile, existing, settings.interactive)
+        }
+        _ => match existing {
+            Some(c) => workspace::check_infra_type(&profile, &c, &stack).map(|_| c),
+            None => {
+                return Err(Error::config(format!(
+                    "stack `{stack}` has no stack config ({}): nothing has been brought up on it. Run `strata up --stack {stack}` first.",
+                    display_path(&config_path)
+                )));
+            }
+        },
+    };
+    let secrets_result = match &config_result {
+        Err(e) if e.kind != crate::error::Kind::Config || settings.interactive => None,
+        _ => Some(crate::secrets::gather(
+            &ws, &stack, &profile, &plan, op, settings,
+        )),
+    };
+    let (stack_config, gathered) = match (config_result, secrets_result) {
+        (Ok(c), Some(Ok(g))) => (c, g),
+        (Err(a), Some(Err(b))) if b.kind == crate::error::Kind::Config => {
+            return Err(Error::config(format!("{}\n{}", a.message, b.message)));
+        }
+        (Err(e), _) | (Ok(_), Some(Err(e))) => return Err(e),
+        (Ok(_), None) => unreachable!("secrets are gathered whenever the config is ready"),
+    };
+
     if op == Operation::Destroy && !confirm_destroy(&req.args, settings, &plan, &stack, &profile)? {
-        println!("Nothing was destroyed.");
+        eprintln!("Nothing was destroyed.");
         return Ok(1);
     }
 
-    let env = child_env(&ws, &stack, &profile, &state_dir)?;
+    let env = child_env(&ws, &stack, &profile)?;
     let needs_pulumi = plan_needs_pulumi(&plan, &full);
     let pulumi_bin = if needs_pulumi {
         Some(preflight_pulumi(&ws, &env, &plan)?)
     } else {
         None
     };
-
+    let control = Control::new();
     let mut notices: Vec<String> = Vec::new();
+    let env = with_org(env, pulumi_bin.as_deref(), &plan, &control, &mut notices);
+
+    // From here on Ctrl-C is ours, so the lock is released on every path.
+    let signals = signals::install()
+        .map_err(|e| Error::failed(format!("cannot install the Ctrl-C handler: {e}")))?;
+    let handle = signals.handle();
     let _lock = StackLock::acquire(
         &state_dir,
         &stack,
@@ -100,12 +115,10 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
         &mut |w| notices.push(format!("warning: {w}")),
     )?;
 
-    // Secrets of the selected projects (prompted or read from the store).
-    let secrets = crate::secrets::gather(&ws, &stack, &profile, &plan, op, settings)?;
-    let redactor = Redactor::new(secrets.values().cloned());
-
+    let secrets = gathered.values;
+    let redactor = Redactor::new(gathered.redact);
     let fp_salt = fingerprint::salt(&state_dir);
-    let fingerprints = fingerprints(&plan, &profile, &stack_config, &secrets, &fp_salt);
+    let fingerprints = fingerprint::of_plan(&plan, &profile, &stack_config, &secrets, &fp_salt);
     let mut skipped_unchanged: Vec<(String, String)> = Vec::new();
     if req.changed {
         let (kept, skipped) = changed_plan(&plan, &journal, &fingerprints);
@@ -113,7 +126,6 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
         skipped_unchanged = skipped;
     }
 
-    let env = with_org(env, pulumi_bin.as_deref(), &plan, &mut notices);
     let run_id = format!(
         "{}-{}",
         rfc3339(now_ms()).replace([':', '-'], ""),
@@ -129,7 +141,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
         stack_config: stack_config.clone(),
         state_dir: state_dir.clone(),
         run_id: run_id.clone(),
-        redactor,
+        redactor: std::sync::RwLock::new(redactor),
         secrets,
         profile_secret_keys: profile.secrets.iter().map(|s| s.key.clone()).collect(),
         needed: needed_outputs(&profile),
@@ -146,7 +158,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
             })
             .collect(),
     };
-    let pulumi = pulumi_bin.map(|b| PulumiEngine::new(b, stack_config.path.clone()));
+    let pulumi = pulumi_bin.map(PulumiEngine::new);
     let command = CommandEngine {
         specs: full
             .nodes
@@ -157,7 +169,6 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
             })
             .collect(),
     };
-    let control = Control::new();
     let runner = StepRunner::new(&ctx, &control, pulumi.as_ref(), &command, &journal);
     let reporter = Reporter::stdout(settings.display);
     let emit = |e: RunEvent| reporter.event(&e);
@@ -211,9 +222,6 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(90),
     );
-    let signals = signals::install()
-        .map_err(|e| Error::failed(format!("cannot install the Ctrl-C handler: {e}")))?;
-    let handle = signals.handle();
     let done = AtomicBool::new(false);
     let opts = scheduler::Options {
         parallel: req.args.parallel as usize,
@@ -228,6 +236,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
     });
     handle.close();
     let interrupted = control.is_cancelled();
+    let killed = control.is_killed();
     // Nothing may survive the run.
     control.kill();
 
@@ -261,6 +270,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
             note: why.clone(),
             log: None,
             failure: None,
+            tail: vec![],
         });
     }
     for &i in &ctx.plan.order {
@@ -280,6 +290,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
                 .to_string(),
             log: runner.log_path(i),
             failure: r.message.clone(),
+            tail: runner.tail(i),
         });
     }
     let elapsed = now_ms().saturating_sub(started);
@@ -314,12 +325,12 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
         if processes == 1 { "" } else { "es" }
     );
     if !settings.json {
-        let text = report::summary(&rows, &headline, &|l| ctx.redactor.redact(l));
+        let text = report::summary(&rows, &headline, &|l| ctx.redact(l));
         reporter.println(text.trim_end());
     }
     match status {
         Status::Cancelled => {
-            let killed: Vec<String> = ctx
+            let killed_stacks: Vec<String> = ctx
                 .plan
                 .order
                 .iter()
@@ -330,10 +341,10 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
                 })
                 .map(|&i| ctx.plan.nodes[i].path.clone())
                 .collect();
-            let hint = if control.is_killed() && !killed.is_empty() {
+            let hint = if killed && !killed_stacks.is_empty() {
                 format!(
                     " These stacks may need `pulumi cancel --stack {stack}` in their folder: {}.",
-                    killed.join(", ")
+                    killed_stacks.join(", ")
                 )
             } else {
                 " Pulumi saved the state of each cancelled update; run `strata up --resume` to continue.".to_string()
@@ -375,14 +386,12 @@ fn confirm_destroy(
         .map_err(crate::setup::prompt_error)
 }
 
-/// The base environment of every child (DESIGN.md §1).
-fn child_env(
-    ws: &Workspace,
-    stack: &str,
-    profile: &Profile,
-    state_dir: &std::path::Path,
-) -> Result<BTreeMap<String, String>> {
+/// The environment every Pulumi call gets: strata's environment overlaid by the env file,
+/// without strata's own secrets (`STRATA_PASSPHRASE`, `STRATA_SECRET_*`), and with the
+/// default file backend when no `PULUMI_BACKEND_URL` is set.
+pub fn pulumi_env(ws: &Workspace) -> Result<BTreeMap<String, String>> {
     let mut env = ws.env.clone();
+    env.retain(|k, _| !crate::secrets::is_strata_secret_var(k));
     if !env.contains_key("PULUMI_BACKEND_URL") {
         let backend = ws.root.join(".strata").join("backend");
         std::fs::create_dir_all(&backend).map_err(|e| Error::io("create", &backend, e))?;
@@ -391,15 +400,25 @@ fn child_env(
             format!("file://{}", backend.display()),
         );
     }
-    std::fs::create_dir_all(state_dir).map_err(|e| Error::io("create", state_dir, e))?;
+    Ok(env)
+}
+
+/// A self-managed backend (file, s3, gs, azblob, postgres...) rather than the Pulumi
+/// Cloud service (http/https).
+fn self_managed(env: &BTreeMap<String, String>) -> bool {
+    env.get("PULUMI_BACKEND_URL")
+        .is_some_and(|u| !u.starts_with("https://") && !u.starts_with("http://"))
+}
+
+/// The base environment of every child (DESIGN.md §1).
+fn child_env(ws: &Workspace, stack: &str, profile: &Profile) -> Result<BTreeMap<String, String>> {
+    let mut env = pulumi_env(ws)?;
     env.insert("STRATA_ROOT".into(), ws.root.display().to_string());
     env.insert("STRATA_STACK".into(), stack.to_string());
     env.insert("STRATA_PROVIDER".into(), profile.name.clone());
     env.insert("STRATA_INFRA_TYPE".into(), profile.infra_type.clone());
-    if env
-        .get("PULUMI_BACKEND_URL")
-        .is_some_and(|u| u.starts_with("file://"))
-    {
+    if self_managed(&env) {
+        // Pulumi's rule for stack references on a self-managed backend.
         env.insert("STRATA_ORG".into(), "organization".into());
     } else if let Some(org) = env.get("PULUMI_ORG").cloned()
         && !env.contains_key("STRATA_ORG")
@@ -414,21 +433,21 @@ fn with_org(
     mut env: BTreeMap<String, String>,
     pulumi: Option<&std::path::Path>,
     plan: &Plan,
+    control: &Control,
     notices: &mut Vec<String>,
 ) -> BTreeMap<String, String> {
     if env.contains_key("STRATA_ORG") || plan.nodes.is_empty() {
         return env;
     }
     let Some(bin) = pulumi else { return env };
-    let out = duct::cmd(bin, ["whoami", "--non-interactive"])
-        .full_env(&env)
-        .stdin_null()
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run();
+    let out = crate::engine::process::run_captured(
+        duct::cmd(bin, ["whoami", "--non-interactive"]).full_env(&env),
+        control,
+        "pulumi whoami",
+        None,
+    );
     match out {
-        Ok(o) if o.status.success() => {
+        Ok(o) if o.exit.success() => {
             let user = String::from_utf8_lossy(&o.stdout).trim().to_string();
             if !user.is_empty() {
                 env.insert("STRATA_ORG".into(), user);
@@ -523,54 +542,6 @@ fn needed_outputs(profile: &Profile) -> BTreeMap<String, Vec<String>> {
     needed
 }
 
-/// The input fingerprint of every step of the plan.
-pub fn fingerprints(
-    plan: &Plan,
-    profile: &Profile,
-    cfg: &StackConfig,
-    secrets: &BTreeMap<String, String>,
-    salt: &[u8],
-) -> BTreeMap<String, String> {
-    let config_text = serde_yaml::to_string(cfg.config()).unwrap_or_default();
-    let profile_keys: Vec<&String> = profile.secrets.iter().map(|s| &s.key).collect();
-    let all_secrets = profile.all_secrets();
-    let all_keys: Vec<&String> = all_secrets.iter().map(|(s, _)| &s.key).collect();
-    let mut out = BTreeMap::new();
-    for n in &plan.nodes {
-        let (dir, entry_text, keys): (std::path::PathBuf, String, Vec<&String>) =
-            match (&n.project, &n.entry) {
-                (Some(p), Some(e)) => (
-                    p.dir.clone(),
-                    serde_json::json!({
-                        "inputs": e.inputs,
-                        "on_success": e.on_success,
-                        "kind": p.kind_str(),
-                    })
-                    .to_string(),
-                    e.secrets
-                        .iter()
-                        .map(|s| &s.key)
-                        .chain(profile_keys.iter().copied())
-                        .collect(),
-                ),
-                _ => (
-                    std::path::PathBuf::from("/nonexistent"),
-                    format!("secrets-step {}", profile.secret_name),
-                    all_keys.clone(),
-                ),
-            };
-        let pairs: Vec<(String, String)> = keys
-            .into_iter()
-            .filter_map(|k| secrets.get(k).map(|v| (k.clone(), v.clone())))
-            .collect();
-        out.insert(
-            n.path.clone(),
-            fingerprint::fingerprint(&dir, &entry_text, &config_text, &pairs, salt),
-        );
-    }
-    out
-}
-
 /// `--changed`: drop every step whose last `up` succeeded with the same fingerprint and
 /// whose prerequisites were dropped too. Returns the kept plan and (path, reason) dropped.
 fn changed_plan(
@@ -578,7 +549,8 @@ fn changed_plan(
     journal: &Journal,
     fps: &BTreeMap<String, String>,
 ) -> (Plan, Vec<(String, String)>) {
-    let last = journal::last_by_project(&journal.read(), Some("up"));
+    // The last up *or destroy*: a project destroyed since its last up must run again.
+    let last = journal::last_by_project(&journal.read(), &["up", "destroy"]);
     let mut skip = vec![false; plan.nodes.len()];
     let mut dropped = Vec::new();
     for &i in &plan.order {
@@ -588,8 +560,11 @@ fn changed_plan(
                 status,
                 fingerprint: Some(f),
                 ended_at,
+                operation,
                 ..
-            }) if status == "succeeded" && fps.get(&n.path) == Some(f) => Some(ended_at.clone()),
+            }) if operation == "up" && status == "succeeded" && fps.get(&n.path) == Some(f) => {
+                Some(ended_at.clone())
+            }
             _ => None,
         };
         if let Some(when) = same

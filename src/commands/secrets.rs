@@ -13,10 +13,7 @@ use crate::util::display_path;
 pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<i32> {
     let ws = super::open_workspace(g)?;
     let Some(stack) = ws.resolve_stack(g.stack.as_deref())? else {
-        return Err(Error::config(format!(
-            "no stack named: pass --stack NAME, or set PULUMI_STACK in {}.",
-            display_path(&ws.env_file.path)
-        )));
+        return Err(crate::workspace::no_stack_error(&ws));
     };
     let path = secrets::store_path(&ws, &stack);
     match cmd {
@@ -75,14 +72,15 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
         }
         SecretsCommand::Set { key: name } => {
             check_key(name)?;
+            // Ask first, lock after: a Ctrl-C at a prompt must not leave the lock behind.
+            let value = read_value(name, settings)?;
+            let key = secrets::key(&ws, &stack, settings.interactive)?;
             let _lock = StackLock::acquire(
                 &ws.state_dir(&stack),
                 &stack,
                 "strata secrets set",
                 &mut |w| eprintln!("warning: {w}"),
             )?;
-            let value = read_value(name, settings)?;
-            let key = secrets::key(&ws, &stack, settings.interactive)?;
             let mut values = store::load(&path, &key).map_err(secrets::store_error)?;
             values.insert(name.clone(), value);
             store::save(&path, &key, &values).map_err(secrets::store_error)?;
@@ -90,13 +88,13 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
             Ok(0)
         }
         SecretsCommand::Rm { key: name } => {
+            let key = secrets::key(&ws, &stack, settings.interactive)?;
             let _lock = StackLock::acquire(
                 &ws.state_dir(&stack),
                 &stack,
                 "strata secrets rm",
                 &mut |w| eprintln!("warning: {w}"),
             )?;
-            let key = secrets::key(&ws, &stack, settings.interactive)?;
             let mut values = store::load(&path, &key).map_err(secrets::store_error)?;
             if values.remove(name).is_none() {
                 return Err(Error::config(format!(
@@ -140,7 +138,7 @@ fn read_value(name: &str, settings: &Settings) -> Result<String> {
         let value = buf.strip_suffix('\n').unwrap_or(&buf);
         let value = value.strip_suffix('\r').unwrap_or(value).to_string();
         if value.is_empty() {
-            return Err(Error::usage(format!(
+            return Err(Error::config(format!(
                 "no value on stdin for `{name}`: pipe it in (printf %s VALUE | strata secrets set {name}) or run on a terminal to be asked."
             )));
         }

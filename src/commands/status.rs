@@ -2,7 +2,7 @@
 //! how long, and whether its inputs changed since (by fingerprint).
 
 use crate::cli::GlobalArgs;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::run::journal::{self, Journal, Record};
 use crate::settings::Settings;
 use crate::util::human_duration;
@@ -10,14 +10,12 @@ use crate::util::human_duration;
 pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
     let loaded = super::load(g, true)?;
     let Some(stack) = loaded.stack.clone() else {
-        return Err(Error::config(
-            "no stack named: pass --stack NAME, or set PULUMI_STACK in config/pulumi/environment.",
-        ));
+        return Err(crate::workspace::no_stack_error(&loaded.ws));
     };
     let state_dir = loaded.ws.state_dir(&stack);
     let records = Journal::new(&state_dir).read();
-    let last = journal::last_by_project(&records, None);
-    let last_up = journal::last_by_project(&records, Some("up"));
+    let last = journal::last_by_project(&records, &[]);
+    let last_up = journal::last_by_project(&records, &["up", "destroy"]);
     let current = super::current_fingerprints(&loaded, &stack);
     let mut rows = Vec::new();
     for &i in &loaded.plan.order {
@@ -27,10 +25,11 @@ pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
                 Some(Record::Project {
                     fingerprint: Some(f),
                     status,
+                    operation,
                     ..
                 }),
                 Some(cur),
-            ) if status == "succeeded" => cur.get(&path).map(|c| c != f),
+            ) if operation == "up" && status == "succeeded" => cur.get(&path).map(|c| c != f),
             _ => None,
         };
         let row = match last.get(&path) {

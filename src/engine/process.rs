@@ -121,36 +121,24 @@ impl Exit {
     }
 }
 
-/// Runs `expr` in its own process group with stdin closed, stdout and stderr merged and
-/// fed to `on_line` line by line, and returns how it ended.
-pub fn run_streaming(
-    expr: duct::Expression,
-    control: &Control,
-    project: &str,
-    on_line: &mut dyn FnMut(String),
-) -> std::io::Result<Exit> {
-    let expr = expr
-        .stdin_null()
-        .stderr_to_stdout()
-        .unchecked()
-        .before_spawn(|cmd| {
-            cmd.process_group(0);
-            #[cfg(target_os = "linux")]
-            // SAFETY: the closure runs in the child between fork and exec and calls only
-            // prctl(2), which is async-signal-safe. If strata dies without cleaning up
-            // (SIGKILL), the child still gets its one graceful SIGINT.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT);
-                    Ok(())
-                });
-            }
-            Ok(())
-        });
-    let reader = expr.reader()?;
-    let pgid = reader.pids().first().copied().unwrap_or(0) as i32;
-    let _guard = control.register(pgid, project);
-    let mut buf = BufReader::new(&reader);
+/// Makes the child the leader of its own process group, so the terminal's Ctrl-C does not
+/// reach it: strata forwards exactly one SIGINT. (No parent-death signal: Linux sends it
+/// again at each thread of a dying multi-threaded parent, which would be a second SIGINT.)
+fn own_group(cmd: &mut std::process::Command) -> std::io::Result<()> {
+    cmd.process_group(0);
+    Ok(())
+}
+
+fn exit_of(status: &std::process::ExitStatus) -> Exit {
+    use std::os::unix::process::ExitStatusExt;
+    Exit {
+        code: status.code(),
+        signal: status.signal(),
+    }
+}
+
+fn send_lines(mut r: impl std::io::Read, tx: &std::sync::mpsc::Sender<Option<String>>) {
+    let mut buf = BufReader::new(&mut r);
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -160,24 +148,114 @@ pub fn run_streaming(
                 while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
                     line.pop();
                 }
-                on_line(String::from_utf8_lossy(&line).into_owned());
+                if tx
+                    .send(Some(String::from_utf8_lossy(&line).into_owned()))
+                    .is_err()
+                {
+                    return;
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(_) => break,
         }
     }
-    drop(buf);
-    // EOF: duct has waited for the child.
+    let _ = tx.send(None);
+}
+
+/// Runs `expr` in its own process group with stdin closed, feeding every line of its
+/// stdout and stderr to `on_line` as they come (two pipes, so a long JSON event on
+/// stdout is never split by a stderr line), and returns how it ended.
+pub fn run_streaming(
+    expr: duct::Expression,
+    control: &Control,
+    project: &str,
+    on_line: &mut dyn FnMut(String),
+) -> std::io::Result<Exit> {
+    let (err_reader, err_writer) = os_pipe::pipe()?;
+    let expr = expr
+        .stdin_null()
+        .stderr_file(err_writer)
+        .unchecked()
+        .before_spawn(own_group);
+    let reader = expr.reader()?;
+    // The expression held the parent's copy of the stderr pipe's write end.
+    drop(expr);
+    let pgid = reader.pids().first().copied().unwrap_or(0) as i32;
+    let _guard = control.register(pgid, project);
+    let (tx, rx) = std::sync::mpsc::channel::<Option<String>>();
+    // A grandchild may keep stderr open after the child ends: that reader is not joined.
+    let tx_err = tx.clone();
+    std::thread::spawn(move || send_lines(err_reader, &tx_err));
+    std::thread::scope(|s| {
+        let tx_out = tx.clone();
+        let reader = &reader;
+        s.spawn(move || send_lines(reader, &tx_out));
+        drop(tx);
+        let mut open = 2;
+        let mut stdout_done_at: Option<std::time::Instant> = None;
+        while open > 0 {
+            match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                Ok(Some(line)) => on_line(line),
+                Ok(None) => {
+                    open -= 1;
+                    if stdout_done_at.is_none() {
+                        stdout_done_at = Some(std::time::Instant::now());
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    let child_done = matches!(reader.try_wait(), Ok(Some(_)));
+                    if child_done
+                        && stdout_done_at
+                            .is_some_and(|t| t.elapsed() > std::time::Duration::from_millis(500))
+                    {
+                        break;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+    });
     loop {
         if let Some(output) = reader.try_wait()? {
-            use std::os::unix::process::ExitStatusExt;
-            return Ok(Exit {
-                code: output.status.code(),
-                signal: output.status.signal(),
-            });
+            return Ok(exit_of(&output.status));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+}
+
+/// What a captured child printed.
+pub struct Captured {
+    pub exit: Exit,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Runs `expr` to completion in its own process group, registered for Ctrl-C, with
+/// `stdin` piped in (or closed), capturing stdout and stderr.
+pub fn run_captured(
+    expr: duct::Expression,
+    control: &Control,
+    project: &str,
+    stdin: Option<&[u8]>,
+) -> std::io::Result<Captured> {
+    let expr = match stdin {
+        Some(bytes) => expr.stdin_bytes(bytes.to_vec()),
+        None => expr.stdin_null(),
+    };
+    let handle = expr
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .before_spawn(own_group)
+        .start()?;
+    let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
+    let _guard = control.register(pgid, project);
+    let out = handle.wait()?;
+    Ok(Captured {
+        exit: exit_of(&out.status),
+        stdout: out.stdout.clone(),
+        stderr: out.stderr.clone(),
+    })
 }
 
 /// Finds `program` on the `PATH` of `env` (or takes it as a path when it has a slash).
@@ -215,8 +293,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(exit.code, Some(3));
+        // Two pipes: stdout and stderr lines arrive in either order.
+        lines.sort();
         assert_eq!(lines, ["one", "two"]);
         assert!(c.running().is_empty(), "unregistered after exit");
+    }
+
+    #[test]
+    fn a_long_stdout_line_is_not_split_by_stderr() {
+        let c = Control::new();
+        let mut lines = Vec::new();
+        // A 64 KiB line on stdout while stderr writes many short lines.
+        let exit = run_streaming(
+            duct::cmd!(
+                "sh",
+                "-c",
+                "(i=0; while [ $i -lt 200 ]; do echo err$i >&2; i=$((i+1)); done) & head -c 65536 /dev/zero | tr '\\0' x; echo; wait"
+            ),
+            &c,
+            "p",
+            &mut |l| lines.push(l),
+        )
+        .unwrap();
+        assert!(exit.success());
+        let long: Vec<&String> = lines.iter().filter(|l| l.starts_with('x')).collect();
+        assert_eq!(long.len(), 1, "one whole line");
+        assert_eq!(long[0].len(), 65536);
+        assert_eq!(lines.iter().filter(|l| l.starts_with("err")).count(), 200);
     }
 
     #[test]

@@ -4,12 +4,11 @@
 //! secret output.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Map, Value};
 
 use super::events::EventState;
-use super::process::{Control, Exit, run_streaming};
+use super::process::{Control, Exit, run_captured, run_streaming};
 use super::{Engine, Failure, Job, Operation, Outcome, Progress, contains_secret_mask};
 
 /// Pulumi's documented exit codes (CLI 3.226+), for messages.
@@ -37,23 +36,11 @@ struct Seen {
 
 pub struct PulumiEngine {
     pub binary: PathBuf,
-    /// The shared stack config (its `encryptionsalt` is carried into per-project copies).
-    pub shared_config: PathBuf,
-    processes: AtomicU32,
 }
 
 impl PulumiEngine {
-    pub fn new(binary: PathBuf, shared_config: PathBuf) -> PulumiEngine {
-        PulumiEngine {
-            binary,
-            shared_config,
-            processes: AtomicU32::new(0),
-        }
-    }
-
-    /// CLI processes started so far, over all projects.
-    pub fn processes(&self) -> u32 {
-        self.processes.load(Ordering::SeqCst)
+    pub fn new(binary: PathBuf) -> PulumiEngine {
+        PulumiEngine { binary }
     }
 
     fn base(&self, job: &Job, args: &[&str], config_file: bool) -> Vec<String> {
@@ -83,7 +70,6 @@ impl PulumiEngine {
     ) -> Result<Exit, Failure> {
         let Seen { state, tail } = seen;
         *procs += 1;
-        self.processes.fetch_add(1, Ordering::SeqCst);
         report(Progress::Raw(format!("$ pulumi {}", args.join(" "))));
         let expr = duct::cmd(&self.binary, &args)
             .dir(&job.dir)
@@ -138,9 +124,6 @@ impl Engine for PulumiEngine {
         };
         // On a fresh stack config, let the first Pulumi process write the encryption salt
         // before others start, so every project shares one salt.
-        if job.config_file != self.shared_config {
-            carry_salt(&self.shared_config, &job.config_file);
-        }
         // A new stack on a file backend: create it first instead of learning it from a
         // failed operation (a wrong guess only costs an "already exists").
         if matches!(job.op, Operation::Up | Operation::Preview)
@@ -258,33 +241,32 @@ impl PulumiEngine {
         for (key, value) in &job.secret_config {
             loop {
                 *procs += 1;
-                self.processes.fetch_add(1, Ordering::SeqCst);
                 let argv = self.base(job, &["config", "set", "--secret", key.as_str()], true);
                 report(Progress::Raw(format!(
                     "$ pulumi {} (value on stdin)",
                     argv.join(" ")
                 )));
-                let out = duct::cmd(&self.binary, &argv)
-                    .dir(&job.dir)
-                    .full_env(&job.env)
-                    .stdin_bytes(value.as_bytes().to_vec())
-                    .stdout_capture()
-                    .stderr_capture()
-                    .unchecked()
-                    .run()
-                    .map_err(|e| Failure::Failed {
-                        message: format!("could not run {}: {e}", self.binary.display()),
-                        exit_code: None,
-                        processes: *procs,
-                    })?;
+                let out = run_captured(
+                    duct::cmd(&self.binary, &argv)
+                        .dir(&job.dir)
+                        .full_env(&job.env),
+                    control,
+                    &job.path,
+                    Some(value.as_bytes()),
+                )
+                .map_err(|e| Failure::Failed {
+                    message: format!("could not run {}: {e}", self.binary.display()),
+                    exit_code: None,
+                    processes: *procs,
+                })?;
                 let err = String::from_utf8_lossy(&out.stderr).to_string();
                 for l in err.lines() {
                     report(Progress::Raw(l.to_string()));
                 }
-                if out.status.success() {
+                if out.exit.success() {
                     break;
                 }
-                let missing = out.status.code() == Some(6) || err.contains("no stack named");
+                let missing = out.exit.code == Some(6) || err.contains("no stack named");
                 if missing && !initialised {
                     initialised = true;
                     self.stack_init(job, control, report, procs)?;
@@ -294,10 +276,10 @@ impl PulumiEngine {
                     message: format!(
                         "could not set secret config `{key}` of {} (exit {}): {}",
                         job.path,
-                        out.status.code().unwrap_or(-1),
+                        out.exit.code.unwrap_or(-1),
                         err.lines().last().unwrap_or("")
                     ),
-                    exit_code: out.status.code(),
+                    exit_code: out.exit.code,
                     processes: *procs,
                 });
             }
@@ -309,7 +291,7 @@ impl PulumiEngine {
     pub fn stack_outputs(
         &self,
         job: &Job,
-        _control: &Control,
+        control: &Control,
         report: &mut dyn FnMut(Progress),
         show_secrets: bool,
         procs: &mut u32,
@@ -319,23 +301,22 @@ impl PulumiEngine {
             args.push("--show-secrets");
         }
         *procs += 1;
-        self.processes.fetch_add(1, Ordering::SeqCst);
         let argv = self.base(job, &args, false);
-        report(Progress::Raw(format!("$ pulumi {}", redact_args(&argv))));
-        let out = duct::cmd(&self.binary, &argv)
-            .dir(&job.dir)
-            .full_env(&job.env)
-            .stdin_null()
-            .stdout_capture()
-            .stderr_capture()
-            .unchecked()
-            .run()
-            .map_err(|e| Failure::Failed {
-                message: format!("could not run {}: {e}", self.binary.display()),
-                exit_code: None,
-                processes: *procs,
-            })?;
-        let code = out.status.code();
+        report(Progress::Raw(format!("$ pulumi {}", argv.join(" "))));
+        let out = run_captured(
+            duct::cmd(&self.binary, &argv)
+                .dir(&job.dir)
+                .full_env(&job.env),
+            control,
+            &job.path,
+            None,
+        )
+        .map_err(|e| Failure::Failed {
+            message: format!("could not run {}: {e}", self.binary.display()),
+            exit_code: None,
+            processes: *procs,
+        })?;
+        let code = out.exit.code;
         if code != Some(0) {
             let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
             for l in err.lines() {
@@ -365,10 +346,6 @@ impl PulumiEngine {
             }),
         }
     }
-}
-
-fn redact_args(argv: &[String]) -> String {
-    argv.join(" ")
 }
 
 fn failure(
@@ -447,31 +424,6 @@ fn file_backend_stack_missing(job: &Job) -> Option<bool> {
     Some(!candidates.iter().any(|p| p.exists()))
 }
 
-/// Copies the shared config's `encryptionsalt` into a per-project config that has none,
-/// so `secure:` values in either decrypt with the same salt.
-fn carry_salt(shared: &Path, copy: &Path) {
-    let read = |p: &Path| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| serde_yaml::from_str::<serde_yaml::Value>(&t).ok())
-    };
-    let (Some(shared_doc), Some(mut copy_doc)) = (read(shared), read(copy)) else {
-        return;
-    };
-    let Some(salt) = shared_doc.get("encryptionsalt").cloned() else {
-        return;
-    };
-    if copy_doc.get("encryptionsalt") == Some(&salt) {
-        return;
-    }
-    if let Some(m) = copy_doc.as_mapping_mut() {
-        m.insert("encryptionsalt".into(), salt);
-        if let Ok(text) = serde_yaml::to_string(&copy_doc) {
-            let _ = crate::util::write_atomic(copy, text.as_bytes(), Some(0o600));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,27 +463,6 @@ mod tests {
         assert_eq!(
             file_backend_stack_missing(&job("https://api.pulumi.com")),
             None
-        );
-    }
-
-    #[test]
-    fn carry_salt_copies_the_shared_salt_only() {
-        let d = tempfile::tempdir().unwrap();
-        let shared = d.path().join("shared.yaml");
-        let copy = d.path().join("copy.yaml");
-        std::fs::write(&copy, "config:\n  a:b: c\n").unwrap();
-        carry_salt(&shared, &copy);
-        assert!(
-            !std::fs::read_to_string(&copy)
-                .unwrap()
-                .contains("encryptionsalt")
-        );
-        std::fs::write(&shared, "encryptionsalt: v1:s\nconfig: {}\n").unwrap();
-        carry_salt(&shared, &copy);
-        let text = std::fs::read_to_string(&copy).unwrap();
-        assert!(
-            text.contains("encryptionsalt: v1:s") && text.contains("a:b: c"),
-            "{text}"
         );
     }
 }

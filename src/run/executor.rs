@@ -35,7 +35,8 @@ pub struct Ctx {
     pub stack_config: StackConfig,
     pub state_dir: PathBuf,
     pub run_id: String,
-    pub redactor: Redactor,
+    /// Grows during the run: secret outputs are added as soon as they are read.
+    pub redactor: std::sync::RwLock<Redactor>,
     /// Secret values by key (from the encrypted store).
     pub secrets: BTreeMap<String, String>,
     /// Profile-level secret keys (reach every project).
@@ -48,6 +49,30 @@ pub struct Ctx {
     pub secret_name: String,
     /// Project dirs and kinds of every project of the profile (for upstream lookups).
     pub projects: BTreeMap<String, (PathBuf, String, ProjectKind)>,
+}
+
+impl Ctx {
+    /// `text` with every known secret value replaced by `[secret]`.
+    pub fn redact(&self, text: &str) -> String {
+        match self.redactor.read() {
+            Ok(r) => r.redact(text),
+            Err(_) => crate::secrets::redact::MASK.to_string(),
+        }
+    }
+
+    /// Learns the plaintext of secret outputs, before anything can print them.
+    fn learn_secrets(&self, values: &Map<String, Value>, secret: &BTreeSet<String>) {
+        if let Ok(mut r) = self.redactor.write() {
+            for k in secret {
+                match values.get(k) {
+                    Some(Value::String(s)) if s != crate::secrets::redact::MASK => r.add(s),
+                    Some(Value::String(_)) => {}
+                    Some(Value::Null) | None => {}
+                    Some(other) => r.add(&other.to_string()),
+                }
+            }
+        }
+    }
 }
 
 /// Outputs of a project, and which of them are secret.
@@ -68,6 +93,8 @@ pub struct StepRunner<'a> {
     processes: AtomicU32,
     /// Steps that failed because an upstream was never deployed (a missing input).
     missing_input: Mutex<BTreeSet<usize>>,
+    /// The last lines shown for each step (rendered, redacted), for the summary.
+    tails: Mutex<BTreeMap<usize, Vec<String>>>,
 }
 
 impl<'a> StepRunner<'a> {
@@ -88,12 +115,32 @@ impl<'a> StepRunner<'a> {
             outputs: Mutex::new(BTreeMap::new()),
             processes: AtomicU32::new(0),
             missing_input: Mutex::new(BTreeSet::new()),
+            tails: Mutex::new(BTreeMap::new()),
         }
     }
 
     /// Processes started by all steps (engines, hooks, output reads).
     pub fn processes(&self) -> u32 {
         self.processes.load(Ordering::SeqCst)
+    }
+
+    /// The last lines a step showed (rendered engine events, not raw JSON).
+    pub fn tail(&self, node: usize) -> Vec<String> {
+        self.tails
+            .lock()
+            .ok()
+            .and_then(|t| t.get(&node).cloned())
+            .unwrap_or_default()
+    }
+
+    fn remember(&self, node: usize, line: &str) {
+        if let Ok(mut t) = self.tails.lock() {
+            let v = t.entry(node).or_default();
+            v.push(line.to_string());
+            if v.len() > 15 {
+                v.remove(0);
+            }
+        }
     }
 
     /// True when some step failed only because an upstream was never deployed.
@@ -183,7 +230,14 @@ impl<'a> StepRunner<'a> {
                 let masked = engine
                     .stack_outputs(&job, self.control, log, false, &mut procs)
                     .map_err(|f| {
-                        if f.message().contains("exit 6") || f.message().contains("no stack") {
+                        let missing = matches!(
+                            &f,
+                            Failure::Failed {
+                                exit_code: Some(6),
+                                ..
+                            }
+                        ) || f.message().contains("no stack named");
+                        if missing {
                             never()
                         } else {
                             (f.message().to_string(), false)
@@ -206,6 +260,7 @@ impl<'a> StepRunner<'a> {
                 } else {
                     masked
                 };
+                self.ctx.learn_secrets(&values, &secret);
                 Outputs { values, secret }
             }
         };
@@ -232,10 +287,14 @@ impl<'a> StepRunner<'a> {
         };
         let mut sink = |p: Progress| match p {
             Progress::Raw(l) => log(&l),
-            Progress::Line(l) => emit(RunEvent::ProjectOutput {
-                project: node.path.clone(),
-                line: ctx.redactor.redact(&l),
-            }),
+            Progress::Line(l) => {
+                let line = ctx.redact(&l);
+                self.remember(i, &line);
+                emit(RunEvent::ProjectOutput {
+                    project: node.path.clone(),
+                    line,
+                })
+            }
             Progress::Resources {
                 done,
                 started,
@@ -252,7 +311,11 @@ impl<'a> StepRunner<'a> {
         let mut plain_inputs: Vec<(String, Value)> = Vec::new();
         let mut secret_inputs: BTreeMap<String, String> = BTreeMap::new();
         for input in &entry.inputs {
-            let wanted = [input.output.as_str()];
+            // Everything any dependent reads from that upstream, so one read serves all
+            // (and a secret among them is read in plaintext, not as "[secret]").
+            let needed = ctx.needed.get(&input.project).cloned().unwrap_or_default();
+            let mut wanted: Vec<&str> = needed.iter().map(String::as_str).collect();
+            wanted.push(input.output.as_str());
             let got = self.outputs_of(&input.project, &node.path, &wanted, &mut sink);
             let outputs = match got {
                 Ok(o) => o,
@@ -373,6 +436,7 @@ impl<'a> StepRunner<'a> {
             self.record_secret_hashes(&node.path, &secrets);
         }
         if op == Operation::Up {
+            ctx.learn_secrets(&outcome.outputs, &outcome.secret_outputs);
             let outputs = Outputs {
                 values: outcome.outputs.clone(),
                 secret: outcome.secret_outputs.clone(),
@@ -403,7 +467,7 @@ impl<'a> StepRunner<'a> {
                         log(&l);
                         emit(RunEvent::ProjectOutput {
                             project: node.path.clone(),
-                            line: ctx.redactor.redact(&l),
+                            line: ctx.redact(&l),
                         });
                     },
                 );
@@ -417,7 +481,7 @@ impl<'a> StepRunner<'a> {
                     hook: hook.describe(),
                     status,
                     duration_ms: now_ms().saturating_sub(start),
-                    message: res.as_ref().err().map(|m| ctx.redactor.redact(m)),
+                    message: res.as_ref().err().map(|m| ctx.redact(m)),
                 });
                 if let Err(msg) = res {
                     log(&format!("hook failed: {msg}"));
@@ -699,7 +763,7 @@ impl Executor for StepRunner<'_> {
             .and_then(|p| std::fs::OpenOptions::new().append(true).open(p).ok());
         let mut log = |line: &str| {
             if let Some(f) = file.as_mut() {
-                let _ = writeln!(f, "{}", ctx.redactor.redact(line));
+                let _ = writeln!(f, "{}", ctx.redact(line));
             }
         };
         log(&format!(
@@ -718,9 +782,7 @@ impl Executor for StepRunner<'_> {
             self.run_project(i, emit, &mut log)
         };
         let ended = now_ms();
-        let message = message
-            .filter(|m| !m.is_empty())
-            .map(|m| ctx.redactor.redact(&m));
+        let message = message.filter(|m| !m.is_empty()).map(|m| ctx.redact(&m));
         log(&format!(
             "# {} in {}ms{}",
             status.as_str(),

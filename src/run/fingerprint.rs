@@ -3,7 +3,12 @@
 
 use std::path::Path;
 
+use std::collections::BTreeMap;
+
 use sha2::{Digest, Sha256};
+
+use crate::plan::Plan;
+use crate::workspace::{Profile, StackConfig};
 
 /// Folders never hashed: VCS data and dependency caches that do not change the program.
 const SKIP_DIRS: &[&str] = &[
@@ -71,6 +76,54 @@ pub fn fingerprint(
     }
     let digest = h.finalize();
     digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The input fingerprint of every step of the plan.
+pub fn of_plan(
+    plan: &Plan,
+    profile: &Profile,
+    cfg: &StackConfig,
+    secrets: &BTreeMap<String, String>,
+    salt: &[u8],
+) -> BTreeMap<String, String> {
+    let config_text = serde_yaml::to_string(cfg.config()).unwrap_or_default();
+    let profile_keys: Vec<&String> = profile.secrets.iter().map(|s| &s.key).collect();
+    let all_secrets = profile.all_secrets();
+    let all_keys: Vec<&String> = all_secrets.iter().map(|(s, _)| &s.key).collect();
+    let mut out = BTreeMap::new();
+    for n in &plan.nodes {
+        let (dir, entry_text, keys): (std::path::PathBuf, String, Vec<&String>) =
+            match (&n.project, &n.entry) {
+                (Some(p), Some(e)) => (
+                    p.dir.clone(),
+                    serde_json::json!({
+                        "inputs": e.inputs,
+                        "on_success": e.on_success,
+                        "kind": p.kind_str(),
+                    })
+                    .to_string(),
+                    e.secrets
+                        .iter()
+                        .map(|s| &s.key)
+                        .chain(profile_keys.iter().copied())
+                        .collect(),
+                ),
+                _ => (
+                    std::path::PathBuf::from("/nonexistent"),
+                    format!("secrets-step {}", profile.secret_name),
+                    all_keys.clone(),
+                ),
+            };
+        let pairs: Vec<(String, String)> = keys
+            .into_iter()
+            .filter_map(|k| secrets.get(k).map(|v| (k.clone(), v.clone())))
+            .collect();
+        out.insert(
+            n.path.clone(),
+            fingerprint(&dir, &entry_text, &config_text, &pairs, salt),
+        );
+    }
+    out
 }
 
 /// The per-stack random salt for keyed secret hashes (created on first use, mode 0600).

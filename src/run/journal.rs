@@ -90,10 +90,10 @@ impl Journal {
     }
 }
 
-/// The last record of each project (optionally only of one operation).
+/// The last record of each project, among the given operations (all when empty).
 pub fn last_by_project(
     records: &[Record],
-    operation: Option<&str>,
+    operations: &[&str],
 ) -> std::collections::BTreeMap<String, Record> {
     let mut out = std::collections::BTreeMap::new();
     for r in records {
@@ -102,7 +102,7 @@ pub fn last_by_project(
             operation: op,
             ..
         } = r
-            && operation.is_none_or(|o| o == op)
+            && (operations.is_empty() || operations.contains(&op.as_str()))
         {
             out.insert(project.clone(), r.clone());
         }
@@ -146,7 +146,7 @@ mod tests {
         }
         let records = j.read();
         assert_eq!(records.len(), 3);
-        let last = last_by_project(&records, Some("up"));
+        let last = last_by_project(&records, &["up"]);
         assert!(matches!(&last["a"], Record::Project { status, .. } if status == "succeeded"));
         for line in std::fs::read_to_string(j.path()).unwrap().lines() {
             serde_json::from_str::<serde_json::Value>(line).unwrap();

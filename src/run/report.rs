@@ -289,6 +289,8 @@ pub struct Row {
     pub note: String,
     pub log: Option<std::path::PathBuf>,
     pub failure: Option<String>,
+    /// The last lines the step showed; the log's last lines when empty.
+    pub tail: Vec<String>,
 }
 
 /// The end-of-run table, and for each failure the tail of its log and its path.
@@ -325,9 +327,13 @@ pub fn summary(rows: &[Row], headline: &str, redact: &dyn Fn(&str) -> String) ->
             r.failure.as_deref().unwrap_or("failed")
         ));
         if let Some(log) = &r.log {
-            let tail = tail_lines(log, 15);
+            let tail = if r.tail.is_empty() {
+                tail_lines(log, 15)
+            } else {
+                r.tail.clone()
+            };
             if !tail.is_empty() {
-                out.push_str("  last lines of the log:\n");
+                out.push_str("  last lines of its output:\n");
                 for l in tail {
                     out.push_str(&format!("  │ {}\n", redact(&l)));
                 }
@@ -443,6 +449,7 @@ mod tests {
             note: String::new(),
             log: Some(log),
             failure: Some("pulumi up failed".into()),
+            tail: vec![],
         }];
         let s = summary(&rows, "run failed", &|l: &str| {
             l.replace("s3cret", "[secret]")

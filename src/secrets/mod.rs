@@ -68,6 +68,28 @@ pub fn store_error(e: store::StoreError) -> Error {
 /// ones (and all of them for the secrets step). Missing ones come from
 /// `STRATA_SECRET_<KEY>` or a prompt, and are saved in the store. Destroy and refresh
 /// never prompt: they read what the store has, for redaction.
+/// The secrets of a run, and every value that must never be shown.
+#[derive(Default)]
+pub struct Gathered {
+    /// The secrets the plan needs, by key.
+    pub values: BTreeMap<String, String>,
+    /// Every value of the store (selected or not) and the passphrases in use.
+    pub redact: Vec<String>,
+}
+
+/// Variables that carry strata's own secrets: never handed to a child.
+pub fn is_strata_secret_var(name: &str) -> bool {
+    name == "STRATA_PASSPHRASE" || name.starts_with("STRATA_SECRET_")
+}
+
+/// Values from the environment that must be redacted wherever they show up.
+pub fn env_secrets(env: &BTreeMap<String, String>) -> Vec<String> {
+    env.iter()
+        .filter(|(k, _)| is_strata_secret_var(k) || k.as_str() == "PULUMI_CONFIG_PASSPHRASE")
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
 pub fn gather(
     ws: &Workspace,
     stack: &str,
@@ -75,7 +97,26 @@ pub fn gather(
     plan: &Plan,
     op: Operation,
     settings: &Settings,
-) -> Result<BTreeMap<String, String>> {
+) -> Result<Gathered> {
+    let mut out = Gathered {
+        redact: env_secrets(&ws.env),
+        ..Gathered::default()
+    };
+    let (values, all) = gather_values(ws, stack, profile, plan, op, settings)?;
+    out.redact.extend(all);
+    out.values = values;
+    Ok(out)
+}
+
+/// The needed values and every stored value.
+fn gather_values(
+    ws: &Workspace,
+    stack: &str,
+    profile: &Profile,
+    plan: &Plan,
+    op: Operation,
+    settings: &Settings,
+) -> Result<(BTreeMap<String, String>, Vec<String>)> {
     let has_step = plan.nodes.iter().any(|n| n.kind == NodeKind::Builtin);
     let mut declared: Vec<&SecretItem> = Vec::new();
     if !plan.nodes.is_empty() {
@@ -88,19 +129,24 @@ pub fn gather(
             declared.push(item);
         }
     }
-    if declared.is_empty() {
-        return Ok(BTreeMap::new());
-    }
     let path = store_path(ws, stack);
     let asking = matches!(op, Operation::Up | Operation::Preview);
-    if !asking {
+    if declared.is_empty() || !asking {
+        // Nothing to ask: still learn the stored values (when the key is at hand without
+        // a prompt) so they can be redacted.
         if !store::exists(&path) {
-            return Ok(BTreeMap::new());
+            return Ok((BTreeMap::new(), Vec::new()));
         }
-        return match key(ws, stack, settings.interactive) {
-            Ok(k) => store::load(&path, &k).map_err(store_error),
-            Err(_) => Ok(BTreeMap::new()),
+        let all = match key(ws, stack, false) {
+            Ok(k) => store::load(&path, &k).map_err(store_error)?,
+            Err(_) => BTreeMap::new(),
         };
+        let values = if declared.is_empty() {
+            BTreeMap::new()
+        } else {
+            all.clone()
+        };
+        return Ok((values, all.into_values().collect()));
     }
     let k = key(ws, stack, settings.interactive)?;
     let mut values = store::load(&path, &k).map_err(store_error)?;
@@ -147,8 +193,9 @@ pub fn gather(
     }
     let wanted: std::collections::BTreeSet<&str> =
         declared.iter().map(|i| i.key.as_str()).collect();
+    let all: Vec<String> = values.values().cloned().collect();
     values.retain(|k, _| wanted.contains(k.as_str()));
-    Ok(values)
+    Ok((values, all))
 }
 
 /// Asks for one secret: no echo, with confirmation; Enter takes a declared default.

@@ -107,9 +107,17 @@ impl Workspace {
         if let Some(s) = &stack
             && !valid_stack_name(s)
         {
-            return Err(Error::usage(format!(
-                "`{s}` is not a valid stack name: use letters, digits, `-`, `_` and `.` only."
-            )));
+            let why = format!(
+                "`{s}` is not a valid stack name: use letters, digits, `-`, `_` and `.` (not only dots)."
+            );
+            return Err(if flag.is_some() {
+                Error::usage(why)
+            } else {
+                Error::config(format!(
+                    "{why}\n  It comes from PULUMI_STACK in {} (or the environment); fix it there.",
+                    display_path(&self.env_file.path)
+                ))
+            });
         }
         Ok(stack)
     }
@@ -176,7 +184,7 @@ pub fn check_infra_type(profile: &Profile, config: &StackConfig, stack: &str) ->
         && !recorded.eq_ignore_ascii_case(&profile.infra_type)
     {
         return Err(Error::config(format!(
-            "stack `{stack}` was brought up with infra_type `{recorded}` ({}), but provider `{}` has infra_type `{}`.\n  A stack keeps its provider. To use `{}`, start a new stack: strata up --provider {} --stack <new-name>.",
+            "stack `{stack}` was brought up with infra_type `{recorded}` ({}), but provider `{}` has infra_type `{}`.\n  A stack keeps its provider. To use `{}`, start a new stack: strata up --provider {} --stack <new-name> (and change PULUMI_STACK in config/pulumi/environment if it names `{stack}`).",
             display_path(&config.path),
             profile.name,
             profile.infra_type,
@@ -187,8 +195,17 @@ pub fn check_infra_type(profile: &Profile, config: &StackConfig, stack: &str) ->
     Ok(())
 }
 
+/// The error when no stack is named anywhere.
+pub fn no_stack_error(ws: &Workspace) -> Error {
+    Error::config(format!(
+        "no stack named: pass --stack NAME, or set PULUMI_STACK=NAME in {}.",
+        display_path(&ws.env_file.path)
+    ))
+}
+
 pub fn valid_stack_name(s: &str) -> bool {
     !s.is_empty()
+        && !s.chars().all(|c| c == '.')
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
@@ -239,6 +256,9 @@ mod tests {
         let (_d, w) = ws_with_env(None, &[]);
         assert_eq!(w.resolve_stack(None).unwrap(), None);
         assert!(w.resolve_stack(Some("bad name")).is_err());
+        assert!(w.resolve_stack(Some("..")).is_err());
+        let (_d, w) = ws_with_env(Some("PULUMI_STACK='my stack'\n"), &[]);
+        assert_eq!(w.resolve_stack(None).unwrap_err().exit_code(), 3);
     }
 
     #[test]

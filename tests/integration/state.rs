@@ -1603,3 +1603,103 @@ fn on_pulumi_cloud_strata_org_is_the_whoami_user_asked_once() {
     let asked = std::fs::read_to_string(ws.root.join("whoami.count")).unwrap();
     assert_eq!(asked.lines().count(), 1, "no second whoami");
 }
+
+// ---------------------------------------------------------------------------------
+// Regressions found in review
+// ---------------------------------------------------------------------------------
+
+/// `up` = a Pulumi project `base/a` with a plain output `out` and a secret output
+/// `tok`, and a command project `apps/b` taking both as inputs, which checks them and
+/// prints only whether they match (and a hook that echoes the secret).
+fn secret_pair_workspace() -> Ws {
+    let mut ws = workspace(
+        "infrastructure:\n  - path: base/a\n    on_success:\n      - run: echo \"hook sees ${outputs.tok}\"\n  - path: apps/b\n    inputs:\n      b:o: base/a:out\n      b:t: base/a:tok\n",
+    );
+    ws.pulumi_project("base/a", "a", "outputs:\n  out: hello\n");
+    ws.set_env(
+        "FAKE_PULUMI_SECRET_OUTPUTS_A",
+        r#"{"tok":"SUPERSECRETOUT"}"#,
+    );
+    ws.command_project(
+        "apps/b",
+        "test \"$STRATA_INPUT_B_O\" = hello && test \"$STRATA_INPUT_B_T\" = SUPERSECRETOUT && echo inputs-ok; echo \"b sees $STRATA_INPUT_B_T\"; env | sort > \"$HOME/b-env\"",
+        "true",
+    );
+    ws
+}
+
+#[test]
+fn a_piecemeal_run_hands_downstream_the_secret_output_not_its_mask() {
+    let ws = secret_pair_workspace();
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("inputs-ok"), "{r:?}");
+    let r = ws.strata(&["up", "--project", "apps/b"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("inputs-ok"),
+        "the secret input arrives in plaintext when its upstream is not run: {r:?}"
+    );
+}
+
+#[test]
+fn secret_outputs_are_redacted_in_hooks_command_output_and_logs() {
+    let ws = secret_pair_workspace();
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("hook sees [secret]"), "{r:?}");
+    assert!(r.stdout.contains("b sees [secret]"), "{r:?}");
+    assert!(!r.all().contains("SUPERSECRETOUT"), "{r:?}");
+    for (path, bytes) in ws.files_under(".strata/dev") {
+        if path.components().any(|c| c.as_os_str() == "backend") {
+            continue; // the fake's own (encrypted) state
+        }
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("SUPERSECRETOUT"),
+            "secret output in {}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn children_never_get_stratas_own_secret_variables() {
+    let mut ws = secret_pair_workspace();
+    ws.set_env("STRATA_PASSPHRASE", "age-pass-XYZ");
+    ws.set_env("STRATA_SECRET_OTHER_PW", "other-SECRET2");
+    ws.set_env(
+        "FAKE_PULUMI_LOG_ENV",
+        "STRATA_PASSPHRASE,STRATA_SECRET_OTHER_PW",
+    );
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let env = ws.read("home/b-env");
+    assert!(!env.contains("STRATA_PASSPHRASE="), "{env}");
+    assert!(!env.contains("STRATA_SECRET_OTHER_PW="), "{env}");
+    for c in ws.calls() {
+        if let Some(e) = c["env"].as_object() {
+            assert!(!e.contains_key("STRATA_PASSPHRASE"), "{c}");
+            assert!(!e.contains_key("STRATA_SECRET_OTHER_PW"), "{c}");
+        }
+    }
+    assert!(!r.all().contains("age-pass-XYZ") && !r.all().contains("other-SECRET2"));
+}
+
+#[test]
+fn changed_after_destroy_runs_everything_again() {
+    let ws = chain_workspace();
+    assert_eq!(ws.strata(&["up"]).code, 0);
+    let r = ws.strata(&["destroy", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let before = ws.calls().len();
+    let r = ws.strata(&["up", "--changed", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let finished = r
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "run_finished")
+        .expect("run_finished");
+    assert_eq!(finished["counts"]["succeeded"], 4, "{r:?}");
+    assert_eq!(finished["counts"]["skipped"], 0, "{r:?}");
+    assert!(ws.calls().len() > before);
+}
