@@ -110,14 +110,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
 }
 
 fn check_key(key: &str) -> Result<()> {
-    let ok = key.split_once(':').is_some_and(|(ns, k)| {
-        !ns.is_empty()
-            && !k.is_empty()
-            && key
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
-    });
-    if ok {
+    if crate::workspace::profile::is_valid_key(key) {
         Ok(())
     } else {
         Err(Error::usage(format!(

@@ -306,12 +306,9 @@ pub(crate) fn paths_with_inputs(plan: &Plan) -> Vec<String> {
 
 #[cfg(test)]
 pub(crate) mod testutil {
-    //! Plans built from a profile text, with a Pulumi project for every path except
-    //! those named as command projects.
+    //! Shared fixtures of the export tests (the plan builder is `plan::testing`).
 
-    use crate::error::Result;
     use crate::plan::Plan;
-    use crate::workspace::{profile, project};
 
     pub const HEAD: &str = "description: d\ninfra_type: T\n";
 
@@ -321,35 +318,7 @@ pub(crate) mod testutil {
         infra_type: "T",
     };
 
-    /// The plan of `profile_yaml`; paths in `commands` are command projects, the others
-    /// Pulumi projects named after their last path segment.
-    pub fn plan_of(profile_yaml: &str, commands: &[&str]) -> Result<Plan> {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("providers")).unwrap();
-        std::fs::write(d.path().join("providers/p.yaml"), profile_yaml).unwrap();
-        let prof = profile::load(&d.path().join("providers"), "p")?;
-        let projects = prof
-            .entries
-            .iter()
-            .map(|e| {
-                let dir = d.path().join("projects").join(&e.path);
-                std::fs::create_dir_all(&dir).unwrap();
-                if commands.contains(&e.path.as_str()) {
-                    std::fs::write(dir.join("Strata.yaml"), "up: 'true'\ndestroy: 'true'\n")
-                        .unwrap();
-                } else {
-                    let name = e.path.rsplit('/').next().unwrap();
-                    std::fs::write(
-                        dir.join("Pulumi.yaml"),
-                        format!("name: {name}\nruntime: yaml\n"),
-                    )
-                    .unwrap();
-                }
-                project::load(&d.path().join("projects"), &e.path, &e.file)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Plan::build(&prof, projects)
-    }
+    pub use crate::plan::testing::plan_of;
 
     /// A profile with secrets (so an `@secrets` step), two infrastructure chains and a
     /// kubernetes stage with a fan-in.

@@ -492,25 +492,9 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workspace::profile;
 
-    /// A workspace with command projects for every path in `profile_yaml`.
     fn plan_of(profile_yaml: &str) -> Result<Plan> {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("providers")).unwrap();
-        std::fs::write(d.path().join("providers/p.yaml"), profile_yaml).unwrap();
-        let prof = profile::load(&d.path().join("providers"), "p")?;
-        let projects = prof
-            .entries
-            .iter()
-            .map(|e| {
-                let dir = d.path().join("projects").join(&e.path);
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(dir.join("Strata.yaml"), "up: 'true'\ndestroy: 'true'\n").unwrap();
-                crate::workspace::project::load(&d.path().join("projects"), &e.path, &e.file)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Plan::build(&prof, projects)
+        crate::plan::testing::plan_of(profile_yaml, &[])
     }
 
     fn order(p: &Plan) -> Vec<&str> {

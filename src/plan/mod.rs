@@ -2,5 +2,7 @@
 
 pub mod graph;
 pub mod render;
+#[cfg(test)]
+pub mod testing;
 
 pub use graph::{NodeKind, NodeStage, Plan, SECRETS_STEP, Selection};

@@ -240,26 +240,8 @@ mod tests {
     }
 
     fn plan(yaml: &str) -> Plan {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("providers")).unwrap();
-        std::fs::write(
-            d.path().join("providers/p.yaml"),
-            format!("description: d\ninfra_type: T\n{yaml}"),
-        )
-        .unwrap();
-        let prof = crate::workspace::profile::load(&d.path().join("providers"), "p").unwrap();
-        let projects = prof
-            .entries
-            .iter()
-            .map(|e| {
-                let dir = d.path().join("projects").join(&e.path);
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(dir.join("Strata.yaml"), "up: 'true'\ndestroy: 'true'\n").unwrap();
-                crate::workspace::project::load(&d.path().join("projects"), &e.path, &e.file)
-                    .unwrap()
-            })
-            .collect();
-        Plan::build(&prof, projects).unwrap()
+        crate::plan::testing::plan_of(&format!("description: d\ninfra_type: T\n{yaml}"), &[])
+            .unwrap()
     }
 
     fn fake(p: &Plan, fail: Vec<&'static str>) -> Fake {

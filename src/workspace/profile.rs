@@ -577,15 +577,19 @@ fn check(profile: &Profile) -> Result<()> {
     Ok(())
 }
 
-fn check_key(file: &Path, list: &str, key: &str) -> Result<()> {
-    let ok = key.split_once(':').is_some_and(|(ns, k)| {
+/// A config or secret key: `namespace:name`, letters, digits, `-`, `_`, `.`.
+pub fn is_valid_key(key: &str) -> bool {
+    key.split_once(':').is_some_and(|(ns, k)| {
         !ns.is_empty()
             && !k.is_empty()
             && key
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
-    });
-    if ok {
+    })
+}
+
+fn check_key(file: &Path, list: &str, key: &str) -> Result<()> {
+    if is_valid_key(key) {
         Ok(())
     } else {
         Err(Error::config(format!(

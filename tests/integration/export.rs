@@ -4,8 +4,6 @@
 //! step bridged: whatever needs it needs what it needs).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use serde::Deserialize;
 use serde_yaml::Value as Yaml;
@@ -74,30 +72,6 @@ fn workspace(body: &str) -> Ws {
         }
     }
     ws
-}
-
-/// Runs strata against the workspace this repository ships (`--root` = the crate dir),
-/// with a clean environment, a throw-away HOME and stdin closed.
-fn repo(args: &[&str]) -> Run {
-    let home = tempfile::tempdir().expect("tempdir");
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--root")
-        .arg(&root)
-        .args(args)
-        .current_dir(home.path())
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", home.path())
-        .env("KUBECONFIG", home.path().join("kubeconfig"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("run strata");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// What `show --format json` says, per path: (needs, kind).

@@ -7,7 +7,6 @@
 //! ever panics (exit 101).
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -136,30 +135,6 @@ fn sorted(v: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
     v.sort();
     v
-}
-
-/// Runs strata against the workspace this repository ships (`--root` = the crate dir),
-/// with a clean environment, a throw-away HOME and stdin closed.
-fn repo(args: &[&str]) -> Run {
-    let home = tempfile::tempdir().expect("tempdir");
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("--root")
-        .arg(&root)
-        .args(args)
-        .current_dir(home.path())
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", home.path())
-        .env("KUBECONFIG", home.path().join("kubeconfig"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("run strata");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// A good stack config for profile `t` (infra_type `test`).
