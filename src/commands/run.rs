@@ -174,17 +174,18 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
     let emit = |e: RunEvent| reporter.event(&e);
 
     let started = now_ms();
+    let order: Vec<String> = ctx
+        .plan
+        .order
+        .iter()
+        .map(|&i| ctx.plan.nodes[i].path.clone())
+        .collect();
     journal.append(&Record::Run {
         run_id: run_id.clone(),
         operation: op.as_str().into(),
         provider: profile.name.clone(),
         stack: stack.clone(),
-        projects: ctx
-            .plan
-            .order
-            .iter()
-            .map(|&i| ctx.plan.nodes[i].path.clone())
-            .collect(),
+        projects: order.clone(),
         started_at: rfc3339(started),
         command: format!("strata {}", op.as_str()),
     })?;
@@ -193,12 +194,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
         operation: op,
         provider: profile.name.clone(),
         stack: stack.clone(),
-        projects: ctx
-            .plan
-            .order
-            .iter()
-            .map(|&i| ctx.plan.nodes[i].path.clone())
-            .collect(),
+        projects: order,
         parallel: req.args.parallel as usize,
     });
     for n in notices {

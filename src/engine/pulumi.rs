@@ -134,16 +134,24 @@ impl Engine for PulumiEngine {
         if !job.secret_config.is_empty() && job.op != Operation::Destroy {
             self.set_secret_config(job, control, report, &mut procs)?;
         }
-        let mut seen = Seen::default();
-        let mut exit = self.invoke(
-            job,
-            self.base(job, &op_args, true),
-            control,
-            report,
-            &mut seen,
-            &mut procs,
-        )?;
-        if !exit.success() && Self::is_missing_stack(&exit, &seen.tail) && !control.is_cancelled() {
+        // The operation; when Pulumi says the stack does not exist, create it and retry once.
+        let mut created = false;
+        let (exit, seen) = loop {
+            let mut seen = Seen::default();
+            let exit = self.invoke(
+                job,
+                self.base(job, &op_args, true),
+                control,
+                report,
+                &mut seen,
+                &mut procs,
+            )?;
+            let missing = !exit.success()
+                && Self::is_missing_stack(&exit, &seen.tail)
+                && !control.is_cancelled();
+            if !missing || created {
+                break (exit, seen);
+            }
             if matches!(job.op, Operation::Destroy | Operation::Refresh) {
                 report(Progress::Line(format!(
                     "stack {} of {} does not exist: nothing to {}",
@@ -161,16 +169,8 @@ impl Engine for PulumiEngine {
             if !job.secret_config.is_empty() {
                 self.set_secret_config(job, control, report, &mut procs)?;
             }
-            seen = Seen::default();
-            exit = self.invoke(
-                job,
-                self.base(job, &op_args, true),
-                control,
-                report,
-                &mut seen,
-                &mut procs,
-            )?;
-        }
+            created = true;
+        };
         if !exit.success() {
             return Err(failure(job, job.op.as_str(), &exit, &seen, control, procs));
         }
