@@ -91,7 +91,8 @@ pub struct StepRunner<'a> {
     logs: Mutex<BTreeMap<usize, PathBuf>>,
     outputs: Mutex<BTreeMap<String, Outputs>>,
     processes: AtomicU32,
-    /// Steps that failed because an upstream was never deployed (a missing input).
+    /// Steps that failed for a missing input: an upstream never deployed, or an output
+    /// the upstream does not export.
     missing_input: Mutex<BTreeSet<usize>>,
     /// The last lines shown for each step (rendered, redacted), for the summary.
     tails: Mutex<BTreeMap<usize, Vec<String>>>,
@@ -143,7 +144,7 @@ impl<'a> StepRunner<'a> {
         }
     }
 
-    /// True when some step failed only because an upstream was never deployed.
+    /// True when some step failed for a missing input.
     pub fn had_missing_input(&self) -> bool {
         self.missing_input
             .lock()
@@ -333,6 +334,10 @@ impl<'a> StepRunner<'a> {
                 }
                 let mut names: Vec<&str> = outputs.values.keys().map(String::as_str).collect();
                 names.sort();
+                // A profile naming an output that is not exported: a missing input (exit 3).
+                if let Ok(mut m) = self.missing_input.lock() {
+                    m.insert(i);
+                }
                 return (
                     Status::Failed,
                     Some(format!(
