@@ -104,7 +104,8 @@ pub enum RunEvent {
         /// Child processes started (Pulumi CLI calls, command projects, hooks).
         processes: u32,
     },
-    /// A message for people (Ctrl-C notices, warnings).
+    /// A message for people (Ctrl-C notices, warnings); on stderr with `--output json`.
+    #[serde(skip)]
     Notice {
         message: String,
     },

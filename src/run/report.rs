@@ -79,8 +79,14 @@ impl Reporter {
     pub fn event(&self, e: &RunEvent) {
         match self.display {
             Display::Json => {
-                if matches!(e, RunEvent::ProjectProgress { .. }) {
-                    return;
+                match e {
+                    RunEvent::ProjectProgress { .. } => return,
+                    // stdout carries only the documented events; notices are for people.
+                    RunEvent::Notice { message } => {
+                        eprintln!("{message}");
+                        return;
+                    }
+                    _ => {}
                 }
                 if let Ok(line) = serde_json::to_string(e) {
                     self.write_line(&line);

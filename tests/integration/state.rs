@@ -1700,3 +1700,35 @@ fn changed_after_destroy_runs_everything_again() {
     assert_eq!(finished["counts"]["skipped"], 0, "{r:?}");
     assert!(ws.calls().len() > before);
 }
+
+#[test]
+fn json_stdout_holds_only_the_documented_events_even_with_a_warning() {
+    let ws = chain_workspace();
+    let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
+    ws.write(
+        ".strata/dev/lock",
+        &json!({"pid": 999_999_999u64, "host": host.trim(), "command": "strata up", "since": "2020-01-01T00:00:00Z"})
+            .to_string(),
+    );
+    let r = ws.strata(&["up", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let documented = [
+        "run_started",
+        "project_started",
+        "project_output",
+        "project_finished",
+        "hook_finished",
+        "run_finished",
+    ];
+    for e in r.events() {
+        let name = e["event"].as_str().unwrap_or("");
+        assert!(
+            documented.contains(&name),
+            "undocumented event on stdout: {e}"
+        );
+    }
+    assert!(
+        r.stderr.contains("taking over"),
+        "the warning goes to stderr: {r:?}"
+    );
+}
