@@ -57,6 +57,18 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
         plan = resume_plan(&full, &journal, &stack)?;
     }
 
+    // A destroy that cannot ask needs --yes: said before anything else is looked at.
+    if op == Operation::Destroy && !req.args.yes && !settings.interactive {
+        confirm_destroy(&req.args, settings, &plan, &stack, &profile)?;
+    }
+    if op == Operation::Destroy && existing.is_none() {
+        eprintln!(
+            "stack `{stack}` has no stack config ({}): nothing was brought up on it, nothing to destroy.",
+            display_path(&config_path)
+        );
+        return Ok(crate::error::exit::OK);
+    }
+
     // Config and secrets: asked on a terminal; otherwise every missing one is listed
     // in one error.
     let config_result = match op {

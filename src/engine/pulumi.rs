@@ -108,6 +108,17 @@ impl PulumiEngine {
     }
 }
 
+/// Stops before starting another Pulumi process once a Ctrl-C came.
+fn stop_if_cancelled(job: &Job, control: &Control, procs: u32) -> Result<(), Failure> {
+    if control.is_cancelled() {
+        return Err(Failure::Cancelled {
+            message: format!("{} of {} was cancelled", job.op.as_str(), job.path),
+            processes: procs,
+        });
+    }
+    Ok(())
+}
+
 impl Engine for PulumiEngine {
     fn run(
         &self,
@@ -122,8 +133,6 @@ impl Engine for PulumiEngine {
             Operation::Refresh => vec!["refresh", "--yes", "--skip-preview", "--json"],
             Operation::Preview => vec!["preview"],
         };
-        // On a fresh stack config, let the first Pulumi process write the encryption salt
-        // before others start, so every project shares one salt.
         // A new stack on a file backend: create it first instead of learning it from a
         // failed operation (a wrong guess only costs an "already exists").
         if matches!(job.op, Operation::Up | Operation::Preview)
@@ -137,6 +146,7 @@ impl Engine for PulumiEngine {
         // The operation; when Pulumi says the stack does not exist, create it and retry once.
         let mut created = false;
         let (exit, seen) = loop {
+            stop_if_cancelled(job, control, procs)?;
             let mut seen = Seen::default();
             let exit = self.invoke(
                 job,
@@ -213,6 +223,7 @@ impl PulumiEngine {
         report: &mut dyn FnMut(Progress),
         procs: &mut u32,
     ) -> Result<(), Failure> {
+        stop_if_cancelled(job, control, *procs)?;
         let mut seen = Seen::default();
         let exit = self.invoke(
             job,
@@ -240,6 +251,7 @@ impl PulumiEngine {
         let mut initialised = false;
         for (key, value) in &job.secret_config {
             loop {
+                stop_if_cancelled(job, control, *procs)?;
                 *procs += 1;
                 let argv = self.base(job, &["config", "set", "--secret", key.as_str()], true);
                 report(Progress::Raw(format!(
@@ -266,6 +278,7 @@ impl PulumiEngine {
                 if out.exit.success() {
                     break;
                 }
+                stop_if_cancelled(job, control, *procs)?;
                 let missing = out.exit.code == Some(6) || err.contains("no stack named");
                 if missing && !initialised {
                     initialised = true;
@@ -300,6 +313,7 @@ impl PulumiEngine {
         if show_secrets {
             args.push("--show-secrets");
         }
+        stop_if_cancelled(job, control, *procs)?;
         *procs += 1;
         let argv = self.base(job, &args, false);
         report(Progress::Raw(format!("$ pulumi {}", argv.join(" "))));
@@ -322,13 +336,13 @@ impl PulumiEngine {
             for l in err.lines() {
                 report(Progress::Raw(l.to_string()));
             }
+            stop_if_cancelled(job, control, *procs)?;
             return Err(Failure::Failed {
                 message: format!(
-                    "`pulumi stack output` of {} failed (exit {}: {}): {}",
+                    "`pulumi stack output` of {} failed ({}): {}",
                     job.path,
-                    code.unwrap_or(-1),
-                    describe_exit(code.unwrap_or(1)),
-                    err.lines().last().unwrap_or("")
+                    exit_text(&out.exit),
+                    error_line(err.lines())
                 ),
                 exit_code: code,
                 processes: *procs,
@@ -380,13 +394,8 @@ fn failure(
         .errors
         .first()
         .cloned()
-        .or_else(|| tail.iter().rev().find(|l| !l.trim().is_empty()).cloned())
-        .unwrap_or_default();
-    let code_text = match (exit.code, exit.signal) {
-        (Some(c), _) => format!("exit {c}: {}", describe_exit(c)),
-        (None, Some(s)) => format!("killed by signal {s}"),
-        _ => "unknown exit".to_string(),
-    };
+        .unwrap_or_else(|| error_line(tail.iter().map(String::as_str)));
+    let code_text = exit_text(exit);
     Failure::Failed {
         message: format!(
             "pulumi {what} of {} failed ({code_text}){}",
@@ -402,6 +411,28 @@ fn failure(
     }
 }
 
+/// "exit 4: a resource operation failed", or the signal that ended the process.
+fn exit_text(exit: &Exit) -> String {
+    match (exit.code, exit.signal) {
+        (Some(c), _) => format!("exit {c}: {}", describe_exit(c)),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown exit".to_string(),
+    }
+}
+
+/// The line that says what went wrong: the last `error:` line (Pulumi puts details such
+/// as a lock file's path after it), else the last non-empty line.
+fn error_line<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> String {
+    lines
+        .clone()
+        .rev()
+        .find(|l| l.trim_start().starts_with("error:"))
+        .or_else(|| lines.rev().find(|l| !l.trim().is_empty()))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
 /// On a `file://` backend, whether the stack's checkpoint is absent, in Pulumi's
 /// project-scoped layout (`.pulumi/stacks/<project>/<stack>.json[.gz]`) or the legacy one.
 /// `None` when the backend is not a local file backend.
@@ -409,10 +440,14 @@ fn file_backend_stack_missing(job: &Job) -> Option<bool> {
     let url = job.env.get("PULUMI_BACKEND_URL")?;
     let dir = url.strip_prefix("file://")?;
     let dir = dir.split('?').next().unwrap_or(dir);
-    if dir.is_empty() || dir.starts_with('~') {
+    let dir = match dir.strip_prefix('~') {
+        Some(rest) => format!("{}{rest}", job.env.get("HOME")?),
+        None => dir.to_string(),
+    };
+    if dir.is_empty() {
         return None;
     }
-    let stacks = Path::new(dir).join(".pulumi").join("stacks");
+    let stacks = Path::new(&dir).join(".pulumi").join("stacks");
     let candidates = [
         stacks.join(&job.name).join(format!("{}.json", job.stack)),
         stacks
@@ -449,6 +484,18 @@ mod tests {
             scratch_dir: "/tmp".into(),
             secret_config: Default::default(),
         }
+    }
+
+    #[test]
+    fn the_error_line_is_the_last_error_line() {
+        let lines = [
+            "Updating",
+            "error: the stack is locked",
+            "  /x/locks/1.json",
+            "",
+        ];
+        assert_eq!(error_line(lines.into_iter()), "error: the stack is locked");
+        assert_eq!(error_line(["a", "b", ""].into_iter()), "b");
     }
 
     #[test]

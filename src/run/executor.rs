@@ -246,6 +246,11 @@ impl<'a> StepRunner<'a> {
                     });
                 self.processes.fetch_add(procs, Ordering::SeqCst);
                 let masked = masked?;
+                if masked.is_empty() {
+                    // A stack that exists but was never brought up (a preview, a failed
+                    // first up) has no outputs yet: as good as not deployed.
+                    return Err(never());
+                }
                 let secret: BTreeSet<String> = masked
                     .iter()
                     .filter(|(_, v)| crate::engine::contains_secret_mask(v))
@@ -311,7 +316,10 @@ impl<'a> StepRunner<'a> {
         // Inputs: config values from upstream outputs.
         let mut plain_inputs: Vec<(String, Value)> = Vec::new();
         let mut secret_inputs: BTreeMap<String, String> = BTreeMap::new();
-        for input in &entry.inputs {
+        let is_pulumi = matches!(project.kind, ProjectKind::Pulumi { .. });
+        // `pulumi destroy` does not run the program: it needs no wired inputs.
+        let wire_inputs = !(is_pulumi && op == Operation::Destroy);
+        for input in entry.inputs.iter().filter(|_| wire_inputs) {
             // Everything any dependent reads from that upstream, so one read serves all
             // (and a secret among them is read in plaintext, not as "[secret]").
             let needed = ctx.needed.get(&input.project).cloned().unwrap_or_default();
@@ -321,6 +329,9 @@ impl<'a> StepRunner<'a> {
             let outputs = match got {
                 Ok(o) => o,
                 Err(_) if op == Operation::Destroy => continue,
+                Err((msg, _)) if self.control.is_cancelled() => {
+                    return (Status::Cancelled, Some(msg), None);
+                }
                 Err((msg, missing)) => {
                     if missing && let Ok(mut m) = self.missing_input.lock() {
                         m.insert(i);
@@ -382,7 +393,6 @@ impl<'a> StepRunner<'a> {
             }
         }
 
-        let is_pulumi = matches!(project.kind, ProjectKind::Pulumi { .. });
         if is_pulumi {
             secrets.extend(secret_inputs.clone());
             if !plain_inputs.is_empty() || !secrets.is_empty() {

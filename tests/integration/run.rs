@@ -1228,3 +1228,17 @@ fn after_a_graceful_ctrl_c_the_hint_is_resume_not_pulumi_cancel() {
     assert!(r.stderr.contains("--resume"), "{r:?}");
     assert!(!r.stderr.contains("pulumi cancel"), "{r:?}");
 }
+
+#[test]
+fn destroy_on_a_stack_never_brought_up_needs_yes_then_has_nothing_to_do() {
+    let ws = workspace(DIAMOND, DIAMOND_PATHS);
+    let r = run(&ws, "destroy", &[]);
+    assert_eq!(
+        r.code, 2,
+        "without --yes a non-interactive destroy is a usage error: {r:?}"
+    );
+    let r = run(&ws, "destroy", &["--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("nothing to destroy"), "{r:?}");
+    assert!(ws.calls().is_empty(), "no pulumi process: {:?}", ws.calls());
+}
