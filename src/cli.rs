@@ -26,6 +26,7 @@ pub struct GlobalArgs {
         short = 'p',
         long,
         env = "STRATA_PROVIDER",
+        hide_env_values = true,
         global = true,
         value_name = "NAME"
     )]
@@ -40,6 +41,7 @@ pub struct GlobalArgs {
         short = 'C',
         long,
         env = "STRATA_ROOT",
+        hide_env_values = true,
         global = true,
         value_name = "DIR"
     )]
