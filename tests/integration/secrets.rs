@@ -1403,3 +1403,19 @@ fn a_full_up_with_secrets_leaks_no_value_anywhere() {
         "the logs of the echoing projects should show [secret]"
     );
 }
+
+#[test]
+fn missing_config_and_missing_secrets_are_listed_in_one_error() {
+    let mut ws = Ws::new();
+    ws.set_env("STRATA_PASSPHRASE", "pass-for-the-store");
+    ws.profile(
+        "lab",
+        "description: lab\ninfra_type: lab\nconfig:\n  - key: lab:account\n    prompt: Account id\nsecrets:\n  - key: apps:token\n    prompt: API token\ninfrastructure:\n  - path: infra/a\n",
+    );
+    ws.command_project("infra/a", "true", "true");
+    let r = ws.strata(&["up", "--stack", "dev", "--provider", "lab"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("lab:account"), "{r:?}");
+    assert!(r.stderr.contains("apps:token"), "both in one run: {r:?}");
+    assert!(r.stderr.contains("STRATA_SECRET_APPS_TOKEN"), "{r:?}");
+}
