@@ -79,10 +79,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &OutputsArgs) -> Result<i3
                     &mut procs,
                 ) {
                     Ok(m) => Value::Object(m),
-                    Err(crate::engine::Failure::Failed {
-                        exit_code: Some(6), ..
-                    }) => Value::Null,
-                    Err(f) if f.message().contains("no stack named") => Value::Null,
+                    Err(f) if f.is_missing_stack() => Value::Null,
                     Err(f) => return Err(Error::failed(f.message().to_string())),
                 }
             }

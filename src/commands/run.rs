@@ -360,7 +360,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
             Err(Error::interrupted(format!("interrupted.{hint}")))
         }
         // A downstream whose upstream was never deployed lacks an input: exit 3.
-        Status::Failed if runner.had_missing_input() => Ok(crate::error::exit::CONFIG),
+        Status::Failed if results.iter().any(|r| r.missing_input) => Ok(crate::error::exit::CONFIG),
         Status::Failed => Ok(crate::error::exit::FAILED),
         _ => Ok(crate::error::exit::OK),
     }

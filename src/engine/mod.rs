@@ -102,6 +102,17 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// Pulumi said the stack does not exist (exit 6, or "no stack named" before 3.226).
+    pub fn is_missing_stack(&self) -> bool {
+        match self {
+            Failure::Failed {
+                exit_code: Some(6), ..
+            } => true,
+            Failure::Failed { message, .. } => message.contains("no stack named"),
+            Failure::Cancelled { .. } => false,
+        }
+    }
+
     pub fn message(&self) -> &str {
         match self {
             Failure::Failed { message, .. } | Failure::Cancelled { message, .. } => message,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::events::EventState;
-use super::process::{Control, Exit, run_captured, run_streaming};
+use super::process::{Captured, Control, Exit, run_captured, run_streaming};
 use super::{Engine, Failure, Job, Operation, Outcome, Progress, contains_secret_mask};
 
 /// Pulumi's documented exit codes (CLI 3.226+), for messages.
@@ -100,11 +100,57 @@ impl PulumiEngine {
         Ok(exit)
     }
 
-    fn is_missing_stack(exit: &Exit, tail: &[String]) -> bool {
+    /// Pulumi's "the stack does not exist": exit 6 (CLI 3.226+), or its message (older).
+    fn is_missing_stack<'a>(exit: &Exit, lines: impl IntoIterator<Item = &'a str>) -> bool {
         exit.code == Some(6)
-            || tail
-                .iter()
+            || lines
+                .into_iter()
                 .any(|l| l.contains("no stack named") || l.contains("stack not found"))
+    }
+
+    /// Runs one captured CLI call (`config set`, `stack output`): counted, logged with its
+    /// stderr, in its own process group; `stdin` piped in when given.
+    fn capture(
+        &self,
+        job: &Job,
+        argv: &[String],
+        stdin: Option<&[u8]>,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        procs: &mut u32,
+    ) -> Result<(Captured, String), Failure> {
+        stop_if_cancelled(job, control, *procs)?;
+        *procs += 1;
+        report(Progress::Raw(format!(
+            "$ pulumi {}{}",
+            argv.join(" "),
+            if stdin.is_some() {
+                " (value on stdin)"
+            } else {
+                ""
+            }
+        )));
+        let out = run_captured(
+            duct::cmd(&self.binary, argv)
+                .dir(&job.dir)
+                .full_env(&job.env),
+            control,
+            &job.path,
+            stdin,
+        )
+        .map_err(|e| Failure::Failed {
+            message: format!("could not run {}: {e}", self.binary.display()),
+            exit_code: None,
+            processes: *procs,
+        })?;
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        for l in err.lines() {
+            report(Progress::Raw(l.to_string()));
+        }
+        if !out.exit.success() {
+            stop_if_cancelled(job, control, *procs)?;
+        }
+        Ok((out, err))
     }
 }
 
@@ -157,7 +203,7 @@ impl Engine for PulumiEngine {
                 &mut procs,
             )?;
             let missing = !exit.success()
-                && Self::is_missing_stack(&exit, &seen.tail)
+                && Self::is_missing_stack(&exit, seen.tail.iter().map(String::as_str))
                 && !control.is_cancelled();
             if !missing || created {
                 break (exit, seen);
@@ -251,46 +297,23 @@ impl PulumiEngine {
         let mut initialised = false;
         for (key, value) in &job.secret_config {
             loop {
-                stop_if_cancelled(job, control, *procs)?;
-                *procs += 1;
                 let argv = self.base(job, &["config", "set", "--secret", key.as_str()], true);
-                report(Progress::Raw(format!(
-                    "$ pulumi {} (value on stdin)",
-                    argv.join(" ")
-                )));
-                let out = run_captured(
-                    duct::cmd(&self.binary, &argv)
-                        .dir(&job.dir)
-                        .full_env(&job.env),
-                    control,
-                    &job.path,
-                    Some(value.as_bytes()),
-                )
-                .map_err(|e| Failure::Failed {
-                    message: format!("could not run {}: {e}", self.binary.display()),
-                    exit_code: None,
-                    processes: *procs,
-                })?;
-                let err = String::from_utf8_lossy(&out.stderr).to_string();
-                for l in err.lines() {
-                    report(Progress::Raw(l.to_string()));
-                }
+                let (out, err) =
+                    self.capture(job, &argv, Some(value.as_bytes()), control, report, procs)?;
                 if out.exit.success() {
                     break;
                 }
-                stop_if_cancelled(job, control, *procs)?;
-                let missing = out.exit.code == Some(6) || err.contains("no stack named");
-                if missing && !initialised {
+                if Self::is_missing_stack(&out.exit, err.lines()) && !initialised {
                     initialised = true;
                     self.stack_init(job, control, report, procs)?;
                     continue;
                 }
                 return Err(Failure::Failed {
                     message: format!(
-                        "could not set secret config `{key}` of {} (exit {}): {}",
+                        "could not set secret config `{key}` of {} ({}): {}",
                         job.path,
-                        out.exit.code.unwrap_or(-1),
-                        err.lines().last().unwrap_or("")
+                        exit_text(&out.exit),
+                        error_line(err.lines())
                     ),
                     exit_code: out.exit.code,
                     processes: *procs,
@@ -313,30 +336,10 @@ impl PulumiEngine {
         if show_secrets {
             args.push("--show-secrets");
         }
-        stop_if_cancelled(job, control, *procs)?;
-        *procs += 1;
         let argv = self.base(job, &args, false);
-        report(Progress::Raw(format!("$ pulumi {}", argv.join(" "))));
-        let out = run_captured(
-            duct::cmd(&self.binary, &argv)
-                .dir(&job.dir)
-                .full_env(&job.env),
-            control,
-            &job.path,
-            None,
-        )
-        .map_err(|e| Failure::Failed {
-            message: format!("could not run {}: {e}", self.binary.display()),
-            exit_code: None,
-            processes: *procs,
-        })?;
+        let (out, err) = self.capture(job, &argv, None, control, report, procs)?;
         let code = out.exit.code;
-        if code != Some(0) {
-            let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            for l in err.lines() {
-                report(Progress::Raw(l.to_string()));
-            }
-            stop_if_cancelled(job, control, *procs)?;
+        if !out.exit.success() {
             return Err(Failure::Failed {
                 message: format!(
                     "`pulumi stack output` of {} failed ({}): {}",

@@ -75,6 +75,33 @@ impl Ctx {
     }
 }
 
+/// How a project step ended.
+struct Ran {
+    status: Status,
+    message: Option<String>,
+    exit_code: Option<i32>,
+    /// Failed for a missing input: an upstream never deployed, or an output it lacks.
+    missing_input: bool,
+}
+
+impl Ran {
+    fn new(status: Status, message: Option<String>, exit_code: Option<i32>) -> Ran {
+        Ran {
+            status,
+            message,
+            exit_code,
+            missing_input: false,
+        }
+    }
+
+    fn missing_input(message: String) -> Ran {
+        Ran {
+            missing_input: true,
+            ..Ran::new(Status::Failed, Some(message), None)
+        }
+    }
+}
+
 /// Outputs of a project, and which of them are secret.
 #[derive(Debug, Clone, Default)]
 struct Outputs {
@@ -91,9 +118,6 @@ pub struct StepRunner<'a> {
     logs: Mutex<BTreeMap<usize, PathBuf>>,
     outputs: Mutex<BTreeMap<String, Outputs>>,
     processes: AtomicU32,
-    /// Steps that failed for a missing input: an upstream never deployed, or an output
-    /// the upstream does not export.
-    missing_input: Mutex<BTreeSet<usize>>,
     /// The last lines shown for each step (rendered, redacted), for the summary.
     tails: Mutex<BTreeMap<usize, Vec<String>>>,
 }
@@ -115,7 +139,6 @@ impl<'a> StepRunner<'a> {
             logs: Mutex::new(BTreeMap::new()),
             outputs: Mutex::new(BTreeMap::new()),
             processes: AtomicU32::new(0),
-            missing_input: Mutex::new(BTreeSet::new()),
             tails: Mutex::new(BTreeMap::new()),
         }
     }
@@ -134,22 +157,21 @@ impl<'a> StepRunner<'a> {
             .unwrap_or_default()
     }
 
-    fn remember(&self, node: usize, line: &str) {
+    /// Shows a line of step `node` (a rendered engine event, a command's or a hook's
+    /// output): redacted, kept for the summary's tail, and emitted.
+    fn show(&self, node: usize, line: &str, emit: &(dyn Fn(RunEvent) + Sync)) {
+        let line = self.ctx.redact(line);
         if let Ok(mut t) = self.tails.lock() {
             let v = t.entry(node).or_default();
-            v.push(line.to_string());
+            v.push(line.clone());
             if v.len() > 15 {
                 v.remove(0);
             }
         }
-    }
-
-    /// True when some step failed for a missing input.
-    pub fn had_missing_input(&self) -> bool {
-        self.missing_input
-            .lock()
-            .map(|m| !m.is_empty())
-            .unwrap_or(false)
+        emit(RunEvent::ProjectOutput {
+            project: self.ctx.plan.nodes[node].path.clone(),
+            line,
+        });
     }
 
     pub fn log_path(&self, node: usize) -> Option<PathBuf> {
@@ -231,14 +253,7 @@ impl<'a> StepRunner<'a> {
                 let masked = engine
                     .stack_outputs(&job, self.control, log, false, &mut procs)
                     .map_err(|f| {
-                        let missing = matches!(
-                            &f,
-                            Failure::Failed {
-                                exit_code: Some(6),
-                                ..
-                            }
-                        ) || f.message().contains("no stack named");
-                        if missing {
+                        if f.is_missing_stack() {
                             never()
                         } else {
                             (f.message().to_string(), false)
@@ -281,26 +296,19 @@ impl<'a> StepRunner<'a> {
         i: usize,
         emit: &(dyn Fn(RunEvent) + Sync),
         log: &mut dyn FnMut(&str),
-    ) -> (Status, Option<String>, Option<i32>) {
+    ) -> Ran {
         let ctx = self.ctx;
         let node = &ctx.plan.nodes[i];
         let (Some(entry), Some(project)) = (&node.entry, &node.project) else {
-            return (Status::Failed, Some("not a project".into()), None);
+            return Ran::new(Status::Failed, Some("not a project".into()), None);
         };
         let op = ctx.op;
         let Some(mut job) = self.job_for(&node.path, op) else {
-            return (Status::Failed, Some("unknown project".into()), None);
+            return Ran::new(Status::Failed, Some("unknown project".into()), None);
         };
         let mut sink = |p: Progress| match p {
             Progress::Raw(l) => log(&l),
-            Progress::Line(l) => {
-                let line = ctx.redact(&l);
-                self.remember(i, &line);
-                emit(RunEvent::ProjectOutput {
-                    project: node.path.clone(),
-                    line,
-                })
-            }
+            Progress::Line(l) => self.show(i, &l, emit),
             Progress::Resources {
                 done,
                 started,
@@ -330,14 +338,10 @@ impl<'a> StepRunner<'a> {
                 Ok(o) => o,
                 Err(_) if op == Operation::Destroy => continue,
                 Err((msg, _)) if self.control.is_cancelled() => {
-                    return (Status::Cancelled, Some(msg), None);
+                    return Ran::new(Status::Cancelled, Some(msg), None);
                 }
-                Err((msg, missing)) => {
-                    if missing && let Ok(mut m) = self.missing_input.lock() {
-                        m.insert(i);
-                    }
-                    return (Status::Failed, Some(msg), None);
-                }
+                Err((msg, true)) => return Ran::missing_input(msg),
+                Err((msg, false)) => return Ran::new(Status::Failed, Some(msg), None),
             };
             let Some(value) = outputs.values.get(&input.output) else {
                 if op == Operation::Destroy {
@@ -346,27 +350,20 @@ impl<'a> StepRunner<'a> {
                 let mut names: Vec<&str> = outputs.values.keys().map(String::as_str).collect();
                 names.sort();
                 // A profile naming an output that is not exported: a missing input (exit 3).
-                if let Ok(mut m) = self.missing_input.lock() {
-                    m.insert(i);
-                }
-                return (
-                    Status::Failed,
-                    Some(format!(
-                        "input `{}` of {}: {} has no output `{}` (its outputs: {}).\n  Fix `inputs:` in {}, or export that output from {}.",
-                        input.key,
-                        node.path,
-                        input.project,
-                        input.output,
-                        if names.is_empty() {
-                            "none".to_string()
-                        } else {
-                            names.join(", ")
-                        },
-                        display_path(&entry.file),
-                        input.project
-                    )),
-                    None,
-                );
+                return Ran::missing_input(format!(
+                    "input `{}` of {}: {} has no output `{}` (its outputs: {}).\n  Fix `inputs:` in {}, or export that output from {}.",
+                    input.key,
+                    node.path,
+                    input.project,
+                    input.output,
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    },
+                    display_path(&entry.file),
+                    input.project
+                ));
             };
             if outputs.secret.contains(&input.output) {
                 let text = match value {
@@ -401,7 +398,7 @@ impl<'a> StepRunner<'a> {
                         job.config_file = file;
                         job.secret_config = to_set;
                     }
-                    Err(msg) => return (Status::Failed, Some(msg), None),
+                    Err(msg) => return Ran::new(Status::Failed, Some(msg), None),
                 }
             }
         } else {
@@ -422,7 +419,7 @@ impl<'a> StepRunner<'a> {
             (ProjectKind::Command(_), _) => self.command,
             (ProjectKind::Pulumi { .. }, Some(p)) => p,
             (ProjectKind::Pulumi { .. }, None) => {
-                return (
+                return Ran::new(
                     Status::Failed,
                     Some("the pulumi CLI was not found".into()),
                     None,
@@ -438,11 +435,11 @@ impl<'a> StepRunner<'a> {
                 processes,
             }) => {
                 self.processes.fetch_add(processes, Ordering::SeqCst);
-                return (Status::Failed, Some(message), exit_code);
+                return Ran::new(Status::Failed, Some(message), exit_code);
             }
             Err(Failure::Cancelled { message, processes }) => {
                 self.processes.fetch_add(processes, Ordering::SeqCst);
-                return (Status::Cancelled, Some(message), None);
+                return Ran::new(Status::Cancelled, Some(message), None);
             }
         };
         self.processes
@@ -461,7 +458,7 @@ impl<'a> StepRunner<'a> {
                 let text = serde_json::to_string_pretty(&Value::Object(outcome.outputs.clone()))
                     .unwrap_or_default();
                 if let Err(e) = crate::util::write_atomic(&file, text.as_bytes(), Some(0o600)) {
-                    return (Status::Failed, Some(e.message), None);
+                    return Ran::new(Status::Failed, Some(e.message), None);
                 }
             }
             if let Ok(mut m) = self.outputs.lock() {
@@ -480,10 +477,7 @@ impl<'a> StepRunner<'a> {
                     &outcome.outputs,
                     &mut |l| {
                         log(&l);
-                        emit(RunEvent::ProjectOutput {
-                            project: node.path.clone(),
-                            line: ctx.redact(&l),
-                        });
+                        self.show(i, &l, emit);
                     },
                 );
                 let status = if res.is_ok() {
@@ -500,14 +494,14 @@ impl<'a> StepRunner<'a> {
                 });
                 if let Err(msg) = res {
                     log(&format!("hook failed: {msg}"));
-                    return (Status::Failed, Some(msg), None);
+                    return Ran::new(Status::Failed, Some(msg), None);
                 }
             }
         }
         if op == Operation::Destroy && !is_pulumi {
             let _ = std::fs::remove_file(self.outputs_file(&node.path));
         }
-        (Status::Succeeded, Some(outcome.summary), None)
+        Ran::new(Status::Succeeded, Some(outcome.summary), None)
     }
 
     fn run_hook(
@@ -600,13 +594,8 @@ impl<'a> StepRunner<'a> {
 
     fn secret_hash(&self, key: &str, value: &str, cfg: &StackConfig) -> String {
         let salt = cfg.encryption_salt().and_then(|s| s.as_str()).unwrap_or("");
-        super::fingerprint::fingerprint(
-            Path::new("/nonexistent"),
-            key,
-            salt,
-            &[(key.to_string(), value.to_string())],
-            &self.ctx.fingerprint_salt,
-        )
+        // The stack config's salt is part of it: a new salt means re-encrypting.
+        super::fingerprint::keyed_hash(&self.ctx.fingerprint_salt, key, &format!("{salt}\0{value}"))
     }
 
     fn hashes_file(&self, path: &str) -> PathBuf {
@@ -790,9 +779,14 @@ impl Executor for StepRunner<'_> {
             ctx.run_id,
             rfc3339(started)
         ));
-        let (status, message, exit_code) = if node.kind == NodeKind::Builtin {
+        let Ran {
+            status,
+            message,
+            exit_code,
+            missing_input,
+        } = if node.kind == NodeKind::Builtin {
             let (s, m) = self.run_secrets_step(&mut log);
-            (s, m, None)
+            Ran::new(s, m, None)
         } else {
             self.run_project(i, emit, &mut log)
         };
@@ -834,6 +828,7 @@ impl Executor for StepRunner<'_> {
             message,
             log: log_path.map(|p| display_path(&p)),
             exit_code,
+            missing_input,
         }
     }
 }

@@ -51,7 +51,7 @@ fn hash_dir(h: &mut Sha256, root: &Path, dir: &Path) {
 /// Computes the fingerprint. `entry` is a stable text of the profile entry, `config` the
 /// shared stack config's text, `secrets` (key, value) pairs keyed by `salt`.
 pub fn fingerprint(
-    project_dir: &Path,
+    project_dir: Option<&Path>,
     entry: &str,
     config: &str,
     secrets: &[(String, String)],
@@ -59,20 +59,16 @@ pub fn fingerprint(
 ) -> String {
     let mut h = Sha256::new();
     h.update(b"strata-fingerprint-v1\0");
-    hash_dir(&mut h, project_dir, project_dir);
+    if let Some(dir) = project_dir {
+        hash_dir(&mut h, dir, dir);
+    }
     h.update(b"\0entry\0");
     h.update(entry.as_bytes());
     h.update(b"\0config\0");
     h.update(config.as_bytes());
     for (k, v) in secrets {
-        // A keyed hash: the journal must not allow guessing a secret offline.
-        let mut inner = Sha256::new();
-        inner.update(salt);
-        inner.update(k.as_bytes());
-        inner.update([0]);
-        inner.update(v.as_bytes());
         h.update(b"\0secret\0");
-        h.update(inner.finalize());
+        h.update(keyed_hash(salt, k, v));
     }
     let digest = h.finalize();
     digest.iter().map(|b| format!("{b:02x}")).collect()
@@ -92,10 +88,10 @@ pub fn of_plan(
     let all_keys: Vec<&String> = all_secrets.iter().map(|(s, _)| &s.key).collect();
     let mut out = BTreeMap::new();
     for n in &plan.nodes {
-        let (dir, entry_text, keys): (std::path::PathBuf, String, Vec<&String>) =
+        let (dir, entry_text, keys): (Option<&Path>, String, Vec<&String>) =
             match (&n.project, &n.entry) {
                 (Some(p), Some(e)) => (
-                    p.dir.clone(),
+                    Some(p.dir.as_path()),
                     serde_json::json!({
                         "inputs": e.inputs,
                         "on_success": e.on_success,
@@ -109,7 +105,7 @@ pub fn of_plan(
                         .collect(),
                 ),
                 _ => (
-                    std::path::PathBuf::from("/nonexistent"),
+                    None,
                     format!("secrets-step {}", profile.secret_name),
                     all_keys.clone(),
                 ),
@@ -120,10 +116,21 @@ pub fn of_plan(
             .collect();
         out.insert(
             n.path.clone(),
-            fingerprint(&dir, &entry_text, &config_text, &pairs, salt),
+            fingerprint(dir, &entry_text, &config_text, &pairs, salt),
         );
     }
     out
+}
+
+/// A keyed hash of a secret: the journal and state files must not allow guessing a
+/// secret offline, so it is salted with the per-stack random salt.
+pub fn keyed_hash(salt: &[u8], key: &str, value: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(salt);
+    h.update(key.as_bytes());
+    h.update([0]);
+    h.update(value.as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The per-stack random salt for keyed secret hashes (created on first use, mode 0600).
@@ -152,7 +159,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("Pulumi.yaml"), "name: a\n").unwrap();
         let f = |cfg: &str, s: &str| {
-            fingerprint(d.path(), "e", cfg, &[("k:x".into(), s.into())], b"salt")
+            fingerprint(
+                Some(d.path()),
+                "e",
+                cfg,
+                &[("k:x".into(), s.into())],
+                b"salt",
+            )
         };
         let base = f("c", "s");
         assert_eq!(base, f("c", "s"));

@@ -15,6 +15,8 @@ pub struct StepResult {
     pub message: Option<String>,
     pub log: Option<String>,
     pub exit_code: Option<i32>,
+    /// Failed for a missing input (an upstream never deployed, an output it lacks).
+    pub missing_input: bool,
 }
 
 impl StepResult {
@@ -25,6 +27,7 @@ impl StepResult {
             message: Some(message.into()),
             log: None,
             exit_code: None,
+            missing_input: false,
         }
     }
 }
@@ -235,6 +238,7 @@ mod tests {
                 message: None,
                 log: None,
                 exit_code: None,
+                missing_input: false,
             }
         }
     }

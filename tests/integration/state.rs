@@ -1732,3 +1732,14 @@ fn json_stdout_holds_only_the_documented_events_even_with_a_warning() {
         "the warning goes to stderr: {r:?}"
     );
 }
+
+#[test]
+fn a_failing_hooks_output_is_in_the_failure_summary() {
+    let ws = workspace(
+        "infrastructure:\n  - path: base/a\n    on_success:\n      - run: echo hook-broke-here; exit 4\n",
+    );
+    ws.pulumi_project("base/a", "a", &simple("a"));
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stdout.contains("│ hook-broke-here"), "{r:?}");
+}
