@@ -117,9 +117,7 @@ pub fn current_fingerprints(loaded: &Loaded, stack: &str) -> Option<BTreeMap<Str
     let secrets = if keys.is_empty() {
         BTreeMap::new()
     } else {
-        let path = crate::secrets::store_path(&loaded.ws, stack);
-        let key = crate::secrets::key(&loaded.ws, stack, false).ok()?;
-        crate::secrets::store::load(&path, &key).ok()?
+        crate::secrets::load_unprompted(&loaded.ws, stack).ok()??
     };
     let salt = crate::run::fingerprint::salt(&loaded.ws.state_dir(stack));
     Some(crate::run::fingerprint::of_plan(

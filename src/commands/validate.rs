@@ -226,19 +226,12 @@ fn check_secrets(
     }
     let Some(stack) = stack else { return };
     let path = crate::secrets::store_path(ws, stack);
-    let stored = if crate::secrets::store::exists(&path) {
-        match crate::secrets::key(ws, stack, false) {
-            Ok(k) => match crate::secrets::store::load(&path, &k) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    r.bad("secrets", e.to_string());
-                    return;
-                }
-            },
-            Err(_) => None,
+    let stored = match crate::secrets::load_unprompted(ws, stack) {
+        Ok(v) => v,
+        Err(e) => {
+            r.bad("secrets", e.message);
+            return;
         }
-    } else {
-        Some(Default::default())
     };
     let Some(stored) = stored else {
         r.note(

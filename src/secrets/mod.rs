@@ -60,6 +60,19 @@ pub fn key(ws: &Workspace, stack: &str, interactive: bool) -> Result<store::Key>
     Ok(store::Key::Passphrase(SecretString::from(pass)))
 }
 
+/// The stored secrets when they can be read without asking: `Ok(None)` when the store
+/// exists but no key is set in the environment; an empty map when there is no store.
+pub fn load_unprompted(ws: &Workspace, stack: &str) -> Result<Option<BTreeMap<String, String>>> {
+    let path = store_path(ws, stack);
+    if !store::exists(&path) {
+        return Ok(Some(BTreeMap::new()));
+    }
+    match key(ws, stack, false) {
+        Ok(k) => store::load(&path, &k).map(Some).map_err(store_error),
+        Err(_) => Ok(None),
+    }
+}
+
 pub fn store_error(e: store::StoreError) -> Error {
     Error::config(e.to_string())
 }
@@ -134,13 +147,7 @@ fn gather_values(
     if declared.is_empty() || !asking {
         // Nothing to ask: still learn the stored values (when the key is at hand without
         // a prompt) so they can be redacted.
-        if !store::exists(&path) {
-            return Ok((BTreeMap::new(), Vec::new()));
-        }
-        let all = match key(ws, stack, false) {
-            Ok(k) => store::load(&path, &k).map_err(store_error)?,
-            Err(_) => BTreeMap::new(),
-        };
+        let all = load_unprompted(ws, stack)?.unwrap_or_default();
         let values = if declared.is_empty() {
             BTreeMap::new()
         } else {
