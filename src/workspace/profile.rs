@@ -133,6 +133,31 @@ struct RawEntry {
     after: Option<String>,
     #[serde(default)]
     before: Option<String>,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default)]
+    retry: Option<RawRetry>,
+}
+
+/// `retry:` as written: `{attempts: 3, delay: 30s, on: [regex, ...]}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    attempts: u32,
+    #[serde(default)]
+    delay: Option<String>,
+    #[serde(default)]
+    on: Vec<String>,
+}
+
+/// `retry:` of an entry: a failed operation whose output matches one of `on` is run
+/// again, up to `attempts` tries in all, waiting `delay` before the second (doubling).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Retry {
+    pub attempts: u32,
+    pub delay: std::time::Duration,
+    /// Regexes, checked when the profile is loaded.
+    pub on: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -140,6 +165,10 @@ struct RawEntry {
 struct RawProfile {
     description: String,
     infra_type: String,
+    #[serde(default)]
+    credentials: Vec<String>,
+    #[serde(default)]
+    infer_needs: bool,
     #[serde(default)]
     secret_name: Option<String>,
     #[serde(default)]
@@ -171,6 +200,9 @@ pub struct Entry {
     pub inputs: Vec<Input>,
     pub secrets: Vec<SecretItem>,
     pub on_success: Vec<Hook>,
+    /// `timeout:`: the operation is cancelled like Ctrl-C after this long, and fails.
+    pub timeout: Option<std::time::Duration>,
+    pub retry: Option<Retry>,
     /// The file the entry was written in (profile or fragment).
     pub file: PathBuf,
 }
@@ -182,6 +214,11 @@ pub struct Profile {
     pub file: PathBuf,
     pub description: String,
     pub infra_type: String,
+    /// Environment variables the provider reads its credentials from (preflight warns
+    /// when none is set; export turns them into CI secrets).
+    pub credentials: Vec<String>,
+    /// `infer_needs: true`: stack references found in the code are added as needs.
+    pub infer_needs: bool,
     pub secret_name: String,
     pub config: Vec<ConfigItem>,
     pub secrets: Vec<SecretItem>,
@@ -253,6 +290,8 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
         file: file.clone(),
         description: raw.description,
         infra_type: raw.infra_type,
+        credentials: raw.credentials,
+        infer_needs: raw.infer_needs,
         secret_name: raw
             .secret_name
             .unwrap_or_else(|| "strata-secrets".to_string()),
@@ -411,7 +450,9 @@ fn flatten(
                 || !raw.secrets.is_empty()
                 || !raw.on_success.is_empty()
                 || raw.after.is_some()
-                || raw.before.is_some();
+                || raw.before.is_some()
+                || raw.timeout.is_some()
+                || raw.retry.is_some();
             if has_other {
                 return Err(Error::config(format!(
                     "{where_}: an `include:` entry takes no other field; put the fields on the entries of {inc}."
@@ -480,6 +521,21 @@ fn flatten(
                 output: output.trim().to_string(),
             });
         }
+        let timeout = match &raw.timeout {
+            None => None,
+            Some(t) => Some(parse_duration(t).map_err(|why| {
+                Error::config(format!(
+                    "{where_} ({path}): `timeout: {t}` is not a duration ({why}); write it like `45m`, `90s` or `1h 30m`."
+                ))
+            })?),
+        };
+        let retry = match &raw.retry {
+            None => None,
+            Some(r) => Some(
+                parse_retry(r)
+                    .map_err(|why| Error::config(format!("{where_} ({path}): `retry:` {why}")))?,
+            ),
+        };
         out.push((
             Entry {
                 path,
@@ -492,12 +548,56 @@ fn flatten(
                 inputs,
                 secrets: raw.secrets.clone(),
                 on_success: raw.on_success.clone(),
+                timeout,
+                retry,
                 file: file.to_path_buf(),
             },
             placement,
         ));
     }
     Ok(())
+}
+
+/// A duration as written in a profile (`45m`, `30s`, `1h 30m`); zero is refused.
+fn parse_duration(text: &str) -> std::result::Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(text.trim()).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err("it must be longer than zero".into());
+    }
+    Ok(d)
+}
+
+fn parse_retry(raw: &RawRetry) -> std::result::Result<Retry, String> {
+    if raw.attempts < 1 {
+        return Err(format!(
+            "`attempts: {}` must be at least 1 (the number of tries in all).",
+            raw.attempts
+        ));
+    }
+    let delay = match &raw.delay {
+        None => std::time::Duration::ZERO,
+        Some(d) => humantime::parse_duration(d.trim()).map_err(|e| {
+            format!("`delay: {d}` is not a duration ({e}); write it like `30s` or `2m`.")
+        })?,
+    };
+    if raw.on.is_empty() {
+        return Err(
+            "`on:` lists no pattern, so nothing would ever be retried; list the regexes of the errors to retry (for example `on: [\"TooManyRequests\"]`).".into(),
+        );
+    }
+    for pattern in &raw.on {
+        if let Err(e) = regex::Regex::new(pattern) {
+            return Err(format!(
+                "pattern `{pattern}` in `on:` is not a valid regex: {}",
+                e.to_string().lines().last().unwrap_or("invalid")
+            ));
+        }
+    }
+    Ok(Retry {
+        attempts: raw.attempts,
+        delay,
+        on: raw.on.clone(),
+    })
 }
 
 /// Checks that paths are unique, references known, keys well-formed.
@@ -635,6 +735,52 @@ mod tests {
         assert_eq!(p.entries[1].needs, Some(vec![]));
         assert_eq!(p.entries[2].stage, Stage::Kubernetes);
         assert_eq!(p.secret_name, "strata-secrets");
+    }
+
+    #[test]
+    fn parses_credentials_timeout_and_retry() {
+        let d = ws(&[(
+            "aws.yaml",
+            &format!(
+                "{HEAD}credentials: [AWS_ACCESS_KEY_ID]\ninfer_needs: true\ninfrastructure:\n  - path: a\n    timeout: 45m\n    retry: {{ attempts: 3, delay: 30s, on: [\"TooManyRequests\", \"reset$\"] }}\n  - path: b\n"
+            ),
+        )]);
+        let p = load(d.path(), "aws").unwrap();
+        assert_eq!(p.credentials, ["AWS_ACCESS_KEY_ID"]);
+        assert!(p.infer_needs);
+        let a = &p.entries[0];
+        assert_eq!(a.timeout, Some(std::time::Duration::from_secs(45 * 60)));
+        let r = a.retry.as_ref().unwrap();
+        assert_eq!((r.attempts, r.delay.as_secs()), (3, 30));
+        assert_eq!(r.on.len(), 2);
+        assert_eq!(
+            (p.entries[1].timeout.clone(), p.entries[1].retry.clone()),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn bad_timeout_and_retry_are_config_errors() {
+        for (yaml, needle) in [
+            ("timeout: soon", "`timeout: soon` is not a duration"),
+            ("timeout: 0s", "longer than zero"),
+            ("retry: { attempts: 0, on: [x] }", "at least 1"),
+            ("retry: { attempts: 2 }", "lists no pattern"),
+            ("retry: { attempts: 2, on: [\"(\"] }", "not a valid regex"),
+            (
+                "retry: { attempts: 2, delay: later, on: [x] }",
+                "`delay: later`",
+            ),
+        ] {
+            let d = ws(&[(
+                "aws.yaml",
+                &format!("{HEAD}infrastructure:\n  - path: a\n    {yaml}\n"),
+            )]);
+            let e = load(d.path(), "aws").unwrap_err();
+            assert_eq!(e.exit_code(), 3, "{yaml}");
+            assert!(e.message.contains(needle), "{yaml}: {}", e.message);
+            assert!(e.message.contains("aws.yaml"), "{}", e.message);
+        }
     }
 
     #[test]
