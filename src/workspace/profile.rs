@@ -754,7 +754,7 @@ mod tests {
         assert_eq!((r.attempts, r.delay.as_secs()), (3, 30));
         assert_eq!(r.on.len(), 2);
         assert_eq!(
-            (p.entries[1].timeout.clone(), p.entries[1].retry.clone()),
+            (p.entries[1].timeout, p.entries[1].retry.clone()),
             (None, None)
         );
     }
