@@ -102,15 +102,16 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// Pulumi said the stack does not exist (exit 6, or "no stack named" before 3.226).
+    /// Pulumi said the stack does not exist: exit 6 (the engine records an older CLI's
+    /// missing-stack answer as 6 too). Never decided from the message text.
     pub fn is_missing_stack(&self) -> bool {
-        match self {
+        matches!(
+            self,
             Failure::Failed {
-                exit_code: Some(6), ..
-            } => true,
-            Failure::Failed { message, .. } => message.contains("no stack named"),
-            Failure::Cancelled { .. } => false,
-        }
+                exit_code: Some(6),
+                ..
+            }
+        )
     }
 
     pub fn message(&self) -> &str {

@@ -100,12 +100,21 @@ impl PulumiEngine {
         Ok(exit)
     }
 
-    /// Pulumi's "the stack does not exist": exit 6 (CLI 3.226+), or its message (older).
-    fn is_missing_stack<'a>(exit: &Exit, lines: impl IntoIterator<Item = &'a str>) -> bool {
+    /// Pulumi's "the stack does not exist": exit 6 (CLI 3.226+). Older CLIs exit 255 on
+    /// every error; for them only the one error line Pulumi prints for it,
+    /// `error: no stack named '<stack>' found` naming this stack, counts. Never any other
+    /// line: a provider error that quotes that text is a failure, not a missing stack.
+    /// On a file backend whose checkpoint exists, the stack exists, whatever was printed.
+    fn is_missing_stack<'a>(
+        job: &Job,
+        exit: &Exit,
+        lines: impl IntoIterator<Item = &'a str>,
+    ) -> bool {
+        if file_backend_stack_missing(job) == Some(false) {
+            return false;
+        }
         exit.code == Some(6)
-            || lines
-                .into_iter()
-                .any(|l| l.contains("no stack named") || l.contains("stack not found"))
+            || (exit.code == Some(255) && lines.into_iter().any(|l| names_missing_stack(l, job)))
     }
 
     /// Runs one captured CLI call (`config set`, `stack output`): counted, logged with its
@@ -203,7 +212,7 @@ impl Engine for PulumiEngine {
                 &mut procs,
             )?;
             let missing = !exit.success()
-                && Self::is_missing_stack(&exit, seen.tail.iter().map(String::as_str))
+                && Self::is_missing_stack(job, &exit, seen.tail.iter().map(String::as_str))
                 && !control.is_cancelled();
             if !missing || created {
                 break (exit, seen);
@@ -303,7 +312,7 @@ impl PulumiEngine {
                 if out.exit.success() {
                     break;
                 }
-                if Self::is_missing_stack(&out.exit, err.lines()) && !initialised {
+                if Self::is_missing_stack(job, &out.exit, err.lines()) && !initialised {
                     initialised = true;
                     self.stack_init(job, control, report, procs)?;
                     continue;
@@ -340,6 +349,8 @@ impl PulumiEngine {
         let (out, err) = self.capture(job, &argv, None, control, report, procs)?;
         let code = out.exit.code;
         if !out.exit.success() {
+            // An old CLI's missing-stack answer is recorded as the code 3.226+ gives it.
+            let missing = Self::is_missing_stack(job, &out.exit, err.lines());
             return Err(Failure::Failed {
                 message: format!(
                     "`pulumi stack output` of {} failed ({}): {}",
@@ -347,7 +358,7 @@ impl PulumiEngine {
                     exit_text(&out.exit),
                     error_line(err.lines())
                 ),
-                exit_code: code,
+                exit_code: if missing { Some(6) } else { code },
                 processes: *procs,
             });
         }
@@ -439,6 +450,19 @@ fn error_line<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> St
 /// On a `file://` backend, whether the stack's checkpoint is absent, in Pulumi's
 /// project-scoped layout (`.pulumi/stacks/<project>/<stack>.json[.gz]`) or the legacy one.
 /// `None` when the backend is not a local file backend.
+/// Whether `line` is exactly Pulumi's error for a missing stack naming the job's stack
+/// (`error: no stack named 'dev' found`, the name possibly `org/project/dev`).
+fn names_missing_stack(line: &str, job: &Job) -> bool {
+    let Some(name) = line
+        .trim()
+        .strip_prefix("error: no stack named '")
+        .and_then(|rest| rest.strip_suffix("' found"))
+    else {
+        return false;
+    };
+    name == job.stack || name.ends_with(&format!("/{}", job.stack))
+}
+
 fn file_backend_stack_missing(job: &Job) -> Option<bool> {
     let url = job.env.get("PULUMI_BACKEND_URL")?;
     let dir = url.strip_prefix("file://")?;
@@ -487,6 +511,44 @@ mod tests {
             scratch_dir: "/tmp".into(),
             secret_config: Default::default(),
         }
+    }
+
+    #[test]
+    fn missing_stack_is_exit_6_or_an_old_clis_own_error_line() {
+        let j = job("https://api.pulumi.com");
+        let exit = |code| Exit {
+            code: Some(code),
+            signal: None,
+        };
+        let own = ["error: no stack named 'dev' found"];
+        assert!(PulumiEngine::is_missing_stack(&j, &exit(6), []));
+        assert!(PulumiEngine::is_missing_stack(&j, &exit(255), own));
+        assert!(PulumiEngine::is_missing_stack(
+            &j,
+            &exit(255),
+            ["error: no stack named 'acme/aws-vpc/dev' found"]
+        ));
+        // A resource failure that quotes the text is a failure.
+        assert!(!PulumiEngine::is_missing_stack(&j, &exit(4), own));
+        assert!(!PulumiEngine::is_missing_stack(&j, &exit(1), own));
+        for line in [
+            "  aws:s3:Bucket b: error: no stack named 'dev' found",
+            "error: deleting: no stack named 'dev' found",
+            "error: no stack named 'prod' found",
+            "stack not found",
+        ] {
+            assert!(
+                !PulumiEngine::is_missing_stack(&j, &exit(255), [line]),
+                "{line}"
+            );
+        }
+        // On a file backend the checkpoint decides: it exists, so the stack exists.
+        let dir = tempfile::tempdir().unwrap();
+        let stacks = dir.path().join(".pulumi/stacks/aws-vpc");
+        std::fs::create_dir_all(&stacks).unwrap();
+        std::fs::write(stacks.join("dev.json"), "{}").unwrap();
+        let f = job(&format!("file://{}", dir.path().display()));
+        assert!(!PulumiEngine::is_missing_stack(&f, &exit(6), own));
     }
 
     #[test]

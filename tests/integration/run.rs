@@ -695,6 +695,74 @@ fn destroy_runs_in_reverse_order_with_yes() {
     assert_order(&calls, &reversed);
 }
 
+/// A destroy that fails (a resource failure, exit 4) is a failure, even when the
+/// provider's error text happens to mention "no stack named": only exit 6, or Pulumi's
+/// own one-line error for a missing stack, means "nothing to destroy".
+#[test]
+fn failed_destroy_mentioning_no_stack_named_is_a_failure() {
+    let mut ws = workspace(CHAIN, CHAIN_PATHS);
+    ok(&ws, "up", &[]);
+    ws.set_env(
+        &format!("FAKE_PULUMI_FAIL_{}", hook_key("charlie")),
+        "destroy",
+    );
+    ws.set_env("FAKE_PULUMI_FAIL_CODE", "4");
+    ws.set_env(
+        "FAKE_PULUMI_FAIL_MESSAGE",
+        "deleting bucket: peer cluster reported: error: no stack named 'dev' found",
+    );
+    let r = run(&ws, "destroy", &["--yes", "--output", "json"]);
+    assert_eq!(r.code, 1, "a failed destroy must fail the run: {r:?}");
+    let charlie: Vec<Value> = r
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "project_finished" && e["project"] == "charlie")
+        .collect();
+    assert_eq!(charlie.len(), 1, "{r:?}");
+    assert_eq!(charlie[0]["status"], "failed", "{}", charlie[0]);
+    assert!(!r.stdout.contains("nothing to do"), "{}", r.stdout);
+    // The stack still exists: the dependency ordering stopped bravo and alpha.
+    assert_eq!(r.code, 1);
+}
+
+/// Pulumi's own "no stack" answer (exit 6 on 3.226+) is still "nothing to destroy".
+#[test]
+fn destroy_of_a_missing_stack_is_nothing_to_do() {
+    let ws = workspace(CHAIN, CHAIN_PATHS);
+    ok(&ws, "up", &["--project", "alpha"]);
+    // bravo and charlie were never brought up: their stacks do not exist.
+    let r = ok(&ws, "destroy", &["--yes", "--output", "json"]);
+    for p in ["bravo", "charlie"] {
+        let e = r
+            .events()
+            .into_iter()
+            .find(|e| e["event"] == "project_finished" && e["project"] == p)
+            .unwrap_or_else(|| panic!("no event for {p}: {r:?}"));
+        assert_eq!(e["status"], "succeeded", "{e}");
+    }
+}
+
+/// A CLI older than 3.226 exits 255 on every error: its own one-line "no stack named"
+/// error still means nothing to destroy, and a failed destroy is still a failure.
+#[test]
+fn old_cli_missing_stack_and_failed_destroy() {
+    let mut ws = workspace(CHAIN, CHAIN_PATHS);
+    ws.set_env("FAKE_PULUMI_OLD_CLI", "1");
+    ok(&ws, "up", &["--project", "alpha"]);
+    ok(&ws, "destroy", &["--yes", "--project", "charlie"]);
+    ok(&ws, "up", &[]);
+    ws.set_env(
+        &format!("FAKE_PULUMI_FAIL_{}", hook_key("charlie")),
+        "destroy",
+    );
+    ws.set_env(
+        "FAKE_PULUMI_FAIL_MESSAGE",
+        "error: no stack named 'dev' found",
+    );
+    let r = run(&ws, "destroy", &["--yes"]);
+    assert_eq!(r.code, 1, "{r:?}");
+}
+
 #[test]
 fn down_is_destroy() {
     let ws = workspace(CHAIN, CHAIN_PATHS);

@@ -438,6 +438,9 @@ impl PassRun<'_, '_> {
     }
 
     fn fail_message(&self) -> String {
+        if let Ok(text) = std::env::var("FAKE_PULUMI_FAIL_MESSAGE") {
+            return text;
+        }
         format!(
             "fake-pulumi: simulated failure of `{}` (FAKE_PULUMI_FAIL_{})",
             self.r.op.hook_name(),

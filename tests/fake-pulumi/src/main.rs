@@ -62,7 +62,12 @@ fn main() {
             if !f.msg.is_empty() {
                 output::error(&f.msg);
             }
-            f.code
+            // CLIs before 3.226 exit 255 on every error.
+            if std::env::var_os("FAKE_PULUMI_OLD_CLI").is_some() {
+                255
+            } else {
+                f.code
+            }
         }
     };
     calllog::end(code, Some(config_view(&ctx)));
