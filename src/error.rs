@@ -53,6 +53,11 @@ impl Error {
         Self::new(Kind::Interrupted, message)
     }
 
+    /// A prompt that could not be answered (Ctrl-C at a question, a closed terminal).
+    pub fn prompt(err: dialoguer::Error) -> Self {
+        Self::interrupted(format!("prompt aborted: {err}"))
+    }
+
     /// An I/O failure on `path`, while doing `what` ("read", "write", ...).
     pub fn io(what: &str, path: &std::path::Path, err: std::io::Error) -> Self {
         Self::failed(format!(

@@ -7,11 +7,11 @@ pub mod commands;
 pub mod engine;
 pub mod error;
 pub mod export;
+pub mod pipeline;
 pub mod plan;
 pub mod run;
 pub mod secrets;
 pub mod settings;
-pub mod setup;
 pub mod util;
 pub mod workspace;
 

@@ -16,7 +16,7 @@ use crate::engine::Operation;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::settings::Settings;
-use crate::workspace::{self, Profile, StackConfig, Workspace};
+use crate::workspace::{Profile, StackConfig, Workspace};
 
 /// Runs the parsed command; returns the exit code.
 pub fn dispatch(cli: Cli) -> Result<i32> {
@@ -32,7 +32,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Up(a) => run::run(
             &cli.global,
             &settings,
-            run::Request {
+            crate::pipeline::Request {
                 op: Operation::Up,
                 args: a.run.clone(),
                 resume: a.resume,
@@ -48,7 +48,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             run::run(
                 &cli.global,
                 &settings,
-                run::Request {
+                crate::pipeline::Request {
                     op,
                     args: a.clone(),
                     resume: false,
@@ -61,11 +61,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
 
 /// Opens the workspace named by the global options.
 pub fn open_workspace(g: &GlobalArgs) -> Result<Workspace> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| Error::failed(format!("cannot read the current directory: {e}")))?;
-    let root = workspace::find_root(g.root.as_deref(), &cwd)?;
-    let process_env: BTreeMap<String, String> = std::env::vars().collect();
-    Workspace::open(root, process_env)
+    crate::pipeline::resolve::open_workspace(g)
 }
 
 /// The workspace, stack, stack config, profile and full plan of a command.

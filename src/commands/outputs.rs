@@ -28,12 +28,13 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &OutputsArgs) -> Result<i3
             .collect(),
     };
     let state_dir = loaded.ws.state_dir(&stack);
-    let env = super::run::pulumi_env(&loaded.ws)?;
+    let env = crate::pipeline::env::pulumi_env(&loaded.ws);
     let needs_pulumi = nodes
         .iter()
         .any(|&i| loaded.plan.nodes[i].kind == NodeKind::Pulumi);
     let engine = if needs_pulumi {
-        let bin = super::run::preflight_pulumi(&loaded.ws, &env, &loaded.plan)?;
+        let bin = crate::pipeline::preflight::find_pulumi(&loaded.ws, &env, &loaded.plan)?;
+        crate::pipeline::preflight::check_passphrase(&loaded.ws, &env)?;
         Some(PulumiEngine::new(bin))
     } else {
         None

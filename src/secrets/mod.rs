@@ -11,13 +11,10 @@ use std::path::PathBuf;
 use age::secrecy::SecretString;
 use dialoguer::{Password, theme::ColorfulTheme};
 
-use crate::engine::Operation;
 use crate::error::{Error, Result};
-use crate::plan::{NodeKind, Plan};
-use crate::settings::Settings;
 use crate::util::{display_path, env_key};
+use crate::workspace::Workspace;
 use crate::workspace::profile::SecretItem;
-use crate::workspace::{Profile, Workspace};
 
 /// `config/secrets/<stack>.age`.
 pub fn store_path(ws: &Workspace, stack: &str) -> PathBuf {
@@ -56,7 +53,7 @@ pub fn key(ws: &Workspace, stack: &str, interactive: bool) -> Result<store::Key>
     if !store::exists(&path) {
         prompt = prompt.with_confirmation("Repeat the passphrase", "the two entries differ");
     }
-    let pass = prompt.interact().map_err(crate::setup::prompt_error)?;
+    let pass = prompt.interact().map_err(Error::prompt)?;
     Ok(store::Key::Passphrase(SecretString::from(pass)))
 }
 
@@ -77,10 +74,6 @@ pub fn store_error(e: store::StoreError) -> Error {
     Error::config(e.to_string())
 }
 
-/// The secrets this plan needs: those of the selected projects and the profile-level
-/// ones (and all of them for the secrets step). Missing ones come from
-/// `STRATA_SECRET_<KEY>` or a prompt, and are saved in the store. Destroy and refresh
-/// never prompt: they read what the store has, for redaction.
 /// The secrets of a run, and every value that must never be shown.
 #[derive(Default)]
 pub struct Gathered {
@@ -88,6 +81,14 @@ pub struct Gathered {
     pub values: BTreeMap<String, String>,
     /// Every value of the store (selected or not) and the passphrases in use.
     pub redact: Vec<String>,
+    /// Values that came from `STRATA_SECRET_*` or a prompt: the `write` stage adds them
+    /// to the store, under the stack lock.
+    pub added: BTreeMap<String, String>,
+    /// The store's key, when it was needed.
+    pub key: Option<store::Key>,
+    /// Declared secrets that no source had (non-interactive), one line each saying how
+    /// to set it.
+    pub missing: Vec<String>,
 }
 
 /// Variables that carry strata's own secrets: never handed to a child.
@@ -103,106 +104,60 @@ pub fn env_secrets(env: &BTreeMap<String, String>) -> Vec<String> {
         .collect()
 }
 
+/// The `declared` secrets of a run, from the store, `STRATA_SECRET_<KEY>` or a prompt
+/// (only when `asking`: up and preview; destroy and refresh read what the store has, for
+/// redaction). Writes nothing: new values are returned in `added`.
 pub fn gather(
     ws: &Workspace,
     stack: &str,
-    profile: &Profile,
-    plan: &Plan,
-    op: Operation,
-    settings: &Settings,
+    declared: &[&SecretItem],
+    asking: bool,
+    interactive: bool,
 ) -> Result<Gathered> {
     let mut out = Gathered {
         redact: env_secrets(&ws.env),
         ..Gathered::default()
     };
-    let (values, all) = gather_values(ws, stack, profile, plan, op, settings)?;
-    out.redact.extend(all);
-    out.values = values;
-    Ok(out)
-}
-
-/// The needed values and every stored value.
-fn gather_values(
-    ws: &Workspace,
-    stack: &str,
-    profile: &Profile,
-    plan: &Plan,
-    op: Operation,
-    settings: &Settings,
-) -> Result<(BTreeMap<String, String>, Vec<String>)> {
-    let has_step = plan.nodes.iter().any(|n| n.kind == NodeKind::Builtin);
-    let mut declared: Vec<&SecretItem> = Vec::new();
-    if !plan.nodes.is_empty() {
-        declared.extend(profile.secrets.iter());
-    }
-    for (item, owner) in profile.all_secrets() {
-        if let Some(owner) = owner
-            && (has_step || plan.index_of(owner).is_some())
-        {
-            declared.push(item);
-        }
-    }
-    let path = store_path(ws, stack);
-    let asking = matches!(op, Operation::Up | Operation::Preview);
     if declared.is_empty() || !asking {
         // Nothing to ask: still learn the stored values (when the key is at hand without
         // a prompt) so they can be redacted.
         let all = load_unprompted(ws, stack)?.unwrap_or_default();
-        let values = if declared.is_empty() {
-            BTreeMap::new()
-        } else {
-            all.clone()
-        };
-        return Ok((values, all.into_values().collect()));
+        if !declared.is_empty() {
+            out.values = all.clone();
+        }
+        out.redact.extend(all.into_values());
+        return Ok(out);
     }
-    let k = key(ws, stack, settings.interactive)?;
-    let mut values = store::load(&path, &k).map_err(store_error)?;
-    let mut added = false;
-    let mut missing = Vec::new();
-    for item in &declared {
+    let k = key(ws, stack, interactive)?;
+    let mut values = store::load(&store_path(ws, stack), &k).map_err(store_error)?;
+    for item in declared {
         if values.contains_key(&item.key) {
             continue;
         }
-        if let Some(v) = ws.env.get(&env_var(&item.key)) {
-            values.insert(item.key.clone(), v.clone());
-            added = true;
-        } else if settings.interactive {
-            let v = prompt_secret(item)?;
-            values.insert(item.key.clone(), v);
-            added = true;
+        let v = if let Some(v) = ws.env.get(&env_var(&item.key)) {
+            v.clone()
+        } else if interactive {
+            prompt_secret(item)?
         } else {
-            missing.push(*item);
-        }
+            out.missing.push(format!(
+                "  - {} ({}): strata secrets set {} --stack {stack}, or set {}",
+                item.key,
+                item.prompt,
+                item.key,
+                env_var(&item.key)
+            ));
+            continue;
+        };
+        values.insert(item.key.clone(), v.clone());
+        out.added.insert(item.key.clone(), v);
     }
-    if !missing.is_empty() {
-        let lines: Vec<String> = missing
-            .iter()
-            .map(|i| {
-                format!(
-                    "  - {} ({}): strata secrets set {} --stack {stack}, or set {}",
-                    i.key,
-                    i.prompt,
-                    i.key,
-                    env_var(&i.key)
-                )
-            })
-            .collect();
-        return Err(Error::config(format!(
-            "{} secret{} of stack `{stack}` {} missing and this run cannot prompt:\n{}",
-            missing.len(),
-            if missing.len() == 1 { "" } else { "s" },
-            if missing.len() == 1 { "is" } else { "are" },
-            lines.join("\n")
-        )));
-    }
-    if added {
-        store::save(&path, &k, &values).map_err(store_error)?;
-    }
+    out.redact.extend(values.values().cloned());
     let wanted: std::collections::BTreeSet<&str> =
         declared.iter().map(|i| i.key.as_str()).collect();
-    let all: Vec<String> = values.values().cloned().collect();
     values.retain(|k, _| wanted.contains(k.as_str()));
-    Ok((values, all))
+    out.values = values;
+    out.key = Some(k);
+    Ok(out)
 }
 
 /// Asks for one secret: no echo, with confirmation; Enter takes a declared default.
@@ -223,7 +178,7 @@ pub fn prompt_secret(item: &SecretItem) -> Result<String> {
     if item.default.is_some() {
         p = p.allow_empty_password(true);
     }
-    let v = p.interact().map_err(crate::setup::prompt_error)?;
+    let v = p.interact().map_err(Error::prompt)?;
     Ok(match (&item.default, v.is_empty()) {
         (Some(d), true) => d.clone(),
         _ => v,

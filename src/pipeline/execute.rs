@@ -1,0 +1,301 @@
+//! Execute: the scheduler runs the plan's projects in parallel where the graph allows,
+//! each through its engine (the pulumi CLI or a command), with Ctrl-C/SIGTERM watched
+//! and `--changed` applied; events go to the reporter.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::engine::Control;
+use crate::engine::command::CommandEngine;
+use crate::engine::pulumi::PulumiEngine;
+use crate::error::Result;
+use crate::plan::Plan;
+use crate::run::events::{RunEvent, Status};
+use crate::run::executor::{Ctx, StepRunner};
+use crate::run::journal::{self, Journal, Record};
+use crate::run::report::Reporter;
+use crate::run::scheduler::{self, StepResult};
+use crate::run::{fingerprint, signals};
+use crate::secrets::redact::Redactor;
+use crate::util::{now_ms, rfc3339};
+use crate::workspace::ProjectKind;
+use crate::workspace::profile::Hook;
+
+use super::ask::Answers;
+use super::lock::Held;
+use super::preflight::Preflight;
+use super::resolve::Resolved;
+
+/// What a run did, for the `record` stage.
+pub struct Executed {
+    pub run_id: String,
+    pub plan: Plan,
+    pub results: Vec<StepResult>,
+    /// Per step of `plan`: its log (when it started) and the last lines it showed.
+    pub logs: Vec<Option<PathBuf>>,
+    pub tails: Vec<Vec<String>>,
+    /// Steps `--changed` skipped, with the reason.
+    pub unchanged: Vec<(String, String)>,
+    pub processes: u32,
+    pub started_ms: u64,
+    pub interrupted: bool,
+    pub killed: bool,
+    pub redactor: Redactor,
+}
+
+pub fn execute(
+    r: &Resolved,
+    pre: Preflight,
+    answers: Answers,
+    held: Held,
+    reporter: &Reporter,
+) -> Result<Executed> {
+    let op = r.req.op;
+    let stack = r.stack().to_string();
+    let state_dir = r.ws.state_dir(&stack);
+    let journal = Journal::new(&state_dir);
+    let Answers {
+        stack_config,
+        secrets,
+        ..
+    } = answers;
+    let mut notices = pre.notices;
+    notices.extend(held.notices);
+    let env = super::env::child_env(&r.ws, &stack, &r.profile, pre.org.as_deref());
+    let redactor = Redactor::new(secrets.redact);
+    let fp_salt = fingerprint::salt(&state_dir);
+    let fingerprints = fingerprint::of_plan(
+        &r.plan,
+        &r.profile,
+        &stack_config,
+        &secrets.values,
+        &fp_salt,
+    );
+    let (plan, unchanged) = if r.req.changed {
+        changed_plan(&r.plan, &journal, &fingerprints)
+    } else {
+        (r.plan.clone(), Vec::new())
+    };
+    let run_id = format!(
+        "{}-{}",
+        rfc3339(now_ms()).replace([':', '-'], ""),
+        std::process::id()
+    );
+    let ctx = Ctx {
+        root: r.ws.root.clone(),
+        stack: stack.clone(),
+        provider: r.profile.name.clone(),
+        op,
+        plan,
+        env,
+        stack_config,
+        state_dir: state_dir.clone(),
+        run_id: run_id.clone(),
+        redactor: std::sync::RwLock::new(redactor),
+        secrets: secrets.values,
+        profile_secret_keys: r.profile.secrets.iter().map(|s| s.key.clone()).collect(),
+        needed: needed_outputs(&r.profile),
+        fingerprints,
+        fingerprint_salt: fp_salt,
+        secret_name: r.profile.secret_name.clone(),
+        projects: r
+            .full
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                n.project
+                    .as_ref()
+                    .map(|p| (n.path.clone(), (p.dir.clone(), p.name(), p.kind.clone())))
+            })
+            .collect(),
+    };
+    let control = Control::new();
+    let pulumi = pre.pulumi.map(PulumiEngine::new);
+    let command = CommandEngine {
+        specs: r
+            .full
+            .nodes
+            .iter()
+            .filter_map(|n| match n.project.as_ref().map(|p| &p.kind) {
+                Some(ProjectKind::Command(spec)) => Some((n.path.clone(), spec.clone())),
+                _ => None,
+            })
+            .collect(),
+    };
+    let runner = StepRunner::new(&ctx, &control, pulumi.as_ref(), &command, &journal);
+    let emit = |e: RunEvent| reporter.event(&e);
+
+    let started_ms = now_ms();
+    let order: Vec<String> = ctx
+        .plan
+        .order
+        .iter()
+        .map(|&i| ctx.plan.nodes[i].path.clone())
+        .collect();
+    journal.append(&Record::Run {
+        run_id: run_id.clone(),
+        operation: op.as_str().into(),
+        provider: r.profile.name.clone(),
+        stack: stack.clone(),
+        projects: order.clone(),
+        started_at: rfc3339(started_ms),
+        command: format!("strata {}", op.as_str()),
+    })?;
+    emit(RunEvent::RunStarted {
+        run_id: run_id.clone(),
+        operation: op,
+        provider: r.profile.name.clone(),
+        stack: stack.clone(),
+        projects: order,
+        parallel: r.req.args.parallel as usize,
+    });
+    for n in notices {
+        emit(RunEvent::Notice { message: n });
+    }
+    for (path, why) in &unchanged {
+        emit(RunEvent::ProjectFinished {
+            project: path.clone(),
+            operation: op,
+            status: Status::Skipped,
+            duration_ms: 0,
+            message: Some(why.clone()),
+            log: None,
+            exit_code: None,
+        });
+    }
+
+    let grace = Duration::from_secs(
+        ctx.env
+            .get("STRATA_GRACE_SECONDS")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(90),
+    );
+    let done = AtomicBool::new(false);
+    let opts = scheduler::Options {
+        parallel: r.req.args.parallel as usize,
+        keep_going: r.req.args.keep_going,
+        operation: op,
+    };
+    let Held { signals, lock, .. } = held;
+    let handle = signals.handle();
+    let results = std::thread::scope(|s| {
+        s.spawn(|| signals::watch(signals, &control, &done, grace, &emit));
+        let r = scheduler::run(&ctx.plan, opts, &runner, &control, &emit);
+        done.store(true, Ordering::SeqCst);
+        r
+    });
+    handle.close();
+    let interrupted = control.is_cancelled();
+    let killed = control.is_killed();
+    // Nothing may survive the run.
+    control.kill();
+
+    // Journal records for the steps that never ran.
+    for (i, res) in results.iter().enumerate() {
+        if runner.log_path(i).is_none() {
+            let _ = journal.append(&Record::Project {
+                run_id: run_id.clone(),
+                project: ctx.plan.nodes[i].path.clone(),
+                operation: op.as_str().into(),
+                status: res.status.as_str().into(),
+                started_at: rfc3339(now_ms()),
+                ended_at: rfc3339(now_ms()),
+                duration_ms: 0,
+                exit_code: None,
+                fingerprint: None,
+                message: res.message.clone(),
+                log: None,
+            });
+        }
+    }
+    drop(lock);
+    let n = ctx.plan.nodes.len();
+    let logs = (0..n).map(|i| runner.log_path(i)).collect();
+    let tails = (0..n).map(|i| runner.tail(i)).collect();
+    let processes = runner.processes();
+    drop(runner);
+    let redactor = ctx.redactor.into_inner().unwrap_or_else(|e| e.into_inner());
+    Ok(Executed {
+        run_id,
+        plan: ctx.plan,
+        results,
+        logs,
+        tails,
+        unchanged,
+        processes,
+        started_ms,
+        interrupted,
+        killed,
+        redactor,
+    })
+}
+
+/// Outputs that dependents (`inputs:`) or the project's own hooks read.
+pub fn needed_outputs(profile: &crate::workspace::Profile) -> BTreeMap<String, Vec<String>> {
+    let mut needed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in &profile.entries {
+        for i in &e.inputs {
+            needed
+                .entry(i.project.clone())
+                .or_default()
+                .push(i.output.clone());
+        }
+        for h in &e.on_success {
+            let names: Vec<String> = match h {
+                Hook::Kubeconfig(k) => vec![k.output.clone()],
+                Hook::Run(cmd) => cmd
+                    .split("${outputs.")
+                    .skip(1)
+                    .filter_map(|rest| rest.split_once('}').map(|(n, _)| n.to_string()))
+                    .collect(),
+            };
+            needed.entry(e.path.clone()).or_default().extend(names);
+        }
+    }
+    for v in needed.values_mut() {
+        v.sort();
+        v.dedup();
+    }
+    needed
+}
+
+/// `--changed`: drop every step whose last `up` succeeded with the same fingerprint and
+/// whose prerequisites were dropped too. Returns the kept plan and (path, reason) dropped.
+fn changed_plan(
+    plan: &Plan,
+    journal: &Journal,
+    fps: &BTreeMap<String, String>,
+) -> (Plan, Vec<(String, String)>) {
+    // The last up *or destroy*: a project destroyed since its last up must run again.
+    let last = journal::last_by_project(&journal.read(), &["up", "destroy"]);
+    let mut skip = vec![false; plan.nodes.len()];
+    let mut dropped = Vec::new();
+    for &i in &plan.order {
+        let n = &plan.nodes[i];
+        let same = match last.get(&n.path) {
+            Some(Record::Project {
+                status,
+                fingerprint: Some(f),
+                ended_at,
+                operation,
+                ..
+            }) if operation == "up" && status == "succeeded" && fps.get(&n.path) == Some(f) => {
+                Some(ended_at.clone())
+            }
+            _ => None,
+        };
+        if let Some(when) = same
+            && n.needs.iter().all(|&j| skip[j])
+        {
+            skip[i] = true;
+            dropped.push((
+                n.path.clone(),
+                format!("unchanged since its last up ({when})"),
+            ));
+        }
+    }
+    let keep: Vec<bool> = skip.iter().map(|s| !s).collect();
+    (plan.subplan(&keep), dropped)
+}

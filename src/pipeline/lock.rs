@@ -1,0 +1,35 @@
+//! Lock: from here on Ctrl-C is strata's (the signal handlers are installed first, so
+//! the lock is released on every path), and the stack lock refuses a second strata.
+
+use signal_hook::iterator::Signals;
+
+use crate::error::{Error, Result};
+use crate::run::lock::StackLock;
+use crate::run::signals;
+
+use super::resolve::Resolved;
+
+/// The stack lock and the signal handlers of a run; dropping it releases the lock.
+pub struct Held {
+    pub signals: Signals,
+    pub lock: StackLock,
+    /// Warnings (a stale lock taken over) for the run's header.
+    pub notices: Vec<String>,
+}
+
+pub fn acquire(r: &Resolved) -> Result<Held> {
+    let signals = signals::install()
+        .map_err(|e| Error::failed(format!("cannot install the Ctrl-C handler: {e}")))?;
+    let mut notices = Vec::new();
+    let lock = StackLock::acquire(
+        &r.ws.state_dir(r.stack()),
+        r.stack(),
+        &format!("strata {}", r.req.op.as_str()),
+        &mut |w| notices.push(format!("warning: {w}")),
+    )?;
+    Ok(Held {
+        signals,
+        lock,
+        notices,
+    })
+}

@@ -1,0 +1,208 @@
+//! Resolve: read the env file, the stack config, the profile and the project folders,
+//! build the graph and select what runs. Reads only; asks nothing, writes nothing.
+
+use std::collections::BTreeSet;
+
+use crate::cli::GlobalArgs;
+use crate::engine::Operation;
+use crate::error::{Error, Result};
+use crate::plan::{Plan, Selection};
+use crate::run::journal::{Journal, Record};
+use crate::settings::Settings;
+use crate::util::display_path;
+use crate::workspace::profile::{ConfigItem, SecretItem};
+use crate::workspace::{self, Profile, StackConfig, Workspace};
+
+use super::Request;
+
+/// Everything a run plans with, as found on disk.
+pub struct Resolved {
+    pub ws: Workspace,
+    pub req: Request,
+    /// `None` on a first run without a stack name anywhere: `ask` asks for it.
+    pub stack: Option<String>,
+    /// The stack config as it is on disk (`None`: not created yet).
+    pub stack_config: Option<StackConfig>,
+    pub profile: Profile,
+    /// The whole graph of the profile.
+    pub full: Plan,
+    /// What this run executes (selection, `--resume` applied; reversed for destroy).
+    pub plan: Plan,
+    /// Set when there is nothing to do, with the reason (a destroy of a stack that was
+    /// never brought up).
+    pub nothing_to_do: Option<String>,
+}
+
+/// Opens the workspace named by `--root`/`STRATA_ROOT`, else the nearest ancestor with
+/// a `providers/` folder.
+pub fn open_workspace(g: &GlobalArgs) -> Result<Workspace> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::failed(format!("cannot read the current directory: {e}")))?;
+    let root = workspace::find_root(g.root.as_deref(), &cwd)?;
+    let process_env = std::env::vars().collect();
+    Workspace::open(root, process_env)
+}
+
+/// Resolves a run for `stack` (or the stack the flags and files name).
+pub fn resolve(
+    g: &GlobalArgs,
+    settings: &Settings,
+    req: &Request,
+    stack: Option<String>,
+) -> Result<Resolved> {
+    let ws = open_workspace(g)?;
+    let stack = match stack {
+        Some(s) => Some(s),
+        None => ws.resolve_stack(g.stack.as_deref())?,
+    };
+    if stack.is_none() && !settings.interactive {
+        return Err(workspace::no_stack_error(&ws));
+    }
+    let stack_config = match &stack {
+        Some(s) => StackConfig::load(&ws.stack_config_path(s))?,
+        None => None,
+    };
+    let provider = ws.select_provider(g.provider.as_deref(), stack_config.as_ref())?;
+    let profile = ws.profile(&provider)?;
+    let projects = ws.projects(&profile)?;
+    let full = Plan::build(&profile, projects)?;
+    let op = req.op;
+    let base = if op == Operation::Destroy {
+        full.reversed()
+    } else {
+        full.clone()
+    };
+    let mut plan = base.select(&Selection {
+        projects: req.args.projects.clone(),
+        with_deps: req.args.with_deps,
+        from: req.args.from.clone(),
+    })?;
+    if req.resume {
+        let Some(s) = &stack else {
+            return Err(Error::config(
+                "nothing to resume: no stack is named, so no `strata up` is recorded. Run `strata up --stack NAME`.",
+            ));
+        };
+        plan = resume_plan(&full, &Journal::new(&ws.state_dir(s)), s)?;
+    }
+    // A destroy that cannot ask needs --yes: said before anything else is looked at.
+    if op == Operation::Destroy && !req.args.yes && !settings.interactive {
+        return Err(Error::usage(format!(
+            "destroy needs --yes when it cannot ask (non-interactive run). Nothing was destroyed.\n  To destroy {} project(s) of stack `{}`: strata destroy --yes",
+            plan.nodes.len(),
+            stack.as_deref().unwrap_or("<stack>")
+        )));
+    }
+    let mut nothing_to_do = None;
+    if let Some(s) = &stack {
+        let path = ws.stack_config_path(s);
+        match (&stack_config, op) {
+            (Some(c), _) => workspace::check_infra_type(&profile, c, s)?,
+            (None, Operation::Destroy) => {
+                nothing_to_do = Some(format!(
+                    "stack `{s}` has no stack config ({}): nothing was brought up on it, nothing to destroy.",
+                    display_path(&path)
+                ));
+            }
+            (None, Operation::Refresh) => {
+                return Err(Error::config(format!(
+                    "stack `{s}` has no stack config ({}): nothing has been brought up on it. Run `strata up --stack {s}` first.",
+                    display_path(&path)
+                )));
+            }
+            (None, _) => {}
+        }
+    }
+    Ok(Resolved {
+        ws,
+        req: req.clone(),
+        stack,
+        stack_config,
+        profile,
+        full,
+        plan,
+        nothing_to_do,
+    })
+}
+
+impl Resolved {
+    /// The stack name; `ask` has made sure there is one.
+    pub fn stack(&self) -> &str {
+        self.stack.as_deref().unwrap_or_default()
+    }
+
+    /// Profile config keys the stack config does not have yet.
+    pub fn missing_config(&self) -> Vec<&ConfigItem> {
+        self.profile
+            .config
+            .iter()
+            .filter(|i| !self.stack_config.as_ref().is_some_and(|c| c.has(&i.key)))
+            .collect()
+    }
+
+    /// The secrets this plan needs: the profile-level ones (when anything runs), and
+    /// those of the selected entries (all of them when the secrets step runs).
+    pub fn declared_secrets(&self) -> Vec<&SecretItem> {
+        let has_step = self
+            .plan
+            .nodes
+            .iter()
+            .any(|n| n.kind == crate::plan::NodeKind::Builtin);
+        let mut declared: Vec<&SecretItem> = Vec::new();
+        if !self.plan.nodes.is_empty() {
+            declared.extend(self.profile.secrets.iter());
+        }
+        for (item, owner) in self.profile.all_secrets() {
+            if let Some(owner) = owner
+                && (has_step || self.plan.index_of(owner).is_some())
+            {
+                declared.push(item);
+            }
+        }
+        declared
+    }
+}
+
+/// `--resume`: what did not succeed in the last `up` of this stack, and its dependents
+/// among the projects of that run.
+fn resume_plan(full: &Plan, journal: &Journal, stack: &str) -> Result<Plan> {
+    let records = journal.read();
+    let Some((run_id, projects)) = records.iter().rev().find_map(|r| match r {
+        Record::Run {
+            run_id,
+            operation,
+            projects,
+            ..
+        } if operation == "up" => Some((run_id.clone(), projects.clone())),
+        _ => None,
+    }) else {
+        return Err(Error::config(format!(
+            "nothing to resume: no `strata up` is recorded for stack `{stack}`. Run `strata up`."
+        )));
+    };
+    let succeeded: BTreeSet<String> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Project {
+                run_id: id,
+                project,
+                status,
+                ..
+            } if *id == run_id && status == "succeeded" => Some(project.clone()),
+            _ => None,
+        })
+        .collect();
+    let in_run: BTreeSet<&str> = projects.iter().map(String::as_str).collect();
+    let mut keep = vec![false; full.nodes.len()];
+    for &i in &full.order {
+        let n = &full.nodes[i];
+        if !in_run.contains(n.path.as_str()) {
+            continue;
+        }
+        let upstream_rerun = n.needs.iter().any(|&j| keep[j]);
+        if !succeeded.contains(&n.path) || upstream_rerun {
+            keep[i] = true;
+        }
+    }
+    Ok(full.subplan(&keep))
+}

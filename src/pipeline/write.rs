@@ -1,0 +1,75 @@
+//! Write: the answers of `ask` go to disk, under the stack lock — the stack name into
+//! the env file, new keys into the stack config, new secrets into the age store. Both
+//! files are read again under the lock and only the new keys are added, so a run that
+//! finished in between loses nothing.
+
+use crate::engine::Operation;
+use crate::error::{Error, Result};
+use crate::secrets::{self, store};
+use crate::workspace::StackConfig;
+
+use super::ask::Answers;
+use super::env;
+use super::resolve::Resolved;
+
+pub fn write(r: &mut Resolved, a: &mut Answers) -> Result<()> {
+    let stack = r.stack().to_string();
+    // The first `up` of a workspace whose env file names no stack remembers it there, so
+    // later commands need no --stack (MARA's start script does the same).
+    if r.req.op == Operation::Up
+        && let Some(name) = super::ask::stack_to_remember(&r.ws, &stack)
+    {
+        r.ws.env_file.set_var("PULUMI_STACK", &name)?;
+        r.ws.env.insert("PULUMI_STACK".into(), name);
+    }
+    if !a.new_config.is_empty() {
+        let path = r.ws.stack_config_path(&stack);
+        let mut cfg = StackConfig::load(&path)?.unwrap_or_else(|| StackConfig::new(&path));
+        let mut changed = false;
+        for (k, v) in &a.new_config {
+            if !cfg.has(k) {
+                cfg.set(k, v.clone());
+                changed = true;
+            }
+        }
+        if changed {
+            cfg.save()?;
+        }
+        a.stack_config = cfg;
+    }
+    if !a.secrets.added.is_empty()
+        && let Some(key) = &a.secrets.key
+    {
+        let path = secrets::store_path(&r.ws, &stack);
+        let mut stored = store::load(&path, key).map_err(secrets::store_error)?;
+        let mut changed = false;
+        for (k, v) in &a.secrets.added {
+            match stored.get(k) {
+                // Set by a run that finished in between: the store wins.
+                Some(theirs) => {
+                    if let Some(mine) = a.secrets.values.get_mut(k) {
+                        a.secrets
+                            .redact
+                            .push(std::mem::replace(mine, theirs.clone()));
+                    }
+                }
+                None => {
+                    stored.insert(k.clone(), v.clone());
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            store::save(&path, key, &stored).map_err(secrets::store_error)?;
+        }
+    }
+    if r.ws
+        .env
+        .get("PULUMI_BACKEND_URL")
+        .is_none_or(|u| u.is_empty())
+    {
+        let dir = env::default_backend_dir(&r.ws.root);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+    }
+    Ok(())
+}
