@@ -75,9 +75,10 @@ pub struct Loaded {
 
 /// Loads everything a command plans with. The stack config is read only when the
 /// provider must come from it or `read_stack_config` asks for it.
+/// Read-only: any `--stack` is accepted, whatever the env file names.
 pub fn load(g: &GlobalArgs, read_stack_config: bool) -> Result<Loaded> {
     let ws = open_workspace(g)?;
-    let stack = ws.resolve_stack(g.stack.as_deref())?;
+    let stack = ws.stack_to_read(g.stack.as_deref())?;
     let stack_config = match (&stack, read_stack_config || g.provider.is_none()) {
         (Some(s), true) => StackConfig::load(&ws.stack_config_path(s))?,
         _ => None,

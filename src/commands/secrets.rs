@@ -12,7 +12,12 @@ use crate::util::display_path;
 
 pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<i32> {
     let ws = super::open_workspace(g)?;
-    let Some(stack) = ws.resolve_stack(g.stack.as_deref())? else {
+    // `secrets list` only reads: any --stack; `set` and `rm` write that stack's store.
+    let stack = match cmd {
+        SecretsCommand::List => ws.stack_to_read(g.stack.as_deref())?,
+        _ => ws.resolve_stack(g.stack.as_deref())?,
+    };
+    let Some(stack) = stack else {
         return Err(crate::workspace::no_stack_error(&ws));
     };
     let path = secrets::store_path(&ws, &stack);

@@ -1,5 +1,6 @@
-//! `strata validate`: check the env file, stack, stack config, profile, project folders
-//! and required config; print what was checked; change nothing.
+//! `strata validate`: the run pipeline's resolve and preflight stages, reported line by
+//! line (env file, stack, stack config, profile, projects, graph, pulumi CLI, backend
+//! passphrase, credentials, config, secrets); every problem at once; changes nothing.
 
 use crate::cli::GlobalArgs;
 use crate::error::{Error, Result};
@@ -142,6 +143,20 @@ fn check(g: &GlobalArgs, settings: &Settings, r: &mut Report) -> Result<()> {
             plan.wave_count()
         ),
     );
+    // Preflight, as `up` runs it before asking or writing anything.
+    let (pre, problems) =
+        crate::pipeline::preflight::inspect(&ws, &plan, &plan, &profile.credentials);
+    match (&pre.pulumi, problems.is_empty()) {
+        (Some(bin), true) => r.ok("pulumi", display_path(bin)),
+        (None, true) => r.ok("pulumi", "not needed: the plan has no Pulumi project"),
+        _ => {}
+    }
+    for p in problems {
+        r.bad("preflight", p);
+    }
+    for n in pre.notices {
+        r.note("preflight", n);
+    }
     if let (Some(cfg), Some(s)) = (&stack_config, &stack) {
         match workspace::check_infra_type(&profile, cfg, s) {
             Ok(()) => r.ok(

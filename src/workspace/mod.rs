@@ -85,12 +85,23 @@ impl Workspace {
         StackConfig::path_for(&self.root, stack)
     }
 
-    /// The stack: `--stack`, else `PULUMI_STACK` of the env file, else of the process
-    /// environment. A `--stack` that differs from the file's is refused.
+    /// The stack of a command that writes: `--stack`, else `PULUMI_STACK` of the env
+    /// file, else of the process environment. A `--stack` that differs from the file's is
+    /// refused (the file holds that stack's settings).
     pub fn resolve_stack(&self, flag: Option<&str>) -> Result<Option<String>> {
+        self.stack(flag, true)
+    }
+
+    /// The stack of a command that only reads (`show`, `status`, `outputs`, `export`,
+    /// `secrets list`): any `--stack` is fine.
+    pub fn stack_to_read(&self, flag: Option<&str>) -> Result<Option<String>> {
+        self.stack(flag, false)
+    }
+
+    fn stack(&self, flag: Option<&str>, enforce_file: bool) -> Result<Option<String>> {
         let from_file = self.env_file.get("PULUMI_STACK").filter(|s| !s.is_empty());
         let stack = match (flag, from_file) {
-            (Some(f), Some(file)) if f != file => {
+            (Some(f), Some(file)) if enforce_file && f != file => {
                 return Err(Error::config(format!(
                     "--stack {f} differs from PULUMI_STACK={file} in {}.\n  That file holds the settings of stack `{file}`. Drop --stack to use `{file}`, or change PULUMI_STACK in the file to `{f}`.",
                     display_path(&self.env_file.path)

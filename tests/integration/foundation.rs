@@ -356,7 +356,8 @@ fn infra_type_differing_from_provider_is_refused_by_validate_and_up() {
 fn stack_flag_differing_from_env_file_names_both() {
     let ws = abc("infrastructure:\n  - path: a\n");
     ws.env_file("PULUMI_STACK=dev\n");
-    let r = ws.strata(&["-p", "t", "-s", "prod", "show"]);
+    // Only commands that write enforce the file's stack (`show` reads any stack).
+    let r = ws.strata(&["-p", "t", "-s", "prod", "up"]);
     assert_config_error(
         &r,
         &["prod", "dev", "config/pulumi/environment", "PULUMI_STACK"],

@@ -5,6 +5,7 @@ mod support;
 
 mod export;
 mod foundation;
+mod pipeline;
 mod run;
 mod secrets;
 mod state;

@@ -148,7 +148,8 @@ impl Ws {
         self.write("config/pulumi/environment", text)
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    /// The strata command of this workspace: clean environment, the fake first on PATH.
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
         c.args(args)
             .current_dir(&self.root)

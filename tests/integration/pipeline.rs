@@ -1,0 +1,263 @@
+//! The run pipeline (DESIGN.md §3): resolve → preflight → ask → lock → write. Nothing is
+//! written before the lock; preflight problems come before any question; `validate`
+//! fails wherever `up` would fail before starting; backends are preflighted and a
+//! relative `file://` backend is one backend for every project.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::support::*;
+
+/// A profile that asks a config key and a secret, over one Pulumi project.
+fn asking_workspace() -> Ws {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}config:\n  - key: aws:region\n    prompt: AWS region\n  - key: t:size\n    prompt: Size\n    default: 3\n    type: int\nsecrets:\n  - key: t:token\n    prompt: The token\ninfrastructure:\n  - path: alpha\n"
+        ),
+    );
+    ws.pulumi_project("alpha", "alpha", "outputs:\n  x: 1\n");
+    ws
+}
+
+fn snapshot(ws: &Ws) -> BTreeMap<PathBuf, Vec<u8>> {
+    ws.files_under("").into_iter().collect()
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// A run refused by the lock leaves every file byte-for-byte as it was: no stack config,
+/// no secrets store, no env file entry, no backend folder.
+#[test]
+fn a_run_refused_by_the_lock_writes_nothing() {
+    let mut ws = asking_workspace();
+    ws.set_env("STRATA_PASSPHRASE", "store pass");
+    ws.set_env("STRATA_SECRET_T_TOKEN", "tok-123");
+    ws.write(
+        "config/pulumi/Pulumi.dev.yaml",
+        "config:\n  aws:region: us-east-1\n",
+    );
+    // Held by a live process (this test) on this host.
+    ws.write(
+        ".strata/dev/lock",
+        &serde_json::json!({
+            "pid": std::process::id(),
+            "host": hostname(),
+            "command": "strata up",
+            "since": "2026-01-01T00:00:00Z"
+        })
+        .to_string(),
+    );
+    let before = snapshot(&ws);
+    let r = ws.strata(&["up", "--provider", "t", "--stack", "dev"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("is in use"), "{r:?}");
+    let after = snapshot(&ws);
+    let changed: Vec<_> = after
+        .iter()
+        .filter(|(p, b)| before.get(*p) != Some(*b))
+        .map(|(p, _)| p.clone())
+        .chain(before.keys().filter(|p| !after.contains_key(*p)).cloned())
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "files changed by a refused run: {changed:?}"
+    );
+    assert!(!ws.exists("config/secrets/dev.age"));
+    assert!(!ws.exists(".strata/backend"));
+    assert!(ws.calls().is_empty(), "no pulumi call: {:?}", ws.calls());
+}
+
+/// Once the lock is free, the same run writes what it asked (the control for the test
+/// above): the config key's default, the secret into the store, the stack into the env
+/// file.
+#[test]
+fn the_same_run_with_the_lock_free_writes_its_answers() {
+    let mut ws = asking_workspace();
+    ws.set_env("STRATA_PASSPHRASE", "store pass");
+    ws.set_env("STRATA_SECRET_T_TOKEN", "tok-123");
+    ws.write(
+        "config/pulumi/Pulumi.dev.yaml",
+        "config:\n  aws:region: us-east-1\n",
+    );
+    // (--project: the built-in secrets step would need a cluster.)
+    let r = ws.strata(&[
+        "up",
+        "--provider",
+        "t",
+        "--stack",
+        "dev",
+        "--project",
+        "alpha",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let cfg = ws.read("config/pulumi/Pulumi.dev.yaml");
+    assert!(cfg.contains("t:size: 3"), "{cfg}");
+    assert!(cfg.contains("kubernetes:infra_type: test"), "{cfg}");
+    assert!(ws.exists("config/secrets/dev.age"));
+    assert!(
+        ws.read("config/pulumi/environment")
+            .contains("PULUMI_STACK=dev"),
+        "the first up remembers the stack"
+    );
+    // ...so the next command needs no --stack.
+    let s = ws.strata(&["status"]);
+    assert_eq!(s.code, 0, "{s:?}");
+}
+
+/// Runs `strata ARGS` on a pseudo-terminal (so it may ask), typing nothing; returns
+/// everything it printed and its exit code.
+fn on_a_terminal(ws: &Ws, args: &[&str]) -> (String, i32) {
+    let strata = ws.command(args);
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg("\"$0\" \"$@\"; echo \"EXIT=$?\"")
+        .arg(strata.get_program())
+        .args(strata.get_args())
+        .current_dir(strata.get_current_dir().unwrap())
+        .env_clear();
+    for (k, v) in strata.get_envs() {
+        if let Some(v) = v {
+            sh.env(k, v);
+        }
+    }
+    sh.env("TERM", "xterm");
+    let mut p = rexpect::session::spawn_command(sh, Some(20_000)).expect("spawn on a pty");
+    let out = p.exp_eof().expect("strata ends without being answered");
+    let code = out
+        .rsplit_once("EXIT=")
+        .and_then(|(_, c)| c.trim().parse().ok())
+        .unwrap_or(-1);
+    (out, code)
+}
+
+/// On a terminal, a first `up` with `pulumi` missing says so before asking anything.
+#[test]
+fn a_missing_pulumi_is_reported_before_any_question() {
+    let mut ws = Ws::without_pulumi();
+    ws.set_env("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE);
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}config:\n  - key: aws:region\n    prompt: AWS region\nsecrets:\n  - key: t:token\n    prompt: The token\ninfrastructure:\n  - path: alpha\n"
+        ),
+    );
+    ws.pulumi_project("alpha", "alpha", "");
+    let (out, code) = on_a_terminal(&ws, &["up", "--provider", "t", "--stack", "dev"]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("pulumi CLI was not found"), "{out}");
+    assert!(
+        !out.contains("AWS region"),
+        "a question was asked first: {out}"
+    );
+    assert!(
+        !out.contains("The token"),
+        "a question was asked first: {out}"
+    );
+    assert!(!ws.exists("config/pulumi/Pulumi.dev.yaml"));
+}
+
+/// `validate` is resolve + preflight: it fails where `up` would fail before starting,
+/// and says every problem at once.
+#[test]
+fn validate_fails_where_up_would() {
+    let mut ws = Ws::without_pulumi();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: alpha\n"));
+    ws.pulumi_project("alpha", "alpha", "");
+    ws.set_env("PULUMI_CONFIG_PASSPHRASE", "");
+    ws.env_file("PULUMI_BACKEND_URL=s3://bucket/state\n");
+    let mut env_less = ws;
+    env_less
+        .env
+        .retain(|(k, _)| k != "PULUMI_CONFIG_PASSPHRASE");
+    let v = env_less.strata(&["validate", "--provider", "t", "--stack", "dev"]);
+    assert_eq!(v.code, 3, "{v:?}");
+    assert!(v.all().contains("pulumi CLI was not found"), "{v:?}");
+    assert!(v.all().contains("PULUMI_CONFIG_PASSPHRASE"), "{v:?}");
+    let u = env_less.strata(&["up", "--provider", "t", "--stack", "dev"]);
+    assert_eq!(u.code, 3, "{u:?}");
+    assert!(u.stderr.contains("pulumi CLI was not found"), "{u:?}");
+    assert!(u.stderr.contains("PULUMI_CONFIG_PASSPHRASE"), "{u:?}");
+}
+
+/// s3://, gs:// and azblob:// backends use the passphrase secrets provider too: without
+/// a passphrase the run stops in preflight, before any pulumi call.
+#[test]
+fn every_self_managed_backend_needs_a_passphrase() {
+    for url in ["s3://bucket/state", "gs://bucket", "azblob://container"] {
+        let mut ws = Ws::new();
+        ws.env.retain(|(k, _)| k != "PULUMI_CONFIG_PASSPHRASE");
+        ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: alpha\n"));
+        ws.pulumi_project("alpha", "alpha", "");
+        ws.env_file(&format!("PULUMI_BACKEND_URL={url}\n"));
+        let r = ws.strata(&["up", "--provider", "t", "--stack", "dev"]);
+        assert_eq!(r.code, 3, "{url}: {r:?}");
+        assert!(r.stderr.contains(url), "{url}: {r:?}");
+        assert!(r.stderr.contains("PULUMI_CONFIG_PASSPHRASE"), "{r:?}");
+        assert!(ws.calls().is_empty(), "{url}: pulumi was called");
+    }
+}
+
+/// `PULUMI_BACKEND_URL=file://./state` in the env file is the workspace's `state/`
+/// folder for every project (Pulumi would resolve it against each project's --cwd).
+#[test]
+fn a_relative_file_backend_is_resolved_against_the_workspace_root() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: net/alpha\n  - path: app/bravo\n    inputs:\n      bravo:from_alpha: net/alpha:x\n"
+        ),
+    );
+    ws.pulumi_project("net/alpha", "alpha", "outputs:\n  x: 42\n");
+    ws.pulumi_project(
+        "app/bravo",
+        "bravo",
+        "config:\n  from_alpha:\n    type: integer\noutputs:\n  y: ${from_alpha}\n",
+    );
+    ws.env_file("PULUMI_BACKEND_URL=file://./state\n");
+    let r = ws.strata(&["up", "--provider", "t", "--stack", "dev"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let want = format!("file://{}", ws.path("state").display());
+    for c in ws.calls().iter().filter(|c| c["event"] == "start") {
+        assert_eq!(c["env"]["PULUMI_BACKEND_URL"], want.as_str(), "{c}");
+    }
+    assert!(ws.exists("state/.pulumi/stacks/alpha/dev.json"));
+    assert!(ws.exists("state/.pulumi/stacks/bravo/dev.json"));
+    assert!(!ws.exists("projects/net/alpha/state"));
+}
+
+/// Read-only commands work for any `--stack`; only writing commands enforce the env
+/// file's stack.
+#[test]
+fn read_only_commands_accept_any_stack() {
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: alpha\n"));
+    ws.command_project("alpha", "echo '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    ws.env_file("PULUMI_STACK=dev\n");
+    for args in [
+        vec!["status", "-s", "prod", "-p", "t"],
+        vec!["show", "-s", "prod", "-p", "t"],
+        vec!["outputs", "-s", "prod", "-p", "t"],
+        vec!["secrets", "list", "-s", "prod", "-p", "t"],
+        vec!["export", "-s", "prod", "-p", "t", "--format", "argo"],
+    ] {
+        let r = ws.strata(&args);
+        assert_eq!(r.code, 0, "{args:?}: {r:?}");
+    }
+    for args in [
+        vec!["up", "-s", "prod", "-p", "t"],
+        vec!["secrets", "set", "t:x", "-s", "prod", "-p", "t"],
+    ] {
+        let r = ws.strata(&args);
+        assert_eq!(r.code, 3, "{args:?}: {r:?}");
+        assert!(r.stderr.contains("differs from PULUMI_STACK=dev"), "{r:?}");
+    }
+}
