@@ -98,17 +98,44 @@ pub fn env_key(key: &str) -> String {
         .collect()
 }
 
-/// A file-system-safe slug for a project path (`kubernetes/nginx/x` -> `kubernetes-nginx-x`).
+/// The file-system name of a project path, for per-project state (outputs, work dirs,
+/// config copies). Injective, so two projects never share a file: ASCII letters, digits,
+/// `-` and `.` stand for themselves, every other byte is `_` and two hex digits
+/// (`x/y` → `x_2fy`, `x-y` → `x-y`, `x_y` → `x_5fy`); `_` only ever starts an escape.
 pub fn slug(path: &str) -> String {
-    path.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || (b == b'.' && !out.is_empty()) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("_{b:02x}"));
+        }
+    }
+    out
+}
+
+/// Creates `dir` and its missing parents with mode 0700, and makes `dir` itself 0700
+/// (state under `.strata/` holds child output: only its owner may read it).
+pub fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io("create", dir, e))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| Error::io("set the mode of", dir, e))
+}
+
+/// Opens `path` for appending (and reading), creating it with mode 0600.
+pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
 }
 
 #[cfg(test)]
@@ -143,7 +170,49 @@ mod tests {
     }
 
     #[test]
-    fn slug_is_file_safe() {
-        assert_eq!(slug("kubernetes/nginx/ingress"), "kubernetes-nginx-ingress");
+    fn slug_is_file_safe_and_keeps_paths_apart() {
+        assert_eq!(
+            slug("kubernetes/nginx/ingress"),
+            "kubernetes_2fnginx_2fingress"
+        );
+        assert_ne!(slug("x/y"), slug("x-y"));
+        assert_ne!(slug("x_y"), slug("x/y"));
+        assert_eq!(slug(".."), "_2e.");
+        for s in ["a/b", "x-y", "u_v", "..", ".hidden", "ü/ß"] {
+            let k = slug(s);
+            assert!(
+                !k.contains('/') && k != "." && k != ".." && !k.starts_with('.'),
+                "{k}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Two different project paths never map to the same file name.
+        #[test]
+        fn slug_is_injective(a in ".{0,12}", b in ".{0,12}") {
+            proptest::prop_assume!(a != b);
+            proptest::prop_assert_ne!(slug(&a), slug(&b));
+        }
+    }
+
+    #[test]
+    fn private_dirs_and_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("a/b");
+        private_dir(&dir).unwrap();
+        for p in [d.path().join("a"), dir.clone()] {
+            assert_eq!(
+                std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+                0o700
+            );
+        }
+        let f = dir.join("log");
+        open_private_append(&f).unwrap();
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 }

@@ -48,8 +48,7 @@ impl Engine for CommandEngine {
                 ..Outcome::default()
             });
         };
-        std::fs::create_dir_all(&job.scratch_dir)
-            .map_err(|e| fail(format!("cannot create {}: {e}", job.scratch_dir.display())))?;
+        crate::util::private_dir(&job.scratch_dir).map_err(|e| fail(e.message))?;
         let outputs_file = job.scratch_dir.join("outputs.json");
         let inputs_file = job.scratch_dir.join("inputs.json");
         let _ = std::fs::remove_file(&outputs_file);

@@ -4,7 +4,7 @@
 //! finished in between loses nothing.
 
 use crate::engine::Operation;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::secrets::{self, store};
 use crate::workspace::StackConfig;
 
@@ -69,7 +69,7 @@ pub fn write(r: &mut Resolved, a: &mut Answers) -> Result<()> {
         .is_none_or(|u| u.is_empty())
     {
         let dir = env::default_backend_dir(&r.ws.root);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+        crate::util::private_dir(&dir)?;
     }
     Ok(())
 }

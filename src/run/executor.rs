@@ -749,8 +749,8 @@ impl Executor for StepRunner<'_> {
             n += 1;
             path = dir.join(format!("{}-{stamp}-{n}.log", self.ctx.op.as_str()));
         }
-        std::fs::create_dir_all(&dir).ok()?;
-        std::fs::File::create(&path).ok()?;
+        crate::util::private_dir(&dir).ok()?;
+        crate::util::open_private_append(&path).ok()?;
         if let Ok(mut l) = self.logs.lock() {
             l.insert(i, path.clone());
         }

@@ -61,33 +61,57 @@ impl Journal {
         &self.path
     }
 
-    /// Appends one record (one write of one line).
+    /// Appends one record: one `write(2)` of one line on an `O_APPEND` file (mode 0600).
+    /// When the file does not end with a newline (a crash tore the last record), the
+    /// write starts with one, so the new record is never glued to the torn line.
     pub fn append(&self, record: &Record) -> Result<()> {
         let _g = self.lock.lock();
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+            crate::util::private_dir(dir)?;
         }
-        let mut line = serde_json::to_string(record)
+        let json = serde_json::to_string(record)
             .map_err(|e| Error::failed(format!("cannot encode a journal record: {e}")))?;
-        line.push('\n');
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
+        let mut f = crate::util::open_private_append(&self.path)
             .map_err(|e| Error::io("open", &self.path, e))?;
+        let mut line = String::with_capacity(json.len() + 2);
+        if !ends_with_newline(&mut f) {
+            line.push('\n');
+        }
+        line.push_str(&json);
+        line.push('\n');
         f.write_all(line.as_bytes())
             .map_err(|e| Error::io("append to", &self.path, e))
     }
 
-    /// Every readable record, oldest first (a torn last line is skipped).
+    /// Every readable record, oldest first. A line that is not a whole record (torn by a
+    /// crash, or not UTF-8) is skipped; the lines after it are read.
     pub fn read(&self) -> Vec<Record> {
-        let Ok(text) = std::fs::read_to_string(&self.path) else {
+        let Ok(bytes) = std::fs::read(&self.path) else {
             return Vec::new();
         };
-        text.lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        parse(&bytes)
     }
+}
+
+/// The records in `bytes`, skipping every line that is not a whole record.
+pub fn parse(bytes: &[u8]) -> Vec<Record> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice(l).ok())
+        .collect()
+}
+
+/// Whether the (append-mode) file is empty or ends with `\n`.
+fn ends_with_newline(f: &mut std::fs::File) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(len) = f.seek(SeekFrom::End(0)) else {
+        return true;
+    };
+    if len == 0 || f.seek(SeekFrom::Start(len - 1)).is_err() {
+        return true;
+    }
+    let mut last = [0u8; 1];
+    f.read_exact(&mut last).is_err() || last[0] == b'\n'
 }
 
 /// The last record of each project, among the given operations (all when empty).
@@ -113,6 +137,58 @@ pub fn last_by_project(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn project(run: &str, status: &str) -> Record {
+        Record::Project {
+            run_id: run.into(),
+            project: "a".into(),
+            operation: "up".into(),
+            status: status.into(),
+            started_at: "t".into(),
+            ended_at: "t".into(),
+            duration_ms: 1,
+            exit_code: None,
+            fingerprint: None,
+            message: None,
+            log: None,
+        }
+    }
+
+    #[test]
+    fn a_torn_line_loses_no_later_record() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        j.append(&project("r1", "succeeded")).unwrap();
+        // A crash in the middle of the next record, including a torn UTF-8 sequence.
+        let mut f = crate::util::open_private_append(j.path()).unwrap();
+        f.write_all(b"{\"kind\":\"project\",\"run_id\":\"r2\",\"message\":\"\xc3")
+            .unwrap();
+        drop(f);
+        j.append(&project("r3", "failed")).unwrap();
+        let records = j.read();
+        assert_eq!(records.len(), 2, "{records:?}");
+        assert!(
+            matches!(&records[1], Record::Project { run_id, status, .. } if run_id == "r3" && status == "failed")
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(j.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes a crash left at the end of the journal, a record appended after
+        /// them is read back.
+        #[test]
+        fn any_garbage_before_a_record_never_loses_it(garbage in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let d = tempfile::tempdir().unwrap();
+            let j = Journal::new(d.path());
+            std::fs::write(j.path(), &garbage).unwrap();
+            j.append(&project("after", "failed")).unwrap();
+            let records = j.read();
+            let found = records.iter().any(|r| matches!(r, Record::Project { run_id, .. } if run_id == "after"));
+            proptest::prop_assert!(found, "lost the record after {:?}", garbage);
+        }
+    }
 
     #[test]
     fn append_and_read_back() {

@@ -2,6 +2,7 @@
 //! start time. A lock whose process is gone is taken over with a warning.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -50,7 +51,13 @@ impl StackLock {
         command: &str,
         warn: &mut dyn FnMut(String),
     ) -> Result<StackLock> {
-        std::fs::create_dir_all(state_dir).map_err(|e| Error::io("create", state_dir, e))?;
+        // `.strata/` and the stack's state folders hold child output: owner only (0700).
+        if let Some(top) = state_dir.parent() {
+            crate::util::private_dir(top)?;
+        }
+        for sub in ["", "logs", "outputs", "work", "config"] {
+            crate::util::private_dir(&state_dir.join(sub))?;
+        }
         let path = state_dir.join("lock");
         let me = Owner {
             pid: std::process::id(),
@@ -63,6 +70,7 @@ impl StackLock {
             match std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(0o600)
                 .open(&path)
             {
                 Ok(mut f) => {

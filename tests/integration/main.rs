@@ -9,3 +9,4 @@ mod pipeline;
 mod run;
 mod secrets;
 mod state;
+mod trust;

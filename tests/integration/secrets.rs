@@ -1262,11 +1262,11 @@ fn pulumi_project_gets_its_secret_as_secure_config() {
     );
     let up_args = up["argv"].to_string();
     assert!(up_args.contains("--config-file"), "{up}");
-    assert!(up_args.contains(".strata/dev/config/k8s-db.yaml"), "{up}");
+    assert!(up_args.contains(".strata/dev/config/k8s_2fdb.yaml"), "{up}");
 
     // The per-project config file holds them as `secure:` values.
     let cfg: serde_yaml::Value =
-        serde_yaml::from_str(&ws.read(".strata/dev/config/k8s-db.yaml")).unwrap();
+        serde_yaml::from_str(&ws.read(".strata/dev/config/k8s_2fdb.yaml")).unwrap();
     for key in ["apps:db-password", "monitoring:adminpass"] {
         assert!(
             cfg["config"][key]["secure"].is_string(),
@@ -1287,7 +1287,9 @@ fn pulumi_project_gets_its_secret_as_secure_config() {
             "--stack",
             "dev",
             "--config-file",
-            ws.path(".strata/dev/config/k8s-db.yaml").to_str().unwrap(),
+            ws.path(".strata/dev/config/k8s_2fdb.yaml")
+                .to_str()
+                .unwrap(),
         ])
         .env("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)
         .env(

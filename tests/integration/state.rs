@@ -409,13 +409,13 @@ fn outputs_flow_through_inputs_into_downstream_config() {
 
     // web ran with the per-project config file; network with the shared one.
     let file = config_file_arg(&web).expect("web's up has --config-file");
-    let expected = ws.path(".strata/dev/config/apps-web.yaml");
+    let expected = ws.path(".strata/dev/config/apps_2fweb.yaml");
     assert_eq!(
         std::fs::canonicalize(&file).unwrap(),
         std::fs::canonicalize(&expected).unwrap()
     );
     let per_project: serde_yaml::Value =
-        serde_yaml::from_str(&ws.read(".strata/dev/config/apps-web.yaml")).unwrap();
+        serde_yaml::from_str(&ws.read(".strata/dev/config/apps_2fweb.yaml")).unwrap();
     assert_eq!(
         per_project["config"]["web:vpc_id"].as_str(),
         Some("vpc-0abc123")
@@ -456,7 +456,7 @@ fn per_project_config_carries_the_shared_encryption_salt_from_the_first_run() {
     assert_eq!(r.code, 0, "{r:?}");
     let shared = salt_of("config/pulumi/Pulumi.dev.yaml").expect("pulumi wrote a salt");
     assert_eq!(
-        salt_of(".strata/dev/config/apps-web.yaml").as_deref(),
+        salt_of(".strata/dev/config/apps_2fweb.yaml").as_deref(),
         Some(shared.as_str()),
         "the per-project config has its own salt after the first run"
     );
@@ -468,7 +468,7 @@ fn per_project_config_carries_the_shared_encryption_salt_from_the_first_run() {
         Some(shared.as_str())
     );
     assert_eq!(
-        salt_of(".strata/dev/config/apps-web.yaml").as_deref(),
+        salt_of(".strata/dev/config/apps_2fweb.yaml").as_deref(),
         Some(shared.as_str())
     );
 }
@@ -553,7 +553,7 @@ fn secret_output_wired_as_input_arrives_as_secure_value() {
     assert_eq!(web["config"]["web:vpc_id"], "vpc-id");
 
     // The per-project config file holds it as `secure:`, never in plaintext.
-    let text = ws.read(".strata/dev/config/apps-web.yaml");
+    let text = ws.read(".strata/dev/config/apps_2fweb.yaml");
     assert!(
         !text.contains(SECRET),
         "plaintext secret in the config file:\n{text}"

@@ -1,0 +1,120 @@
+//! State that survives crashes, races and hostile layouts (issue 10, DESIGN.md §3
+//! "Rules that keep state whole"): torn journal lines, collision-free per-project state,
+//! private file modes.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn writes(v: &str) -> String {
+    format!("printf '%s' '{{\"v\":\"{v}\"}}' > \"$STRATA_OUTPUTS_FILE\"")
+}
+
+/// A crash that tears the journal's last line loses no later record: `--resume` still
+/// sees the project that failed after it.
+#[test]
+fn a_torn_journal_line_does_not_hide_a_failure_from_resume() {
+    let mut ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: a\n  - path: b\n"),
+    );
+    ws.command_project("a", &writes("a"), "true");
+    ws.command_project(
+        "b",
+        "test -z \"$FAIL_B\" && printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    let args = ["up", "-p", "t", "-s", "dev"];
+    assert_eq!(ws.strata(&args).code, 0);
+    // A crash mid-record: a torn line without its newline.
+    let journal = ws.path(".strata/dev/journal.jsonl");
+    let mut text = std::fs::read(&journal).unwrap();
+    text.extend_from_slice(b"{\"kind\":\"project\",\"run_id\":\"torn");
+    std::fs::write(&journal, &text).unwrap();
+    ws.set_env("FAIL_B", "1");
+    let r = ws.strata(&args);
+    assert_eq!(r.code, 1, "{r:?}");
+    ws.set_env("FAIL_B", "");
+    let resumed = ws.strata(&["up", "-p", "t", "-s", "dev", "--resume", "--output", "json"]);
+    assert_eq!(resumed.code, 0, "{resumed:?}");
+    let ran: Vec<String> = resumed
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "project_started")
+        .map(|e| e["project"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        ran,
+        ["b"],
+        "resume must re-run the failed project: {resumed:?}"
+    );
+}
+
+/// `x/y` and `x-y` are different projects: each keeps its own outputs.
+#[test]
+fn projects_whose_paths_differ_only_in_separators_keep_their_own_state() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: x/y\n  - path: x-y\n    needs: []\n  - path: x_y\n    needs: []\n  - path: use\n    needs: []\n    inputs:\n      c:a: x/y:v\n      c:b: x-y:v\n      c:c: x_y:v\n"
+        ),
+    );
+    ws.command_project("x/y", &writes("slash"), "true");
+    ws.command_project("x-y", &writes("dash"), "true");
+    ws.command_project("x_y", &writes("underscore"), "true");
+    ws.command_project(
+        "use",
+        "printf '{\"got\":\"%s %s %s\"}' \"$STRATA_INPUT_C_A\" \"$STRATA_INPUT_C_B\" \"$STRATA_INPUT_C_C\" > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = ws.strata(&["outputs", "-p", "t", "-s", "dev", "--output", "json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["use"]["got"], "slash dash underscore", "{v}");
+    assert_eq!(v["x/y"]["v"], "slash", "{v}");
+    assert_eq!(v["x-y"]["v"], "dash", "{v}");
+}
+
+/// Everything under `.strata/` is the owner's alone: files 0600, folders 0700.
+#[test]
+fn state_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a/b\n"));
+    ws.command_project("a/b", &writes("a"), "true");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    fn walk(p: &std::path::Path, out: &mut Vec<(std::path::PathBuf, u32, bool)>) {
+        for e in std::fs::read_dir(p).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            out.push((e.path(), m.permissions().mode() & 0o777, m.is_dir()));
+            if m.is_dir() {
+                walk(&e.path(), out);
+            }
+        }
+    }
+    let mut all = vec![];
+    walk(&ws.path(".strata/dev"), &mut all);
+    assert!(all.iter().any(|(p, _, _)| p.ends_with("journal.jsonl")));
+    assert!(
+        all.iter()
+            .any(|(p, _, _)| p.extension().is_some_and(|e| e == "log"))
+    );
+    let top = std::fs::metadata(ws.path(".strata"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(top, 0o700);
+    for (p, mode, dir) in all {
+        if p.starts_with(ws.path(".strata/dev/work")) && !dir {
+            continue; // written by the project's own command, inside a 0700 folder
+        }
+        let want = if dir { 0o700 } else { 0o600 };
+        assert_eq!(mode, want, "{} is {mode:o}", p.display());
+    }
+}
