@@ -20,8 +20,11 @@ pub enum Kind {
     Usage,
     /// A file, a setting or an input is invalid or missing (exit 3).
     Config,
-    /// The run was interrupted by Ctrl-C or SIGTERM (exit 130).
+    /// A prompt was aborted (exit 130, as for Ctrl-C).
     Interrupted,
+    /// The run was stopped by this signal, after its graceful shutdown (exit 128+n:
+    /// 130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+    Signal(i32),
 }
 
 /// An error for people: the message says what is wrong, where, and what to do.
@@ -52,6 +55,10 @@ impl Error {
     pub fn interrupted(message: impl Into<String>) -> Self {
         Self::new(Kind::Interrupted, message)
     }
+    /// A run stopped by signal `sig` after its graceful shutdown.
+    pub fn signal(sig: i32, message: impl Into<String>) -> Self {
+        Self::new(Kind::Signal(sig), message)
+    }
 
     /// A prompt that could not be answered (Ctrl-C at a question, a closed terminal).
     pub fn prompt(err: dialoguer::Error) -> Self {
@@ -72,6 +79,7 @@ impl Error {
             Kind::Usage => exit::USAGE,
             Kind::Config => exit::CONFIG,
             Kind::Interrupted => exit::INTERRUPTED,
+            Kind::Signal(sig) => 128 + sig,
         }
     }
 }
@@ -94,5 +102,8 @@ mod tests {
         assert_eq!(Error::usage("x").exit_code(), 2);
         assert_eq!(Error::config("x").exit_code(), 3);
         assert_eq!(Error::interrupted("x").exit_code(), 130);
+        assert_eq!(Error::signal(libc::SIGINT, "x").exit_code(), 130);
+        assert_eq!(Error::signal(libc::SIGTERM, "x").exit_code(), 143);
+        assert_eq!(Error::signal(libc::SIGHUP, "x").exit_code(), 129);
     }
 }

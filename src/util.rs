@@ -127,6 +127,31 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io("set the mode of", dir, e))
 }
 
+/// Raises the open-files soft limit to the hard limit (hundreds of projects, each with
+/// pipes and a log, can exceed the usual soft 1024). Returns the soft limit in force.
+pub fn raise_open_files_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write only the struct passed in.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    lim.rlim_cur as u64
+}
+
 /// Opens `path` for appending (and reading), creating it with mode 0600.
 pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -194,6 +219,19 @@ mod tests {
             proptest::prop_assume!(a != b);
             proptest::prop_assert_ne!(slug(&a), slug(&b));
         }
+    }
+
+    #[test]
+    fn open_files_soft_limit_is_raised_to_the_hard_limit() {
+        let soft = raise_open_files_limit();
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes only the struct passed in.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+        assert_eq!(lim.rlim_cur, lim.rlim_max);
+        assert_eq!(soft, lim.rlim_cur as u64);
     }
 
     #[test]

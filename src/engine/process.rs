@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 /// Shared by the scheduler, the engines and the signal handler.
 #[derive(Debug, Default)]
 pub struct Control {
     cancelled: AtomicBool,
     killed: AtomicBool,
+    /// The signal that cancelled the run (0: none, or cancelled from inside).
+    signal: AtomicI32,
     next_id: AtomicU64,
     /// id -> (process group id, project path)
     children: Mutex<BTreeMap<u64, (i32, String)>>,
@@ -59,6 +61,19 @@ impl Control {
             }
         }
         ChildGuard { control: self, id }
+    }
+
+    /// The first signal that cancelled the run (SIGINT, SIGTERM, SIGHUP), if any.
+    pub fn signal(&self) -> Option<i32> {
+        Some(self.signal.load(Ordering::SeqCst)).filter(|s| *s != 0)
+    }
+
+    /// A signal arrived: the first one is remembered (for the exit code) and cancels.
+    pub fn cancel_by_signal(&self, sig: i32) -> Vec<String> {
+        let _ = self
+            .signal
+            .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+        self.cancel()
     }
 
     /// First Ctrl-C: stop scheduling and send exactly one SIGINT to every running child

@@ -41,6 +41,8 @@ pub struct Executed {
     pub processes: u32,
     pub started_ms: u64,
     pub interrupted: bool,
+    /// The signal that interrupted the run (it exits 128+n).
+    pub signal: Option<i32>,
     pub killed: bool,
     pub redactor: Redactor,
 }
@@ -188,6 +190,7 @@ pub fn execute(
     });
     handle.close();
     let interrupted = control.is_cancelled();
+    let signal = control.signal();
     let killed = control.is_killed();
     // Nothing may survive the run.
     control.kill();
@@ -227,6 +230,7 @@ pub fn execute(
         processes,
         started_ms,
         interrupted,
+        signal,
         killed,
         redactor,
     })

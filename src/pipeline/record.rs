@@ -109,7 +109,13 @@ pub fn finish(
             } else {
                 " Pulumi saved the state of each cancelled update; run `strata up --resume` to continue.".to_string()
             };
-            Err(Error::interrupted(format!("interrupted.{hint}")))
+            let sig = done.signal.unwrap_or(libc::SIGINT);
+            let what = match sig {
+                libc::SIGTERM => "stopped by SIGTERM",
+                libc::SIGHUP => "stopped by SIGHUP (the terminal closed)",
+                _ => "interrupted",
+            };
+            Err(Error::signal(sig, format!("{what}.{hint}")))
         }
         // A downstream whose upstream was never deployed lacks an input: exit 3.
         Status::Failed if done.results.iter().any(|r| r.missing_input) => Ok(exit::CONFIG),

@@ -1,10 +1,11 @@
-//! Ctrl-C and SIGTERM during a run: the first stops scheduling and forwards exactly one
-//! SIGINT to each running child; a second (or the end of the grace period) kills them.
+//! Ctrl-C, SIGTERM and SIGHUP (a closed terminal, a dropped SSH session) during a run:
+//! the first stops scheduling and forwards exactly one SIGINT to each running child; a
+//! second (or the end of the grace period) kills them. The run then exits 128+n.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use super::events::RunEvent;
@@ -12,7 +13,7 @@ use crate::engine::Control;
 
 /// Installs the handlers; strata no longer dies on Ctrl-C while they are installed.
 pub fn install() -> std::io::Result<Signals> {
-    Signals::new([SIGINT, SIGTERM])
+    Signals::new([SIGINT, SIGTERM, SIGHUP])
 }
 
 /// Watches for signals until `done` is set.
@@ -25,10 +26,10 @@ pub fn watch(
 ) {
     let mut first: Option<Instant> = None;
     loop {
-        for _ in signals.pending() {
+        for sig in signals.pending() {
             if first.is_none() {
                 first = Some(Instant::now());
-                let running = control.cancel();
+                let running = control.cancel_by_signal(sig);
                 notify(RunEvent::Notice {
                     message: format!(
                         "Interrupted: no new project starts. Sent one SIGINT to {} running project{}{} so Pulumi cancels gracefully and saves its state. Waiting up to {}s; press Ctrl-C again to kill {}.",

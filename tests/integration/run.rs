@@ -1060,17 +1060,29 @@ fn destroy_with_deps_takes_the_dependents() {
     assert_order(&calls, &[("charlie", "bravo")]);
 }
 
+/// SIGTERM and SIGHUP (a closed terminal, a dropped SSH session) take Ctrl-C's graceful
+/// path: one SIGINT per child, nothing new started, the lock released; exit 128+n.
 #[test]
 fn sigterm_is_handled_like_ctrl_c() {
+    graceful_on("-TERM", 143);
+}
+
+#[test]
+fn sighup_is_handled_like_ctrl_c() {
+    graceful_on("-HUP", 129);
+}
+
+fn graceful_on(signal: &str, code: i32) {
     let ws = ctrl_c_workspace();
     let (bg, running) = start_slow_up(&ws, &[]);
     let st = Command::new("kill")
-        .args(["-TERM", &bg.pid.to_string()])
+        .args([signal, &bg.pid.to_string()])
         .status()
         .unwrap();
     assert!(st.success());
     let r = bg.wait(Duration::from_secs(90));
-    assert_eq!(r.code, 130, "{r:?}");
+    assert_eq!(r.code, code, "{r:?}");
+    assert!(!ws.exists(".strata/dev/lock"), "the lock is released");
     let calls = ws.calls();
     for (project, pid) in &running {
         assert_eq!(sigints_of(&calls, *pid), 1, "{project}: one SIGINT");
