@@ -149,7 +149,7 @@ pub fn raise_open_files_limit() -> u64 {
             }
         }
     }
-    lim.rlim_cur as u64
+    lim.rlim_cur
 }
 
 /// Opens `path` for appending (and reading), creating it with mode 0600.
@@ -231,7 +231,7 @@ mod tests {
         // SAFETY: getrlimit writes only the struct passed in.
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
         assert_eq!(lim.rlim_cur, lim.rlim_max);
-        assert_eq!(soft, lim.rlim_cur as u64);
+        assert_eq!(soft, lim.rlim_cur);
     }
 
     #[test]

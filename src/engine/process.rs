@@ -179,63 +179,58 @@ fn send_lines(mut r: impl std::io::Read, tx: &std::sync::mpsc::Sender<Option<Str
 
 /// Runs `expr` in its own process group with stdin closed, feeding every line of its
 /// stdout and stderr to `on_line` as they come (two pipes, so a long JSON event on
-/// stdout is never split by a stderr line), and returns how it ended.
+/// stdout is never split by a stderr line), and returns how it ended. The child ends
+/// when its process exits: a background process it left holding the pipes is not
+/// waited for (what is already in the pipes is still read, briefly).
 pub fn run_streaming(
     expr: duct::Expression,
     control: &Control,
     project: &str,
     on_line: &mut dyn FnMut(String),
 ) -> std::io::Result<Exit> {
+    use std::sync::mpsc::RecvTimeoutError;
+    use std::time::{Duration, Instant};
+    let (out_reader, out_writer) = os_pipe::pipe()?;
     let (err_reader, err_writer) = os_pipe::pipe()?;
     let expr = expr
         .stdin_null()
+        .stdout_file(out_writer)
         .stderr_file(err_writer)
         .unchecked()
         .before_spawn(own_group);
-    let reader = expr.reader()?;
-    // The expression held the parent's copy of the stderr pipe's write end.
+    let handle = expr.start()?;
+    // The expression held the parent's copies of the pipes' write ends.
     drop(expr);
-    let pgid = reader.pids().first().copied().unwrap_or(0) as i32;
+    let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
     let _guard = control.register(pgid, project);
     let (tx, rx) = std::sync::mpsc::channel::<Option<String>>();
-    // A grandchild may keep stderr open after the child ends: that reader is not joined.
-    let tx_err = tx.clone();
-    std::thread::spawn(move || send_lines(err_reader, &tx_err));
-    std::thread::scope(|s| {
-        let tx_out = tx.clone();
-        let reader = &reader;
-        s.spawn(move || send_lines(reader, &tx_out));
-        drop(tx);
-        let mut open = 2;
-        let mut stdout_done_at: Option<std::time::Instant> = None;
-        while open > 0 {
-            match rx.recv_timeout(std::time::Duration::from_millis(100)) {
-                Ok(Some(line)) => on_line(line),
-                Ok(None) => {
-                    open -= 1;
-                    if stdout_done_at.is_none() {
-                        stdout_done_at = Some(std::time::Instant::now());
-                    }
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    let child_done = matches!(reader.try_wait(), Ok(Some(_)));
-                    if child_done
-                        && stdout_done_at
-                            .is_some_and(|t| t.elapsed() > std::time::Duration::from_millis(500))
-                    {
-                        break;
-                    }
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-        }
-    });
-    loop {
-        if let Some(output) = reader.try_wait()? {
-            return Ok(exit_of(&output.status));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    // Not joined: a grandchild may keep a pipe open long after the child ends.
+    for r in [out_reader, err_reader] {
+        let tx = tx.clone();
+        std::thread::spawn(move || send_lines(r, &tx));
     }
+    drop(tx);
+    let mut open = 2;
+    let mut exited_at: Option<Instant> = None;
+    while open > 0 {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(Some(line)) => on_line(line),
+            Ok(None) => open -= 1,
+            Err(RecvTimeoutError::Disconnected) => break,
+            // The child is gone and its pipes have been quiet: whoever holds them now
+            // is not this project.
+            Err(RecvTimeoutError::Timeout) if exited_at.is_some() => break,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if exited_at.is_none() && handle.try_wait()?.is_some() {
+            exited_at = Some(Instant::now());
+        }
+        if exited_at.is_some_and(|t| t.elapsed() > Duration::from_secs(2)) {
+            break;
+        }
+    }
+    let out = handle.wait()?;
+    Ok(exit_of(&out.status))
 }
 
 /// What a captured child printed.

@@ -118,3 +118,47 @@ fn state_files_are_private() {
         assert_eq!(mode, want, "{} is {mode:o}", p.display());
     }
 }
+
+/// A project ends when its process exits: a background process that keeps its output
+/// pipes open is not waited for.
+#[test]
+fn a_background_process_holding_the_pipes_is_not_waited_for() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: a\n  - path: b\n"),
+    );
+    ws.command_project(
+        "a",
+        "sleep 600 & echo $! > \"$STRATA_ROOT/bg.pid\"; echo started; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    ws.command_project("b", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    let mut child = ws.spawn(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
+    // Bounded by the 600 s the background process holds the pipes, not by speed.
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(120) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    if let Ok(pid) = std::fs::read_to_string(ws.path("bg.pid")) {
+        let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+    }
+    let status = status.unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("strata waited for the background process of project a")
+    });
+    let out = child.wait_with_output().unwrap();
+    assert!(status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\"started\""),
+        "a's own output is shown: {text}"
+    );
+    assert!(text.contains("\"project\":\"b\""), "b ran after a: {text}");
+}
