@@ -84,6 +84,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
                 &ws.state_dir(&stack),
                 &stack,
                 "strata secrets set",
+                std::time::Duration::ZERO,
                 &mut |w| eprintln!("warning: {w}"),
             )?;
             let mut values = store::load(&path, &key).map_err(secrets::store_error)?;
@@ -98,6 +99,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
                 &ws.state_dir(&stack),
                 &stack,
                 "strata secrets rm",
+                std::time::Duration::ZERO,
                 &mut |w| eprintln!("warning: {w}"),
             )?;
             let mut values = store::load(&path, &key).map_err(secrets::store_error)?;

@@ -7,9 +7,16 @@ use std::os::unix::process::CommandExt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
+/// Told the running children (process group, project) whenever one starts or ends, so
+/// the stack lock can name them if strata is killed outright.
+pub trait ChildObserver: Send + Sync + std::fmt::Debug {
+    fn children(&self, running: &[(i32, String)]);
+}
+
 /// Shared by the scheduler, the engines and the signal handler.
 #[derive(Debug, Default)]
 pub struct Control {
+    observer: std::sync::OnceLock<Box<dyn ChildObserver>>,
     cancelled: AtomicBool,
     killed: AtomicBool,
     /// The signal that cancelled the run (0: none, or cancelled from inside).
@@ -29,6 +36,7 @@ impl Drop for ChildGuard<'_> {
     fn drop(&mut self) {
         if let Ok(mut c) = self.control.children.lock() {
             c.remove(&self.id);
+            self.control.tell(&c);
         }
     }
 }
@@ -36,6 +44,18 @@ impl Drop for ChildGuard<'_> {
 impl Control {
     pub fn new() -> Control {
         Control::default()
+    }
+
+    /// Sets the observer of running children (once).
+    pub fn observe(&self, observer: Box<dyn ChildObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    fn tell(&self, children: &BTreeMap<u64, (i32, String)>) {
+        if let Some(o) = self.observer.get() {
+            let list: Vec<(i32, String)> = children.values().cloned().collect();
+            o.children(&list);
+        }
     }
 
     pub fn is_cancelled(&self) -> bool {
@@ -54,6 +74,7 @@ impl Control {
         // kill() hold while they set the flags and signal: each child gets one SIGINT.
         if let Ok(mut c) = self.children.lock() {
             c.insert(id, (pgid, project.to_string()));
+            self.tell(&c);
             if self.is_killed() {
                 signal_group(pgid, libc::SIGKILL);
             } else if self.is_cancelled() {

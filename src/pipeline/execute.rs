@@ -114,6 +114,7 @@ pub fn execute(
             .collect(),
     };
     let control = Control::new();
+    control.observe(Box::new(held.lock.recorder()));
     let pulumi = pre.pulumi.map(PulumiEngine::new);
     let command = CommandEngine {
         specs: r

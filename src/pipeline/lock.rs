@@ -21,10 +21,19 @@ pub fn acquire(r: &Resolved) -> Result<Held> {
     let signals = signals::install()
         .map_err(|e| Error::failed(format!("cannot install the Ctrl-C handler: {e}")))?;
     let mut notices = Vec::new();
+    // A strata killed outright leaves its children running: a takeover waits this long
+    // for them (`STRATA_LOCK_WAIT_SECONDS`, default 120), then refuses.
+    let orphan_wait = std::time::Duration::from_secs(
+        r.ws.env
+            .get("STRATA_LOCK_WAIT_SECONDS")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(120),
+    );
     let lock = StackLock::acquire(
         &r.ws.state_dir(r.stack()),
         r.stack(),
         &format!("strata {}", r.req.op.as_str()),
+        orphan_wait,
         &mut |w| notices.push(format!("warning: {w}")),
     )?;
     Ok(Held {

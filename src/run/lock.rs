@@ -1,8 +1,13 @@
-//! One strata per stack: `.strata/<stack>/lock` holds the owner's pid, host, command and
-//! start time. A lock whose process is gone is taken over with a warning.
+//! One strata per stack: `.strata/<stack>/lock` holds the owner's pid, host, command,
+//! start time and the process group of each running child. A lock whose strata is gone
+//! is taken over with a warning, but only once none of its children's groups is alive
+//! (a strata killed with SIGKILL leaves its Pulumi updates running): the takeover waits
+//! for them, then refuses and names them.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
+#[cfg(test)]
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +21,56 @@ pub struct Owner {
     pub host: String,
     pub command: String,
     pub since: String,
+    /// The running children: (process group, project).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<(i32, String)>,
+}
+
+/// Keeps the lock file's list of running children current (cheap to clone, shared with
+/// the process registry).
+#[derive(Debug, Clone)]
+pub struct ChildRecorder {
+    path: PathBuf,
+    owner: Owner,
+}
+
+impl ChildRecorder {
+    /// Rewrites the lock with `children` (temp file + rename; a crash leaves the old list
+    /// or the new one, and the page cache survives a killed process, so no fsync).
+    pub fn record(&self, children: &[(i32, String)]) {
+        let mut owner = self.owner.clone();
+        owner.children = children.to_vec();
+        let Ok(body) = serde_json::to_string(&owner) else {
+            return;
+        };
+        let tmp = self.path.with_extension("children.tmp");
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(body.as_bytes()));
+        if written.is_ok() {
+            let _ = std::fs::rename(&tmp, &self.path);
+        }
+    }
+}
+
+/// Whether a process group still has a member.
+fn group_alive(pgid: i32) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks whether the group exists.
+    let rc = unsafe { libc::kill(-pgid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+impl crate::engine::process::ChildObserver for ChildRecorder {
+    fn children(&self, running: &[(i32, String)]) {
+        self.record(running);
+    }
 }
 
 /// Held while a run goes on; the file is removed when dropped (every exit path that
@@ -24,6 +79,7 @@ pub struct Owner {
 pub struct StackLock {
     path: PathBuf,
     pid: u32,
+    owner: Owner,
 }
 
 pub fn hostname() -> String {
@@ -45,10 +101,12 @@ fn alive(pid: u32) -> bool {
 
 impl StackLock {
     /// Takes the lock of `stack`, or says who holds it. `warn` receives the takeover notice.
+    /// A stale lock whose children still run is waited for up to `orphan_wait`.
     pub fn acquire(
         state_dir: &Path,
         stack: &str,
         command: &str,
+        orphan_wait: std::time::Duration,
         warn: &mut dyn FnMut(String),
     ) -> Result<StackLock> {
         // `.strata/` and the stack's state folders hold child output: owner only (0700).
@@ -64,6 +122,7 @@ impl StackLock {
             host: hostname(),
             command: command.to_string(),
             since: crate::util::rfc3339(crate::util::now_ms()),
+            children: Vec::new(),
         };
         let body = serde_json::to_string(&me).unwrap_or_default();
         for _ in 0..3 {
@@ -76,12 +135,17 @@ impl StackLock {
                 Ok(mut f) => {
                     f.write_all(body.as_bytes())
                         .map_err(|e| Error::io("write", &path, e))?;
-                    return Ok(StackLock { path, pid: me.pid });
+                    return Ok(StackLock {
+                        path,
+                        pid: me.pid,
+                        owner: me,
+                    });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let text = std::fs::read_to_string(&path).unwrap_or_default();
                     match serde_json::from_str::<Owner>(&text) {
                         Ok(owner) if owner.host == me.host && !alive(owner.pid) => {
+                            wait_for_orphans(stack, &owner, &path, orphan_wait, warn)?;
                             warn(format!(
                                 "taking over the lock of stack `{stack}`: its owner (pid {}, `{}` since {}) is gone",
                                 owner.pid, owner.command, owner.since
@@ -125,6 +189,66 @@ impl StackLock {
     }
 }
 
+impl StackLock {
+    /// The recorder that keeps this lock's list of running children current.
+    pub fn recorder(&self) -> ChildRecorder {
+        ChildRecorder {
+            path: self.path.clone(),
+            owner: self.owner.clone(),
+        }
+    }
+}
+
+/// A dead strata's children may still be running (SIGKILL does not reach them): wait
+/// for their groups to end, then refuse, naming them.
+fn wait_for_orphans(
+    stack: &str,
+    owner: &Owner,
+    path: &Path,
+    limit: std::time::Duration,
+    warn: &mut dyn FnMut(String),
+) -> Result<()> {
+    let alive = || -> Vec<&(i32, String)> {
+        owner
+            .children
+            .iter()
+            .filter(|(g, _)| group_alive(*g))
+            .collect()
+    };
+    if alive().is_empty() {
+        return Ok(());
+    }
+    warn(format!(
+        "the strata that held stack `{stack}` (pid {}) is gone, but its children still run ({}); waiting up to {}s for them to finish before taking over",
+        owner.pid,
+        describe(&alive()),
+        limit.as_secs()
+    ));
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if alive().is_empty() {
+            return Ok(());
+        }
+    }
+    let left = alive();
+    Err(Error::config(format!(
+        "stack `{stack}` is still in use: its last strata (pid {}, `{}`) was killed, and its children still run: {}.\n  Two updates of one stack must not run at once. Wait for them to finish, or stop them gracefully with `kill -INT -PGID` (one SIGINT lets Pulumi save its state), then run again. The lock is {}.",
+        owner.pid,
+        owner.command,
+        describe(&left),
+        display_path(path)
+    )))
+}
+
+fn describe(children: &[&(i32, String)]) -> String {
+    children
+        .iter()
+        .map(|(g, p)| format!("process group {g} ({p})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl Drop for StackLock {
     fn drop(&mut self) {
         // Only remove the lock if it is still ours.
@@ -142,15 +266,82 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_stale_lock_with_a_live_child_group_is_not_taken_over() {
+        let d = tempfile::tempdir().unwrap();
+        // A live group: a child of this test in its own process group.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let stale = Owner {
+            pid: 999_999_999,
+            host: hostname(),
+            command: "strata up".into(),
+            since: "2020-01-01T00:00:00Z".into(),
+            children: vec![(child.id() as i32, "infra/vpc".into())],
+        };
+        std::fs::write(
+            d.path().join("lock"),
+            serde_json::to_string(&stale).unwrap(),
+        )
+        .unwrap();
+        let wait = std::time::Duration::from_millis(300);
+        let e = StackLock::acquire(d.path(), "dev", "strata up", wait, &mut |_| {}).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(
+            e.message
+                .contains(&format!("process group {} (infra/vpc)", child.id())),
+            "{}",
+            e.message
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let mut warnings = Vec::new();
+        let l = StackLock::acquire(d.path(), "dev", "strata up", wait, &mut |w| {
+            warnings.push(w)
+        })
+        .unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        // The recorder keeps the list current; the owner stays this process.
+        l.recorder().record(&[(42, "a".into())]);
+        let now: Owner =
+            serde_json::from_str(&std::fs::read_to_string(d.path().join("lock")).unwrap()).unwrap();
+        assert_eq!(now.children, vec![(42, "a".to_string())]);
+        assert_eq!(now.pid, std::process::id());
+    }
+
+    #[test]
     fn second_acquire_is_refused_and_release_frees() {
         let d = tempfile::tempdir().unwrap();
-        let l = StackLock::acquire(d.path(), "dev", "strata up", &mut |_| {}).unwrap();
-        let e = StackLock::acquire(d.path(), "dev", "strata up", &mut |_| {}).unwrap_err();
+        let l = StackLock::acquire(
+            d.path(),
+            "dev",
+            "strata up",
+            std::time::Duration::ZERO,
+            &mut |_| {},
+        )
+        .unwrap();
+        let e = StackLock::acquire(
+            d.path(),
+            "dev",
+            "strata up",
+            std::time::Duration::ZERO,
+            &mut |_| {},
+        )
+        .unwrap_err();
         assert_eq!(e.exit_code(), 3);
         assert!(e.message.contains(&format!("pid {}", std::process::id())));
         drop(l);
         assert!(!d.path().join("lock").exists());
-        StackLock::acquire(d.path(), "dev", "strata up", &mut |_| {}).unwrap();
+        StackLock::acquire(
+            d.path(),
+            "dev",
+            "strata up",
+            std::time::Duration::ZERO,
+            &mut |_| {},
+        )
+        .unwrap();
     }
 
     #[test]
@@ -161,6 +352,7 @@ mod tests {
             host: hostname(),
             command: "strata up".into(),
             since: "2020-01-01T00:00:00Z".into(),
+            children: vec![],
         };
         std::fs::write(
             d.path().join("lock"),
@@ -168,8 +360,14 @@ mod tests {
         )
         .unwrap();
         let mut warnings = Vec::new();
-        let _l =
-            StackLock::acquire(d.path(), "dev", "strata up", &mut |w| warnings.push(w)).unwrap();
+        let _l = StackLock::acquire(
+            d.path(),
+            "dev",
+            "strata up",
+            std::time::Duration::ZERO,
+            &mut |w| warnings.push(w),
+        )
+        .unwrap();
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains("999999999"));
     }

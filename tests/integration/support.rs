@@ -115,6 +115,11 @@ impl Ws {
         std::fs::read_to_string(self.root.join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
     }
 
+    /// The file's text, or empty when it does not exist (yet).
+    pub fn read_opt(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.root.join(rel)).unwrap_or_default()
+    }
+
     pub fn exists(&self, rel: &str) -> bool {
         self.root.join(rel).exists()
     }

@@ -162,3 +162,68 @@ fn a_background_process_holding_the_pipes_is_not_waited_for() {
     );
     assert!(text.contains("\"project\":\"b\""), "b ran after a: {text}");
 }
+
+/// Milliseconds since the epoch, as `date +%s%3N` prints them.
+fn spans(log: &str) -> Vec<(String, u64, u64)> {
+    // Lines: `start <run> <ms>` / `end <run> <ms>`.
+    let mut open: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut out = Vec::new();
+    for l in log.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() != 3 {
+            continue;
+        }
+        let t: u64 = f[2].parse().unwrap_or(0);
+        match f[0] {
+            "start" => {
+                open.insert(f[1].to_string(), t);
+            }
+            "end" => {
+                if let Some(s) = open.remove(f[1]) {
+                    out.push((f[1].to_string(), s, t));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (run, s) in open {
+        out.push((run, s, u64::MAX));
+    }
+    out
+}
+
+/// strata killed with SIGKILL leaves its children running; `up --resume` must not start
+/// the same project again while the orphan runs (two updates of one stack at once). The
+/// lock names the children's process groups; the takeover waits for them.
+#[test]
+fn resume_after_sigkill_waits_for_the_orphaned_children() {
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: slow\n"));
+    // Writes only to files after it starts (its stdout reader will be dead).
+    ws.command_project(
+        "slow",
+        "id=$$; echo \"start $id $(date +%s%3N)\" >> \"$STRATA_ROOT/spans.log\"; sleep 3; echo \"end $id $(date +%s%3N)\" >> \"$STRATA_ROOT/spans.log\"; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    let mut first = ws.spawn(&["up", "-p", "t", "-s", "dev"]);
+    let t0 = std::time::Instant::now();
+    while !ws.read_opt("spans.log").contains("start") {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "slow never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The lock names the running child's process group.
+    let lock = ws.read(".strata/dev/lock");
+    assert!(lock.contains("\"slow\""), "{lock}");
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--resume"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("its children still run"), "{r:?}");
+    let s = spans(&ws.read("spans.log"));
+    assert_eq!(s.len(), 2, "the orphan, then the resumed run: {s:?}");
+    let (a, b) = (&s[0], &s[1]);
+    assert!(a.2 <= b.1, "two runs of `slow` overlapped: {s:?}");
+}
