@@ -112,16 +112,29 @@ fn parse(text: &str) -> std::result::Result<BTreeMap<String, String>, (usize, St
             Ok((k, v)) => {
                 vars.insert(k, v);
             }
+            // Never quote the line: it may hold a passphrase.
             Err(dotenvy::Error::LineParse(line, _)) => {
                 let n = line_number_of(text, &line);
-                let first = line.split_whitespace().next().unwrap_or("").to_string();
-                let first: String = first.chars().take(40).collect();
-                return Err((
-                    n,
-                    format!("this line is not KEY=VALUE (it starts with `{first}`)"),
-                ));
+                let what = match line.split_once('=') {
+                    None => "this line has no `=`, so it is not KEY=VALUE".to_string(),
+                    Some((k, _)) => {
+                        let k = k.trim().strip_prefix("export ").unwrap_or(k.trim()).trim();
+                        if !k.is_empty()
+                            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                            && !k.starts_with(|c: char| c.is_ascii_digit())
+                        {
+                            format!(
+                                "the value of {k} is not valid dotenv syntax (check its quotes and escapes)"
+                            )
+                        } else {
+                            "the name before `=` is not a variable name (letters, digits and `_`)"
+                                .to_string()
+                        }
+                    }
+                };
+                return Err((n, what));
             }
-            Err(e) => return Err((0, e.to_string())),
+            Err(_) => return Err((0, "this file is not valid dotenv syntax".to_string())),
         }
     }
     Ok(vars)
@@ -178,6 +191,30 @@ mod tests {
         let f = EnvFile::load(&d.path().join("nope")).unwrap();
         assert!(!f.exists);
         assert!(f.vars.is_empty());
+    }
+
+    #[test]
+    fn errors_never_quote_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        for text in [
+            "A=1\nhunter2-is-the-passphrase\n",
+            "A=1\nPULUMI_CONFIG_PASSPHRASE=\"hunter2-is-the-passphrase\n",
+            "A=1\nhunter2-is-the-passphrase word=x\n",
+        ] {
+            let p = write(d.path(), text);
+            let e = EnvFile::load(&p).unwrap_err();
+            assert_eq!(e.exit_code(), 3);
+            assert!(!e.message.contains("hunter2"), "{}", e.message);
+            assert!(e.message.contains("environment"), "{}", e.message);
+        }
+    }
+
+    proptest::proptest! {
+        /// Any text: an answer (vars or an error), never a panic, never the text itself.
+        #[test]
+        fn parser_never_panics(text in "\\PC{0,300}") {
+            let _ = parse(&text);
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod env_file;
 pub mod profile;
 pub mod project;
 pub mod stack_config;
+pub mod yaml;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -118,11 +119,13 @@ impl Workspace {
         if let Some(s) = &stack
             && !valid_stack_name(s)
         {
+            let shown: String = s.chars().take(40).collect();
             let why = format!(
-                "`{s}` is not a valid stack name: use letters, digits, `-`, `_` and `.` (not only dots)."
+                "`{shown}{}` is not a valid stack name: Pulumi allows at most 100 characters, letters, digits, `-`, `_` and `.` (not only dots).",
+                if s.chars().count() > 40 { "…" } else { "" }
             );
             return Err(if flag.is_some() {
-                Error::usage(why)
+                Error::config(format!("{why}\n  Pass another --stack."))
             } else {
                 Error::config(format!(
                     "{why}\n  It comes from PULUMI_STACK in {} (or the environment); fix it there.",
@@ -214,8 +217,11 @@ pub fn no_stack_error(ws: &Workspace) -> Error {
     ))
 }
 
+/// Pulumi's rule (`tokens.IsName`, at most 100 characters): letters, digits, `-`, `_`
+/// and `.`; not only dots (a stack name is also a folder name under `.strata/`).
 pub fn valid_stack_name(s: &str) -> bool {
     !s.is_empty()
+        && s.len() <= 100
         && !s.chars().all(|c| c == '.')
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))

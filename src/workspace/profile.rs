@@ -318,18 +318,9 @@ pub fn describe(file: &Path) -> Result<(String, String)> {
 }
 
 fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::InvalidData {
-            Error::config(format!(
-                "{} is not a text file (not valid UTF-8); a profile is YAML text.",
-                display_path(file)
-            ))
-        } else {
-            Error::io("read", file, e)
-        }
-    })?;
+    let text = super::yaml::read(file, "A profile")?;
     serde_yaml::from_str(&text).map_err(|e| {
-        let msg = e.to_string();
+        let msg = super::yaml::scrub(&e.to_string());
         let (what, hint) = if msg.contains("unknown field") {
             (
                 msg.clone(),
@@ -473,6 +464,18 @@ fn flatten(
                 return Err(Error::config(format!(
                     "{where_}: `include: {inc}` names no file ({} does not exist). Paths are relative to the providers folder.",
                     display_path(&inc_path)
+                )));
+            }
+            // Includes stay inside providers/ (symbolic links resolved): a profile must
+            // not be able to read, and have an error print, any other file.
+            let inside = match (inc_path.canonicalize(), providers_dir.canonicalize()) {
+                (Ok(f), Ok(dir)) => f.starts_with(&dir),
+                _ => false,
+            };
+            if !inside {
+                return Err(Error::config(format!(
+                    "{where_}: `include: {inc}` is outside the providers folder ({}). An include names a fragment under providers/, for example `include: common/kubernetes.yaml`.",
+                    display_path(providers_dir)
                 )));
             }
             let sub: Vec<RawEntry> = read_yaml(&inc_path)?;

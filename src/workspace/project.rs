@@ -88,11 +88,12 @@ pub fn load(projects_dir: &Path, path: &str, source: &Path) -> Result<Project> {
     }
     let f = dir.join("Strata.yaml");
     if f.is_file() {
-        let text = std::fs::read_to_string(&f).map_err(|e| Error::io("read", &f, e))?;
+        let text = super::yaml::read(&f, "A Strata.yaml")?;
         let spec: CommandSpec = serde_yaml::from_str(&text).map_err(|e| {
             Error::config(format!(
-                "{}: {e}\n  A Strata.yaml needs `up:` and `destroy:` commands, and may have `name`, `description`, `preview`, `refresh`.",
-                display_path(&f)
+                "{}: {}\n  A Strata.yaml needs `up:` and `destroy:` commands, and may have `name`, `description`, `preview`, `refresh`.",
+                display_path(&f),
+                super::yaml::scrub(&e.to_string())
             ))
         })?;
         return Ok(Project {
@@ -109,9 +110,14 @@ pub fn load(projects_dir: &Path, path: &str, source: &Path) -> Result<Project> {
 }
 
 fn pulumi_name(file: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(file).map_err(|e| Error::io("read", file, e))?;
-    let v: serde_yaml::Value = serde_yaml::from_str(&text)
-        .map_err(|e| Error::config(format!("{}: invalid YAML: {e}", display_path(file))))?;
+    let text = super::yaml::read(file, "A Pulumi.yaml")?;
+    let v: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| {
+        Error::config(format!(
+            "{}: invalid YAML: {}",
+            display_path(file),
+            super::yaml::scrub(&e.to_string())
+        ))
+    })?;
     match v.get("name").and_then(|n| n.as_str()) {
         Some(n) if !n.trim().is_empty() => Ok(n.trim().to_string()),
         _ => Err(Error::config(format!(

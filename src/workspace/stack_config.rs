@@ -25,18 +25,18 @@ impl StackConfig {
 
     /// Loads the stack config. `Ok(None)` when the file is missing or empty (a first run).
     pub fn load(path: &Path) -> Result<Option<StackConfig>> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io("read", path, e)),
-        };
+        if !path.exists() {
+            return Ok(None);
+        }
+        let text = super::yaml::read(path, "The stack config")?;
         if text.trim().is_empty() {
             return Ok(None);
         }
         let value: Value = serde_yaml::from_str(&text).map_err(|e| {
             Error::config(format!(
-                "{}: invalid YAML: {e}\n  Fix the file, or delete it to be asked for the stack's settings again.",
-                display_path(path)
+                "{}: invalid YAML: {}\n  Fix the file, or delete it to be asked for the stack's settings again.",
+                display_path(path),
+                super::yaml::scrub(&e.to_string())
             ))
         })?;
         let doc = match value {

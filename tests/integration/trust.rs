@@ -227,3 +227,110 @@ fn resume_after_sigkill_waits_for_the_orphaned_children() {
     let (a, b) = (&s[0], &s[1]);
     assert!(a.2 <= b.1, "two runs of `slow` overlapped: {s:?}");
 }
+
+/// `include:` stays inside providers/, and the error never prints the file it named.
+#[test]
+fn include_cannot_escape_providers_or_print_another_file() {
+    let ws = Ws::new();
+    ws.env_file("PULUMI_CONFIG_PASSPHRASE=hunter2-do-not-print\n");
+    for inc in ["../config/pulumi/environment", "/etc/passwd"] {
+        ws.profile("t", &format!("{HEAD}infrastructure:\n  - include: {inc}\n"));
+        let r = ws.strata(&["show", "-p", "t", "-s", "dev"]);
+        assert_eq!(r.code, 3, "{inc}: {r:?}");
+        assert!(
+            r.stderr.contains("outside the providers folder"),
+            "{inc}: {r:?}"
+        );
+        assert!(!r.all().contains("hunter2"), "{inc}: {r:?}");
+        assert!(!r.all().contains("root:x:"), "{inc}: {r:?}");
+    }
+    // A fragment inside providers/ that is not a list: the message names the file and the
+    // line, not its content.
+    ws.write("providers/common/bad.yaml", "secret-token-value-xyz\n");
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - include: common/bad.yaml\n"),
+    );
+    let r = ws.strata(&["show", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("bad.yaml"), "{r:?}");
+    assert!(!r.all().contains("secret-token-value-xyz"), "{r:?}");
+}
+
+/// A 100,000-deep profile, an invalid-UTF-8 stack config and a 300-character stack name
+/// are configuration errors (exit 3) naming the file, found at once.
+#[test]
+fn hostile_files_and_names_are_configuration_errors() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: {}\n", "[".repeat(100_000)),
+    );
+    let r = ws.strata(&["show", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("t.yaml") && r.stderr.contains("nested"),
+        "{r:?}"
+    );
+
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    std::fs::write(
+        ws.path("config/pulumi/Pulumi.dev.yaml"),
+        b"config:\n  t:x: \xff\xfe\n",
+    )
+    .unwrap();
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("Pulumi.dev.yaml: line 2"), "{r:?}");
+
+    let long = "s".repeat(300);
+    let r = ws.strata(&["up", "-p", "t", "-s", &long]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("not a valid stack name"), "{r:?}");
+    assert!(!ws.exists(&format!(".strata/{long}")));
+}
+
+/// Every line of a multi-line secret (a PEM key) is redacted in the terminal, the logs
+/// and the JSON events.
+#[test]
+fn every_line_of_a_multi_line_secret_is_redacted_everywhere() {
+    let mut ws = Ws::new();
+    let pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n-----END PRIVATE KEY-----";
+    ws.set_env("STRATA_PASSPHRASE", "store pass");
+    ws.set_env("STRATA_SECRET_T_KEY", pem);
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: a\n    secrets:\n      - key: t:key\n        prompt: Key\n"),
+    );
+    // The command prints the key line by line, as tools that read a key do.
+    ws.command_project(
+        "a",
+        "printf '%s\\n' \"$STRATA_SECRET_T_KEY\"; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    let r = ws.strata(&[
+        "up",
+        "-p",
+        "t",
+        "-s",
+        "dev",
+        "--project",
+        "a",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let logs: String = ws
+        .files_under(".strata/dev/logs")
+        .into_iter()
+        .map(|(_, b)| String::from_utf8_lossy(&b).into_owned())
+        .collect();
+    for line in [
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+        "BKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj",
+    ] {
+        assert!(!r.all().contains(line), "terminal/events: {r:?}");
+        assert!(!logs.contains(line), "logs: {logs}");
+    }
+}
