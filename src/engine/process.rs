@@ -21,6 +21,8 @@ pub struct Control {
     killed: AtomicBool,
     /// The signal that cancelled the run (0: none, or cancelled from inside).
     signal: AtomicI32,
+    /// Projects cancelled on their own (a `timeout:`): (project, killed).
+    stopped: Mutex<BTreeMap<String, bool>>,
     next_id: AtomicU64,
     /// id -> (process group id, project path)
     children: Mutex<BTreeMap<u64, (i32, String)>>,
@@ -75,9 +77,14 @@ impl Control {
         if let Ok(mut c) = self.children.lock() {
             c.insert(id, (pgid, project.to_string()));
             self.tell(&c);
-            if self.is_killed() {
+            let stopped = self
+                .stopped
+                .lock()
+                .ok()
+                .and_then(|s| s.get(project).copied());
+            if self.is_killed() || stopped == Some(true) {
                 signal_group(pgid, libc::SIGKILL);
-            } else if self.is_cancelled() {
+            } else if self.is_cancelled() || stopped == Some(false) {
                 signal_group(pgid, libc::SIGINT);
             }
         }
@@ -124,6 +131,49 @@ impl Control {
             signal_group(*pgid, libc::SIGKILL);
         }
         children.values().map(|(_, p)| p.clone()).collect()
+    }
+
+    /// One project's `timeout:` ran out: exactly one SIGINT to each of its running
+    /// groups (later children of it get theirs when they start), like Ctrl-C for it alone.
+    pub fn cancel_project(&self, project: &str) {
+        self.stop_project(project, false, libc::SIGINT);
+    }
+
+    /// The grace period after a project's timeout is over: SIGKILL its groups.
+    pub fn kill_project(&self, project: &str) {
+        self.stop_project(project, true, libc::SIGKILL);
+    }
+
+    /// Lets a project run again (its next attempt).
+    pub fn resume_project(&self, project: &str) {
+        if let Ok(mut s) = self.stopped.lock() {
+            s.remove(project);
+        }
+    }
+
+    /// Whether the project was stopped on its own (timed out).
+    pub fn project_stopped(&self, project: &str) -> bool {
+        self.stopped
+            .lock()
+            .map(|s| s.contains_key(project))
+            .unwrap_or(false)
+    }
+
+    fn stop_project(&self, project: &str, kill: bool, sig: i32) {
+        let Ok(children) = self.children.lock() else {
+            return;
+        };
+        if let Ok(mut s) = self.stopped.lock() {
+            if s.get(project) == Some(&kill) {
+                return;
+            }
+            s.insert(project.to_string(), kill);
+        }
+        for (pgid, p) in children.values() {
+            if p == project {
+                signal_group(*pgid, sig);
+            }
+        }
     }
 
     /// Projects with a child still running.

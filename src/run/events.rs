@@ -93,6 +93,18 @@ pub enum RunEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         exit_code: Option<i32>,
     },
+    /// A failed try whose output matched a `retry.on` pattern: the next try starts after
+    /// `delay_ms`.
+    ProjectRetry {
+        project: String,
+        operation: Operation,
+        /// The try about to start (2 for the first retry).
+        attempt: u32,
+        attempts: u32,
+        delay_ms: u64,
+        /// The pattern that matched.
+        reason: String,
+    },
     RunFinished {
         run_id: String,
         operation: Operation,

@@ -426,7 +426,64 @@ impl<'a> StepRunner<'a> {
                 );
             }
         };
-        let result = engine.run(&job, self.control, &mut sink);
+        let grace = std::time::Duration::from_secs(
+            ctx.env
+                .get("STRATA_GRACE_SECONDS")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(90),
+        );
+        let policy = super::policy::Policy {
+            timeout: entry.timeout,
+            retry: entry.retry.as_ref(),
+            grace,
+        };
+        let attempts_allowed = entry.retry.as_ref().map(|r| r.attempts).unwrap_or(1);
+        let mut on_retry = |n: &super::policy::RetryNote| {
+            let delay_ms = n.delay.as_millis() as u64;
+            self.show(
+                i,
+                &format!(
+                    "try {} failed with output matching `{}`: trying again in {} (try {} of {attempts_allowed})",
+                    n.attempt - 1,
+                    n.pattern,
+                    humantime::format_duration(n.delay),
+                    n.attempt
+                ),
+                emit,
+            );
+            emit(RunEvent::ProjectRetry {
+                project: node.path.clone(),
+                operation: op,
+                attempt: n.attempt,
+                attempts: attempts_allowed,
+                delay_ms,
+                reason: n.pattern.clone(),
+            });
+            let _ = self.journal.append(&Record::Retry {
+                run_id: ctx.run_id.clone(),
+                project: node.path.clone(),
+                operation: op.as_str().into(),
+                attempt: n.attempt,
+                delay_ms,
+                reason: n.pattern.clone(),
+                at: rfc3339(now_ms()),
+            });
+        };
+        let (result, tries) = super::policy::run(
+            engine,
+            &job,
+            self.control,
+            &policy,
+            &mut sink,
+            &mut on_retry,
+        );
+        let after = |m: String| {
+            if tries > 1 {
+                format!("{m} (after {tries} attempts)")
+            } else {
+                m
+            }
+        };
         let outcome = match result {
             Ok(o) => o,
             Err(Failure::Failed {
@@ -435,7 +492,7 @@ impl<'a> StepRunner<'a> {
                 processes,
             }) => {
                 self.processes.fetch_add(processes, Ordering::SeqCst);
-                return Ran::new(Status::Failed, Some(message), exit_code);
+                return Ran::new(Status::Failed, Some(after(message)), exit_code);
             }
             Err(Failure::Cancelled { message, processes }) => {
                 self.processes.fetch_add(processes, Ordering::SeqCst);
@@ -501,7 +558,7 @@ impl<'a> StepRunner<'a> {
         if op == Operation::Destroy && !is_pulumi {
             let _ = std::fs::remove_file(self.outputs_file(&node.path));
         }
-        Ran::new(Status::Succeeded, Some(outcome.summary), None)
+        Ran::new(Status::Succeeded, Some(after(outcome.summary)), None)
     }
 
     fn run_hook(

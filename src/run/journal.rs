@@ -24,6 +24,17 @@ pub enum Record {
         #[serde(default)]
         command: String,
     },
+    /// A failed try of a project operation that will be run again (`retry:`).
+    Retry {
+        run_id: String,
+        project: String,
+        operation: String,
+        /// The try about to start.
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+        at: String,
+    },
     /// One project operation (or a step not run, with the reason).
     Project {
         run_id: String,

@@ -106,7 +106,8 @@ impl Reporter {
             RunEvent::ProjectOutput { project, line } => {
                 self.write_line(&format!("[{project}] {line}"))
             }
-            RunEvent::ProjectProgress { .. } => {}
+            // Already shown as the project's own output line.
+            RunEvent::ProjectProgress { .. } | RunEvent::ProjectRetry { .. } => {}
             RunEvent::HookFinished {
                 project,
                 hook,
@@ -184,6 +185,7 @@ impl Reporter {
                     bar.set_message(short);
                 }
             }
+            RunEvent::ProjectRetry { .. } => {}
             RunEvent::ProjectProgress {
                 project,
                 done,

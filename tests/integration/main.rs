@@ -6,6 +6,7 @@ mod support;
 mod export;
 mod foundation;
 mod pipeline;
+mod policy;
 mod run;
 mod secrets;
 mod state;

@@ -1,0 +1,304 @@
+//! A profile entry's `timeout:` and `retry:` around one project's engine run: a try that
+//! runs too long is cancelled like Ctrl-C for that project alone (one SIGINT, the grace
+//! period, then a kill) and fails "timed out after …"; a failed try whose output matches
+//! a `retry.on` pattern is run again after `delay` (doubling), up to `attempts` in all.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::engine::{Control, Engine, Failure, Job, Outcome, Progress};
+use crate::workspace::profile::Retry;
+
+/// How one project's operation is run.
+pub struct Policy<'a> {
+    pub timeout: Option<Duration>,
+    pub retry: Option<&'a Retry>,
+    /// After a timeout's SIGINT, how long before the kill.
+    pub grace: Duration,
+}
+
+/// A retry about to happen.
+pub struct RetryNote {
+    /// The number of the try about to start (2 for the first retry).
+    pub attempt: u32,
+    pub delay: Duration,
+    /// The pattern that matched the failed try's output.
+    pub pattern: String,
+}
+
+/// Runs `job` under `policy`; returns the last try's result and the number of tries.
+pub fn run(
+    engine: &dyn Engine,
+    job: &Job,
+    control: &Control,
+    policy: &Policy,
+    sink: &mut dyn FnMut(Progress),
+    on_retry: &mut dyn FnMut(&RetryNote),
+) -> (Result<Outcome, Failure>, u32) {
+    let mut attempt = 1u32;
+    let mut delay = policy.retry.map(|r| r.delay).unwrap_or_default();
+    let mut processes = 0u32;
+    loop {
+        let mut seen: Vec<String> = Vec::new();
+        let result = {
+            let mut capture = |p: Progress| {
+                if let Progress::Raw(l) | Progress::Line(l) = &p
+                    && seen.len() < 10_000
+                {
+                    seen.push(l.clone());
+                }
+                sink(p);
+            };
+            one_try(engine, job, control, policy, &mut capture)
+        };
+        let failure = match result {
+            Ok(mut o) => {
+                o.processes += processes;
+                return (Ok(o), attempt);
+            }
+            Err(f) => f,
+        };
+        let retry = match policy.retry {
+            Some(r) if attempt < r.attempts && !control.is_cancelled() => r,
+            _ => return (Err(add_processes(failure, processes)), attempt),
+        };
+        let Some(pattern) = matching(retry, &seen, failure.message()) else {
+            return (Err(add_processes(failure, processes)), attempt);
+        };
+        processes += failure_processes(&failure);
+        attempt += 1;
+        on_retry(&RetryNote {
+            attempt,
+            delay,
+            pattern,
+        });
+        let until = Instant::now() + delay;
+        while Instant::now() < until && !control.is_cancelled() {
+            std::thread::sleep(Duration::from_millis(25).min(until - Instant::now()));
+        }
+        if control.is_cancelled() {
+            return (
+                Err(Failure::Cancelled {
+                    message: format!(
+                        "{} of {} was cancelled before its try {attempt}",
+                        job.op.as_str(),
+                        job.path
+                    ),
+                    processes,
+                }),
+                attempt - 1,
+            );
+        }
+        delay *= 2;
+    }
+}
+
+/// One try, with the timeout watched.
+fn one_try(
+    engine: &dyn Engine,
+    job: &Job,
+    control: &Control,
+    policy: &Policy,
+    sink: &mut dyn FnMut(Progress),
+) -> Result<Outcome, Failure> {
+    let Some(limit) = policy.timeout else {
+        return engine.run(job, control, sink);
+    };
+    let done = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        s.spawn(|| {
+            let t0 = Instant::now();
+            let mut sent: Option<Instant> = None;
+            while !done.load(Ordering::SeqCst) {
+                if sent.is_none() && t0.elapsed() >= limit {
+                    control.cancel_project(&job.path);
+                    sent = Some(Instant::now());
+                }
+                if sent.is_some_and(|t| t.elapsed() >= policy.grace) {
+                    control.kill_project(&job.path);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+        });
+        let r = engine.run(job, control, sink);
+        done.store(true, Ordering::SeqCst);
+        r
+    });
+    let timed_out = control.project_stopped(&job.path);
+    control.resume_project(&job.path);
+    match result {
+        Err(f) if timed_out => Err(Failure::Failed {
+            message: format!("timed out after {}", humantime::format_duration(limit)),
+            exit_code: None,
+            processes: failure_processes(&f),
+        }),
+        other => other,
+    }
+}
+
+/// The first `on` pattern that matches a line of the try's output or its failure.
+fn matching(retry: &Retry, seen: &[String], message: &str) -> Option<String> {
+    retry.on.iter().find_map(|p| {
+        let re = regex::Regex::new(p).ok()?;
+        (re.is_match(message) || seen.iter().any(|l| re.is_match(l))).then(|| p.clone())
+    })
+}
+
+fn failure_processes(f: &Failure) -> u32 {
+    match f {
+        Failure::Failed { processes, .. } | Failure::Cancelled { processes, .. } => *processes,
+    }
+}
+
+fn add_processes(mut f: Failure, more: u32) -> Failure {
+    match &mut f {
+        Failure::Failed { processes, .. } | Failure::Cancelled { processes, .. } => {
+            *processes += more
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Operation;
+    use std::sync::Mutex;
+
+    /// Fails with `lines` printed until try `ok_at`, then succeeds.
+    struct Flaky {
+        tries: Mutex<u32>,
+        ok_at: u32,
+        lines: Vec<&'static str>,
+    }
+
+    impl Engine for Flaky {
+        fn run(
+            &self,
+            _job: &Job,
+            _c: &Control,
+            report: &mut dyn FnMut(Progress),
+        ) -> Result<Outcome, Failure> {
+            let mut t = self.tries.lock().unwrap();
+            *t += 1;
+            if *t >= self.ok_at {
+                return Ok(Outcome {
+                    processes: 1,
+                    ..Outcome::default()
+                });
+            }
+            for l in &self.lines {
+                report(Progress::Raw(l.to_string()));
+            }
+            Err(Failure::Failed {
+                message: "update failed".into(),
+                exit_code: Some(1),
+                processes: 1,
+            })
+        }
+    }
+
+    fn job() -> Job {
+        Job {
+            path: "a".into(),
+            name: "a".into(),
+            dir: "/tmp".into(),
+            op: Operation::Up,
+            stack: "dev".into(),
+            env: Default::default(),
+            config_file: "/tmp/c.yaml".into(),
+            inputs: Default::default(),
+            needed_outputs: vec![],
+            scratch_dir: "/tmp".into(),
+            secret_config: Default::default(),
+        }
+    }
+
+    fn retry(attempts: u32, on: &[&str]) -> Retry {
+        Retry {
+            attempts,
+            delay: Duration::from_millis(1),
+            on: on.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn retries_only_on_a_match_and_doubles_the_delay() {
+        let engine = Flaky {
+            tries: Mutex::new(0),
+            ok_at: 3,
+            lines: vec!["error: TooManyRequests: slow down"],
+        };
+        let r = retry(3, &["TooManyRequests"]);
+        let policy = Policy {
+            timeout: None,
+            retry: Some(&r),
+            grace: Duration::from_secs(1),
+        };
+        let mut notes = Vec::new();
+        let (res, tries) = run(
+            &engine,
+            &job(),
+            &Control::new(),
+            &policy,
+            &mut |_| {},
+            &mut |n| notes.push((n.attempt, n.delay, n.pattern.clone())),
+        );
+        assert!(res.is_ok());
+        assert_eq!(tries, 3);
+        assert_eq!(
+            res.unwrap().processes,
+            3,
+            "every try's processes are counted"
+        );
+        assert_eq!(
+            notes,
+            vec![
+                (2, Duration::from_millis(1), "TooManyRequests".to_string()),
+                (3, Duration::from_millis(2), "TooManyRequests".to_string())
+            ]
+        );
+
+        let engine = Flaky {
+            tries: Mutex::new(0),
+            ok_at: 3,
+            lines: vec!["error: access denied"],
+        };
+        let (res, tries) = run(
+            &engine,
+            &job(),
+            &Control::new(),
+            &policy,
+            &mut |_| {},
+            &mut |_| panic!("no retry without a match"),
+        );
+        assert!(res.is_err());
+        assert_eq!(tries, 1);
+    }
+
+    #[test]
+    fn gives_up_after_the_last_attempt() {
+        let engine = Flaky {
+            tries: Mutex::new(0),
+            ok_at: 10,
+            lines: vec!["connection reset by peer"],
+        };
+        let r = retry(2, &["connection reset"]);
+        let policy = Policy {
+            timeout: None,
+            retry: Some(&r),
+            grace: Duration::from_secs(1),
+        };
+        let (res, tries) = run(
+            &engine,
+            &job(),
+            &Control::new(),
+            &policy,
+            &mut |_| {},
+            &mut |_| {},
+        );
+        assert_eq!(tries, 2);
+        assert!(matches!(res, Err(Failure::Failed { processes: 2, .. })));
+    }
+}
