@@ -3,6 +3,7 @@
 
 mod support;
 
+mod crash;
 mod export;
 mod foundation;
 mod pipeline;

@@ -1,0 +1,176 @@
+//! The crash test (issue 10): strata is killed with SIGKILL at random points of a run of
+//! the shipped `local` profile, then `up --resume` runs. Every round must end with all
+//! projects succeeded, and no project may ever run twice at once (an orphaned child of
+//! the killed strata and the resumed run's child). `CRASH_ROUNDS` sets the number of
+//! rounds (5 here; `scripts/crash-test.sh` runs 50), `CRASH_SEED` the kill points.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// A copy of this repository's workspace (providers/, projects/) whose command projects
+/// record `start`/`end` of every `up` in `$STRATA_ROOT/spans.log`.
+fn local_workspace() -> Ws {
+    let ws = Ws::new();
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    copy_dir(&repo.join("providers"), &ws.path("providers"));
+    copy_dir(&repo.join("projects/local"), &ws.path("projects/local"));
+    for e in std::fs::read_dir(ws.path("projects/local"))
+        .unwrap()
+        .flatten()
+    {
+        let f = e.path().join("Strata.yaml");
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let mut doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        let up = doc["up"].as_str().unwrap().to_string();
+        // A write to a dead strata's pipe fails instead of killing the script, so an
+        // orphan always records its end.
+        let wrapped = format!(
+            "trap '' PIPE\nspan() {{ echo \"$1 $STRATA_PROJECT $$ $(date +%s%N)\" >> \"$STRATA_ROOT/spans.log\"; }}\nspan start\ntrap 'span end' EXIT\n{up}"
+        );
+        doc["up"] = serde_yaml::Value::String(wrapped);
+        std::fs::write(&f, serde_yaml::to_string(&doc).unwrap()).unwrap();
+    }
+    ws
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// Per project, the [start, end] of every `up` (end `u128::MAX` while running).
+fn spans(ws: &Ws) -> BTreeMap<String, Vec<(u128, u128)>> {
+    let mut open: BTreeMap<(String, String), u128> = BTreeMap::new();
+    let mut out: BTreeMap<String, Vec<(u128, u128)>> = BTreeMap::new();
+    for l in ws.read_opt("spans.log").lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let [what, project, pid, t] = f[..] else {
+            continue;
+        };
+        let t: u128 = t.parse().unwrap_or(0);
+        let key = (project.to_string(), pid.to_string());
+        match what {
+            "start" => {
+                open.insert(key, t);
+            }
+            _ => {
+                if let Some(s) = open.remove(&key) {
+                    out.entry(key.0).or_default().push((s, t));
+                }
+            }
+        }
+    }
+    for ((project, _), s) in open {
+        out.entry(project).or_default().push((s, u128::MAX));
+    }
+    out
+}
+
+/// Pairs of `up`s of one project that overlapped in time.
+fn overlaps(ws: &Ws) -> Vec<String> {
+    let mut found = Vec::new();
+    for (project, mut v) in spans(ws) {
+        v.sort();
+        for w in v.windows(2) {
+            if w[1].0 < w[0].1 {
+                found.push(format!("{project}: {:?} and {:?}", w[0], w[1]));
+            }
+        }
+    }
+    found
+}
+
+/// The last `up` record of each project in the journal.
+fn last_up_status(ws: &Ws) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for l in ws.read_opt(".strata/dev/journal.jsonl").lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else {
+            continue;
+        };
+        if v["record"] == "project" && v["operation"] == "up" {
+            out.insert(
+                v["project"].as_str().unwrap_or("").to_string(),
+                v["status"].as_str().unwrap_or("").to_string(),
+            );
+        }
+    }
+    out
+}
+
+/// A small deterministic generator for the kill points.
+struct Lcg(u64);
+impl Lcg {
+    fn next_ms(&mut self, max: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % max
+    }
+}
+
+#[test]
+fn kill_9_at_random_points_then_resume_never_runs_a_project_twice_at_once() {
+    let rounds: usize = std::env::var("CRASH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let mut rng = Lcg(std::env::var("CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20261124));
+    let ws = local_workspace();
+    let up = ["up", "--provider", "local", "--stack", "dev"];
+    let resume = ["up", "--provider", "local", "--stack", "dev", "--resume"];
+    let (mut kills, mut exited_first) = (0, 0);
+    for round in 1..=rounds {
+        let delay = rng.next_ms(1600);
+        let mut child = ws.spawn(&up);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(delay) {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap(); // SIGKILL
+            kills += 1;
+        } else {
+            exited_first += 1;
+        }
+        let _ = child.wait();
+        let mut r = ws.strata(&resume);
+        if r.code == 3 && r.stderr.contains("nothing to resume") {
+            r = ws.strata(&up); // killed before its first record
+        }
+        assert_eq!(r.code, 0, "round {round} (kill after {delay} ms): {r:?}");
+        let last = last_up_status(&ws);
+        assert_eq!(last.len(), 6, "round {round}: {last:?}");
+        assert!(
+            last.values().all(|s| s == "succeeded"),
+            "round {round}: {last:?}"
+        );
+        let found = overlaps(&ws);
+        assert!(
+            found.is_empty(),
+            "round {round}: runs overlapped: {found:?}"
+        );
+    }
+    let ups: usize = spans(&ws).values().map(Vec::len).sum();
+    println!(
+        "crash test: {rounds} rounds, {kills} kills (SIGKILL), {exited_first} runs finished before their kill point, {ups} project runs, 0 overlaps"
+    );
+}
