@@ -740,6 +740,19 @@ mod tests {
         assert_eq!(p.secret_name, "strata-secrets");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any text as a profile: a profile or a configuration error, never a panic.
+        #[test]
+        fn any_profile_text_loads_or_is_refused(body in "\\PC{0,300}", nest in 0usize..200) {
+            let text = format!("{HEAD}{body}\ninfrastructure: {}{}\n", "[".repeat(nest), "]".repeat(nest));
+            let d = ws(&[("p.yaml", text.as_str())]);
+            if let Err(e) = load(d.path(), "p") {
+                proptest::prop_assert_eq!(e.exit_code(), 3);
+            }
+        }
+    }
+
     #[test]
     fn parses_credentials_timeout_and_retry() {
         let d = ws(&[(
