@@ -221,7 +221,7 @@ mod tests {
                 r#"{"sequence":4,"timestamp":1,"diagnosticEvent":{"prefix":"warning: ","message":"careful\n","color":"never","severity":"warning"}}"#,
             ),
             ev(
-                r#"{"sequence":5,"timestamp":1,"resOutputsEvent":{"metadata":{"op":"create","urn":"urn:pulumi:dev::vpc::pulumi:pulumi:Stack::vpc-dev","type":"pulumi:pulumi:Stack","new":{"outputs":{"vpc_id":"vpc-1","token":"[secret]"}}}}}"#,
+                r#"{"sequence":5,"timestamp":1,"resOutputsEvent":{"metadata":{"op":"create","urn":"urn:pulumi:dev::vpc::pulumi:pulumi:Stack::vpc-dev","type":"pulumi:pulumi:Stack","new":{"outputs":{"vpc_id":"vpc-1","token":{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"[secret]"}}}}}}"#,
             ),
             ev(
                 r#"{"sequence":6,"timestamp":1,"summaryEvent":{"maybeCorrupt":false,"durationSeconds":1,"resourceChanges":{"create":2},"PolicyPacks":{}}}"#,
@@ -238,9 +238,14 @@ mod tests {
                 .iter()
                 .any(|l| l.starts_with("+ aws:ec2/vpc:Vpc main"))
         );
-        assert!(crate::engine::contains_secret_mask(&Value::Object(
-            st.stack_outputs.clone().unwrap()
-        )));
+        let outputs = st.stack_outputs.clone().unwrap();
+        assert!(crate::engine::contains_secret_mask(&outputs["token"]));
+        assert!(!crate::engine::contains_secret_mask(&outputs["vpc_id"]));
+        // `pulumi stack output --json` still says "[secret]".
+        assert!(crate::engine::contains_secret_mask(&Value::from("[secret]")));
+        assert!(!crate::engine::contains_secret_mask(
+            &serde_json::json!({"ciphertext": "x"})
+        ));
     }
 
     #[test]

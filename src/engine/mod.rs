@@ -131,12 +131,22 @@ pub trait Engine: Send + Sync {
     ) -> Result<Outcome, Failure>;
 }
 
-/// True when `v` (or anything inside it) is Pulumi's mask for a secret.
+/// Pulumi's secret signature key and value (`sdk/go/common/resource/sig`).
+pub const SECRET_SIG_KEY: &str = "4dabf18193072939515e22adb298388d";
+pub const SECRET_SIG: &str = "1b47061264138c4ac30d75fd1eb44270";
+
+/// True when `v` (or anything inside it) is a secret Pulumi did not show: the string
+/// `[secret]` (`pulumi stack output --json`), or a value carrying the secret signature
+/// (`{"4dabf…": "1b47…", "ciphertext": "[secret]"}`, as JSON engine events serialize
+/// secret outputs).
 pub fn contains_secret_mask(v: &Value) -> bool {
     match v {
         Value::String(s) => s == "[secret]",
         Value::Array(a) => a.iter().any(contains_secret_mask),
-        Value::Object(o) => o.values().any(contains_secret_mask),
+        Value::Object(o) => {
+            o.get(SECRET_SIG_KEY).and_then(Value::as_str) == Some(SECRET_SIG)
+                || o.values().any(contains_secret_mask)
+        }
         _ => false,
     }
 }

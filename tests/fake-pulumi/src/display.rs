@@ -86,7 +86,7 @@ impl Display {
             if hide {
                 json!({})
             } else {
-                secret::mask(&Value::Object(m.clone()))
+                secret::blind(&Value::Object(m.clone()))
             }
         };
         let mut o = Map::new();
@@ -200,7 +200,7 @@ impl Display {
         let hide = self.suppress_outputs && r.urn == self.stack_urn;
         for k in ["inputs", "outputs"] {
             if let Some(x) = v.get_mut(k) {
-                *x = if hide { json!({}) } else { secret::mask(x) };
+                *x = if hide { json!({}) } else { secret::blind(x) };
             }
         }
         v

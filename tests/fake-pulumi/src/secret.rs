@@ -34,6 +34,13 @@ pub fn mask(v: &Value) -> Value {
     map_tree(v, &mut |_| Some(Value::String(MASK.into())))
 }
 
+/// Every secret as the real CLI serializes it in JSON engine events and the preview
+/// digest: Pulumi's blinding crypter keeps the signature and says `[secret]` as the
+/// ciphertext (`{"4dabf…": "1b47…", "ciphertext": "[secret]"}`), never a bare string.
+pub fn blind(v: &Value) -> Value {
+    map_tree(v, &mut |_| Some(json!({ SIG: SECRET_SIG, "ciphertext": MASK })))
+}
+
 /// Every in-memory secret replaced by its plaintext.
 pub fn reveal(v: &Value) -> Value {
     map_tree(v, &mut |s| {

@@ -241,7 +241,11 @@ fn init_up_outputs_reference_destroy() {
     assert_eq!(last_out["metadata"]["urn"], stack_urn);
     assert_eq!(
         last_out["metadata"]["new"]["outputs"],
-        json!({"vpc_id": "net-id", "region": "us-west-2", "token": "[secret]"})
+        json!({"vpc_id": "net-id", "region": "us-west-2", "token": {
+            "4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270",
+            "ciphertext": "[secret]"
+        }}),
+        "engine events serialize a secret with its signature, as the real CLI does"
     );
     assert!(!text(&ws.ok("vpc", &["stack", "output", "--json"]).stdout).contains("tok-dev"));
 
