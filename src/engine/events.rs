@@ -242,7 +242,9 @@ mod tests {
         assert!(crate::engine::contains_secret_mask(&outputs["token"]));
         assert!(!crate::engine::contains_secret_mask(&outputs["vpc_id"]));
         // `pulumi stack output --json` still says "[secret]".
-        assert!(crate::engine::contains_secret_mask(&Value::from("[secret]")));
+        assert!(crate::engine::contains_secret_mask(&Value::from(
+            "[secret]"
+        )));
         assert!(!crate::engine::contains_secret_mask(
             &serde_json::json!({"ciphertext": "x"})
         ));

@@ -1322,3 +1322,39 @@ fn destroy_on_a_stack_never_brought_up_needs_yes_then_has_nothing_to_do() {
     assert!(r.stderr.contains("nothing to destroy"), "{r:?}");
     assert!(ws.calls().is_empty(), "no pulumi process: {:?}", ws.calls());
 }
+
+/// The real CLI (cobra) has no `--config-file` on `stack init` and `stack output`: strata
+/// never passes it there (the fake refuses unknown flags per command, exit 2).
+#[test]
+fn stack_init_and_stack_output_get_no_config_file() {
+    let mut ws = workspace(CHAIN, CHAIN_PATHS);
+    ws.set_env(
+        &format!("FAKE_PULUMI_SECRET_OUTPUTS_{}", hook_key("alpha")),
+        r#"{"token":"s3cr3t-value"}"#,
+    );
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: alpha\n  - path: bravo\n    inputs:\n      bravo:token: alpha:token\n  - path: charlie\n"
+        ),
+    );
+    ok(&ws, "up", &[]);
+    let calls = ws.calls();
+    let mut seen = BTreeSet::new();
+    for c in starts(&calls) {
+        let cmd = s(c, "command");
+        if cmd == "stack init" || cmd == "stack output" {
+            seen.insert(cmd.to_string());
+            assert!(!has_flag(&argv(c), "--config-file"), "{c}");
+        }
+        assert_ne!(c["exit_code"], 2, "a call the real CLI refuses: {c}");
+    }
+    for c in records(&calls, "end") {
+        assert_ne!(c["exit_code"].as_i64(), Some(2), "refused flags: {c}");
+    }
+    assert_eq!(
+        seen,
+        BTreeSet::from(["stack init".to_string(), "stack output".to_string()]),
+        "both were exercised: {calls:#?}"
+    );
+}

@@ -24,6 +24,12 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         output::print(USAGE);
         return Ok(());
     }
+    // cobra refuses a flag the command does not have before anything runs.
+    if let Some(flag) =
+        crate::flags::unknown(&ctx.command, ctx.args.flags.keys().map(String::as_str))
+    {
+        return Err(Fail::config(format!("unknown flag: --{flag}")));
+    }
     match ctx.command.as_str() {
         "up" => crate::engine::run(ctx, crate::engine::Op::Up),
         "preview" => crate::engine::run(ctx, crate::engine::Op::Preview),

@@ -14,6 +14,7 @@ mod display;
 mod engine;
 mod error;
 mod eval;
+mod flags;
 mod output;
 mod program;
 mod project;

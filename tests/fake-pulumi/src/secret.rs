@@ -38,7 +38,9 @@ pub fn mask(v: &Value) -> Value {
 /// digest: Pulumi's blinding crypter keeps the signature and says `[secret]` as the
 /// ciphertext (`{"4dabf…": "1b47…", "ciphertext": "[secret]"}`), never a bare string.
 pub fn blind(v: &Value) -> Value {
-    map_tree(v, &mut |_| Some(json!({ SIG: SECRET_SIG, "ciphertext": MASK })))
+    map_tree(v, &mut |_| {
+        Some(json!({ SIG: SECRET_SIG, "ciphertext": MASK }))
+    })
 }
 
 /// Every in-memory secret replaced by its plaintext.

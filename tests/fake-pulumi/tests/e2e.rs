@@ -96,7 +96,8 @@ impl Ws {
         c
     }
 
-    /// `pulumi <args> --cwd <project> --stack dev --config-file stack.yaml --non-interactive`.
+    /// `pulumi <args> --cwd <project> --stack dev [--config-file stack.yaml]
+    /// --non-interactive` (`stack` commands have no `--config-file`, as in the real CLI).
     fn std_args(&self, project: &str, args: &[&str]) -> Vec<String> {
         let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         v.extend([
@@ -104,10 +105,14 @@ impl Ws {
             self.path(project).display().to_string(),
             "--stack".into(),
             "dev".into(),
-            "--config-file".into(),
-            self.path("stack.yaml").display().to_string(),
-            "--non-interactive".into(),
         ]);
+        if !matches!(args.first(), Some(&"stack") | Some(&"cancel")) {
+            v.extend([
+                "--config-file".into(),
+                self.path("stack.yaml").display().to_string(),
+            ]);
+        }
+        v.push("--non-interactive".into());
         v
     }
 
@@ -206,11 +211,9 @@ fn resources_in_state(ws: &Ws, project: &str) -> Vec<String> {
 fn init_up_outputs_reference_destroy() {
     let ws = Ws::new("flow");
     ws.ok("vpc", &["stack", "init"]);
-    // The salt went into the named config file, next to the keys it had.
-    let cfg = std::fs::read_to_string(ws.path("stack.yaml")).unwrap();
-    assert!(cfg.starts_with("encryptionsalt: v1:"), "{cfg}");
-    assert!(cfg.contains("aws:region: us-west-2") && cfg.contains("kubernetes:infra_type: AWS"));
-    assert!(!ws.path("vpc/Pulumi.dev.yaml").exists());
+    // `stack init` has no --config-file: its salt goes beside the project.
+    let own = std::fs::read_to_string(ws.path("vpc/Pulumi.dev.yaml")).unwrap();
+    assert!(own.starts_with("encryptionsalt: v1:"), "{own}");
 
     let evs = up_json(&ws, "vpc");
     for (i, e) in evs.iter().enumerate() {
@@ -320,6 +323,37 @@ fn stack_reference_to_a_missing_stack_fails_the_update() {
     assert!(evs.iter().any(|e| e.get("resOpFailedEvent").is_some()));
 }
 
+/// cobra refuses a flag the command does not have, exit 2, before it runs.
+#[test]
+fn unknown_flags_are_refused_per_command() {
+    let ws = Ws::new("flags");
+    let cwd = ws.path("vpc").display().to_string();
+    for argv in [
+        vec!["stack", "init", "--stack", "dev", "--config-file", "x.yaml"],
+        vec![
+            "stack",
+            "output",
+            "--json",
+            "--stack",
+            "dev",
+            "--config-file",
+            "x.yaml",
+        ],
+        vec!["preview", "--stack", "dev", "--yes"],
+        vec!["up", "--stack", "dev", "--yes", "--no-such-flag"],
+    ] {
+        let mut a = argv.clone();
+        a.extend(["--cwd", cwd.as_str()]);
+        let out = ws.cmd(&a).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{argv:?}");
+        assert!(
+            text(&out.stderr).contains("unknown flag: --"),
+            "{argv:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn cli_contract_errors() {
     let ws = Ws::new("errors");
@@ -346,7 +380,8 @@ fn cli_contract_errors() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("passphrase must be set"));
-    // Wrong passphrase.
+    // Wrong passphrase (once the shared config holds the stack's salt).
+    ws.ok("vpc", UP);
     let out = ws.run("vpc", UP, &[("PULUMI_CONFIG_PASSPHRASE", "nope")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("incorrect passphrase"));
