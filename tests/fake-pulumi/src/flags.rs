@@ -167,7 +167,7 @@ pub fn unknown<'a>(command: &str, given: impl IntoIterator<Item = &'a str>) -> O
     let (flags, engine) = own(command)?;
     given
         .into_iter()
-        .find(|f| !GLOBAL.contains(f) && !flags.contains(f) && !(engine && ENGINE.contains(f)))
+        .find(|f| !(GLOBAL.contains(f) || flags.contains(f) || (engine && ENGINE.contains(f))))
         .map(|f| f.trim_start_matches('-').to_string())
 }
 
