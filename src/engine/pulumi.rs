@@ -22,7 +22,10 @@ pub fn describe_exit(code: i32) -> &'static str {
         4 => "a resource operation failed",
         6 => "the stack was not found",
         8 => "the operation was cancelled",
-        255 => "Pulumi failed with an internal error",
+        // CLIs before 3.226 exit 255 on every error; 3.226+ keep it for internal ones.
+        255 => {
+            "an error (CLIs older than 3.226 exit 255 on every error; the error line says what went wrong)"
+        }
         _ => "Pulumi failed",
     }
 }
@@ -447,9 +450,6 @@ fn error_line<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> St
         .to_string()
 }
 
-/// On a `file://` backend, whether the stack's checkpoint is absent, in Pulumi's
-/// project-scoped layout (`.pulumi/stacks/<project>/<stack>.json[.gz]`) or the legacy one.
-/// `None` when the backend is not a local file backend.
 /// Whether `line` is exactly Pulumi's error for a missing stack naming the job's stack
 /// (`error: no stack named 'dev' found`, the name possibly `org/project/dev`).
 fn names_missing_stack(line: &str, job: &Job) -> bool {
@@ -463,6 +463,9 @@ fn names_missing_stack(line: &str, job: &Job) -> bool {
     name == job.stack || name.ends_with(&format!("/{}", job.stack))
 }
 
+/// On a `file://` backend, whether the stack's checkpoint is absent, in Pulumi's
+/// project-scoped layout (`.pulumi/stacks/<project>/<stack>.json[.gz]`) or the legacy one.
+/// `None` when the backend is not a local file backend.
 fn file_backend_stack_missing(job: &Job) -> Option<bool> {
     let url = job.env.get("PULUMI_BACKEND_URL")?;
     let dir = url.strip_prefix("file://")?;

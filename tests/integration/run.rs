@@ -761,6 +761,14 @@ fn old_cli_missing_stack_and_failed_destroy() {
     );
     let r = run(&ws, "destroy", &["--yes"]);
     assert_eq!(r.code, 1, "{r:?}");
+    // 255 is not called an internal error: the user sees Pulumi's own error line.
+    ws.set_env("FAKE_PULUMI_FAIL_MESSAGE", "creating bucket: AccessDenied");
+    ws.set_env(&format!("FAKE_PULUMI_FAIL_{}", hook_key("alpha")), "up");
+    let r = run(&ws, "up", &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stdout.contains("older than 3.226"), "{r:?}");
+    assert!(r.stdout.contains("AccessDenied"), "{r:?}");
+    assert!(!r.all().contains("internal error"), "{r:?}");
 }
 
 #[test]
