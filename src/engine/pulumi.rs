@@ -52,7 +52,7 @@ impl PulumiEngine {
             "--cwd".to_string(),
             job.dir.display().to_string(),
             "--stack".to_string(),
-            job.stack.clone(),
+            stack_arg(job),
             "--non-interactive".to_string(),
         ]);
         if config_file {
@@ -448,6 +448,20 @@ fn error_line<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> St
         .unwrap_or("")
         .trim()
         .to_string()
+}
+
+/// The `--stack` of every call. On Pulumi Cloud with a known organization it is
+/// `org/project/stack`: `stack init --stack dev` would create the stack in the CLI's
+/// default organization, which may not be the one stack references name (MARA #223).
+fn stack_arg(job: &Job) -> String {
+    let cloud = job
+        .env
+        .get("PULUMI_BACKEND_URL")
+        .is_some_and(|u| u.starts_with("https://") || u.starts_with("http://"));
+    match job.env.get("STRATA_ORG").filter(|o| cloud && !o.is_empty()) {
+        Some(org) => format!("{org}/{}/{}", job.name, job.stack),
+        None => job.stack.clone(),
+    }
 }
 
 /// Whether `line` is exactly Pulumi's error for a missing stack naming the job's stack

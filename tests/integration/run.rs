@@ -1366,3 +1366,42 @@ fn stack_init_and_stack_output_get_no_config_file() {
         "both were exercised: {calls:#?}"
     );
 }
+
+/// On Pulumi Cloud, stacks are created and addressed fully qualified (`org/project/stack`)
+/// whenever the organization is known: the CLI's default organization (here not the
+/// user's) must not receive them, or stack references built from STRATA_ORG break.
+#[test]
+fn pulumi_cloud_stacks_are_fully_qualified_in_the_known_org() {
+    for (pulumi_org, expected) in [(Some("team"), "team"), (None, "alice")] {
+        let mut ws = workspace(
+            "  - path: alpha\n  - path: bravo\n    inputs:\n      bravo:x: alpha:value\n",
+            &["alpha", "bravo"],
+        );
+        let cloud = ws.path("cloud");
+        ws.set_env("PULUMI_BACKEND_URL", "https://api.pulumi.com");
+        ws.set_env("FAKE_PULUMI_CLOUD_DIR", cloud.to_str().unwrap());
+        ws.set_env("FAKE_PULUMI_USER", "alice");
+        ws.set_env("FAKE_PULUMI_DEFAULT_ORG", "acme-default");
+        if let Some(o) = pulumi_org {
+            ws.set_env("PULUMI_ORG", o);
+        }
+        let r = run(&ws, "up", &[]);
+        assert_eq!(r.code, 0, "{r:?}");
+        for p in ["alpha", "bravo"] {
+            let f = cloud.join(format!(".pulumi/stacks/{expected}/{}/dev.json", name(p)));
+            assert!(f.is_file(), "{} missing: {r:?}", f.display());
+        }
+        assert!(!cloud.join(".pulumi/stacks/acme-default").exists());
+        for c in starts(&ws.calls()) {
+            if c["project"].is_string() && s(c, "command") != "whoami" {
+                let a = argv(c);
+                let i = a.iter().position(|x| x == "--stack").expect("--stack");
+                assert_eq!(
+                    a[i + 1],
+                    format!("{expected}/{}/dev", s(c, "project")),
+                    "{c}"
+                );
+            }
+        }
+    }
+}

@@ -124,7 +124,15 @@ pub fn parse_stack_ref(s: &str, project: &str) -> Result<String> {
             )));
         }
     };
-    if org != ORG {
+    if crate::state::cloud_mode() {
+        // Pulumi Cloud: any organization; an unqualified name is the CLI's default org.
+        let org = if parts.len() == 1 {
+            crate::state::default_org()
+        } else {
+            org.to_string()
+        };
+        crate::state::set_stack_org(&org);
+    } else if org != ORG {
         return Err(Fail::error("organization name must be 'organization'"));
     }
     if proj != project {

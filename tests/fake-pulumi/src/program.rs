@@ -212,9 +212,19 @@ pub fn read_stack_reference(
         [o, p, s] => (*o, *p, *s),
         _ => return Err(format!("could not parse stack reference '{name}'")),
     };
-    if org != ORG {
+    let backend = if backend.org.is_some() {
+        // Pulumi Cloud: the named organization (unqualified: the default one).
+        let org = if parts.len() == 1 {
+            crate::state::default_org()
+        } else {
+            org.to_string()
+        };
+        backend.for_org(&org)
+    } else if org != ORG {
         return Err("organization name must be 'organization'".into());
-    }
+    } else {
+        backend.clone()
+    };
     let st = backend
         .load(project, stack)
         .map_err(|f| f.msg)?

@@ -10,11 +10,37 @@ use crate::error::{Fail, Result, code};
 pub const VERSION: &str = "v3.230.0";
 pub const ORG: &str = "organization";
 
-/// A file backend rooted at the directory that holds `.pulumi/`.
+/// A file backend rooted at the directory that holds `.pulumi/`; or, in the fake's
+/// cloud mode (`PULUMI_BACKEND_URL=https://…` with `FAKE_PULUMI_CLOUD_DIR`), a stand-in
+/// for Pulumi Cloud keeping each organization's stacks apart.
 #[derive(Debug, Clone)]
 pub struct Backend {
     pub root: PathBuf,
     pub url: String,
+    /// Cloud mode: the organization of the stacks this backend addresses.
+    pub org: Option<String>,
+}
+
+/// The organization this invocation's `--stack` names (cloud mode).
+static STACK_ORG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Whether the backend is the fake's Pulumi Cloud stand-in.
+pub fn cloud_mode() -> bool {
+    std::env::var("PULUMI_BACKEND_URL")
+        .is_ok_and(|u| u.starts_with("https://") || u.starts_with("http://"))
+}
+
+/// The organization an unqualified stack name lands in on Pulumi Cloud: the CLI's
+/// default org (`FAKE_PULUMI_DEFAULT_ORG`), else the user.
+pub fn default_org() -> String {
+    std::env::var("FAKE_PULUMI_DEFAULT_ORG")
+        .or_else(|_| std::env::var("FAKE_PULUMI_USER"))
+        .unwrap_or_else(|_| "fake-user".into())
+}
+
+/// Records the organization of this invocation's stack (cloud mode).
+pub fn set_stack_org(org: &str) {
+    let _ = STACK_ORG.set(org.to_string());
 }
 
 /// One resource in a checkpoint (`apitype.ResourceV3`, the fields the fake uses).
@@ -117,6 +143,21 @@ pub fn fq_name(project: &str, stack: &str) -> String {
 impl Backend {
     /// From `PULUMI_BACKEND_URL`; only `file://` backends are supported.
     pub fn from_env() -> Result<Backend> {
+        if cloud_mode() {
+            let url = std::env::var("PULUMI_BACKEND_URL").unwrap_or_default();
+            let Ok(dir) = std::env::var("FAKE_PULUMI_CLOUD_DIR") else {
+                return Err(Fail::new(
+                    code::AUTH,
+                    "PULUMI_ACCESS_TOKEN must be set for login during non-interactive CLI sessions (fake-pulumi: set FAKE_PULUMI_CLOUD_DIR for its Pulumi Cloud stand-in)",
+                ));
+            };
+            let org = STACK_ORG.get().cloned().unwrap_or_else(default_org);
+            return Ok(Backend {
+                root: PathBuf::from(dir),
+                url,
+                org: Some(org),
+            });
+        }
         let url = match std::env::var("PULUMI_BACKEND_URL") {
             Ok(u) if !u.is_empty() => u,
             _ => {
@@ -149,7 +190,19 @@ impl Backend {
                 std::env::current_dir().unwrap_or_default().join(p)
             }
         };
-        Ok(Backend { root, url })
+        Ok(Backend {
+            root,
+            url,
+            org: None,
+        })
+    }
+
+    /// The same backend addressing another organization's stacks (cloud mode).
+    pub fn for_org(&self, org: &str) -> Backend {
+        Backend {
+            org: self.org.as_ref().map(|_| org.to_string()),
+            ..self.clone()
+        }
     }
 
     fn dot(&self) -> PathBuf {
@@ -157,10 +210,12 @@ impl Backend {
     }
 
     pub fn stack_path(&self, project: &str, stack: &str) -> PathBuf {
-        self.dot()
-            .join("stacks")
-            .join(project)
-            .join(format!("{stack}.json"))
+        let stacks = self.dot().join("stacks");
+        let stacks = match &self.org {
+            Some(org) => stacks.join(org),
+            None => stacks,
+        };
+        stacks.join(project).join(format!("{stack}.json"))
     }
 
     pub fn exists(&self, project: &str, stack: &str) -> bool {
