@@ -1551,33 +1551,24 @@ fn outputs_masks_secrets_unless_show_secrets() {
 #[test]
 fn on_pulumi_cloud_strata_org_is_the_whoami_user_asked_once() {
     let mut ws = chain_workspace();
-    // A `pulumi` that answers whoami itself and hands everything else to the fake with a
-    // file backend, so the runs work while strata believes it talks to Pulumi Cloud.
-    let wrapper = ws.root.join("bin/pulumi");
-    std::fs::remove_file(&wrapper).unwrap();
-    let backend = ws.root.join("cloud-state");
-    std::fs::create_dir_all(&backend).unwrap();
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = whoami ]; then echo call >> {count}; echo alice; exit 0; fi\nPULUMI_BACKEND_URL=file://{backend} exec {fake} \"$@\"\n",
-            count = ws.root.join("whoami.count").display(),
-            backend = backend.display(),
-            fake = fake_pulumi().display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The fake's Pulumi Cloud stand-in, whose default organization is not the user.
     ws.set_env("PULUMI_BACKEND_URL", "https://api.pulumi.com");
+    ws.set_env(
+        "FAKE_PULUMI_CLOUD_DIR",
+        ws.root.join("cloud-state").to_str().unwrap(),
+    );
+    ws.set_env("FAKE_PULUMI_USER", "alice");
+    ws.set_env("FAKE_PULUMI_DEFAULT_ORG", "acme-default");
     ws.set_env("FAKE_PULUMI_LOG_ENV", "STRATA_ORG");
+    let whoamis = |ws: &Ws| {
+        ws.calls()
+            .into_iter()
+            .filter(|c| c["event"] == "start" && c["command"] == "whoami")
+            .count()
+    };
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let asked = std::fs::read_to_string(ws.root.join("whoami.count")).unwrap();
-    assert_eq!(
-        asked.lines().count(),
-        1,
-        "whoami once per run, not per project"
-    );
+    assert_eq!(whoamis(&ws), 1, "whoami once per run, not per project");
     let ups: Vec<Value> = ws
         .calls()
         .into_iter()
@@ -1597,8 +1588,7 @@ fn on_pulumi_cloud_strata_org_is_the_whoami_user_asked_once() {
     ws.env_file("PULUMI_STACK=dev\nSTRATA_ORG=acme\n");
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let asked = std::fs::read_to_string(ws.root.join("whoami.count")).unwrap();
-    assert_eq!(asked.lines().count(), 1, "no second whoami");
+    assert_eq!(whoamis(&ws), 1, "no second whoami");
 }
 
 // ---------------------------------------------------------------------------------
