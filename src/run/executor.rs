@@ -747,7 +747,8 @@ impl<'a> StepRunner<'a> {
         };
         let result = rt.block_on(async {
             let client =
-                crate::secrets::kubernetes::client_from_kubeconfig(Some(&target), None).await?;
+                crate::secrets::kubernetes::client_from_kubeconfig(Some(&target), None, &ctx.env)
+                    .await?;
             crate::secrets::kubernetes::apply_secrets(
                 client,
                 &ctx.secret_name,

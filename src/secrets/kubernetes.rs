@@ -140,10 +140,15 @@ impl ApplyReport {
 
 /// Builds a client from a kubeconfig file, or from `KUBECONFIG` /
 /// `~/.kube/config` when `path` is `None`; `context` overrides its
-/// `current-context`.
+/// `current-context`. Exec credential plugins (`aws eks get-token`,
+/// `gke-gcloud-auth-plugin`, `kubelogin`) run with `env` — the environment a project
+/// gets, where the env file's cloud credentials are — under the kubeconfig's own `env:`
+/// entries, and non-interactively (strata prompts nothing mid-run; their stderr is
+/// kept for the error).
 pub async fn client_from_kubeconfig(
     path: Option<&Path>,
     context: Option<&str>,
+    env: &BTreeMap<String, String>,
 ) -> Result<Client, KubeError> {
     let location = match path {
         Some(path) => path.display().to_string(),
@@ -154,6 +159,24 @@ pub async fn client_from_kubeconfig(
         None => Kubeconfig::read(),
     }
     .map_err(|e| kubeconfig_error(&location, e))?;
+    let mut kubeconfig = kubeconfig;
+    for user in kubeconfig.auth_infos.iter_mut() {
+        if let Some(exec) = user.auth_info.as_mut().and_then(|a| a.exec.as_mut()) {
+            let mut entries: Vec<std::collections::HashMap<String, String>> = env
+                .iter()
+                .map(|(k, v)| {
+                    [
+                        ("name".to_string(), k.clone()),
+                        ("value".to_string(), v.clone()),
+                    ]
+                    .into()
+                })
+                .collect();
+            entries.extend(exec.env.take().unwrap_or_default());
+            exec.env = Some(entries);
+            exec.interactive_mode = Some(kube::config::ExecInteractiveMode::Never);
+        }
+    }
     let options = KubeConfigOptions {
         context: context.map(str::to_string),
         ..KubeConfigOptions::default()
@@ -376,6 +399,18 @@ fn api_error(action: String, error: kube::Error) -> KubeError {
             "the API server's answer is not a valid Kubernetes object".to_string(),
             "",
         ),
+        kube::Error::Auth(kube::client::AuthError::AuthExecRun { cmd, out }) => (
+            format!(
+                "the kubeconfig's exec credential plugin `{cmd}` failed ({}){}",
+                out.status,
+                last_lines(&out.stderr)
+            ),
+            "; it ran with the environment of config/pulumi/environment: check the cloud credentials there (and that you are logged in, e.g. `aws sso login`, `gcloud auth login`, `az login`)",
+        ),
+        kube::Error::Auth(kube::client::AuthError::AuthExecStart(e)) => (
+            format!("the kubeconfig's exec credential plugin could not be started: {e}"),
+            "; install the plugin the kubeconfig names (its `exec.command`) and put it on PATH",
+        ),
         other => (
             error_chain(other),
             "; check that the cluster is reachable with this kubeconfig",
@@ -415,6 +450,16 @@ fn kubeconfig_error(location: &str, error: kube::config::KubeconfigError) -> Kub
             detail: error_chain(&other),
         },
     }
+}
+
+/// The last lines a plugin wrote on stderr, for an error message (`: ...`).
+fn last_lines(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(": {}", lines[lines.len().saturating_sub(3)..].join(" / "))
 }
 
 /// An error and its sources, `: `-joined (kube's top-level messages are terse).
@@ -809,7 +854,7 @@ mod tests {
         let kubeconfig = dir.path().join("kube/config");
         kube.write_kubeconfig(&kubeconfig).unwrap();
 
-        let client = client_from_kubeconfig(Some(&kubeconfig), None)
+        let client = client_from_kubeconfig(Some(&kubeconfig), None, &BTreeMap::new())
             .await
             .unwrap();
         let report = apply_secrets(client, NAME, &secrets(), &[]).await.unwrap();
@@ -827,7 +872,7 @@ mod tests {
         assert_eq!(secret["type"], json!("Opaque"));
 
         // Again, by explicit context: nothing changes.
-        let client = client_from_kubeconfig(Some(&kubeconfig), Some("fake"))
+        let client = client_from_kubeconfig(Some(&kubeconfig), Some("fake"), &BTreeMap::new())
             .await
             .unwrap();
         let report = apply_secrets(client, NAME, &secrets(), &["apps".into()])
@@ -859,7 +904,7 @@ mod tests {
             .kubeconfig()
             .replace(&kube.url(), &format!("http://127.0.0.1:{port}"));
         std::fs::write(&kubeconfig, text).unwrap();
-        let client = client_from_kubeconfig(Some(&kubeconfig), None)
+        let client = client_from_kubeconfig(Some(&kubeconfig), None, &BTreeMap::new())
             .await
             .unwrap();
         let err = apply_secrets(client, NAME, &secrets(), &[])
@@ -877,7 +922,7 @@ mod tests {
     async fn kubeconfig_errors_name_the_file_or_context() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing-config");
-        let err = client_from_kubeconfig(Some(&missing), None)
+        let err = client_from_kubeconfig(Some(&missing), None, &BTreeMap::new())
             .await
             .err()
             .unwrap();
@@ -887,7 +932,7 @@ mod tests {
         let kube = FakeKube::start();
         let path = dir.path().join("config");
         kube.write_kubeconfig(&path).unwrap();
-        let err = client_from_kubeconfig(Some(&path), Some("no-such-context"))
+        let err = client_from_kubeconfig(Some(&path), Some("no-such-context"), &BTreeMap::new())
             .await
             .err()
             .unwrap();
@@ -902,7 +947,7 @@ mod tests {
             "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: TOKEN-1: [\n",
         )
         .unwrap();
-        let err = client_from_kubeconfig(Some(&garbage), None)
+        let err = client_from_kubeconfig(Some(&garbage), None, &BTreeMap::new())
             .await
             .err()
             .unwrap();
@@ -915,7 +960,7 @@ mod tests {
             "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: [TOKEN-2]\n",
         )
         .unwrap();
-        let err = client_from_kubeconfig(Some(&garbage), None)
+        let err = client_from_kubeconfig(Some(&garbage), None, &BTreeMap::new())
             .await
             .err()
             .unwrap();

@@ -1421,3 +1421,42 @@ fn missing_config_and_missing_secrets_are_listed_in_one_error() {
     assert!(r.stderr.contains("apps:token"), "both in one run: {r:?}");
     assert!(r.stderr.contains("STRATA_SECRET_APPS_TOKEN"), "{r:?}");
 }
+
+/// EKS/GKE/AKS kubeconfigs authenticate through an exec plugin. The plugin runs with the
+/// environment a project gets, so a credential kept only in the env file reaches it;
+/// when it fails, the error names the plugin and shows its stderr.
+#[test]
+fn exec_credential_plugins_get_the_env_file_and_are_named_when_they_fail() {
+    let kube = FakeKube::start();
+    kube.api().require_token("tok-from-plugin");
+    let mut ws = kube_ws(&kube, None);
+    let plugin = ws.path("bin/fake-cloud-auth");
+    std::fs::write(
+        &plugin,
+        "#!/bin/sh\nif [ -z \"$CLOUD_CRED_FOR_TEST\" ]; then echo \"fake-cloud-auth: no credentials (CLOUD_CRED_FOR_TEST is not set)\" >&2; exit 3; fi\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"tok-from-plugin\"}}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let outputs = json!({ "kubeconfig": kube.exec_kubeconfig(&plugin) });
+    ws.write(
+        "projects/infra/cluster/outputs.json",
+        &serde_json::to_string(&outputs).unwrap(),
+    );
+    // Without the credential: the plugin fails and is named, with its stderr.
+    let r = ws.strata(&["up", "--stack", "dev"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.all().contains("fake-cloud-auth"), "{r:?}");
+    assert!(r.all().contains("CLOUD_CRED_FOR_TEST is not set"), "{r:?}");
+    // The credential only in the env file (not strata's own environment).
+    ws.env_file("PULUMI_STACK=dev\nCLOUD_CRED_FOR_TEST=yes\n");
+    ws.set_env("CLOUD_CRED_FOR_TEST", "");
+    let r = ws.strata(&["up", "--stack", "dev"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        kube.secret_data("monitoring", "strata-secrets")
+            .unwrap_or_default()
+            .get("adminpass")
+            .map(String::as_str),
+        Some(ADMIN)
+    );
+}

@@ -92,6 +92,9 @@ pub struct FakeApi {
     requests: Vec<Request>,
     failures: Vec<Failure>,
     next_version: u64,
+    /// When set, every request must carry `Authorization: Bearer <token>` (401 else),
+    /// as a real API server authenticates.
+    token: Option<String>,
 }
 
 impl FakeApi {
@@ -119,6 +122,11 @@ impl FakeApi {
             path_contains: path_contains.to_string(),
             status,
         });
+    }
+
+    /// Requires `Authorization: Bearer <token>` on every later request.
+    pub fn require_token(&mut self, token: &str) {
+        self.token = Some(token.to_string());
     }
 
     /// Stores an object as if someone else had created it.
@@ -452,6 +460,24 @@ impl FakeKube {
         )
     }
 
+    /// A kubeconfig whose user authenticates through an exec credential plugin, as
+    /// EKS, GKE and AKS kubeconfigs do: `plugin` must print an `ExecCredential`.
+    pub fn exec_kubeconfig(&self, plugin: &Path) -> String {
+        format!(
+            "apiVersion: v1\n\
+             kind: Config\n\
+             clusters:\n\
+             - name: fake\n  cluster:\n    server: {url}\n\
+             users:\n\
+             - name: fake\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: {plugin}\n      args: [token, --cluster, fake]\n      interactiveMode: IfAvailable\n\
+             contexts:\n\
+             - name: fake\n  context:\n    cluster: fake\n    user: fake\n\
+             current-context: fake\n",
+            url = self.url(),
+            plugin = plugin.display()
+        )
+    }
+
     pub fn write_kubeconfig(&self, path: &Path) -> io::Result<()> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -525,7 +551,15 @@ fn serve_connection(stream: TcpStream, api: &Mutex<FakeApi>) -> io::Result<()> {
             headers.get("content-type").map(String::as_str),
             &String::from_utf8_lossy(&body),
         );
-        let response = lock(api).handle(request);
+        let response = {
+            let mut api = lock(api);
+            let wanted = api.token.clone().map(|t| format!("Bearer {t}"));
+            if wanted.is_some() && headers.get("authorization") != wanted.as_ref() {
+                status(401, "Unauthorized", "Unauthorized", None)
+            } else {
+                api.handle(request)
+            }
+        };
         let body = response.body.to_string();
         write!(
             writer,
