@@ -426,25 +426,31 @@ mod tests {
     fn cancel_sends_sigint_once() {
         let c = std::sync::Arc::new(Control::new());
         let c2 = c.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let t = std::thread::spawn(move || {
             let mut lines = Vec::new();
             let exit = run_streaming(
                 duct::cmd!(
                     "sh",
                     "-c",
-                    "n=0; trap 'n=$((n+1)); echo got $n' INT; echo ready; i=0; while [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; echo total $n"
+                    "n=0; trap 'n=$((n+1)); echo got $n' INT; echo ready; i=0; while [ $i -lt 100 ] && [ $n -eq 0 ]; do sleep 0.05; i=$((i+1)); done; sleep 0.2; echo total $n"
                 ),
                 &c2,
                 "p",
-                &mut |l| lines.push(l),
+                &mut |l| {
+                    if l == "ready" {
+                        let _ = ready_tx.send(());
+                    }
+                    lines.push(l)
+                },
             )
             .unwrap();
             (exit, lines)
         });
-        while c.running().is_empty() {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        // The trap is installed once the child says so: no sleep to guess it.
+        ready_rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the child got ready");
         assert_eq!(c.cancel(), vec!["p".to_string()]);
         assert!(c.cancel().is_empty(), "second cancel is a no-op");
         let (exit, lines) = t.join().unwrap();

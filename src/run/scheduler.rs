@@ -199,7 +199,8 @@ mod tests {
     use std::time::{Duration, Instant};
 
     /// An in-memory executor: each step sleeps, records its start and end, and fails
-    /// when told to.
+    /// when told to. Steps named in `meet` wait (up to 60 s) until their partner has
+    /// started: a rendezvous that completes only when the two run at the same time.
     struct Fake {
         plan: Plan,
         sleep_ms: u64,
@@ -207,6 +208,37 @@ mod tests {
         t0: Instant,
         spans: Mutex<BTreeMap<String, (u128, u128)>>,
         cancel_after_start: Option<(&'static str, &'static Control)>,
+        meet: Vec<(&'static str, &'static str)>,
+        started: (Mutex<Vec<String>>, std::sync::Condvar),
+        missed: Mutex<Vec<String>>,
+    }
+
+    impl Fake {
+        fn rendezvous(&self, path: &str) {
+            let (lock, cv) = &self.started;
+            let mut started = lock.lock().unwrap();
+            started.push(path.to_string());
+            cv.notify_all();
+            for (a, b) in &self.meet {
+                let other = match (*a == path, *b == path) {
+                    (true, _) => *b,
+                    (_, true) => *a,
+                    _ => continue,
+                };
+                let (s, timeout) = cv
+                    .wait_timeout_while(started, Duration::from_secs(60), |s| {
+                        !s.iter().any(|x| x == other)
+                    })
+                    .unwrap();
+                started = s;
+                if timeout.timed_out() {
+                    self.missed
+                        .lock()
+                        .unwrap()
+                        .push(format!("{path} never met {other}"));
+                }
+            }
+        }
     }
 
     impl Executor for Fake {
@@ -216,6 +248,7 @@ mod tests {
         fn execute(&self, i: usize, _emit: &(dyn Fn(RunEvent) + Sync)) -> StepResult {
             let path = self.plan.nodes[i].path.clone();
             let start = self.t0.elapsed().as_millis();
+            self.rendezvous(&path);
             if let Some((p, c)) = self.cancel_after_start
                 && p == path
             {
@@ -256,6 +289,9 @@ mod tests {
             t0: Instant::now(),
             spans: Mutex::new(BTreeMap::new()),
             cancel_after_start: None,
+            meet: Vec::new(),
+            started: Default::default(),
+            missed: Mutex::new(Vec::new()),
         }
     }
 
@@ -280,7 +316,9 @@ mod tests {
     #[test]
     fn order_and_overlap() {
         let p = plan(DIAMOND);
-        let f = fake(&p, vec![]);
+        let mut f = fake(&p, vec![]);
+        // Independent steps must run at the same time: e with a, b with c.
+        f.meet = vec![("e", "a"), ("b", "c")];
         let events = Mutex::new(Vec::new());
         let r = run(&p, opts(4, false), &f, &Control::new(), &|e| {
             events.lock().unwrap().push(e)
@@ -292,10 +330,10 @@ mod tests {
                 assert!(s[node].0 >= s[need].1, "{node} started before {need} ended");
             }
         }
-        assert!(s["e"].0 < s["a"].1, "independent e overlaps a");
         assert!(
-            s["b"].0 < s["c"].1 && s["c"].0 < s["b"].1,
-            "b and c overlap"
+            f.missed.lock().unwrap().is_empty(),
+            "independent steps did not run together: {:?}",
+            f.missed.lock().unwrap()
         );
         let ev = events.lock().unwrap();
         let finished = ev

@@ -338,22 +338,24 @@ fn up_starts_no_project_before_what_it_needs_has_succeeded() {
     }
 }
 
+/// The three independent projects run at the same time: each waits until all three
+/// have started (a rendezvous on files), which only finishes if strata runs them
+/// together — no timing involved.
 #[test]
 fn independent_projects_overlap() {
-    let mut ws = workspace(INDEPENDENT, CHAIN_PATHS);
-    ws.set_env("FAKE_PULUMI_DELAY_MS", "800");
-    ok(&ws, "up", &[]);
-    let calls = ws.calls();
-    let spans: Vec<(u64, u64)> = CHAIN_PATHS
-        .iter()
-        .map(|p| op_span(&calls, p, "up"))
-        .collect();
-    let latest_start = spans.iter().map(|s| s.0).max().unwrap();
-    let earliest_end = spans.iter().map(|s| s.1).min().unwrap();
-    assert!(
-        latest_start < earliest_end,
-        "the three independent `up`s should all run at the same time: {spans:?}"
-    );
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n{INDEPENDENT}"));
+    for p in CHAIN_PATHS {
+        ws.command_project(
+            p,
+            &format!(
+                "touch \"$STRATA_ROOT/started-{p}\"; i=0; while [ $(ls \"$STRATA_ROOT\" | grep -c '^started-') -lt 3 ]; do i=$((i+1)); [ $i -gt 1200 ] && {{ echo 'the others never started'; exit 1; }}; sleep 0.05; done; printf '{{}}' > \"$STRATA_OUTPUTS_FILE\""
+            ),
+            "true",
+        );
+    }
+    let r = ok(&ws, "up", &[]);
+    assert!(!r.stdout.contains("never started"), "{r:?}");
 }
 
 #[test]
@@ -836,28 +838,19 @@ fn start_slow_up(ws: &Ws, extra: &[&str]) -> (Background, BTreeMap<String, u64>)
     let mut a = args("up", &["-j", "3"]);
     a.extend_from_slice(extra);
     let bg = Background::start(ws, &a);
-    // On a fresh stack the first `up` of a project ends at once ("no stack named"), so
-    // a pid counts only when it is still running 400 ms later (inside its operation).
-    let t0 = Instant::now();
-    loop {
-        let mut running = BTreeMap::new();
-        wait_for(
-            Duration::from_secs(60),
-            "the three slow fakes to start",
-            || {
-                running = running_ups(&ws.calls(), SLOW);
-                running.len() == SLOW.len()
-            },
-        );
-        std::thread::sleep(Duration::from_millis(400));
-        if running_ups(&ws.calls(), SLOW) == running {
-            return (bg, running);
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the slow fakes never settled"
-        );
-    }
+    // On a file backend strata creates a missing stack before its first `up`, so the
+    // first `up` of each project is the operation itself; the fake logs its start after
+    // its signal handlers are installed, so a logged, unfinished `up` can take a SIGINT.
+    let mut running = BTreeMap::new();
+    wait_for(
+        Duration::from_secs(60),
+        "the three slow fakes to start",
+        || {
+            running = running_ups(&ws.calls(), SLOW);
+            running.len() == SLOW.len()
+        },
+    );
+    (bg, running)
 }
 
 fn assert_nothing_survives(ws: &Ws) {
