@@ -586,9 +586,17 @@ impl<'a> StepRunner<'a> {
                     Some(other) => other.to_string(),
                 };
                 let target = super::kubeconfig::default_target(env);
-                let report =
-                    super::kubeconfig::merge_kubeconfig(&target, &value, k.context.as_deref())
-                        .map_err(|e| format!("the kubeconfig hook of {path} failed: {e}"))?;
+                // Default `<stack>-<project folder>`: one stack never overwrites another's
+                // entries, nor the user's own.
+                let name = k.context.clone().unwrap_or_else(|| {
+                    format!(
+                        "{}-{}",
+                        self.ctx.stack,
+                        path.rsplit('/').next().unwrap_or(path)
+                    )
+                });
+                let report = super::kubeconfig::merge_kubeconfig(&target, &value, &name)
+                    .map_err(|e| format!("the kubeconfig hook of {path} failed: {e}"))?;
                 on_line(format!(
                     "merged kubeconfig into {} (current context {})",
                     target.display(),

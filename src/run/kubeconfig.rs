@@ -1,9 +1,12 @@
 //! The built-in `kubeconfig` on_success hook: merges a kubeconfig into the user's kubeconfig file.
 //!
-//! Both files are handled as generic YAML, so keys strata does not know are
-//! kept. Clusters, users and contexts are upserted by name, `current-context`
-//! is set to the new context, and the file is written atomically with mode
-//! 0600. Kubeconfigs hold credentials: errors never quote their contents.
+//! Both files are handled as generic YAML, so keys strata does not know are kept. The
+//! incoming context, its cluster and its user are renamed to the hook's name (generated
+//! kubeconfigs reuse names: pulumi-eks calls every cluster `kubernetes` and every user
+//! `aws`), entries of that name are replaced and all others kept, `current-context` is
+//! set to it. The file is chosen as kubectl does, written under kubectl's lock
+//! (`<file>.lock`), atomically, with mode 0600. Kubeconfigs hold credentials: errors
+//! never quote their contents.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -46,6 +49,14 @@ pub enum KubeconfigError {
     )]
     BadTarget { path: PathBuf, problem: String },
 
+    #[error(
+        "cannot lock the kubeconfig {}: {}.lock has been held for {}s; if no kubectl or strata is writing it, remove the lock file",
+        path.display(),
+        path.display(),
+        waited
+    )]
+    Locked { path: PathBuf, waited: u64 },
+
     #[error("cannot read the kubeconfig {}: {source}", path.display())]
     Read {
         path: PathBuf,
@@ -80,14 +91,24 @@ pub struct MergeReport {
     pub replaced: BTreeMap<String, Vec<String>>,
 }
 
-/// The kubeconfig file to write to: the first path of `KUBECONFIG` in `env`,
-/// else `$HOME/.kube/config`.
+/// The kubeconfig file to write to, as kubectl chooses it: with `KUBECONFIG` set (a
+/// `:`-separated list), the first file of the list that exists, else the last one;
+/// otherwise `$HOME/.kube/config`.
 pub fn default_target(env: &BTreeMap<String, String>) -> PathBuf {
-    if let Some(first) = env
+    let list: Vec<&str> = env
         .get("KUBECONFIG")
-        .and_then(|list| list.split(':').find(|p| !p.trim().is_empty()))
-    {
-        return PathBuf::from(first.trim());
+        .map(|l| {
+            l.split(':')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(existing) = list.iter().find(|p| Path::new(p).exists()) {
+        return PathBuf::from(existing);
+    }
+    if let Some(last) = list.last() {
+        return PathBuf::from(last);
     }
     let home = env
         .get("HOME")
@@ -100,20 +121,22 @@ pub fn default_target(env: &BTreeMap<String, String>) -> PathBuf {
 
 /// Merges `new_kubeconfig` (YAML, JSON or base64 of either) into `target`.
 ///
-/// The new kubeconfig's current context (or its only context) becomes the
-/// target's `current-context`, renamed to `context_override` if given.
-/// Entries of the same name are replaced, others kept. `target` and its
-/// directory are created if missing.
+/// The new kubeconfig's current context (or its only context), with the cluster and
+/// the user it names, is renamed to `name` and becomes the target's
+/// `current-context`. Entries called `name` are replaced, all others kept. `target`
+/// and its directory are created if missing. The read-merge-write holds kubectl's
+/// lock, `<target>.lock`, so parallel hooks (and kubectl) never lose an entry.
 pub fn merge_kubeconfig(
     target: &Path,
     new_kubeconfig: &str,
-    context_override: Option<&str>,
+    name: &str,
 ) -> Result<MergeReport, KubeconfigError> {
-    let mut new = parse_new(new_kubeconfig)?;
-    let context = select_context(&mut new, context_override)?;
+    let new = parse_new(new_kubeconfig)?;
+    let (new, context) = rename_to(new, name)?;
 
     // Write through a symlinked kubeconfig rather than replacing the link.
     let target = fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
+    let _lock = FileLock::take(&target, std::time::Duration::from_secs(60))?;
     let (mut merged, created) = read_target(&target)?;
     let bad_target = |problem: String| KubeconfigError::BadTarget {
         path: target.clone(),
@@ -241,17 +264,64 @@ fn yaml_error(error: &serde_yaml::Error) -> String {
     }
 }
 
-/// Picks the context to make current, renaming it to `context_override`.
-fn select_context(
-    new: &mut Mapping,
-    context_override: Option<&str>,
-) -> Result<String, KubeconfigError> {
+/// kubectl's lock on a kubeconfig: `<file>.lock`, created exclusively, removed when
+/// dropped.
+struct FileLock(PathBuf);
+
+impl FileLock {
+    fn take(target: &Path, wait: std::time::Duration) -> Result<FileLock, KubeconfigError> {
+        let mut os = target.as_os_str().to_owned();
+        os.push(".lock");
+        let path = PathBuf::from(os);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(|source| KubeconfigError::Write {
+                path: target.to_path_buf(),
+                source,
+            })?;
+        }
+        let t0 = std::time::Instant::now();
+        loop {
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(_) => return Ok(FileLock(path)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && t0.elapsed() < wait => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    return Err(KubeconfigError::Locked {
+                        path: target.to_path_buf(),
+                        waited: wait.as_secs(),
+                    });
+                }
+                Err(source) => {
+                    return Err(KubeconfigError::Write {
+                        path: target.to_path_buf(),
+                        source,
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// Picks the context to make current (the current-context, or the only one) and
+/// returns a kubeconfig of just it, its cluster and its user, all three called `name`.
+fn rename_to(new: Mapping, name: &str) -> Result<(Mapping, String), KubeconfigError> {
     let bad = |problem: String| KubeconfigError::BadNew { problem };
-    let names: Vec<String> = named_entries(new, "contexts")
-        .map_err(bad)?
-        .into_iter()
-        .map(|(name, _)| name)
-        .collect();
+    if name.trim().is_empty() {
+        return Err(bad("the name given to the hook is empty".into()));
+    }
+    let contexts = named_entries(&new, "contexts").map_err(bad)?;
+    let names: Vec<&String> = contexts.iter().map(|(n, _)| n).collect();
     let current = new
         .get("current-context")
         .and_then(Value::as_str)
@@ -259,13 +329,13 @@ fn select_context(
         .map(str::to_string);
     let chosen = match (current, names.as_slice()) {
         (_, []) => return Err(bad("it has no contexts".into())),
-        (Some(current), _) if names.contains(&current) => current,
+        (Some(current), _) if names.contains(&&current) => current,
         (Some(current), _) => {
             return Err(bad(format!(
                 "its current-context `{current}` is not one of its contexts"
             )));
         }
-        (None, [only]) => only.clone(),
+        (None, [only]) => (*only).clone(),
         (None, _) => {
             return Err(bad(format!(
                 "it has {} contexts and no current-context",
@@ -273,28 +343,49 @@ fn select_context(
             )));
         }
     };
-    let Some(new_name) = context_override.filter(|name| *name != chosen) else {
-        return Ok(chosen);
+    let mut context = contexts
+        .into_iter()
+        .find(|(n, _)| *n == chosen)
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    let field = |v: &Value, key: &str| {
+        v.get("context")
+            .and_then(|c| c.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
     };
-    if new_name.trim().is_empty() {
-        return Err(bad("the context name given to the hook is empty".into()));
-    }
-    if let Some(Value::Sequence(contexts)) = new.get_mut("contexts") {
-        // Another context already called `new_name` would be a duplicate.
-        contexts.retain(|c| c.get("name").and_then(Value::as_str) != Some(new_name));
-        for context in contexts.iter_mut() {
-            if let Value::Mapping(context) = context
-                && context.get("name").and_then(Value::as_str) == Some(chosen.as_str())
-            {
-                context.insert("name".into(), Value::String(new_name.to_string()));
-            }
+    let mut out = Mapping::new();
+    for (section, key) in [("clusters", "cluster"), ("users", "user")] {
+        let Some(wanted) = field(&context, key) else {
+            return Err(bad(format!("its context `{chosen}` names no {key}")));
+        };
+        let entry = named_entries(&new, section)
+            .map_err(bad)?
+            .into_iter()
+            .find(|(n, _)| *n == wanted)
+            .map(|(_, v)| v)
+            .ok_or_else(|| {
+                bad(format!(
+                    "its context `{chosen}` names {key} `{wanted}`, which it does not define"
+                ))
+            })?;
+        out.insert(section.into(), Value::Sequence(vec![renamed(entry, name)]));
+        if let Some(Value::Mapping(c)) = context.get_mut("context") {
+            c.insert(key.into(), Value::String(name.to_string()));
         }
     }
-    new.insert(
-        "current-context".into(),
-        Value::String(new_name.to_string()),
+    out.insert(
+        "contexts".into(),
+        Value::Sequence(vec![renamed(context, name)]),
     );
-    Ok(new_name.to_string())
+    Ok((out, name.to_string()))
+}
+
+fn renamed(mut entry: Value, name: &str) -> Value {
+    if let Value::Mapping(m) = &mut entry {
+        m.insert("name".into(), Value::String(name.to_string()));
+    }
+    entry
 }
 
 /// The entries of a `clusters`/`users`/`contexts` list with their names.
@@ -446,7 +537,7 @@ x-custom-extension: keep-me
     fn creates_a_missing_file() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("home/.kube/config");
-        let report = merge_kubeconfig(&target, NEW, None).unwrap();
+        let report = merge_kubeconfig(&target, NEW, "eks-dev").unwrap();
         assert!(report.created);
         assert_eq!(report.context, "eks-dev");
         assert_eq!(report.path, target);
@@ -456,7 +547,7 @@ x-custom-extension: keep-me
         assert_eq!(config["preferences"], Value::Mapping(Mapping::new()));
         assert_eq!(config["current-context"], Value::from("eks-dev"));
         assert_eq!(names(&config, "clusters"), ["eks-dev"]);
-        assert_eq!(names(&config, "users"), ["eks-dev-user"]);
+        assert_eq!(names(&config, "users"), ["eks-dev"]);
         assert_eq!(names(&config, "contexts"), ["eks-dev"]);
     }
 
@@ -465,23 +556,27 @@ x-custom-extension: keep-me
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("config");
         fs::write(&target, EXISTING).unwrap();
-        let report = merge_kubeconfig(&target, NEW, None).unwrap();
+        let report = merge_kubeconfig(&target, NEW, "eks-dev").unwrap();
         assert!(!report.created);
         assert_eq!(report.replaced["clusters"], ["eks-dev"]);
-        assert_eq!(report.replaced["users"], ["eks-dev-user"]);
+        assert_eq!(report.added["users"], ["eks-dev"]);
         assert_eq!(report.added["contexts"], ["eks-dev"]);
         assert!(!report.added.contains_key("clusters"));
 
         let config = read(&target);
         assert_eq!(names(&config, "clusters"), ["kind", "eks-dev"]);
-        assert_eq!(names(&config, "users"), ["kind-user", "eks-dev-user"]);
+        // The incoming user is renamed to the hook's name; the user's own entry stays.
+        assert_eq!(
+            names(&config, "users"),
+            ["kind-user", "eks-dev-user", "eks-dev"]
+        );
         assert_eq!(names(&config, "contexts"), ["kind", "eks-dev"]);
         assert_eq!(
             named(&config, "clusters", "eks-dev")["cluster"]["server"],
             Value::from("https://eks.example")
         );
         assert_eq!(
-            named(&config, "users", "eks-dev-user")["user"]["token"],
+            named(&config, "users", "eks-dev")["user"]["token"],
             Value::from("NEW-TOKEN-abc")
         );
         assert_eq!(
@@ -498,9 +593,9 @@ x-custom-extension: keep-me
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("config");
         fs::write(&target, EXISTING).unwrap();
-        merge_kubeconfig(&target, NEW, None).unwrap();
+        merge_kubeconfig(&target, NEW, "eks-dev").unwrap();
         let once = fs::read_to_string(&target).unwrap();
-        let report = merge_kubeconfig(&target, NEW, None).unwrap();
+        let report = merge_kubeconfig(&target, NEW, "eks-dev").unwrap();
         assert!(report.added.is_empty());
         assert_eq!(fs::read_to_string(&target).unwrap(), once);
     }
@@ -516,9 +611,9 @@ x-custom-extension: keep-me
             .chunks(76)
             .map(|c| String::from_utf8(c.to_vec()).unwrap())
             .collect();
-        let report = merge_kubeconfig(&target, &(wrapped.join("\n") + "\n"), None).unwrap();
+        let report = merge_kubeconfig(&target, &(wrapped.join("\n") + "\n"), "eks-dev").unwrap();
         assert_eq!(report.context, "eks-dev");
-        assert_eq!(names(&read(&target), "users"), ["eks-dev-user"]);
+        assert_eq!(names(&read(&target), "users"), ["eks-dev"]);
     }
 
     #[test]
@@ -529,26 +624,81 @@ x-custom-extension: keep-me
         for input in [json, quoted] {
             let dir = tempfile::tempdir().unwrap();
             let target = dir.path().join("config");
-            let report = merge_kubeconfig(&target, &input, None).unwrap();
+            let report = merge_kubeconfig(&target, &input, "eks-dev").unwrap();
             assert_eq!(report.context, "eks-dev", "{input}");
         }
     }
 
     #[test]
-    fn context_override_renames_only_the_context() {
+    fn the_name_renames_context_cluster_and_user() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("config");
         fs::write(&target, EXISTING).unwrap();
-        let report = merge_kubeconfig(&target, NEW, Some("dev")).unwrap();
+        let report = merge_kubeconfig(&target, NEW, "dev").unwrap();
         assert_eq!(report.context, "dev");
         let config = read(&target);
         assert_eq!(names(&config, "contexts"), ["kind", "dev"]);
-        assert_eq!(names(&config, "clusters"), ["kind", "eks-dev"]);
+        assert_eq!(names(&config, "clusters"), ["kind", "eks-dev", "dev"]);
         assert_eq!(
-            named(&config, "contexts", "dev")["context"]["cluster"],
-            Value::from("eks-dev")
+            names(&config, "users"),
+            ["kind-user", "eks-dev-user", "dev"]
+        );
+        let ctx = &named(&config, "contexts", "dev")["context"];
+        assert_eq!(
+            (ctx["cluster"].as_str(), ctx["user"].as_str()),
+            (Some("dev"), Some("dev"))
         );
         assert_eq!(config["current-context"], Value::from("dev"));
+    }
+
+    /// pulumi-eks names every cluster `kubernetes` and every user `aws`: dev and prod
+    /// must not overwrite each other, nor the user's own `kubernetes`/`aws` entries.
+    #[test]
+    fn generated_kubeconfigs_with_reused_names_keep_every_stack() {
+        let eks = |server: &str| {
+            format!(
+                "clusters:\n- name: kubernetes\n  cluster: {{server: {server}}}\nusers:\n- name: aws\n  user: {{token: t}}\ncontexts:\n- name: aws\n  context: {{cluster: kubernetes, user: aws}}\ncurrent-context: aws\n"
+            )
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        fs::write(&target, eks("https://mine")).unwrap();
+        merge_kubeconfig(&target, &eks("https://dev"), "dev-eks").unwrap();
+        merge_kubeconfig(&target, &eks("https://prod"), "prod-eks").unwrap();
+        let config = read(&target);
+        assert_eq!(
+            names(&config, "clusters"),
+            ["kubernetes", "dev-eks", "prod-eks"]
+        );
+        assert_eq!(names(&config, "users"), ["aws", "dev-eks", "prod-eks"]);
+        assert_eq!(
+            named(&config, "clusters", "kubernetes")["cluster"]["server"],
+            Value::from("https://mine")
+        );
+        assert_eq!(
+            named(&config, "clusters", "dev-eks")["cluster"]["server"],
+            Value::from("https://dev")
+        );
+        assert_eq!(config["current-context"], Value::from("prod-eks"));
+    }
+
+    /// Hooks that run in parallel all keep their entries (kubectl's lock file).
+    #[test]
+    fn parallel_merges_keep_every_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        std::thread::scope(|s| {
+            for i in 0..16 {
+                let target = &target;
+                s.spawn(move || merge_kubeconfig(target, NEW, &format!("ctx-{i}")).unwrap());
+            }
+        });
+        let config = read(&target);
+        assert_eq!(names(&config, "contexts").len(), 16, "{config:?}");
+        assert!(
+            !dir.path().join("config.lock").exists(),
+            "the lock is released"
+        );
     }
 
     #[test]
@@ -557,7 +707,7 @@ x-custom-extension: keep-me
         let target = dir.path().join("config");
         let text = NEW.replace("current-context: eks-dev\n", "");
         assert_eq!(
-            merge_kubeconfig(&target, &text, None).unwrap().context,
+            merge_kubeconfig(&target, &text, "eks-dev").unwrap().context,
             "eks-dev"
         );
     }
@@ -570,7 +720,7 @@ x-custom-extension: keep-me
         let target = dir.path().join("config");
         fs::write(&target, EXISTING).unwrap();
         fs::set_permissions(&target, fs::Permissions::from_mode(0o644)).unwrap();
-        merge_kubeconfig(&target, NEW, None).unwrap();
+        merge_kubeconfig(&target, NEW, "eks-dev").unwrap();
         let mode = fs::metadata(&target).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let entries: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
@@ -585,7 +735,7 @@ x-custom-extension: keep-me
         fs::write(&real, EXISTING).unwrap();
         let link = dir.path().join("config");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        merge_kubeconfig(&link, NEW, None).unwrap();
+        merge_kubeconfig(&link, NEW, "eks-dev").unwrap();
         assert!(
             fs::symlink_metadata(&link)
                 .unwrap()
@@ -599,33 +749,37 @@ x-custom-extension: keep-me
     fn invalid_new_kubeconfig_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("config");
-        let err = merge_kubeconfig(&target, "clusters: [\n  - {name: a\n", None).unwrap_err();
+        let err = merge_kubeconfig(&target, "clusters: [\n  - {name: a\n", "eks-dev").unwrap_err();
         assert!(matches!(err, KubeconfigError::InvalidNew { .. }), "{err:?}");
         let message = err.to_string();
         assert!(message.contains("kubeconfig to merge"), "{message}");
         assert!(message.contains("line"), "{message}");
 
-        let err = merge_kubeconfig(&target, "just some words", None).unwrap_err();
+        let err = merge_kubeconfig(&target, "just some words", "eks-dev").unwrap_err();
         assert!(matches!(err, KubeconfigError::InvalidNew { .. }), "{err:?}");
 
-        let err = merge_kubeconfig(&target, "- a\n- b\n", None).unwrap_err();
+        let err = merge_kubeconfig(&target, "- a\n- b\n", "eks-dev").unwrap_err();
         assert!(matches!(err, KubeconfigError::BadNew { .. }), "{err:?}");
 
         let no_name = NEW.replace("- name: eks-dev-user\n", "- nom: x\n");
-        let err = merge_kubeconfig(&target, &no_name, None).unwrap_err();
+        let err = merge_kubeconfig(&target, &no_name, "eks-dev").unwrap_err();
         assert!(
             err.to_string().contains("entry 1 of `users` has no name"),
             "{err}"
         );
 
-        let err =
-            merge_kubeconfig(&target, "clusters: []\nusers: []\ncontexts: []\n", None).unwrap_err();
+        let err = merge_kubeconfig(
+            &target,
+            "clusters: []\nusers: []\ncontexts: []\n",
+            "eks-dev",
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("no contexts"), "{err}");
 
         let two = NEW.replace("current-context: eks-dev\n", "")
             + "- name: second\n  context: {cluster: eks-dev, user: eks-dev-user}\n";
         let two = two.replace("contexts:\n", "contexts:\n- name: other\n  context: {}\n");
-        let err = merge_kubeconfig(&target, &two, None).unwrap_err();
+        let err = merge_kubeconfig(&target, &two, "eks-dev").unwrap_err();
         assert!(err.to_string().contains("no current-context"), "{err}");
         assert!(!target.exists(), "nothing is written on error");
     }
@@ -635,7 +789,7 @@ x-custom-extension: keep-me
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("config");
         for empty in ["", "   \n", "{}", "~", "\"\""] {
-            let err = merge_kubeconfig(&target, empty, None).unwrap_err();
+            let err = merge_kubeconfig(&target, empty, "eks-dev").unwrap_err();
             assert!(matches!(err, KubeconfigError::Empty), "{empty:?}: {err:?}");
             assert!(err.to_string().contains("empty"));
         }
@@ -647,7 +801,7 @@ x-custom-extension: keep-me
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("config");
         fs::write(&target, "clusters: [oops\n").unwrap();
-        let err = merge_kubeconfig(&target, NEW, None).unwrap_err();
+        let err = merge_kubeconfig(&target, NEW, "eks-dev").unwrap_err();
         assert!(
             matches!(err, KubeconfigError::InvalidTarget { .. }),
             "{err:?}"
@@ -659,7 +813,7 @@ x-custom-extension: keep-me
         assert_eq!(fs::read_to_string(&target).unwrap(), "clusters: [oops\n");
 
         fs::write(&target, "clusters: 3\n").unwrap();
-        let err = merge_kubeconfig(&target, NEW, None).unwrap_err();
+        let err = merge_kubeconfig(&target, NEW, "eks-dev").unwrap_err();
         assert!(
             err.to_string().contains("`clusters` is not a list"),
             "{err}"
@@ -671,7 +825,7 @@ x-custom-extension: keep-me
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("config");
         let broken = NEW.replace("token: NEW-TOKEN-abc", "token: NEW-TOKEN-abc: [");
-        let err = merge_kubeconfig(&target, &broken, None).unwrap_err();
+        let err = merge_kubeconfig(&target, &broken, "eks-dev").unwrap_err();
         let shown = format!("{err} {err:?}");
         assert!(!shown.contains("NEW-TOKEN"), "{shown}");
     }
@@ -684,13 +838,19 @@ x-custom-extension: keep-me
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         };
+        // kubectl's rule: the first file of the list that exists, else the last.
         assert_eq!(
             default_target(&env(&[
-                ("KUBECONFIG", "/a/one:/b/two"),
+                ("KUBECONFIG", "/nonexistent/one:/nonexistent/two"),
                 ("HOME", "/home/u")
             ])),
-            PathBuf::from("/a/one")
+            PathBuf::from("/nonexistent/two")
         );
+        let dir = tempfile::tempdir().unwrap();
+        let second = dir.path().join("second");
+        fs::write(&second, "").unwrap();
+        let list = format!("/nonexistent/one:{}:/nonexistent/three", second.display());
+        assert_eq!(default_target(&env(&[("KUBECONFIG", &list)])), second);
         assert_eq!(
             default_target(&env(&[("KUBECONFIG", ":/b/two")])),
             PathBuf::from("/b/two")

@@ -72,7 +72,9 @@ pub enum Hook {
 #[serde(deny_unknown_fields)]
 pub struct KubeconfigHook {
     pub output: String,
-    #[serde(default)]
+    /// The name the incoming context, cluster and user get (`name:`, or `context:`);
+    /// default `<stack>-<project folder>`.
+    #[serde(default, alias = "name")]
     pub context: Option<String>,
 }
 

@@ -830,23 +830,19 @@ fn kubeconfig_hook_merges_keeping_existing_contexts_with_mode_0600() {
     assert_eq!(r.code, 0, "{r:?}");
 
     let doc: serde_yaml::Value = serde_yaml::from_str(&ws.read("home/.kube/config")).unwrap();
-    assert_eq!(
-        names(&doc, "contexts"),
-        BTreeSet::from(["old-ctx".into(), "first-ctx".into(), "renamed-ctx".into()]),
-        "{doc:?}"
-    );
-    assert_eq!(
-        names(&doc, "clusters"),
-        BTreeSet::from([
-            "old-cluster".into(),
-            "first-cluster".into(),
-            "second-cluster".into()
-        ])
-    );
-    assert_eq!(
-        names(&doc, "users"),
-        BTreeSet::from(["old-user".into(), "first-user".into(), "second-user".into()])
-    );
+    // The incoming context, cluster and user take the hook's name: `name:`/`context:`,
+    // else `<stack>-<project folder>`.
+    let all =
+        |extra: [&str; 2]| -> BTreeSet<String> { extra.iter().map(|s| s.to_string()).collect() };
+    for (section, old) in [
+        ("contexts", "old-ctx"),
+        ("clusters", "old-cluster"),
+        ("users", "old-user"),
+    ] {
+        let mut want = all(["dev-cluster", "renamed-ctx"]);
+        want.insert(old.to_string());
+        assert_eq!(names(&doc, section), want, "{section}: {doc:?}");
+    }
     assert_eq!(doc["current-context"].as_str(), Some("renamed-ctx"));
     // What was there is kept as it was.
     let old = doc["users"]
@@ -887,7 +883,7 @@ fn kubeconfig_hook_creates_a_missing_file_with_mode_0600() {
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 0, "{r:?}");
     let doc: serde_yaml::Value = serde_yaml::from_str(&ws.read("home/.kube/config")).unwrap();
-    assert_eq!(doc["current-context"].as_str(), Some("first-ctx"));
+    assert_eq!(doc["current-context"].as_str(), Some("dev-cluster"));
     assert_eq!(mode_of(&ws.path("home/.kube/config")), 0o600);
 }
 
