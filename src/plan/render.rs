@@ -1,5 +1,6 @@
 //! Drawing a plan: a tree for people, DOT and Mermaid for diagrams, JSON for tools.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde::Serialize;
@@ -113,15 +114,25 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
     out
 }
 
-fn node_id(path: &str) -> String {
-    let mut id: String = path
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    if id.starts_with(|c: char| c.is_ascii_digit() || c == '_') {
-        id.insert(0, 'n');
+/// A DOT ID: always a quoted string, so no project name (`node`, `edge`, `graph`,
+/// `strict`, `x-y`) can be read as a keyword or collide with another.
+fn dot_id(path: &str) -> String {
+    format!("\"{}\"", path.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// A Mermaid node ID: the step's index (`n0`, `n1`…), never a word of the syntax
+/// (`end`, `class`, `style`); the path is the label.
+fn mermaid_id(i: usize) -> String {
+    format!("n{i}")
+}
+
+/// Steps by wave, in execution order.
+fn waves(plan: &Plan) -> Vec<(usize, Vec<usize>)> {
+    let mut by: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for &i in &plan.order {
+        by.entry(plan.nodes[i].wave).or_default().push(i);
     }
-    id
+    by.into_iter().collect()
 }
 
 fn label(plan: &Plan, i: usize) -> String {
@@ -132,16 +143,20 @@ fn label(plan: &Plan, i: usize) -> String {
     }
 }
 
-/// Graphviz DOT: one cluster per stage, edges from prerequisite to dependent.
+/// Graphviz DOT: one cluster per stage, the steps of a wave on one rank, edges from
+/// prerequisite to dependent. Every ID is quoted.
 pub fn dot(plan: &Plan, h: &Header) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "digraph strata {{");
     let _ = writeln!(
         out,
-        "  label=\"{} ({}) · stack {}\";",
-        h.provider,
-        h.infra_type,
-        h.stack.unwrap_or("(none)")
+        "  label={};",
+        dot_id(&format!(
+            "{} ({}) · stack {}",
+            h.provider,
+            h.infra_type,
+            h.stack.unwrap_or("(none)")
+        ))
     );
     let _ = writeln!(out, "  rankdir=LR;\n  node [shape=box, style=rounded];");
     for stage in [
@@ -159,7 +174,7 @@ pub fn dot(plan: &Plan, h: &Header) -> String {
             continue;
         }
         let _ = writeln!(out, "  subgraph cluster_{} {{", stage.as_str());
-        let _ = writeln!(out, "    label=\"{}\";", stage.as_str());
+        let _ = writeln!(out, "    label={};", dot_id(stage.as_str()));
         for i in members {
             let shape = if plan.nodes[i].kind == NodeKind::Builtin {
                 ", shape=diamond"
@@ -168,21 +183,33 @@ pub fn dot(plan: &Plan, h: &Header) -> String {
             };
             let _ = writeln!(
                 out,
-                "    {} [label=\"{}\\nwave {}\"{shape}];",
-                node_id(&plan.nodes[i].path),
-                label(plan, i).replace('"', "\\\""),
-                plan.nodes[i].wave
+                "    {} [label={}{shape}];",
+                dot_id(&plan.nodes[i].path),
+                format!(
+                    "{}\\nwave {}\"",
+                    dot_id(&label(plan, i))
+                        .strip_suffix('"')
+                        .unwrap_or_default(),
+                    plan.nodes[i].wave
+                )
             );
         }
         let _ = writeln!(out, "  }}");
+    }
+    for (_, members) in waves(plan) {
+        let ids: Vec<String> = members
+            .iter()
+            .map(|&i| dot_id(&plan.nodes[i].path))
+            .collect();
+        let _ = writeln!(out, "  {{ rank=same; {}; }}", ids.join("; "));
     }
     for &i in &plan.order {
         for &j in &plan.nodes[i].needs {
             let _ = writeln!(
                 out,
                 "  {} -> {};",
-                node_id(&plan.nodes[j].path),
-                node_id(&plan.nodes[i].path)
+                dot_id(&plan.nodes[j].path),
+                dot_id(&plan.nodes[i].path)
             );
         }
     }
@@ -190,27 +217,20 @@ pub fn dot(plan: &Plan, h: &Header) -> String {
     out
 }
 
-/// Mermaid flowchart.
-pub fn mermaid(plan: &Plan, _h: &Header) -> String {
-    let mut out = String::from("flowchart LR\n");
-    for stage in [
-        NodeStage::Infrastructure,
-        NodeStage::Secrets,
-        NodeStage::Kubernetes,
-    ] {
-        let members: Vec<usize> = plan
-            .order
-            .iter()
-            .copied()
-            .filter(|&i| plan.nodes[i].stage == stage)
-            .collect();
-        if members.is_empty() {
-            continue;
-        }
-        let _ = writeln!(out, "  subgraph {}", stage.as_str());
+/// Mermaid flowchart with a title and one subgraph per wave; node IDs are indexes and
+/// the paths are labels, so no project name can break the syntax.
+pub fn mermaid(plan: &Plan, h: &Header) -> String {
+    let mut out = format!(
+        "---\ntitle: {} ({}) · stack {}\n---\nflowchart LR\n",
+        h.provider.replace(['\n', ':'], " "),
+        h.infra_type.replace(['\n', ':'], " "),
+        h.stack.unwrap_or("(none)")
+    );
+    for (wave, members) in waves(plan) {
+        let _ = writeln!(out, "  subgraph w{wave}[\"wave {wave}\"]");
         for i in members {
-            let id = node_id(&plan.nodes[i].path);
-            let text = label(plan, i).replace('"', "'");
+            let id = mermaid_id(i);
+            let text = label(plan, i).replace('"', "#quot;");
             if plan.nodes[i].kind == NodeKind::Builtin {
                 let _ = writeln!(out, "    {id}{{\"{text}\"}}");
             } else {
@@ -221,12 +241,7 @@ pub fn mermaid(plan: &Plan, _h: &Header) -> String {
     }
     for &i in &plan.order {
         for &j in &plan.nodes[i].needs {
-            let _ = writeln!(
-                out,
-                "  {} --> {}",
-                node_id(&plan.nodes[j].path),
-                node_id(&plan.nodes[i].path)
-            );
+            let _ = writeln!(out, "  {} --> {}", mermaid_id(j), mermaid_id(i));
         }
     }
     out

@@ -489,25 +489,27 @@ fn show_tree_dot_and_mermaid_draw_the_graph() {
     let dot = ws.strata(&["-p", "t", "-s", "dev", "show", "--format", "dot"]);
     assert_eq!(dot.code, 0, "{dot:?}");
     assert!(dot.stdout.trim_start().starts_with("digraph"), "{dot:?}");
-    assert!(dot.stdout.contains("a -> "), "{dot:?}");
-    assert!(dot.stdout.contains("-> c"), "{dot:?}");
+    // IDs are quoted (a project may be called `node` or `graph`).
+    assert!(dot.stdout.contains("\"a\" -> "), "{dot:?}");
+    assert!(dot.stdout.contains("-> \"c\""), "{dot:?}");
     assert!(dot.stdout.trim_end().ends_with('}'), "{dot:?}");
 
     let mm = ws.strata(&["-p", "t", "-s", "dev", "show", "--format", "mermaid"]);
     assert_eq!(mm.code, 0, "{mm:?}");
-    assert!(
-        mm.stdout.trim_start().starts_with("flowchart")
-            || mm.stdout.trim_start().starts_with("graph"),
-        "{mm:?}"
-    );
-    assert!(
-        mm.stdout.contains("a -->") || mm.stdout.contains("a-->"),
-        "{mm:?}"
-    );
-    assert!(
-        mm.stdout.contains("--> c") || mm.stdout.contains("-->c"),
-        "{mm:?}"
-    );
+    // A title, then the flowchart; IDs are indexes and the paths are the labels.
+    assert!(mm.stdout.starts_with("---\ntitle: "), "{mm:?}");
+    assert!(mm.stdout.contains("flowchart LR"), "{mm:?}");
+    let id_of = |path: &str| {
+        mm.stdout
+            .lines()
+            .find(|l| l.trim_end().ends_with(&format!("[\"{path}\"]")))
+            .and_then(|l| l.trim().split('[').next())
+            .unwrap_or_else(|| panic!("no node for {path}: {mm:?}"))
+            .to_string()
+    };
+    let (a, c) = (id_of("a"), id_of("c"));
+    assert!(mm.stdout.contains(&format!("{a} -->")), "{mm:?}");
+    assert!(mm.stdout.contains(&format!("--> {c}")), "{mm:?}");
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod support;
 mod crash;
 mod export;
 mod foundation;
+mod handoff;
 mod pipeline;
 mod policy;
 mod run;

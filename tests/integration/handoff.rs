@@ -1,0 +1,111 @@
+//! What strata writes for other tools, checked with those tools when they are installed
+//! (issue 13): graphviz renders `show --format dot`, the real Mermaid parser reads
+//! `show --format mermaid`, kubectl reads a merged kubeconfig. A test whose tool is
+//! absent says so and passes.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::*;
+
+/// Projects named after DOT and Mermaid keywords, and two whose paths differ only in a
+/// separator.
+fn keyword_workspace() -> Ws {
+    let ws = Ws::new();
+    let paths = [
+        "node", "edge", "graph", "strict", "end", "class", "style", "x-y", "x/y", "subgraph",
+    ];
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: node\n  - path: edge\n  - path: graph\n    needs: []\n  - path: strict\n    needs: [node, graph]\nkubernetes:\n  - path: end\n  - path: class\n  - path: style\n    needs: []\n  - path: x-y\n  - path: x/y\n  - path: subgraph\n"
+        ),
+    );
+    for p in paths {
+        ws.command_project(p, "true", "true");
+    }
+    ws
+}
+
+fn tool(name: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: `{name}` is not installed");
+    }
+    found
+}
+
+#[test]
+fn dot_renders_with_graphviz_whatever_the_project_names() {
+    let ws = keyword_workspace();
+    let r = ws.strata(&["show", "-p", "t", "-s", "dev", "--format", "dot"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for p in [
+        "\"node\"",
+        "\"edge\"",
+        "\"graph\"",
+        "\"strict\"",
+        "\"x-y\"",
+        "\"x/y\"",
+    ] {
+        assert!(r.stdout.contains(p), "{p} quoted: {}", r.stdout);
+    }
+    assert!(r.stdout.contains("rank=same"), "{}", r.stdout);
+    if !tool("dot") {
+        return;
+    }
+    let f = ws.path("plan.dot");
+    std::fs::write(&f, &r.stdout).unwrap();
+    let out = Command::new("dot")
+        .args(["-Tsvg"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = String::from_utf8_lossy(&out.stdout);
+    // Ten distinct nodes: no keyword was taken for syntax, x/y and x-y stayed apart.
+    assert_eq!(svg.matches("class=\"node\"").count(), 10, "{svg}");
+}
+
+#[test]
+fn mermaid_parses_with_the_real_mermaid_whatever_the_project_names() {
+    let ws = keyword_workspace();
+    let r = ws.strata(&["show", "-p", "t", "-s", "dev", "--format", "mermaid"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("---\ntitle: "), "{}", r.stdout);
+    assert_eq!(
+        r.stdout.matches("subgraph w").count(),
+        6,
+        "one subgraph per wave: {}",
+        r.stdout
+    );
+    let validator =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/validate_mermaid.py");
+    if !validator.is_file() {
+        eprintln!("skipped: {} is absent", validator.display());
+        return;
+    }
+    if !tool("chromium") || !tool("python3") {
+        return;
+    }
+    let f = ws.path("plan.mmd");
+    std::fs::write(&f, &r.stdout).unwrap();
+    let out = Command::new("python3")
+        .arg(&validator)
+        .arg(&f)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("ok"),
+        "mermaid: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
