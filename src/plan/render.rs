@@ -183,15 +183,12 @@ pub fn dot(plan: &Plan, h: &Header) -> String {
             };
             let _ = writeln!(
                 out,
-                "    {} [label={}{shape}];",
+                "    {} [label={}\\nwave {}\"{shape}];",
                 dot_id(&plan.nodes[i].path),
-                format!(
-                    "{}\\nwave {}\"",
-                    dot_id(&label(plan, i))
-                        .strip_suffix('"')
-                        .unwrap_or_default(),
-                    plan.nodes[i].wave
-                )
+                dot_id(&label(plan, i))
+                    .strip_suffix('"')
+                    .unwrap_or_default(),
+                plan.nodes[i].wave
             );
         }
         let _ = writeln!(out, "  }}");
