@@ -1,5 +1,7 @@
-//! The plan as a GitHub Actions workflow: one job per project, `needs:` from the graph,
-//! each job running `strata up --project <path>` on its own runner.
+//! The plan as a GitHub Actions workflow: strata built once in a first job and handed on
+//! as an artifact; one job per project (a chain of command projects shares one job, so
+//! the files and images one leaves are there for the next), `needs:` from the graph;
+//! the profile's credentials as secrets, AWS through OIDC when a role is configured.
 
 use std::collections::BTreeSet;
 
@@ -64,10 +66,16 @@ struct Job {
     steps: Vec<Step>,
 }
 
+/// The job that builds strata once for the whole workflow.
+const BUILD_JOB: &str = "build-strata";
+const BIN_ARTIFACT: &str = "strata-bin";
+
 #[derive(Serialize, Default)]
 struct Step {
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
+    #[serde(rename = "if", skip_serializing_if = "Option::is_none")]
+    condition: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     uses: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -130,24 +138,138 @@ fn map(pairs: &[(&str, &str)]) -> Mapping {
         .collect()
 }
 
+/// A word for a generated shell command: left as it is when it is plainly a word, else
+/// single-quoted (`do`, `done`, `in`… are shell keywords; paths may hold anything).
+fn shell_word(word: &str) -> String {
+    const KEYWORDS: &[&str] = &[
+        "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until",
+        "do", "done", "in", "function", "time", "coproc",
+    ];
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c))
+        && !KEYWORDS.contains(&word);
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// Jobs: steps of `plan` grouped so that a command project that needs another command
+/// project runs in that project's job (the image it built is on that runner), together
+/// with every step on a path between them (an image build, the registry's
+/// configuration, then the push: one runner). Returns, per node, the index of its
+/// group's first node.
+fn groups(plan: &Plan) -> Vec<usize> {
+    let mut group: Vec<usize> = (0..plan.nodes.len()).collect();
+    fn root(g: &mut [usize], i: usize) -> usize {
+        let mut r = i;
+        while g[r] != r {
+            r = g[r];
+        }
+        g[i] = r;
+        r
+    }
+    let pos = super::positions(plan);
+    for &i in &plan.order {
+        if plan.nodes[i].kind != NodeKind::Command {
+            continue;
+        }
+        for &j in &plan.nodes[i].needs {
+            if plan.nodes[j].kind == NodeKind::Command {
+                let (a, b) = (root(&mut group, i), root(&mut group, j));
+                // The group is named after its earliest member.
+                let (keep, other) = if pos[a] <= pos[b] { (a, b) } else { (b, a) };
+                group[other] = keep;
+            }
+        }
+    }
+    let mut group: Vec<usize> = (0..plan.nodes.len()).map(|i| root(&mut group, i)).collect();
+    // Convex closure: whatever lies between two members joins them, or the jobs would
+    // need each other both ways.
+    let n = plan.nodes.len();
+    let reach = |from: &[usize], forward: bool| -> Vec<bool> {
+        let mut seen = vec![false; n];
+        let mut todo: Vec<usize> = from.to_vec();
+        while let Some(i) = todo.pop() {
+            let next: Vec<usize> = if forward {
+                (0..n)
+                    .filter(|&k| plan.nodes[k].needs.contains(&i))
+                    .collect()
+            } else {
+                plan.nodes[i].needs.clone()
+            };
+            for k in next {
+                if !seen[k] {
+                    seen[k] = true;
+                    todo.push(k);
+                }
+            }
+        }
+        seen
+    };
+    let leads: BTreeSet<usize> = group.iter().copied().collect();
+    for lead in leads {
+        let members: Vec<usize> = (0..n).filter(|&i| group[i] == lead).collect();
+        if members.len() < 2 {
+            continue;
+        }
+        let (after, before) = (reach(&members, true), reach(&members, false));
+        for k in 0..n {
+            if after[k] && before[k] {
+                group[k] = lead;
+            }
+        }
+    }
+    group
+}
+
 pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
     let plan = super::without_builtin(full);
     let ids = job_ids(&plan);
+    let group = groups(&plan);
     let carried = super::command_output_sources(&plan);
+    let aws_oidc = ctx.credentials.iter().any(|c| c == "AWS_ACCESS_KEY_ID");
     let mut jobs = Mapping::new();
-    for &i in &plan.order {
-        let node = &plan.nodes[i];
-        let mut steps = vec![Step {
-            uses: Some("actions/checkout@v4".into()),
-            ..Default::default()
-        }];
-        // Outputs of command projects this one takes `inputs:` from.
-        let sources: BTreeSet<&str> = node
-            .entry
+    jobs.insert(
+        Value::from(BUILD_JOB),
+        serde_yaml::to_value(build_job()).map_err(yaml_error)?,
+    );
+    for &lead in plan.order.iter().filter(|&&i| group[i] == i) {
+        let members: Vec<usize> = plan
+            .order
             .iter()
-            .flat_map(|e| e.inputs.iter())
+            .copied()
+            .filter(|&i| group[i] == lead)
+            .collect();
+        let mut steps = vec![
+            Step {
+                uses: Some("actions/checkout@v4".into()),
+                ..Default::default()
+            },
+            Step {
+                name: Some("Get strata (built once, in build-strata)".into()),
+                uses: Some("actions/download-artifact@v4".into()),
+                with: Some(map(&[("name", BIN_ARTIFACT), ("path", "${{ runner.temp }}/strata-bin")])),
+                ..Default::default()
+            },
+            Step {
+                name: Some("Put strata on PATH".into()),
+                run: Some(
+                    "chmod +x \"$RUNNER_TEMP/strata-bin/strata\" && echo \"$RUNNER_TEMP/strata-bin\" >> \"$GITHUB_PATH\"".into(),
+                ),
+                ..Default::default()
+            },
+        ];
+        // Outputs of command projects in other jobs that these take `inputs:` from.
+        let sources: BTreeSet<&str> = members
+            .iter()
+            .flat_map(|&i| plan.nodes[i].entry.iter().flat_map(|e| e.inputs.iter()))
             .map(|input| input.project.as_str())
             .filter(|p| carried.contains(*p))
+            .filter(|p| plan.index_of(p).is_none_or(|j| group[j] != lead))
             .collect();
         for &j in &plan.order {
             if sources.contains(plan.nodes[j].path.as_str()) {
@@ -162,27 +284,54 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 });
             }
         }
-        if needs_pulumi_cli(&plan, i) {
+        if members.iter().any(|&i| needs_pulumi_cli(&plan, i)) {
             steps.push(Step {
                 name: Some("Install the Pulumi CLI".into()),
                 uses: Some("pulumi/actions@v6".into()),
                 ..Default::default()
             });
         }
+        if aws_oidc {
+            let mut with = map(&[
+                ("role-to-assume", "${{ vars.AWS_ROLE_TO_ASSUME }}"),
+                ("aws-region", "${{ vars.AWS_REGION }}"),
+            ]);
+            with.insert(
+                "role-session-name".into(),
+                format!("strata-{}", ids[lead]).into(),
+            );
+            steps.push(Step {
+                name: Some(
+                    "AWS credentials through OIDC (when vars.AWS_ROLE_TO_ASSUME is set)".into(),
+                ),
+                condition: Some("${{ vars.AWS_ROLE_TO_ASSUME != '' }}".into()),
+                uses: Some("aws-actions/configure-aws-credentials@v4".into()),
+                with: Some(with),
+                ..Default::default()
+            });
+        }
+        let paths: Vec<&str> = members
+            .iter()
+            .map(|&i| plan.nodes[i].path.as_str())
+            .collect();
+        let projects: Vec<String> = paths
+            .iter()
+            .map(|p| format!("--project {}", shell_word(p)))
+            .collect();
         steps.push(Step {
-            name: Some("Install strata".into()),
-            run: Some("cargo install --locked --path .".into()),
-            ..Default::default()
-        });
-        steps.push(Step {
-            name: Some(format!("strata up {}", node.path)),
+            name: Some(format!("strata up {}", paths.join(" + "))),
             run: Some(format!(
-                "strata up --provider {} --stack \"$PULUMI_STACK\" --project {} --non-interactive",
-                ctx.provider, node.path
+                "strata up --provider {} --stack \"$PULUMI_STACK\" {} --non-interactive",
+                shell_word(ctx.provider),
+                projects.join(" ")
             )),
             ..Default::default()
         });
-        if carried.contains(&node.path) {
+        for &i in members
+            .iter()
+            .filter(|&&i| carried.contains(&plan.nodes[i].path))
+        {
+            let node = &plan.nodes[i];
             steps.push(Step {
                 name: Some(format!("Keep the outputs of {}", node.path)),
                 uses: Some("actions/upload-artifact@v4".into()),
@@ -201,21 +350,44 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 ..Default::default()
             });
         }
+        let mut needs: Vec<String> = vec![BUILD_JOB.to_string()];
+        for &i in &members {
+            for j in super::needs_in_order(&plan, i) {
+                let id = ids[group[j]].clone();
+                if group[j] != lead && !needs.contains(&id) {
+                    needs.push(id);
+                }
+            }
+        }
         let job = Job {
-            name: node.path.clone(),
+            name: paths.join(" + "),
             runs_on: "ubuntu-latest",
-            needs: super::needs_in_order(&plan, i)
-                .into_iter()
-                .map(|j| ids[j].clone())
-                .collect(),
+            needs,
             steps,
         };
-        let value = serde_yaml::to_value(job).map_err(|e| {
-            crate::error::Error::failed(format!("cannot write the export as YAML: {e}"))
-        })?;
-        jobs.insert(Value::from(ids[i].clone()), value);
+        jobs.insert(
+            Value::from(ids[lead].clone()),
+            serde_yaml::to_value(job).map_err(yaml_error)?,
+        );
     }
 
+    let mut env = map(&[
+        ("PULUMI_STACK", "${{ inputs.stack }}"),
+        ("PULUMI_BACKEND_URL", "${{ secrets.PULUMI_BACKEND_URL }}"),
+        ("PULUMI_ACCESS_TOKEN", "${{ secrets.PULUMI_ACCESS_TOKEN }}"),
+        (
+            "PULUMI_CONFIG_PASSPHRASE",
+            "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
+        ),
+        ("STRATA_PASSPHRASE", "${{ secrets.STRATA_PASSPHRASE }}"),
+    ]);
+    for c in ctx.credentials {
+        env.insert(c.as_str().into(), format!("${{{{ secrets.{c} }}}}").into());
+    }
+    let mut permissions = map(&[("contents", "read")]);
+    if aws_oidc {
+        permissions.insert("id-token".into(), "write".into());
+    }
     let workflow = Workflow {
         name: format!("strata up ({})", ctx.provider),
         on: On {
@@ -232,35 +404,37 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 },
             },
         },
-        permissions: map(&[("contents", "read")]),
+        permissions,
         concurrency: Concurrency {
             group: format!("strata-{}-${{{{ inputs.stack }}}}", ctx.provider),
             cancel_in_progress: false,
         },
-        env: map(&[
-            ("PULUMI_STACK", "${{ inputs.stack }}"),
-            ("PULUMI_BACKEND_URL", "${{ secrets.PULUMI_BACKEND_URL }}"),
-            ("PULUMI_ACCESS_TOKEN", "${{ secrets.PULUMI_ACCESS_TOKEN }}"),
-            (
-                "PULUMI_CONFIG_PASSPHRASE",
-                "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
-            ),
-            ("STRATA_PASSPHRASE", "${{ secrets.STRATA_PASSPHRASE }}"),
-        ]),
+        env,
         jobs,
     };
 
     let mut notes = vec![
         format!(
-            "One job per project of profile `{}` (infra_type {}); `needs:` is strata's dependency graph, so what does not depend on each other runs at the same time. Each job runs `strata up --project <path>` for its project on a fresh runner.",
+            "One job per project of profile `{}` (infra_type {}); `needs:` is strata's dependency graph, so what does not depend on each other runs at the same time. strata is built once (job {BUILD_JOB}) and handed to every job as an artifact; each job runs `strata up --project <path>` on a fresh runner.",
             ctx.provider, ctx.infra_type
         ),
         "Before the first run:".to_string(),
         "- Set the repository secret PULUMI_BACKEND_URL to a backend every runner shares (s3://..., azblob://..., gs://..., or https://api.pulumi.com with PULUMI_ACCESS_TOKEN): the default file backend under .strata/ is gone when a job ends, and later jobs read earlier outputs from the backend.".to_string(),
         "- Set PULUMI_CONFIG_PASSPHRASE if the stacks use the passphrase secrets provider, and STRATA_PASSPHRASE if the profile has secrets (config/secrets/<stack>.age). Unset secrets are empty and ignored.".to_string(),
-        "- Commit config/pulumi/Pulumi.<stack>.yaml: a job cannot prompt for missing config.".to_string(),
-        "- Jobs install strata from this repository (`cargo install --locked --path .`); if your workspace repository does not hold strata's source, install it another way in that step. Install the language runtimes your Pulumi projects need (Node.js, Python, ...) next to the Pulumi CLI.".to_string(),
+        "- Commit the stack config: `git add -f config/pulumi/Pulumi.<stack>.yaml` (this repository's .gitignore keeps the ones local runs make out of git, so the file must be added on purpose); a job cannot prompt for missing config.".to_string(),
+        "- The build job runs `cargo install --locked --path .` in this repository; if your workspace repository does not hold strata's source, install it another way there. Install the language runtimes your Pulumi projects need (Node.js, Python, ...) next to the Pulumi CLI.".to_string(),
     ];
+    if !ctx.credentials.is_empty() {
+        notes.push(format!(
+            "- Cloud credentials: the profile's `credentials:` ({}) reach every job as repository secrets of those names.{}",
+            ctx.credentials.join(", "),
+            if aws_oidc {
+                " For AWS the recommended way is OIDC, with no long-lived key: set the repository variables AWS_ROLE_TO_ASSUME (an IAM role trusting GitHub's OIDC provider for this repository) and AWS_REGION, and each job assumes the role (aws-actions/configure-aws-credentials); leave the AWS_* secrets unset."
+            } else {
+                ""
+            }
+        ));
+    }
     if super::has_builtin(full) {
         notes.push(format!(
             "- The built-in secrets step (@secrets) is not a job: it writes the secrets into the cluster with the kubeconfig of the machine that ran the infrastructure stage, which a fresh runner does not have. The kubernetes jobs wait for what it waits for instead. Get the secrets into the cluster before they run: `strata up -p {} -s <stack> --project @secrets` on a machine with the cluster's kubeconfig, or the cluster's own mechanism (External Secrets, Sealed Secrets).",
@@ -269,13 +443,51 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
     }
     if plan.nodes.iter().any(|n| n.kind == NodeKind::Command) {
         notes.push(
-            "- Command projects run on their own runner too: the outputs they write are handed to the jobs that take them as `inputs:` (artifacts strata-outputs-<job>, kept one day), but files or images they leave on their runner are not."
+            "- Command projects: a command project that needs another command project runs in that project's job, on the same runner, so files and images one leaves (an image build, then its push) are there for the next. Outputs written for `inputs:` reach jobs on other runners as artifacts (strata-outputs-<job>, kept one day)."
                 .to_string(),
         );
     }
     let mut text = super::header(Format::GithubActions, ctx, &notes);
     text.push_str(&super::to_yaml(&[workflow])?);
     Ok(text)
+}
+
+fn yaml_error(e: serde_yaml::Error) -> crate::error::Error {
+    crate::error::Error::failed(format!("cannot write the export as YAML: {e}"))
+}
+
+/// Checks out the repository, builds strata once and keeps the binary as an artifact.
+fn build_job() -> Job {
+    Job {
+        name: "build strata".into(),
+        runs_on: "ubuntu-latest",
+        needs: vec![],
+        steps: vec![
+            Step {
+                uses: Some("actions/checkout@v4".into()),
+                ..Default::default()
+            },
+            Step {
+                name: Some("Build strata".into()),
+                run: Some("cargo install --locked --path . --root \"$RUNNER_TEMP/strata\"".into()),
+                ..Default::default()
+            },
+            Step {
+                name: Some("Hand strata to the other jobs".into()),
+                uses: Some("actions/upload-artifact@v4".into()),
+                with: Some({
+                    let mut with = map(&[
+                        ("name", BIN_ARTIFACT),
+                        ("path", "${{ runner.temp }}/strata/bin/strata"),
+                        ("if-no-files-found", "error"),
+                    ]);
+                    with.insert("retention-days".into(), 1.into());
+                    with
+                }),
+                ..Default::default()
+            },
+        ],
+    }
 }
 
 #[cfg(test)]
@@ -292,10 +504,11 @@ mod tests {
         doc["jobs"].as_mapping().expect("jobs")
     }
 
-    /// path -> (job id, needs as paths)
+    /// path -> (job id, needs as paths), without the build job.
     fn job_graph(doc: &Value) -> BTreeMap<String, (String, Vec<String>)> {
         let by_id: BTreeMap<String, String> = jobs(doc)
             .iter()
+            .filter(|(k, _)| *k != BUILD_JOB)
             .map(|(k, v)| {
                 (
                     k.as_str().unwrap().to_string(),
@@ -305,12 +518,14 @@ mod tests {
             .collect();
         jobs(doc)
             .iter()
+            .filter(|(k, _)| *k != BUILD_JOB)
             .map(|(k, v)| {
                 let needs = v
                     .get("needs")
                     .and_then(|n| n.as_sequence())
                     .map(|s| {
                         s.iter()
+                            .filter(|x| *x != BUILD_JOB)
                             .map(|x| by_id[x.as_str().unwrap()].clone())
                             .collect()
                     })
@@ -344,7 +559,7 @@ mod tests {
         let text = render(&plan, &CTX).unwrap();
         let doc = parse(&text);
         let ids: Vec<&str> = jobs(&doc).keys().map(|k| k.as_str().unwrap()).collect();
-        assert_eq!(ids, ["a-b", "a-b-2", "a-b-3"]);
+        assert_eq!(ids, [BUILD_JOB, "a-b", "a-b-2", "a-b-3"]);
         let g = job_graph(&doc);
         assert_eq!(g["a-b"].1, ["a/b"]);
         assert_eq!(g["a.b"].1, ["a-b"]);
@@ -375,8 +590,9 @@ mod tests {
         assert!(g["infra/vpc"].1.is_empty());
         // Jobs come in execution order.
         let order: Vec<&str> = jobs(&doc)
-            .values()
-            .map(|v| v["name"].as_str().unwrap())
+            .iter()
+            .filter(|(k, _)| *k != BUILD_JOB)
+            .map(|(_, v)| v["name"].as_str().unwrap())
             .collect();
         let want: Vec<&str> = bridged
             .order
@@ -418,11 +634,24 @@ mod tests {
         let steps = job["steps"].as_sequence().unwrap();
         assert_eq!(steps[0]["uses"], "actions/checkout@v4");
         assert!(steps.iter().any(|s| s["uses"] == "pulumi/actions@v6"));
+        // strata is built once and handed on; no job compiles it again.
         assert!(
             steps
                 .iter()
-                .any(|s| s["run"] == "cargo install --locked --path .")
+                .any(|s| s["uses"] == "actions/download-artifact@v4"
+                    && s["with"]["name"] == BIN_ARTIFACT)
         );
+        assert!(
+            !text.contains("cargo install --locked --path .\n"),
+            "{text}"
+        );
+        assert_eq!(job["needs"][0], BUILD_JOB);
+        let build = doc["jobs"][BUILD_JOB]["steps"].as_sequence().unwrap();
+        assert!(build.iter().any(|s| {
+            s["run"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("cargo install --locked --path ."))
+        }));
         let last = steps.last().unwrap()["run"].as_str().unwrap();
         assert_eq!(
             last,
@@ -431,10 +660,10 @@ mod tests {
     }
 
     #[test]
-    fn command_projects_skip_pulumi_and_pass_outputs_on() {
+    fn command_chains_share_a_runner_and_outputs_travel_between_jobs() {
         let plan = plan_of(
             &format!(
-                "{HEAD}infrastructure:\n  - path: net\n  - path: build\n  - path: push\n    inputs:\n      'k:img': build:image\n      'k:net': net:id\n"
+                "{HEAD}infrastructure:\n  - path: net\n  - path: build\n  - path: push\n    inputs:\n      'k:img': build:image\n      'k:net': net:id\n  - path: app\n    inputs:\n      'k:img': push:image\n"
             ),
             &["build", "push"],
         )
@@ -449,26 +678,74 @@ mod tests {
                 .collect()
         };
         assert!(uses("net").contains(&"pulumi/actions@v6".to_string()));
-        // A command project: no Pulumi CLI, unless it reads a Pulumi project's outputs.
-        assert!(!uses("build").contains(&"pulumi/actions@v6".to_string()));
-        assert!(uses("push").contains(&"pulumi/actions@v6".to_string()));
-        // build's outputs travel to push as an artifact.
+        // The image build and its push run in one job, on one runner.
+        assert!(doc["jobs"].get("push").is_none(), "{text}");
+        let run = steps("build")
+            .iter()
+            .filter_map(|s| s["run"].as_str().map(String::from))
+            .find(|r| r.starts_with("strata up"))
+            .unwrap();
+        assert!(run.contains("--project build --project push"), "{run}");
+        // It reads a Pulumi project's outputs: it gets the CLI.
+        assert!(uses("build").contains(&"pulumi/actions@v6".to_string()));
+        // push's outputs travel to app's job as an artifact.
         let up = steps("build")
             .into_iter()
-            .find(|s| s["uses"] == "actions/upload-artifact@v4")
+            .find(|s| {
+                s["uses"] == "actions/upload-artifact@v4"
+                    && s["with"]["name"] == "strata-outputs-push"
+            })
             .expect("upload");
-        assert_eq!(up["with"]["name"], "strata-outputs-build");
         assert_eq!(
             up["with"]["path"],
-            ".strata/${{ inputs.stack }}/outputs/build.json"
+            ".strata/${{ inputs.stack }}/outputs/push.json"
         );
-        let down = steps("push")
+        let down = steps("app")
             .into_iter()
-            .find(|s| s["uses"] == "actions/download-artifact@v4")
+            .find(|s| {
+                s["uses"] == "actions/download-artifact@v4"
+                    && s["with"]["name"] == "strata-outputs-push"
+            })
             .expect("download");
-        assert_eq!(down["with"]["name"], "strata-outputs-build");
-        assert!(!uses("net").contains(&"actions/upload-artifact@v4".to_string()));
-        assert!(!uses("push").contains(&"actions/upload-artifact@v4".to_string()));
+        assert_eq!(down["with"]["path"], OUTPUTS_DIR);
+        assert_eq!(
+            doc["jobs"]["app"]["needs"],
+            serde_yaml::to_value([BUILD_JOB, "build"]).unwrap()
+        );
+    }
+
+    #[test]
+    fn shell_words_that_are_keywords_are_quoted() {
+        assert_eq!(shell_word("do"), "'do'");
+        assert_eq!(shell_word("aws"), "aws");
+        assert_eq!(shell_word("infra/aws/vpc"), "infra/aws/vpc");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn credentials_are_secrets_and_aws_gets_oidc() {
+        let plan = plan_of(&sample(), &[]).unwrap();
+        let creds = vec![
+            "AWS_ACCESS_KEY_ID".to_string(),
+            "AWS_SECRET_ACCESS_KEY".to_string(),
+        ];
+        let ctx = ExportContext {
+            credentials: &creds,
+            ..CTX
+        };
+        let doc = parse(&render(&plan, &ctx).unwrap());
+        assert_eq!(
+            doc["env"]["AWS_ACCESS_KEY_ID"],
+            "${{ secrets.AWS_ACCESS_KEY_ID }}"
+        );
+        assert_eq!(doc["permissions"]["id-token"], "write");
+        let steps = doc["jobs"]["infra-eks"]["steps"].as_sequence().unwrap();
+        assert!(
+            steps
+                .iter()
+                .any(|s| s["uses"] == "aws-actions/configure-aws-credentials@v4"
+                    && s["with"]["role-to-assume"] == "${{ vars.AWS_ROLE_TO_ASSUME }}")
+        );
     }
 
     #[test]

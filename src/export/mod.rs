@@ -51,6 +51,8 @@ pub struct ExportContext<'a> {
     pub provider: &'a str,
     pub stack: &'a str,
     pub infra_type: &'a str,
+    /// The profile's `credentials:` (environment variables the provider reads).
+    pub credentials: &'a [String],
 }
 
 /// The plan as YAML text for `format`.
@@ -75,6 +77,7 @@ pub fn run(g: &crate::cli::GlobalArgs, format: Format, out: Option<&Path>) -> Re
         provider: &loaded.profile.name,
         stack,
         infra_type: &loaded.profile.infra_type,
+        credentials: &loaded.profile.credentials,
     };
     let text = render(&loaded.plan, format, &ctx)?;
     match out {
@@ -123,7 +126,7 @@ pub(crate) fn needs_in_order(plan: &Plan, i: usize) -> Vec<usize> {
 }
 
 /// The position of every node in `plan.order`.
-fn positions(plan: &Plan) -> Vec<usize> {
+pub(crate) fn positions(plan: &Plan) -> Vec<usize> {
     let mut pos = vec![usize::MAX; plan.nodes.len()];
     for (k, &i) in plan.order.iter().enumerate() {
         pos[i] = k;
@@ -316,6 +319,7 @@ pub(crate) mod testutil {
         provider: "p",
         stack: "dev",
         infra_type: "T",
+        credentials: &[],
     };
 
     pub use crate::plan::testing::plan_of;

@@ -109,3 +109,48 @@ fn mermaid_parses_with_the_real_mermaid_whatever_the_project_names() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Every shipped profile's GitHub Actions workflow passes actionlint (with shellcheck
+/// checking each `run:` script when it is installed).
+#[test]
+fn every_shipped_workflow_passes_actionlint() {
+    let actionlint = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/actionlint");
+    let dir = tempfile::tempdir().unwrap();
+    for p in ["aws", "do", "linode", "kubeconfig", "local"] {
+        let f = dir.path().join(format!("{p}.yml"));
+        let r = repo(&[
+            "export",
+            "-p",
+            p,
+            "-s",
+            "dev",
+            "--format",
+            "github-actions",
+            "-o",
+            f.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{p}: {r:?}");
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(text.contains("build-strata"), "{p}: built once");
+        assert_eq!(
+            text.matches("cargo install").count(),
+            2,
+            "{p}: one build (step and header): {text}"
+        );
+        if !actionlint.is_file() {
+            eprintln!("skipped: {} is absent", actionlint.display());
+            continue;
+        }
+        let out = Command::new(&actionlint)
+            .arg("-no-color")
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{p}: actionlint: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
