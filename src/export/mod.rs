@@ -80,6 +80,15 @@ pub fn run(g: &crate::cli::GlobalArgs, format: Format, out: Option<&Path>) -> Re
         credentials: &loaded.profile.credentials,
     };
     let text = render(&loaded.plan, format, &ctx)?;
+    if format == Format::Pko {
+        let left = pko::left_out(&loaded.plan);
+        if !left.is_empty() {
+            eprintln!(
+                "note: left out of the Pulumi Kubernetes Operator export (command projects, which the operator cannot run; run them with strata): {}",
+                left.join(", ")
+            );
+        }
+    }
     match out {
         None => crate::commands::print(&text)?,
         Some(path) => {

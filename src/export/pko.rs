@@ -1,8 +1,10 @@
 //! The plan as Pulumi Kubernetes Operator `Stack` resources (`pulumi.com/v1`): one per
 //! Pulumi project, ordered by `spec.prerequisites`.
 //!
-//! The operator runs Pulumi programs only, so a profile with command projects cannot
-//! be exported this way (exit 3); the built-in secrets step is bridged.
+//! The operator runs Pulumi programs only: command projects and the built-in secrets
+//! step are left out and bridged (A → command → B becomes A → B), and the header lists
+//! the command projects for the user to run elsewhere. Names fit the CRD's rule (at
+//! most 42 characters) and stay unique.
 
 use std::collections::BTreeMap;
 
@@ -78,14 +80,33 @@ struct Requirement {
     succeeded_within_duration: &'static str,
 }
 
+/// The CRD's `x-kubernetes-validations` rule: `size(self.metadata.name) <= 42`.
+pub const MAX_NAME: usize = 42;
+
 /// The `metadata.name` of the Stack of every step (indexed like `plan.nodes`): a
-/// DNS-1123 label of at most 63 characters made from the stack and the path, unique.
+/// DNS-1123 label of at most 42 characters made from the stack and the path (a hash
+/// keeps long ones apart), unique.
 fn stack_names(plan: &Plan, stack: &str) -> Vec<String> {
     super::names_in_order(
         plan,
-        |path| super::dns_label(&format!("{stack}-{path}"), 63),
-        super::fit_dns,
+        |path| super::dns_label(&format!("{stack}-{path}"), MAX_NAME),
+        |base, extra| {
+            let room = MAX_NAME.saturating_sub(extra);
+            base[..base.len().min(room)]
+                .trim_end_matches('-')
+                .to_string()
+        },
     )
+}
+
+/// The command projects of `plan`, in execution order: the operator cannot run them.
+pub fn left_out(plan: &Plan) -> Vec<&str> {
+    plan.order
+        .iter()
+        .map(|&i| &plan.nodes[i])
+        .filter(|n| n.kind == NodeKind::Command)
+        .map(|n| n.path.as_str())
+        .collect()
 }
 
 fn env_ref(key: &'static str) -> EnvRef {
@@ -96,21 +117,20 @@ fn env_ref(key: &'static str) -> EnvRef {
 }
 
 pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
-    let commands: Vec<&str> = full
-        .order
+    let commands = left_out(full);
+    // Only Pulumi projects; what they needed through the others, they need directly.
+    let keep: Vec<bool> = full
+        .nodes
         .iter()
-        .map(|&i| &full.nodes[i])
-        .filter(|n| n.kind == NodeKind::Command)
-        .map(|n| n.path.as_str())
+        .map(|n| n.kind == NodeKind::Pulumi)
         .collect();
-    if !commands.is_empty() {
+    let plan = full.subplan(&keep);
+    if plan.nodes.is_empty() {
         return Err(Error::config(format!(
-            "profile `{}` has command projects, which cannot be Pulumi Kubernetes Operator Stacks (the operator runs Pulumi programs only): {}.\n  Export this profile with `--format github-actions` or `--format argo`, which run every project through strata.",
-            ctx.provider,
-            commands.join(", ")
+            "profile `{}` has no Pulumi project, so there is nothing for the Pulumi Kubernetes Operator to run.\n  Export it with `--format github-actions` or `--format argo`, which run every project through strata.",
+            ctx.provider
         )));
     }
-    let plan = super::without_builtin(full);
     let names = stack_names(&plan, ctx.stack);
     let mut docs = Vec::new();
     for &i in &plan.order {
@@ -159,7 +179,16 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         });
     }
 
-    let mut notes = vec![
+    let mut notes = Vec::new();
+    if !commands.is_empty() {
+        notes.push(format!(
+            "Left out: the command projects {}. The operator runs Pulumi programs only; run them elsewhere (`strata up -p {} -s {} --project <path>`) before the Stacks that came after them. Their dependents wait for what they waited for.",
+            commands.join(", "),
+            ctx.provider,
+            ctx.stack
+        ));
+    }
+    notes.extend([
         format!(
             "One Pulumi Kubernetes Operator Stack per Pulumi project of profile `{}` (infra_type {}); spec.prerequisites is strata's dependency graph (each prerequisite must have succeeded within {SUCCEEDED_WITHIN}, else the operator runs it again first).",
             ctx.provider, ctx.infra_type
@@ -173,7 +202,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
             "- Create the Secret `{SECRET}` in the Stacks' namespace with PULUMI_ACCESS_TOKEN and PULUMI_CONFIG_PASSPHRASE (remove the envRefs entry you do not use), and the ServiceAccount `{SERVICE_ACCOUNT}` the operator's workspaces run as."
         ),
         "- The operator runs `pulumi up` in each project folder, nothing of what strata adds: it reads Pulumi.<stack>.yaml from the project folder, not config/pulumi/Pulumi.<stack>.yaml (copy the keys into spec.config or that file), does not prompt, and runs no on_success hooks.".to_string(),
-    ];
+    ]);
     let with_inputs = super::paths_with_inputs(&plan);
     if !with_inputs.is_empty() {
         notes.push(format!(
@@ -319,19 +348,55 @@ mod tests {
     }
 
     #[test]
-    fn command_projects_are_refused_by_name() {
+    fn command_projects_are_left_out_and_bridged() {
         let plan = plan_of(
             &format!(
-                "{HEAD}infrastructure:\n  - path: vpc\n  - path: build\nkubernetes:\n  - path: push\n"
+                "{HEAD}infrastructure:\n  - path: vpc\n  - path: build\nkubernetes:\n  - path: push\n  - path: app\n"
             ),
             &["build", "push"],
         )
         .unwrap();
-        let e = render(&plan, &CTX).unwrap_err();
+        let text = render(&plan, &CTX).unwrap();
+        assert!(
+            text.contains("Left out: the command projects build, push"),
+            "{text}"
+        );
+        let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+            .map(|d| Value::deserialize(d).unwrap())
+            .collect();
+        let names: Vec<&str> = docs
+            .iter()
+            .map(|d| d["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["dev-vpc", "dev-app"]);
+        // vpc → build → push → app became vpc → app.
+        assert_eq!(docs[1]["spec"]["prerequisites"][0]["name"], "dev-vpc");
+        // Only command projects: nothing to export.
+        let only = plan_of(
+            &format!("{HEAD}infrastructure:\n  - path: build\n"),
+            &["build"],
+        )
+        .unwrap();
+        let e = render(&only, &CTX).unwrap_err();
         assert_eq!(e.exit_code(), 3);
-        assert!(e.message.contains("build, push"), "{}", e.message);
         assert!(e.message.contains("github-actions"), "{}", e.message);
-        assert!(e.message.contains("argo"), "{}", e.message);
-        assert!(!e.message.contains("vpc"), "{}", e.message);
+    }
+
+    #[test]
+    fn names_fit_the_crd_rule_and_stay_unique() {
+        let long = "kubernetes/nginx/ingress-controller-namespace";
+        let plan = plan_of(
+            &format!(
+                "{HEAD}infrastructure:\n  - path: {long}\n  - path: {long}-x\n  - path: {long}/x\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        let names = stack_names(&plan, "dev");
+        for n in &names {
+            assert!(n.len() <= MAX_NAME, "{n}");
+        }
+        let unique: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
     }
 }

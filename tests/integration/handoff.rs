@@ -154,3 +154,108 @@ fn every_shipped_workflow_passes_actionlint() {
         );
     }
 }
+
+/// Runs `tests/support/<script>` with python3 on `args`; `None` (and says why) when the
+/// validator cannot run here (no python3, no jsonschema/PyYAML, no shared tools).
+fn python_check(script: &str, args: &[&Path]) -> Option<(bool, String)> {
+    if !tool("python3") {
+        return None;
+    }
+    for a in args {
+        if !a.exists() {
+            eprintln!("skipped: {} is absent", a.display());
+            return None;
+        }
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/support")
+        .join(script);
+    let out = Command::new("python3")
+        .arg(path)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.code() == Some(77) {
+        eprintln!("skipped: {text}");
+        return None;
+    }
+    Some((out.status.success(), text))
+}
+
+fn shared_tool(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/tools")
+        .join(name)
+}
+
+/// Every shipped profile with Pulumi projects exports to PKO Stacks that pass the real
+/// CRD (schema and the 42-character name rule); command projects are left out, listed
+/// in the header and on stderr, and bridged; the export exits 0.
+#[test]
+fn every_shipped_pko_export_passes_the_stack_crd() {
+    let dir = tempfile::tempdir().unwrap();
+    for p in ["aws", "do", "linode", "kubeconfig"] {
+        let f = dir.path().join(format!("{p}.yml"));
+        let r = repo(&[
+            "export",
+            "-p",
+            p,
+            "-s",
+            "dev",
+            "--format",
+            "pko",
+            "-o",
+            f.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{p}: {r:?}");
+        let text = std::fs::read_to_string(&f).unwrap();
+        if p != "kubeconfig" {
+            assert!(
+                text.contains("Left out: the command projects"),
+                "{p}: {text}"
+            );
+            assert!(r.stderr.contains("utility/kic-image-build"), "{p}: {r:?}");
+        }
+        for line in text.lines().filter(|l| l.starts_with("  name: ")) {
+            assert!(line.len() - "  name: ".len() <= 42, "{p}: {line}");
+        }
+        if let Some((ok, out)) = python_check(
+            "validate_pko.py",
+            &[&shared_tool("pulumi.com_stacks.yaml"), &f],
+        ) {
+            assert!(ok, "{p}: {out}");
+        }
+    }
+}
+
+/// Every shipped profile's Argo Workflow passes the Argo schema, strictly (no key the
+/// schema does not list).
+#[test]
+fn every_shipped_argo_export_passes_the_workflow_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    for p in ["aws", "do", "linode", "kubeconfig", "local"] {
+        let f = dir.path().join(format!("{p}.yml"));
+        let r = repo(&[
+            "export",
+            "-p",
+            p,
+            "-s",
+            "dev",
+            "--format",
+            "argo",
+            "-o",
+            f.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{p}: {r:?}");
+        if let Some((ok, out)) =
+            python_check("validate_argo.py", &[&shared_tool("argo-schema.json"), &f])
+        {
+            assert!(ok, "{p}: {out}");
+        }
+    }
+}
