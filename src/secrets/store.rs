@@ -2,9 +2,11 @@
 //!
 //! The file is an ASCII-armoured age file whose plaintext is one JSON object
 //! mapping secret keys (`namespace:name`) to their values. It is encrypted
-//! either to the public key of an X25519 identity (`age-keygen` format) or to
-//! a passphrase (scrypt). Writes are atomic and the file is private (0600).
-//! Neither errors nor `Debug` output ever contain a secret value.
+//! either to an identity (an age X25519 identity from `age-keygen`, or an OpenSSH
+//! ed25519/RSA private key) together with every recipient of
+//! `config/secrets/<stack>.recipients` (age's recipients-file format), so a teammate's
+//! key is never dropped; or to a passphrase (scrypt). Writes are atomic and the file
+//! is private (0600). Neither errors nor `Debug` output ever contain a secret value.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -139,6 +141,18 @@ pub enum StoreError {
 
     #[error("cannot encrypt the secret store {}: {detail}", path.display())]
     Encrypt { path: PathBuf, detail: String },
+
+    #[error(
+        "{}: line {line} is not an age recipient (`age1...`, `ssh-ed25519 ...` or `ssh-rsa ...`; `#` starts a comment); fix or remove it",
+        path.display()
+    )]
+    RecipientInvalid { path: PathBuf, line: usize },
+
+    #[error(
+        "{} lists recipients, but this store is written with a passphrase, which age cannot combine with other recipients; set STRATA_AGE_IDENTITY to your age identity or SSH key to write it for the team",
+        path.display()
+    )]
+    RecipientsNeedIdentity { path: PathBuf },
 }
 
 /// Whether the store file exists (a missing store is an empty one).
@@ -205,12 +219,18 @@ fn encrypt(
         path: path.to_path_buf(),
         detail,
     };
+    let team = read_recipients(&recipients_path(path))?;
     let encryptor = match key {
         Key::Identity(identity_path) => {
-            let identity = read_identity(identity_path)?;
-            let recipient = identity.to_public();
-            Encryptor::with_recipients(std::iter::once(&recipient as &dyn age::Recipient))
-                .map_err(|e| encrypt_error(e.to_string()))?
+            let own = read_identity(identity_path)?.recipient(identity_path)?;
+            let mut all: Vec<&dyn age::Recipient> = vec![own.as_ref()];
+            all.extend(team.iter().map(|r| r.as_ref()));
+            Encryptor::with_recipients(all.into_iter()).map_err(|e| encrypt_error(e.to_string()))?
+        }
+        Key::Passphrase(_) if !team.is_empty() => {
+            return Err(StoreError::RecipientsNeedIdentity {
+                path: recipients_path(path),
+            });
         }
         Key::Passphrase(passphrase) => {
             let mut recipient = age::scrypt::Recipient::new(passphrase.clone());
@@ -264,7 +284,7 @@ fn decrypt(path: &Path, key: &Key, bytes: &[u8]) -> Result<SecretSlice<u8>, Stor
             }
             let identity = read_identity(identity_path)?;
             let mut reader = decryptor
-                .decrypt(std::iter::once(&identity as &dyn age::Identity))
+                .decrypt(std::iter::once(identity.as_identity()))
                 .map_err(|e| decrypt_error(path, key, e))?;
             reader.read_to_end(&mut plaintext)
         }
@@ -344,15 +364,113 @@ fn payload_error(path: &Path, error: io::Error) -> StoreError {
     }
 }
 
-/// Parses an `age-keygen` identity file: blank lines and `#` comments are
-/// skipped, the first identity is used, any other line is an error.
-fn read_identity(path: &Path) -> Result<age::x25519::Identity, StoreError> {
+/// The identity a store is opened with.
+enum LoadedIdentity {
+    X25519(age::x25519::Identity),
+    Ssh(age::ssh::Identity),
+}
+
+impl LoadedIdentity {
+    fn as_identity(&self) -> &dyn age::Identity {
+        match self {
+            LoadedIdentity::X25519(i) => i,
+            LoadedIdentity::Ssh(i) => i,
+        }
+    }
+
+    /// The recipient that opens with this identity (the writer is always one).
+    fn recipient(&self, path: &Path) -> Result<Box<dyn age::Recipient>, StoreError> {
+        Ok(match self {
+            LoadedIdentity::X25519(i) => Box::new(i.to_public()),
+            LoadedIdentity::Ssh(i) => {
+                Box::new(age::ssh::Recipient::try_from(i.clone()).map_err(|_| {
+                    StoreError::IdentityInvalid {
+                        path: path.to_path_buf(),
+                        line: 1,
+                    }
+                })?)
+            }
+        })
+    }
+}
+
+/// `config/secrets/<stack>.recipients` beside the store `<stack>.age`.
+pub fn recipients_path(store: &Path) -> PathBuf {
+    store.with_extension("recipients")
+}
+
+/// The recipients of the team (age's recipients-file format); none when the file is
+/// absent.
+fn read_recipients(path: &Path) -> Result<Vec<Box<dyn age::Recipient>>, StoreError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(StoreError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let mut out: Vec<Box<dyn age::Recipient>> = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let invalid = || StoreError::RecipientInvalid {
+            path: path.to_path_buf(),
+            line: index + 1,
+        };
+        if line.starts_with("age1") {
+            out.push(Box::new(
+                line.parse::<age::x25519::Recipient>()
+                    .map_err(|_| invalid())?,
+            ));
+        } else if line.starts_with("ssh-") {
+            out.push(Box::new(
+                line.parse::<age::ssh::Recipient>().map_err(|_| invalid())?,
+            ));
+        } else {
+            return Err(invalid());
+        }
+    }
+    Ok(out)
+}
+
+/// Reads `STRATA_AGE_IDENTITY`: an age X25519 identity file (`age-keygen`, comments
+/// allowed; the first identity is used) or an unencrypted OpenSSH ed25519/RSA private
+/// key.
+fn read_identity(path: &Path) -> Result<LoadedIdentity, StoreError> {
     let text = SecretString::from(fs::read_to_string(path).map_err(|source| {
         StoreError::IdentityRead {
             path: path.to_path_buf(),
             source,
         }
     })?);
+    if text
+        .expose_secret()
+        .contains("-----BEGIN OPENSSH PRIVATE KEY-----")
+    {
+        let invalid = || StoreError::IdentityInvalid {
+            path: path.to_path_buf(),
+            line: 1,
+        };
+        let identity = age::ssh::Identity::from_buffer(
+            text.expose_secret().as_bytes(),
+            Some(path.display().to_string()),
+        )
+        .map_err(|_| invalid())?;
+        return match identity {
+            age::ssh::Identity::Unencrypted(_) => Ok(LoadedIdentity::Ssh(identity)),
+            _ => Err(StoreError::IdentityRead {
+                path: path.to_path_buf(),
+                source: io::Error::other(
+                    "a passphrase-protected or unsupported SSH key cannot be used without a prompt; use an unencrypted ed25519 or RSA key, or an age identity (age-keygen)",
+                ),
+            }),
+        };
+    }
     let mut found = None;
     for (index, line) in text.expose_secret().lines().enumerate() {
         let line = line.trim();
@@ -373,9 +491,11 @@ fn read_identity(path: &Path) -> Result<age::x25519::Identity, StoreError> {
             }
         }
     }
-    found.ok_or_else(|| StoreError::IdentityMissing {
-        path: path.to_path_buf(),
-    })
+    found
+        .map(LoadedIdentity::X25519)
+        .ok_or_else(|| StoreError::IdentityMissing {
+            path: path.to_path_buf(),
+        })
 }
 
 /// Atomic write (temp file, 0600, rename): see `util::write_file_atomic`.

@@ -259,3 +259,134 @@ fn every_shipped_argo_export_passes_the_workflow_schema() {
         }
     }
 }
+
+/// Runs `strata ARGS` in `ws` with `stdin` piped in.
+fn strata_with_stdin(ws: &Ws, args: &[&str], stdin: &str) -> (i32, String) {
+    use std::io::Write;
+    let mut c = ws.command(args);
+    let mut child = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A team's store: every write encrypts to the writer and to every recipient of
+/// `config/secrets/<stack>.recipients`, so a teammate (another age identity, or an SSH
+/// key) can read it with the `age` CLI, and a store the `age` CLI wrote is read by strata.
+#[test]
+fn age_team_stores_interoperate_with_the_age_cli() {
+    if !tool("age") || !tool("age-keygen") || !tool("ssh-keygen") {
+        return;
+    }
+    let mut ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project("a", "true", "true");
+    let keygen = |name: &str| -> String {
+        let f = ws.path(name);
+        let out = Command::new("age-keygen")
+            .arg("-o")
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = std::fs::read_to_string(&f).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("# public key: "))
+            .unwrap()
+            .to_string()
+    };
+    let _mine = keygen("me.txt");
+    let theirs = keygen("teammate.txt");
+    let ssh_key = ws.path("id_ed25519");
+    let st = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&ssh_key)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let ssh_pub = std::fs::read_to_string(ws.path("id_ed25519.pub")).unwrap();
+    ws.write(
+        "config/secrets/dev.recipients",
+        &format!("# the team\n{theirs}\n{}", ssh_pub.trim()),
+    );
+    ws.set_env("STRATA_AGE_IDENTITY", ws.path("me.txt").to_str().unwrap());
+    let (code, out) = strata_with_stdin(
+        &ws,
+        &["secrets", "set", "t:token", "-s", "dev", "-p", "t"],
+        "team-value-1\n",
+    );
+    assert_eq!(code, 0, "{out}");
+    let store = ws.path("config/secrets/dev.age");
+    // The teammate's age identity and the SSH key both open it with the age CLI.
+    for id in [ws.path("teammate.txt"), ssh_key.clone()] {
+        let out = Command::new("age")
+            .arg("-d")
+            .arg("-i")
+            .arg(&id)
+            .arg(&store)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            id.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("team-value-1"));
+    }
+    // Written again with the SSH key: the file's recipients are all kept.
+    ws.set_env("STRATA_AGE_IDENTITY", ssh_key.to_str().unwrap());
+    let (code, out) = strata_with_stdin(
+        &ws,
+        &["secrets", "set", "t:other", "-s", "dev", "-p", "t"],
+        "team-value-2\n",
+    );
+    assert_eq!(code, 0, "{out}");
+    let out = Command::new("age")
+        .arg("-d")
+        .arg("-i")
+        .arg(ws.path("teammate.txt"))
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("team-value-2"),
+        "the teammate was kept"
+    );
+    // A store the age CLI wrote (to the recipients file) is read by strata.
+    let plain = ws.path("plain.json");
+    std::fs::write(&plain, r#"{"t:token":"from-age-cli"}"#).unwrap();
+    let st = Command::new("age")
+        .args(["-a", "-R"])
+        .arg(ws.path("config/secrets/dev.recipients"))
+        .arg("-o")
+        .arg(&store)
+        .arg(&plain)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    ws.set_env(
+        "STRATA_AGE_IDENTITY",
+        ws.path("teammate.txt").to_str().unwrap(),
+    );
+    let r = ws.strata(&["secrets", "list", "-s", "dev", "-p", "t"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("t:token"), "{r:?}");
+}
