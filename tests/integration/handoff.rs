@@ -390,3 +390,58 @@ fn age_team_stores_interoperate_with_the_age_cli() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("t:token"), "{r:?}");
 }
+
+/// The kubeconfig hook's result is a kubeconfig kubectl reads: two stacks' generated
+/// kubeconfigs (pulumi-eks names: cluster `kubernetes`, user `aws`) and the user's own
+/// entries all survive, and the current context is the last hook's.
+#[test]
+fn merged_kubeconfigs_read_back_with_kubectl() {
+    let eks = |server: &str| {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubernetes\n  cluster: {{server: {server}}}\nusers:\n- name: aws\n  user: {{token: t}}\ncontexts:\n- name: aws\n  context: {{cluster: kubernetes, user: aws}}\ncurrent-context: aws\n"
+        )
+    };
+    let ws = Ws::new();
+    ws.write("home/.kube/config", &eks("https://mine.example"));
+    for stack in ["dev", "prod"] {
+        ws.profile(
+            "t",
+            &format!("{HEAD}infrastructure:\n  - path: eks\n    on_success:\n      - kubeconfig: {{ output: kubeconfig }}\n"),
+        );
+        let outputs = serde_json::json!({ "kubeconfig": eks(&format!("https://{stack}.example")) });
+        ws.write("projects/eks/outputs.json", &outputs.to_string());
+        ws.command_project("eks", "cat outputs.json > \"$STRATA_OUTPUTS_FILE\"", "true");
+        let r = ws.strata(&["up", "-p", "t", "-s", stack]);
+        assert_eq!(r.code, 0, "{r:?}");
+        std::fs::remove_file(ws.path("config/pulumi/environment")).ok();
+    }
+    let text = ws.read("home/.kube/config");
+    assert!(
+        text.contains("dev-eks") && text.contains("prod-eks"),
+        "{text}"
+    );
+    if !tool("kubectl") {
+        return;
+    }
+    let out = Command::new("kubectl")
+        .args(["config", "view", "-o", "json", "--kubeconfig"])
+        .arg(ws.path("home/.kube/config"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names = |k: &str| -> Vec<String> {
+        v[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names("clusters"), ["dev-eks", "kubernetes", "prod-eks"]);
+    assert_eq!(names("users"), ["aws", "dev-eks", "prod-eks"]);
+    assert_eq!(v["current-context"], "prod-eks");
+}
