@@ -165,21 +165,23 @@ fn missing_error(r: &Resolved, config: &[String], secrets: &[String]) -> Error {
     Error::config(parts.join("\n"))
 }
 
-/// Asks before destroying on a terminal (the run already required --yes without one).
+/// Asks before destroying on a terminal (the run already required --yes without one):
+/// the user types the stack name; anything else (a bare `y` included) destroys nothing.
 fn confirm_destroy(r: &Resolved, settings: &Settings) -> Result<bool> {
     if r.req.args.yes || !settings.interactive {
         return Ok(true);
     }
-    dialoguer::Confirm::with_theme(&ColorfulTheme::default())
+    let typed: String = Input::with_theme(&ColorfulTheme::default())
         .with_prompt(format!(
-            "Destroy {} project(s) of stack `{}` (provider {})? This deletes their resources",
+            "This destroys the resources of {} project(s) of stack `{}` (provider {}). Type the stack name to go on",
             r.plan.nodes.len(),
             r.stack(),
             r.profile.name
         ))
-        .default(false)
-        .interact()
-        .map_err(Error::prompt)
+        .allow_empty(true)
+        .interact_text()
+        .map_err(Error::prompt)?;
+    Ok(typed.trim() == r.stack())
 }
 
 /// Parses text typed for a config key as its type.

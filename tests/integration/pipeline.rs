@@ -115,6 +115,11 @@ fn the_same_run_with_the_lock_free_writes_its_answers() {
 /// Runs `strata ARGS` on a pseudo-terminal (so it may ask), typing nothing; returns
 /// everything it printed and its exit code.
 fn on_a_terminal(ws: &Ws, args: &[&str]) -> (String, i32) {
+    answering(ws, args, &[])
+}
+
+/// [`on_a_terminal`], typing each answer once its prompt text has been printed.
+pub fn answering(ws: &Ws, args: &[&str], answers: &[(&str, &str)]) -> (String, i32) {
     let strata = ws.command(args);
     let mut sh = Command::new("sh");
     sh.arg("-c")
@@ -129,8 +134,14 @@ fn on_a_terminal(ws: &Ws, args: &[&str]) -> (String, i32) {
         }
     }
     sh.env("TERM", "xterm");
-    let mut p = rexpect::session::spawn_command(sh, Some(20_000)).expect("spawn on a pty");
-    let out = p.exp_eof().expect("strata ends without being answered");
+    let mut p = rexpect::session::spawn_command(sh, Some(30_000)).expect("spawn on a pty");
+    let mut seen = String::new();
+    for (prompt, answer) in answers {
+        seen.push_str(&p.exp_string(prompt).unwrap_or_else(|e| panic!("no prompt {prompt:?}: {e}")));
+        seen.push_str(prompt);
+        p.send_line(answer).expect("type");
+    }
+    let out = seen + &p.exp_eof().expect("strata ends without being answered");
     let code = out
         .rsplit_once("EXIT=")
         .and_then(|(_, c)| c.trim().parse().ok())
@@ -260,4 +271,25 @@ fn read_only_commands_accept_any_stack() {
         assert_eq!(r.code, 3, "{args:?}: {r:?}");
         assert!(r.stderr.contains("differs from PULUMI_STACK=dev"), "{r:?}");
     }
+}
+
+/// An interactive destroy asks the user to type the stack name: a bare `y` destroys
+/// nothing (exit 1); the name destroys.
+#[test]
+fn destroy_asks_for_the_stack_name_not_a_keypress() {
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project(
+        "a",
+        "printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
+        "echo destroyed >> \"$STRATA_ROOT/destroyed\"",
+    );
+    assert_eq!(ws.strata(&["up", "-p", "t", "-s", "dev"]).code, 0);
+    let (out, code) = answering(&ws, &["destroy", "-p", "t", "-s", "dev"], &[("Type the stack name", "y")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("Nothing was destroyed"), "{out}");
+    assert!(!ws.exists("destroyed"));
+    let (out, code) = answering(&ws, &["destroy", "-p", "t", "-s", "dev"], &[("Type the stack name", "dev")]);
+    assert_eq!(code, 0, "{out}");
+    assert!(ws.exists("destroyed"));
 }
