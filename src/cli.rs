@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     version,
     about = "Bring up a whole environment made of many Pulumi projects, in dependency order",
     after_help = "Exit codes: 0 success, 1 a project or hook failed, 2 usage error, \
-                  3 invalid configuration or missing input, 130 interrupted."
+                  3 invalid configuration or missing input, 128+n stopped by signal n after a graceful \
+                  shutdown (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -28,12 +29,19 @@ pub struct GlobalArgs {
         env = "STRATA_PROVIDER",
         hide_env_values = true,
         global = true,
-        value_name = "NAME"
+        value_name = "NAME",
+        help_heading = "Global options"
     )]
     pub provider: Option<String>,
 
     /// Stack name [default: PULUMI_STACK of config/pulumi/environment, else of the environment]
-    #[arg(short = 's', long, global = true, value_name = "NAME")]
+    #[arg(
+        short = 's',
+        long,
+        global = true,
+        value_name = "NAME",
+        help_heading = "Global options"
+    )]
     pub stack: Option<String>,
 
     /// Workspace root [default: nearest ancestor with a providers/ folder]
@@ -43,16 +51,23 @@ pub struct GlobalArgs {
         env = "STRATA_ROOT",
         hide_env_values = true,
         global = true,
-        value_name = "DIR"
+        value_name = "DIR",
+        help_heading = "Global options"
     )]
     pub root: Option<PathBuf>,
 
     /// Never prompt (implied when stdin is not a terminal or CI is set)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub non_interactive: bool,
 
     /// Output format: human, or json (JSON Lines events on stdout)
-    #[arg(long, value_enum, default_value_t = OutputFormat::Human, global = true)]
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = OutputFormat::Human,
+        global = true,
+        help_heading = "Global options"
+    )]
     pub output: OutputFormat,
 }
 
@@ -90,6 +105,13 @@ pub enum Command {
     Status,
     /// The plan for an engine that runs beyond one machine
     Export(ExportArgs),
+    /// Shell completions, on stdout (e.g. `strata completions bash > /etc/bash_completion.d/strata`)
+    Completions {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
+    /// The man page (roff), on stdout (e.g. `strata man | man -l -`)
+    Man,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -125,6 +147,7 @@ pub struct OutputsArgs {
 }
 
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Run options")]
 pub struct RunArgs {
     /// Only these projects (path, or Pulumi project name); repeatable
     #[arg(long = "project", value_name = "PATH")]
@@ -168,9 +191,9 @@ pub struct UpArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct ShowArgs {
-    /// How to draw the plan
-    #[arg(long, value_enum, default_value_t = ShowFormat::Tree)]
-    pub format: ShowFormat,
+    /// How to draw the plan [default: tree, or json with --output json]
+    #[arg(long, value_enum)]
+    pub format: Option<ShowFormat>,
 
     /// Only these projects (path, or Pulumi project name); repeatable
     #[arg(long = "project", value_name = "PATH")]
@@ -208,7 +231,7 @@ mod tests {
         let c = Cli::try_parse_from(["strata", "down", "--yes"]).unwrap();
         assert!(matches!(c.command, Command::Destroy(ref a) if a.yes));
         let c = Cli::try_parse_from(["strata", "show-execution", "--format", "json"]).unwrap();
-        assert!(matches!(c.command, Command::Show(ref a) if a.format == ShowFormat::Json));
+        assert!(matches!(c.command, Command::Show(ref a) if a.format == Some(ShowFormat::Json)));
         let c = Cli::try_parse_from(["strata", "list-providers"]).unwrap();
         assert!(matches!(c.command, Command::Providers));
     }

@@ -1,5 +1,6 @@
 //! One module per command; `dispatch` picks it. Shared loading lives here.
 
+mod docs;
 mod outputs;
 mod providers;
 mod run;
@@ -23,12 +24,14 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
     let settings = Settings::resolve(&cli.global);
     match &cli.command {
         Command::Providers => providers::run(&cli.global, &settings),
-        Command::Show(args) => show::run(&cli.global, args),
+        Command::Show(args) => show::run(&cli.global, args, settings.json),
         Command::Validate => validate::run(&cli.global, &settings),
         Command::Secrets(c) => secrets::run(&cli.global, &settings, c),
         Command::Outputs(a) => outputs::run(&cli.global, &settings, a),
         Command::Status => status::run(&cli.global, &settings),
         Command::Export(a) => crate::export::run(&cli.global, a.format, a.out.as_deref()),
+        Command::Completions { shell } => docs::completions(*shell),
+        Command::Man => docs::man(),
         Command::Up(a) => run::run(
             &cli.global,
             &settings,

@@ -5,7 +5,7 @@ use crate::cli::{GlobalArgs, ShowArgs, ShowFormat};
 use crate::error::Result;
 use crate::plan::{Selection, render};
 
-pub fn run(g: &GlobalArgs, args: &ShowArgs) -> Result<i32> {
+pub fn run(g: &GlobalArgs, args: &ShowArgs, json: bool) -> Result<i32> {
     let loaded = super::load(g, false)?;
     let plan = loaded.plan.select(&Selection {
         projects: args.projects.clone(),
@@ -24,7 +24,12 @@ pub fn run(g: &GlobalArgs, args: &ShowArgs) -> Result<i32> {
             .collect(),
         secret_name: &loaded.profile.secret_name,
     };
-    let text = match args.format {
+    let format = args.format.unwrap_or(if json {
+        ShowFormat::Json
+    } else {
+        ShowFormat::Tree
+    });
+    let text = match format {
         ShowFormat::Tree => render::tree(&plan, &header),
         ShowFormat::Dot => render::dot(&plan, &header),
         ShowFormat::Mermaid => render::mermaid(&plan, &header),

@@ -9,33 +9,67 @@ use crate::settings::Settings;
 use crate::util::display_path;
 use crate::workspace::{self, StackConfig, profile::ValueType};
 
+/// What was checked: (status `ok`/`note`/`problem`, what, text).
 struct Report {
-    lines: Vec<String>,
+    checks: Vec<(&'static str, String, String)>,
     problems: usize,
 }
 
 impl Report {
     fn ok(&mut self, what: &str, text: impl AsRef<str>) {
-        self.lines.push(format!("✓ {what:<13}{}", text.as_ref()));
+        self.checks.push(("ok", what.into(), text.as_ref().into()));
     }
     fn note(&mut self, what: &str, text: impl AsRef<str>) {
-        self.lines.push(format!("- {what:<13}{}", text.as_ref()));
+        self.checks
+            .push(("note", what.into(), text.as_ref().into()));
     }
     fn bad(&mut self, what: &str, text: impl AsRef<str>) {
         self.problems += 1;
-        self.lines.push(format!("✗ {what:<13}{}", text.as_ref()));
+        self.checks
+            .push(("problem", what.into(), text.as_ref().into()));
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for (status, what, text) in &self.checks {
+            let mark = match *status {
+                "ok" => '✓',
+                "note" => '-',
+                _ => '✗',
+            };
+            out.push_str(&format!("{mark} {what:<13}{text}\n"));
+        }
+        out
+    }
+
+    /// One JSON document: `{"ok": bool, "problems": n, "checks": [...], "error": ...}`.
+    fn json(&self, error: Option<&str>) -> String {
+        let checks: Vec<serde_json::Value> = self
+            .checks
+            .iter()
+            .map(|(s, w, t)| serde_json::json!({"status": s, "check": w, "detail": t}))
+            .collect();
+        let doc = serde_json::json!({
+            "ok": self.problems == 0 && error.is_none(),
+            "problems": self.problems + usize::from(error.is_some()),
+            "checks": checks,
+            "error": error,
+        });
+        format!("{doc}\n")
     }
 }
 
 pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
     let mut r = Report {
-        lines: Vec::new(),
+        checks: Vec::new(),
         problems: 0,
     };
     let outcome = check(g, settings, &mut r);
-    let mut text = r.lines.join("\n");
-    text.push('\n');
-    super::print(&text)?;
+    if settings.json {
+        super::print(&r.json(outcome.as_ref().err().map(|e| e.message.as_str())))?;
+    } else {
+        super::print(&r.text())?;
+    }
     outcome?;
     if r.problems > 0 {
         return Err(Error::config(format!(
@@ -44,7 +78,9 @@ pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
             if r.problems == 1 { "" } else { "s" }
         )));
     }
-    super::print("everything checks out\n")?;
+    if !settings.json {
+        super::print("everything checks out\n")?;
+    }
     Ok(0)
 }
 

@@ -5,6 +5,7 @@ mod support;
 
 mod crash;
 mod export;
+mod firsthour;
 mod foundation;
 mod handoff;
 mod pipeline;

@@ -137,7 +137,10 @@ pub fn answering(ws: &Ws, args: &[&str], answers: &[(&str, &str)]) -> (String, i
     let mut p = rexpect::session::spawn_command(sh, Some(30_000)).expect("spawn on a pty");
     let mut seen = String::new();
     for (prompt, answer) in answers {
-        seen.push_str(&p.exp_string(prompt).unwrap_or_else(|e| panic!("no prompt {prompt:?}: {e}")));
+        seen.push_str(
+            &p.exp_string(prompt)
+                .unwrap_or_else(|e| panic!("no prompt {prompt:?}: {e}")),
+        );
         seen.push_str(prompt);
         p.send_line(answer).expect("type");
     }
@@ -285,11 +288,19 @@ fn destroy_asks_for_the_stack_name_not_a_keypress() {
         "echo destroyed >> \"$STRATA_ROOT/destroyed\"",
     );
     assert_eq!(ws.strata(&["up", "-p", "t", "-s", "dev"]).code, 0);
-    let (out, code) = answering(&ws, &["destroy", "-p", "t", "-s", "dev"], &[("Type the stack name", "y")]);
+    let (out, code) = answering(
+        &ws,
+        &["destroy", "-p", "t", "-s", "dev"],
+        &[("Type the stack name", "y")],
+    );
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("Nothing was destroyed"), "{out}");
     assert!(!ws.exists("destroyed"));
-    let (out, code) = answering(&ws, &["destroy", "-p", "t", "-s", "dev"], &[("Type the stack name", "dev")]);
+    let (out, code) = answering(
+        &ws,
+        &["destroy", "-p", "t", "-s", "dev"],
+        &[("Type the stack name", "dev")],
+    );
     assert_eq!(code, 0, "{out}");
     assert!(ws.exists("destroyed"));
 }
