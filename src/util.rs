@@ -127,6 +127,18 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io("set the mode of", dir, e))
 }
 
+/// "Did you mean …?" for a name that is not one of `known`: the closest known name
+/// (Jaro-Winkler, as clap suggests subcommands), with the sentence around it, or "".
+pub fn did_you_mean<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    known
+        .into_iter()
+        .map(|k| (strsim::jaro_winkler(wanted, k), k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| format!(" Did you mean `{k}`?"))
+        .unwrap_or_default()
+}
+
 /// Raises the open-files soft limit to the hard limit (hundreds of projects, each with
 /// pipes and a log, can exceed the usual soft 1024). Returns the soft limit in force.
 pub fn raise_open_files_limit() -> u64 {
@@ -219,6 +231,19 @@ mod tests {
             proptest::prop_assume!(a != b);
             proptest::prop_assert_ne!(slug(&a), slug(&b));
         }
+    }
+
+    #[test]
+    fn suggests_the_closest_name() {
+        assert_eq!(
+            did_you_mean("aws2", ["aws", "do", "local"]),
+            " Did you mean `aws`?"
+        );
+        assert_eq!(
+            did_you_mean("infra/vcp", ["infra/vpc", "infra/eks"]),
+            " Did you mean `infra/vpc`?"
+        );
+        assert_eq!(did_you_mean("zzz", ["aws", "do"]), "");
     }
 
     #[test]

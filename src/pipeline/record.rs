@@ -90,25 +90,41 @@ pub fn finish(
     }
     match status {
         Status::Cancelled => {
-            let killed_stacks: Vec<String> = done
-                .plan
-                .order
-                .iter()
-                .filter(|&&i| {
-                    done.results[i].status == Status::Cancelled
-                        && done.plan.nodes[i].kind == NodeKind::Pulumi
-                        && done.logs[i].is_some()
-                })
-                .map(|&i| done.plan.nodes[i].path.clone())
-                .collect();
-            let hint = if done.killed && !killed_stacks.is_empty() {
-                format!(
-                    " These stacks may need `pulumi cancel --stack {stack}` in their folder: {}.",
-                    killed_stacks.join(", ")
-                )
-            } else {
-                " Pulumi saved the state of each cancelled update; run `strata up --resume` to continue.".to_string()
+            let cancelled = |kind: NodeKind| -> Vec<String> {
+                done.plan
+                    .order
+                    .iter()
+                    .filter(|&&i| {
+                        done.results[i].status == Status::Cancelled
+                            && done.plan.nodes[i].kind == kind
+                            && done.logs[i].is_some()
+                    })
+                    .map(|&i| done.plan.nodes[i].path.clone())
+                    .collect()
             };
+            let (pulumi, commands) = (cancelled(NodeKind::Pulumi), cancelled(NodeKind::Command));
+            let mut hint = String::new();
+            if !pulumi.is_empty() {
+                if done.killed {
+                    hint.push_str(&format!(
+                        " These Pulumi stacks were killed and may need `pulumi cancel --stack {stack}` in their folder: {}.",
+                        pulumi.join(", ")
+                    ));
+                } else {
+                    hint.push_str(&format!(
+                        " Pulumi cancelled {} gracefully and saved its state.",
+                        pulumi.join(", ")
+                    ));
+                }
+            }
+            if !commands.is_empty() {
+                hint.push_str(&format!(
+                    " Command projects {}: {}.",
+                    if done.killed { "killed" } else { "stopped" },
+                    commands.join(", ")
+                ));
+            }
+            hint.push_str(&format!(" To continue: {}", resume_command(r)));
             let sig = done.signal.unwrap_or(libc::SIGINT);
             let what = match sig {
                 libc::SIGTERM => "stopped by SIGTERM",
@@ -122,4 +138,25 @@ pub fn finish(
         Status::Failed => Ok(exit::FAILED),
         _ => Ok(exit::OK),
     }
+}
+
+/// The exact command that resumes this run, with the flags in force.
+fn resume_command(r: &Resolved) -> String {
+    let mut cmd = String::from("strata");
+    let inside = std::env::current_dir().is_ok_and(|d| d.starts_with(&r.ws.root));
+    if !inside {
+        cmd.push_str(&format!(" -C {}", r.ws.root.display()));
+    }
+    cmd.push_str(&format!(
+        " up --resume --provider {} --stack {}",
+        r.profile.name,
+        r.stack()
+    ));
+    if r.req.args.parallel != 4 {
+        cmd.push_str(&format!(" -j {}", r.req.args.parallel));
+    }
+    if r.req.args.keep_going {
+        cmd.push_str(" --keep-going");
+    }
+    cmd
 }

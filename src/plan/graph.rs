@@ -343,7 +343,13 @@ impl Plan {
         match by_name.as_slice() {
             [i] => Ok(*i),
             [] => Err(Error::config(format!(
-                "`{wanted}` is not a project of this profile (neither a path nor a Pulumi project name).\n  Projects: {}.\n  See them all with `strata show`.",
+                "`{wanted}` is not a project of this profile (neither a path nor a Pulumi project name).{}\n  Projects: {}.\n  See them all with `strata show`.",
+                crate::util::did_you_mean(
+                    trimmed,
+                    self.nodes
+                        .iter()
+                        .flat_map(|n| [n.path.as_str(), n.name.as_str()])
+                ),
                 self.order
                     .iter()
                     .map(|&i| self.nodes[i].path.as_str())

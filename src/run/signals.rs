@@ -32,7 +32,7 @@ pub fn watch(
                 let running = control.cancel_by_signal(sig);
                 notify(RunEvent::Notice {
                     message: format!(
-                        "Interrupted: no new project starts. Sent one SIGINT to {} running project{}{} so Pulumi cancels gracefully and saves its state. Waiting up to {}s; press Ctrl-C again to kill {}.",
+                        "Interrupted: no new project starts. Sent one SIGINT to {} running project{}{} so each stops gracefully (Pulumi saves its state). Waiting up to {}s; press Ctrl-C again to kill {}.",
                         running.len(),
                         if running.len() == 1 { "" } else { "s" },
                         if running.is_empty() {

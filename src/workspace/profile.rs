@@ -269,8 +269,9 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
     let Some((_, file)) = available.iter().find(|(n, _)| n == name) else {
         let names: Vec<&str> = available.iter().map(|(n, _)| n.as_str()).collect();
         return Err(Error::config(format!(
-            "unknown provider `{name}`: there is no {}.\n  Available providers: {}.\n  Pick one with --provider NAME (see `strata providers`).",
+            "unknown provider `{name}`: there is no {}.{}\n  Available providers: {}.\n  Pick one with --provider NAME (see `strata providers`).",
             display_path(&providers_dir.join(format!("{name}.yaml"))),
+            crate::util::did_you_mean(name, names.iter().copied()),
             if names.is_empty() {
                 "none".to_string()
             } else {

@@ -56,3 +56,56 @@ fn every_read_command_prints_one_json_document() {
         assert!(v.is_ok(), "{args:?} printed no single JSON document: {out}");
     }
 }
+
+/// Unknown providers and projects get a "did you mean".
+#[test]
+fn unknown_names_get_a_suggestion() {
+    let ws = Ws::new();
+    ws.profile(
+        "local",
+        &format!("{HEAD}infrastructure:\n  - path: net/vpc\n"),
+    );
+    ws.command_project("net/vpc", "true", "true");
+    let r = ws.strata(&["show", "-p", "locl", "-s", "dev"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("Did you mean `local`?"), "{r:?}");
+    let r = ws.strata(&["show", "-p", "local", "-s", "dev", "--project", "net/vcp"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("Did you mean `net/vpc`?"), "{r:?}");
+}
+
+/// Ctrl-C during a command project: the message does not speak of Pulumi, says what
+/// was stopped, and gives the exact command that resumes, with the flags in force.
+#[test]
+fn ctrl_c_says_what_was_stopped_and_how_to_resume() {
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: slow\n"));
+    ws.command_project(
+        "slow",
+        "trap 'exit 130' INT; echo started > \"$STRATA_ROOT/started\"; sleep 60 & wait $!",
+        "true",
+    );
+    let child = ws.spawn(&["up", "-p", "t", "-s", "dev", "-j", "2"]);
+    let t0 = std::time::Instant::now();
+    while !ws.exists("started") {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let st = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("Command projects stopped: slow"), "{err}");
+    assert!(!err.contains("Pulumi cancelled"), "{err}");
+    assert!(
+        err.contains("strata up --resume --provider t --stack dev -j 2"),
+        "{err}"
+    );
+}
