@@ -16,13 +16,32 @@ pub enum Display {
 }
 
 /// The one pure decision of how to report: JSON when asked; progress bars only on a
-/// terminal outside CI; plain lines otherwise.
-pub fn display(output: OutputFormat, stderr_is_terminal: bool, is_ci: bool) -> Display {
+/// capable terminal outside CI (`TERM=dumb` — Emacs shells, some CI — cannot redraw
+/// lines); plain lines otherwise.
+pub fn display(output: OutputFormat, stderr_is_terminal: bool, is_ci: bool, dumb: bool) -> Display {
     match output {
         OutputFormat::Json => Display::Json,
-        OutputFormat::Human if stderr_is_terminal && !is_ci => Display::Progress,
+        OutputFormat::Human if stderr_is_terminal && !is_ci && !dumb => Display::Progress,
         OutputFormat::Human => Display::Plain,
     }
+}
+
+/// Whether to colour output (<https://no-color.org>, CLICOLOR_FORCE): never with
+/// `NO_COLOR` set and not empty; always with `CLICOLOR_FORCE` set and not `0`; else on a
+/// terminal that is not `TERM=dumb`.
+pub fn colour(
+    no_color: Option<&str>,
+    clicolor_force: Option<&str>,
+    is_terminal: bool,
+    dumb: bool,
+) -> bool {
+    if no_color.is_some_and(|v| !v.is_empty()) {
+        return false;
+    }
+    if clicolor_force.is_some_and(|v| !v.is_empty() && v != "0") {
+        return true;
+    }
+    is_terminal && !dumb
 }
 
 /// Whether strata may prompt: not with --non-interactive, not when stdin is not a
@@ -46,10 +65,25 @@ pub struct Settings {
 
 impl Settings {
     pub fn resolve(g: &GlobalArgs) -> Settings {
-        let ci = is_ci(std::env::var("CI").ok().as_deref());
+        let var = |k: &str| std::env::var(k).ok();
+        let ci = is_ci(var("CI").as_deref());
+        let dumb = var("TERM").as_deref() == Some("dumb");
+        let (no_color, force) = (var("NO_COLOR"), var("CLICOLOR_FORCE"));
+        console::set_colors_enabled(colour(
+            no_color.as_deref(),
+            force.as_deref(),
+            std::io::stdout().is_terminal(),
+            dumb,
+        ));
+        console::set_colors_enabled_stderr(colour(
+            no_color.as_deref(),
+            force.as_deref(),
+            std::io::stderr().is_terminal(),
+            dumb,
+        ));
         Settings {
             interactive: interactive(g.non_interactive, std::io::stdin().is_terminal(), ci),
-            display: display(g.output, std::io::stderr().is_terminal(), ci),
+            display: display(g.output, std::io::stderr().is_terminal(), ci, dumb),
             json: g.output == OutputFormat::Json,
         }
     }
@@ -62,11 +96,30 @@ mod tests {
     #[test]
     fn display_decision() {
         use OutputFormat::{Human, Json as J};
-        assert_eq!(display(J, true, false), Display::Json);
-        assert_eq!(display(J, false, true), Display::Json);
-        assert_eq!(display(Human, true, false), Display::Progress);
-        assert_eq!(display(Human, true, true), Display::Plain);
-        assert_eq!(display(Human, false, false), Display::Plain);
+        assert_eq!(display(J, true, false, false), Display::Json);
+        assert_eq!(display(J, false, true, false), Display::Json);
+        assert_eq!(display(Human, true, false, false), Display::Progress);
+        assert_eq!(display(Human, true, true, false), Display::Plain);
+        assert_eq!(display(Human, false, false, false), Display::Plain);
+        assert_eq!(
+            display(Human, true, false, true),
+            Display::Plain,
+            "TERM=dumb"
+        );
+    }
+
+    #[test]
+    fn colour_decision() {
+        assert!(colour(None, None, true, false));
+        assert!(!colour(None, None, false, false));
+        assert!(!colour(None, None, true, true), "TERM=dumb");
+        assert!(!colour(Some("1"), Some("1"), true, false), "NO_COLOR wins");
+        assert!(
+            colour(Some(""), None, true, false),
+            "an empty NO_COLOR is unset"
+        );
+        assert!(colour(None, Some("1"), false, false), "CLICOLOR_FORCE");
+        assert!(!colour(None, Some("0"), false, false));
     }
 
     #[test]

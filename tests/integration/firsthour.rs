@@ -109,3 +109,24 @@ fn ctrl_c_says_what_was_stopped_and_how_to_resume() {
         "{err}"
     );
 }
+
+/// On a terminal with `TERM=dumb` (Emacs shells, some CI), strata prints plain lines:
+/// every project's lines and its hooks' output, with the placeholders filled in.
+#[test]
+fn term_dumb_shows_plain_lines_with_hook_output() {
+    let mut ws = Ws::new();
+    ws.set_env("TERM", "dumb");
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: a\n    on_success:\n      - run: echo \"hook says ${{outputs.greeting}}\"\n"),
+    );
+    ws.command_project(
+        "a",
+        "echo working; printf '{\"greeting\":\"hello-42\"}' > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    let (out, code) = crate::pipeline::answering(&ws, &["up", "-p", "t", "-s", "dev"], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("[a] working"), "{out}");
+    assert!(out.contains("[a] hook says hello-42"), "{out}");
+}

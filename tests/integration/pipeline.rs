@@ -133,7 +133,9 @@ pub fn answering(ws: &Ws, args: &[&str], answers: &[(&str, &str)]) -> (String, i
             sh.env(k, v);
         }
     }
-    sh.env("TERM", "xterm");
+    if !strata.get_envs().any(|(k, _)| k == "TERM") {
+        sh.env("TERM", "xterm");
+    }
     let mut p = rexpect::session::spawn_command(sh, Some(30_000)).expect("spawn on a pty");
     let mut seen = String::new();
     for (prompt, answer) in answers {
