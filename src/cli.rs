@@ -60,6 +60,20 @@ pub struct GlobalArgs {
     #[arg(long, global = true, help_heading = "Global options")]
     pub non_interactive: bool,
 
+    /// Print only warnings, errors and the final line of a run
+    #[arg(short = 'q', long, global = true, help_heading = "Global options")]
+    pub quiet: bool,
+
+    /// Plain lines (no progress bars) with every line the projects print
+    #[arg(
+        short = 'v',
+        long,
+        global = true,
+        conflicts_with = "quiet",
+        help_heading = "Global options"
+    )]
+    pub verbose: bool,
+
     /// Output format: human, or json (JSON Lines events on stdout)
     #[arg(
         long,

@@ -13,6 +13,8 @@ pub enum Display {
     Plain,
     /// JSON Lines events on stdout.
     Json,
+    /// `-q`: warnings, errors and the final line only.
+    Quiet,
 }
 
 /// The one pure decision of how to report: JSON when asked; progress bars only on a
@@ -61,6 +63,8 @@ pub struct Settings {
     pub interactive: bool,
     pub display: Display,
     pub json: bool,
+    /// `-v`: every line the children print is shown (plain lines).
+    pub verbose: bool,
 }
 
 impl Settings {
@@ -81,10 +85,21 @@ impl Settings {
             std::io::stderr().is_terminal(),
             dumb,
         ));
+        let shown = display(
+            g.output,
+            std::io::stderr().is_terminal() && !g.verbose,
+            ci,
+            dumb,
+        );
         Settings {
             interactive: interactive(g.non_interactive, std::io::stdin().is_terminal(), ci),
-            display: display(g.output, std::io::stderr().is_terminal(), ci, dumb),
+            display: match shown {
+                Display::Json => Display::Json,
+                _ if g.quiet => Display::Quiet,
+                other => other,
+            },
             json: g.output == OutputFormat::Json,
+            verbose: g.verbose,
         }
     }
 }

@@ -28,6 +28,6 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
     let held = lock::acquire(&r)?;
     write::write(&mut r, &mut answers)?;
     let reporter = Reporter::stdout(settings.display);
-    let done = execute::execute(&r, pre, answers, held, &reporter)?;
+    let done = execute::execute(&r, pre, answers, held, &reporter, settings.verbose)?;
     record::finish(&r, done, &reporter, settings)
 }

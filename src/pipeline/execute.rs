@@ -53,6 +53,7 @@ pub fn execute(
     answers: Answers,
     held: Held,
     reporter: &Reporter,
+    verbose: bool,
 ) -> Result<Executed> {
     let op = r.req.op;
     let stack = r.stack().to_string();
@@ -102,6 +103,7 @@ pub fn execute(
         fingerprints,
         fingerprint_salt: fp_salt,
         secret_name: r.profile.secret_name.clone(),
+        verbose,
         projects: r
             .full
             .nodes

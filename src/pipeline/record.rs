@@ -84,7 +84,17 @@ pub fn finish(
         processes,
         if processes == 1 { "" } else { "es" }
     );
-    if !settings.json {
+    if settings.display == crate::settings::Display::Quiet {
+        // -q: the final line, and what failed.
+        for row in rows.iter().filter(|r| r.status == Status::Failed) {
+            eprintln!(
+                "✗ {}: {}",
+                row.project,
+                done.redactor.redact(row.failure.as_deref().unwrap_or(""))
+            );
+        }
+        println!("{headline}");
+    } else if !settings.json {
         let text = report::summary(&rows, &headline, &|l| done.redactor.redact(l));
         reporter.println(text.trim_end());
     }

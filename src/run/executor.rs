@@ -47,6 +47,8 @@ pub struct Ctx {
     pub fingerprint_salt: Vec<u8>,
     /// Name of the Kubernetes Secret the secrets step writes.
     pub secret_name: String,
+    /// `-v`: the children's raw lines (CLI calls, stderr) are shown too.
+    pub verbose: bool,
     /// Project dirs and kinds of every project of the profile (for upstream lookups).
     pub projects: BTreeMap<String, (PathBuf, String, ProjectKind)>,
 }
@@ -307,7 +309,12 @@ impl<'a> StepRunner<'a> {
             return Ran::new(Status::Failed, Some("unknown project".into()), None);
         };
         let mut sink = |p: Progress| match p {
-            Progress::Raw(l) => log(&l),
+            Progress::Raw(l) => {
+                if ctx.verbose && !l.trim_start().starts_with('{') {
+                    self.show(i, &l, emit);
+                }
+                log(&l)
+            }
             Progress::Line(l) => self.show(i, &l, emit),
             Progress::Resources {
                 done,

@@ -94,6 +94,11 @@ impl Reporter {
             }
             Display::Plain => self.plain(e),
             Display::Progress => self.progress(e),
+            Display::Quiet => {
+                if let RunEvent::Notice { message } = e {
+                    eprintln!("{message}");
+                }
+            }
         }
     }
 

@@ -130,3 +130,33 @@ fn term_dumb_shows_plain_lines_with_hook_output() {
     assert!(out.contains("[a] working"), "{out}");
     assert!(out.contains("[a] hook says hello-42"), "{out}");
 }
+
+/// `-q` prints the final line (and what failed) only; `-v` adds the children's raw
+/// lines, such as the CLI calls strata makes.
+#[test]
+fn quiet_and_verbose() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: a\n  - path: vpc\n"),
+    );
+    ws.command_project(
+        "a",
+        "echo chatty-line; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    ws.pulumi_project("vpc", "vpc", "outputs:\n  x: 1\n");
+    let q = ws.strata(&["up", "-p", "t", "-s", "dev", "-q"]);
+    assert_eq!(q.code, 0, "{q:?}");
+    assert_eq!(q.stdout.lines().count(), 1, "{q:?}");
+    assert!(q.stdout.starts_with("strata up succeeded"), "{q:?}");
+    let v = ws.strata(&["up", "-p", "t", "-s", "dev", "-v"]);
+    assert_eq!(v.code, 0, "{v:?}");
+    assert!(v.stdout.contains("[vpc] $ pulumi up"), "{v:?}");
+    let plain = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert!(!plain.stdout.contains("$ pulumi up"), "{plain:?}");
+    assert!(
+        ws.strata(&["up", "-q", "-v"]).code == 2,
+        "-q and -v conflict"
+    );
+}
