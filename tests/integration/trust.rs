@@ -334,3 +334,35 @@ fn every_line_of_a_multi_line_secret_is_redacted_everywhere() {
         assert!(!logs.contains(line), "logs: {logs}");
     }
 }
+
+/// Sixteen projects whose kubeconfig hooks run at the same time all keep their entries
+/// (the merge holds kubectl's `<file>.lock`).
+#[test]
+fn parallel_kubeconfig_hooks_keep_every_entry() {
+    let ws = Ws::new();
+    let mut entries = String::new();
+    for i in 0..16 {
+        entries.push_str(&format!(
+            "  - path: c{i}\n    needs: []\n    on_success:\n      - kubeconfig: {{ output: kubeconfig }}\n"
+        ));
+        let kc = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubernetes\n  cluster: {{server: https://c{i}.example}}\nusers:\n- name: aws\n  user: {{token: t{i}}}\ncontexts:\n- name: aws\n  context: {{cluster: kubernetes, user: aws}}\ncurrent-context: aws\n"
+        );
+        ws.write(
+            &format!("projects/c{i}/outputs.json"),
+            &serde_json::json!({ "kubeconfig": kc }).to_string(),
+        );
+        ws.command_project(
+            &format!("c{i}"),
+            "cat outputs.json > \"$STRATA_OUTPUTS_FILE\"",
+            "true",
+        );
+    }
+    ws.profile("t", &format!("{HEAD}infrastructure:\n{entries}"));
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "-j", "16"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc: serde_yaml::Value = serde_yaml::from_str(&ws.read("home/.kube/config")).unwrap();
+    let contexts = doc["contexts"].as_sequence().unwrap();
+    assert_eq!(contexts.len(), 16, "{doc:?}");
+    assert!(!ws.exists("home/.kube/config.lock"));
+}
