@@ -110,6 +110,24 @@ fn mermaid_parses_with_the_real_mermaid_whatever_the_project_names() {
     );
 }
 
+/// Exports the shipped profile `p` in `format` to `<dir>/<p>.yml`; asserts exit 0.
+fn export_shipped(dir: &Path, p: &str, format: &str) -> (std::path::PathBuf, Run) {
+    let f = dir.join(format!("{p}.yml"));
+    let r = repo(&[
+        "export",
+        "-p",
+        p,
+        "-s",
+        "dev",
+        "--format",
+        format,
+        "-o",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{p} {format}: {r:?}");
+    (f, r)
+}
+
 /// Every shipped profile's GitHub Actions workflow passes actionlint (with shellcheck
 /// checking each `run:` script when it is installed).
 #[test]
@@ -117,19 +135,7 @@ fn every_shipped_workflow_passes_actionlint() {
     let actionlint = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/actionlint");
     let dir = tempfile::tempdir().unwrap();
     for p in ["aws", "do", "linode", "kubeconfig", "local"] {
-        let f = dir.path().join(format!("{p}.yml"));
-        let r = repo(&[
-            "export",
-            "-p",
-            p,
-            "-s",
-            "dev",
-            "--format",
-            "github-actions",
-            "-o",
-            f.to_str().unwrap(),
-        ]);
-        assert_eq!(r.code, 0, "{p}: {r:?}");
+        let (f, _) = export_shipped(dir.path(), p, "github-actions");
         let text = std::fs::read_to_string(&f).unwrap();
         assert!(text.contains("build-strata"), "{p}: built once");
         assert_eq!(
@@ -200,19 +206,7 @@ fn shared_tool(name: &str) -> std::path::PathBuf {
 fn every_shipped_pko_export_passes_the_stack_crd() {
     let dir = tempfile::tempdir().unwrap();
     for p in ["aws", "do", "linode", "kubeconfig"] {
-        let f = dir.path().join(format!("{p}.yml"));
-        let r = repo(&[
-            "export",
-            "-p",
-            p,
-            "-s",
-            "dev",
-            "--format",
-            "pko",
-            "-o",
-            f.to_str().unwrap(),
-        ]);
-        assert_eq!(r.code, 0, "{p}: {r:?}");
+        let (f, r) = export_shipped(dir.path(), p, "pko");
         let text = std::fs::read_to_string(&f).unwrap();
         if p != "kubeconfig" {
             assert!(
@@ -239,19 +233,7 @@ fn every_shipped_pko_export_passes_the_stack_crd() {
 fn every_shipped_argo_export_passes_the_workflow_schema() {
     let dir = tempfile::tempdir().unwrap();
     for p in ["aws", "do", "linode", "kubeconfig", "local"] {
-        let f = dir.path().join(format!("{p}.yml"));
-        let r = repo(&[
-            "export",
-            "-p",
-            p,
-            "-s",
-            "dev",
-            "--format",
-            "argo",
-            "-o",
-            f.to_str().unwrap(),
-        ]);
-        assert_eq!(r.code, 0, "{p}: {r:?}");
+        let (f, _) = export_shipped(dir.path(), p, "argo");
         if let Some((ok, out)) =
             python_check("validate_argo.py", &[&shared_tool("argo-schema.json"), &f])
         {
