@@ -38,6 +38,10 @@ impl ChildRecorder {
     /// Rewrites the lock with `children` (temp file + rename; a crash leaves the old list
     /// or the new one, and the page cache survives a killed process, so no fsync).
     pub fn record(&self, children: &[(i32, String)]) {
+        // Released already (the end of a run): never bring the lock back.
+        if !self.path.exists() {
+            return;
+        }
         let mut owner = self.owner.clone();
         owner.children = children.to_vec();
         let Ok(body) = serde_json::to_string(&owner) else {
