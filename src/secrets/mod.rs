@@ -118,7 +118,12 @@ pub fn gather(
         redact: env_secrets(&ws.env),
         ..Gathered::default()
     };
-    if declared.is_empty() || !asking {
+    if declared.is_empty() {
+        // No project of this run takes a secret, so no child is handed one: the store is
+        // not opened (a passphrase store costs its scrypt work factor every time).
+        return Ok(out);
+    }
+    if !asking {
         // Nothing to ask: still learn the stored values (when the key is at hand without
         // a prompt) so they can be redacted.
         let all = load_unprompted(ws, stack)?.unwrap_or_default();

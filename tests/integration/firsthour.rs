@@ -160,3 +160,28 @@ fn quiet_and_verbose() {
         "-q and -v conflict"
     );
 }
+
+/// A run whose projects take no secret never opens the store: a passphrase store costs
+/// its scrypt work factor each time it is opened (here the passphrase is even wrong).
+#[test]
+fn a_run_without_secrets_does_not_open_the_store() {
+    let mut ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: a\n  - path: b\n    secrets:\n      - key: b:token\n        prompt: Token\n"),
+    );
+    ws.command_project("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    ws.command_project("b", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    ws.set_env("STRATA_PASSPHRASE", "the-right-one");
+    ws.set_env("STRATA_SECRET_B_TOKEN", "tok");
+    // (--project: the built-in secrets step would need a cluster.)
+    let first = ws.strata(&["up", "-p", "t", "-s", "dev", "--project", "b"]);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert!(ws.exists("config/secrets/dev.age"));
+    ws.set_env("STRATA_PASSPHRASE", "a-wrong-one");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--project", "a"]);
+    assert_eq!(r.code, 0, "the store was opened: {r:?}");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--project", "b"]);
+    assert_eq!(r.code, 3, "b takes a secret: {r:?}");
+    assert!(r.stderr.contains("wrong passphrase"), "{r:?}");
+}
