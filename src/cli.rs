@@ -96,7 +96,7 @@ pub enum Command {
     /// Bring every project up, in dependency order
     Up(UpArgs),
     /// Show what `up` would change, project by project
-    Preview(RunArgs),
+    Preview(PreviewArgs),
     /// Refresh the state of every project
     Refresh(RunArgs),
     /// Destroy every project, in reverse dependency order
@@ -201,6 +201,32 @@ pub struct UpArgs {
     /// Skip projects whose inputs are unchanged since their last successful `up`
     #[arg(long)]
     pub changed: bool,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Preview options")]
+pub struct PreviewOptions {
+    /// Exit 4 when any project would change (drift or pending work)
+    #[arg(long)]
+    pub expect_no_changes: bool,
+
+    /// Refresh each stack's state before its preview (drift detection)
+    #[arg(long)]
+    pub refresh: bool,
+
+    /// Write a Markdown summary (one row per project, what would change); it is also
+    /// appended to $GITHUB_STEP_SUMMARY when that is set
+    #[arg(long, value_name = "FILE")]
+    pub summary_file: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct PreviewArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
+    pub preview: PreviewOptions,
 }
 
 #[derive(Debug, Args, Clone)]

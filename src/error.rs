@@ -8,6 +8,8 @@ pub mod exit {
     pub const FAILED: i32 = 1;
     pub const USAGE: i32 = 2;
     pub const CONFIG: i32 = 3;
+    /// `preview --expect-no-changes` found changes.
+    pub const CHANGES: i32 = 4;
     pub const INTERRUPTED: i32 = 130;
 }
 

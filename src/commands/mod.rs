@@ -40,11 +40,22 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 args: a.run.clone(),
                 resume: a.resume,
                 changed: a.changed,
+                preview: Default::default(),
             },
         ),
-        Command::Preview(a) | Command::Refresh(a) | Command::Destroy(a) => {
+        Command::Preview(a) => run::run(
+            &cli.global,
+            &settings,
+            crate::pipeline::Request {
+                op: Operation::Preview,
+                args: a.run.clone(),
+                resume: false,
+                changed: false,
+                preview: a.preview.clone(),
+            },
+        ),
+        Command::Refresh(a) | Command::Destroy(a) => {
             let op = match &cli.command {
-                Command::Preview(_) => Operation::Preview,
                 Command::Refresh(_) => Operation::Refresh,
                 _ => Operation::Destroy,
             };
@@ -56,6 +67,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     args: a.clone(),
                     resume: false,
                     changed: false,
+                    preview: Default::default(),
                 },
             )
         }

@@ -70,6 +70,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &OutputsArgs) -> Result<i3
                     needed_outputs: vec![],
                     scratch_dir: state_dir.join("work").join(slug(&node.path)),
                     secret_config: Default::default(),
+                    refresh: false,
                 };
                 let mut procs = 0;
                 match engine.stack_outputs(

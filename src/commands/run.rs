@@ -1,6 +1,7 @@
 //! `up`, `preview`, `refresh`, `destroy`: the run pipeline's stages, in order.
 
 use crate::cli::GlobalArgs;
+use crate::engine::Operation;
 use crate::error::{Result, exit};
 use crate::pipeline::{Request, ask, execute, lock, preflight, record, resolve, write};
 use crate::run::report::Reporter;
@@ -25,8 +26,22 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
         eprintln!("Nothing was destroyed.");
         return Ok(exit::FAILED);
     }
-    let held = lock::acquire(&r)?;
-    write::write(&mut r, &mut answers)?;
+    let held = if r.req.op == Operation::Preview {
+        // A preview changes nothing and takes no stack lock; only answers it has to
+        // save are written, under the lock, which is released before it runs.
+        if answers.writes_anything() {
+            let saving = lock::acquire(&r)?;
+            write::write(&mut r, &mut answers)?;
+            drop(saving);
+        } else {
+            write::write(&mut r, &mut answers)?;
+        }
+        lock::signals_only()?
+    } else {
+        let held = lock::acquire(&r)?;
+        write::write(&mut r, &mut answers)?;
+        held
+    };
     let reporter = Reporter::stdout(settings.display);
     let done = execute::execute(&r, pre, answers, held, &reporter, settings.verbose)?;
     record::finish(&r, done, &reporter, settings)

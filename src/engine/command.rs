@@ -90,8 +90,12 @@ impl Engine for CommandEngine {
         let expr = duct::cmd("sh", ["-c", script.as_str()])
             .dir(&job.dir)
             .full_env(&env);
+        let mut last_line = String::new();
         let exit = run_streaming(expr, control, &job.path, &mut |line| {
             report(Progress::Raw(line.clone()));
+            if !line.trim().is_empty() {
+                last_line = line.trim().to_string();
+            }
             report(Progress::Line(line));
         })
         .map_err(|e| fail(format!("could not run sh for {}: {e}", job.path)))?;
@@ -134,7 +138,10 @@ impl Engine for CommandEngine {
         };
         let _ = std::fs::remove_file(&outputs_file);
         Ok(Outcome {
-            summary: if outputs.is_empty() {
+            // A preview command's answer is what it printed: its last line.
+            summary: if job.op == Operation::Preview {
+                last_line
+            } else if outputs.is_empty() {
                 String::new()
             } else {
                 format!(
@@ -146,6 +153,7 @@ impl Engine for CommandEngine {
             outputs,
             secret_outputs: Default::default(),
             processes: 1,
+            changes: None,
         })
     }
 }
@@ -172,6 +180,7 @@ mod tests {
             needed_outputs: vec![],
             scratch_dir: dir.join("scratch"),
             secret_config: BTreeMap::new(),
+            refresh: false,
         }
     }
 

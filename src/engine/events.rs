@@ -19,6 +19,8 @@ pub struct EventState {
     pub changes: Option<Map<String, Value>>,
     /// Number of lines that were engine events.
     pub events: usize,
+    /// (operation, URN) of every resource step that is not `same`, in order.
+    pub steps: Vec<(String, String)>,
 }
 
 const STACK_TYPE: &str = "pulumi:pulumi:Stack";
@@ -47,9 +49,11 @@ impl EventState {
                 return None;
             }
             let op = md["op"].as_str().unwrap_or("");
-            let name = short_name(md["urn"].as_str().unwrap_or(""));
+            let urn = md["urn"].as_str().unwrap_or("");
+            let name = short_name(urn);
             if op != "same" && op != "read" {
                 self.current = Some(format!("{op} {name}"));
+                self.steps.push((op.to_string(), urn.to_string()));
             }
             self.started += 1;
             return (op != "same").then(|| format!("{} {ty} {name}", op_symbol(op)));
@@ -152,7 +156,7 @@ impl EventState {
     }
 }
 
-fn op_symbol(op: &str) -> &'static str {
+pub fn op_symbol(op: &str) -> &'static str {
     match op {
         "create" | "create-replacement" => "+",
         "update" => "~",

@@ -2,6 +2,7 @@
 //! engine, child-process control and Pulumi event parsing.
 
 pub mod command;
+pub mod digest;
 pub mod events;
 pub mod process;
 pub mod pulumi;
@@ -58,6 +59,8 @@ pub struct Job {
     /// Config values to set as Pulumi secrets in `config_file` before the operation
     /// (piped through stdin, never on a command line).
     pub secret_config: BTreeMap<String, String>,
+    /// `preview --refresh`: refresh the stack's state before previewing (drift).
+    pub refresh: bool,
 }
 
 /// What an engine reports while it runs.
@@ -85,6 +88,8 @@ pub struct Outcome {
     pub summary: String,
     /// How many CLI processes this project started.
     pub processes: u32,
+    /// A Pulumi preview's change summary and changed resources.
+    pub changes: Option<digest::Changes>,
 }
 
 /// A failed or cancelled run.

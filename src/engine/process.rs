@@ -223,7 +223,16 @@ fn exit_of(status: &std::process::ExitStatus) -> Exit {
     }
 }
 
-fn send_lines(mut r: impl std::io::Read, tx: &std::sync::mpsc::Sender<Option<String>>) {
+/// Which pipe a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+type Line = Option<(Stream, String)>;
+
+fn send_lines(mut r: impl std::io::Read, from: Stream, tx: &std::sync::mpsc::Sender<Line>) {
     let mut buf = BufReader::new(&mut r);
     let mut line = Vec::new();
     loop {
@@ -235,7 +244,7 @@ fn send_lines(mut r: impl std::io::Read, tx: &std::sync::mpsc::Sender<Option<Str
                     line.pop();
                 }
                 if tx
-                    .send(Some(String::from_utf8_lossy(&line).into_owned()))
+                    .send(Some((from, String::from_utf8_lossy(&line).into_owned())))
                     .is_err()
                 {
                     return;
@@ -259,6 +268,16 @@ pub fn run_streaming(
     project: &str,
     on_line: &mut dyn FnMut(String),
 ) -> std::io::Result<Exit> {
+    run_streaming_tagged(expr, control, project, &mut |_, line| on_line(line))
+}
+
+/// [`run_streaming`], telling which pipe each line came from.
+pub fn run_streaming_tagged(
+    expr: duct::Expression,
+    control: &Control,
+    project: &str,
+    on_line: &mut dyn FnMut(Stream, String),
+) -> std::io::Result<Exit> {
     use std::sync::mpsc::RecvTimeoutError;
     use std::time::{Duration, Instant};
     let (out_reader, out_writer) = os_pipe::pipe()?;
@@ -274,18 +293,18 @@ pub fn run_streaming(
     drop(expr);
     let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
     let _guard = control.register(pgid, project);
-    let (tx, rx) = std::sync::mpsc::channel::<Option<String>>();
+    let (tx, rx) = std::sync::mpsc::channel::<Line>();
     // Not joined: a grandchild may keep a pipe open long after the child ends.
-    for r in [out_reader, err_reader] {
+    for (r, from) in [(out_reader, Stream::Stdout), (err_reader, Stream::Stderr)] {
         let tx = tx.clone();
-        std::thread::spawn(move || send_lines(r, &tx));
+        std::thread::spawn(move || send_lines(r, from, &tx));
     }
     drop(tx);
     let mut open = 2;
     let mut exited_at: Option<Instant> = None;
     while open > 0 {
         match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(Some(line)) => on_line(line),
+            Ok(Some((from, line))) => on_line(from, line),
             Ok(None) => open -= 1,
             Err(RecvTimeoutError::Disconnected) => break,
             // The child is gone and its pipes have been quiet: whoever holds them now

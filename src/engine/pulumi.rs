@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::digest::{self, Changes};
 use super::events::EventState;
-use super::process::{Captured, Control, Exit, run_captured, run_streaming};
+use super::process::{Captured, Control, Exit, Stream, run_captured, run_streaming_tagged};
 use super::{Engine, Failure, Job, Operation, Outcome, Progress, contains_secret_mask};
 
 /// Pulumi's documented exit codes (CLI 3.226+), for messages.
@@ -35,6 +36,15 @@ pub fn describe_exit(code: i32) -> &'static str {
 struct Seen {
     state: EventState,
     tail: Vec<String>,
+    /// `preview --json`: stdout, which holds one PreviewDigest document.
+    digest: Option<String>,
+}
+
+/// True when the CLI streams preview events instead of printing one digest.
+fn streaming_preview(job: &Job) -> bool {
+    job.env
+        .get("PULUMI_ENABLE_STREAMING_JSON_PREVIEW")
+        .is_some_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
 pub struct PulumiEngine {
@@ -71,15 +81,26 @@ impl PulumiEngine {
         seen: &mut Seen,
         procs: &mut u32,
     ) -> Result<Exit, Failure> {
-        let Seen { state, tail } = seen;
+        let Seen {
+            state,
+            tail,
+            digest,
+        } = seen;
         *procs += 1;
         report(Progress::Raw(format!("$ pulumi {}", args.join(" "))));
         let expr = duct::cmd(&self.binary, &args)
             .dir(&job.dir)
             .full_env(&job.env);
         let mut last_progress = (usize::MAX, usize::MAX);
-        let exit = run_streaming(expr, control, &job.path, &mut |line| {
+        let exit = run_streaming_tagged(expr, control, &job.path, &mut |from, line| {
             report(Progress::Raw(line.clone()));
+            if from == Stream::Stdout
+                && let Some(buf) = digest.as_mut()
+            {
+                buf.push_str(&line);
+                buf.push('\n');
+                return;
+            }
             if let Some(shown) = state.feed(&line) {
                 tail.push(shown.clone());
                 if tail.len() > 40 {
@@ -166,6 +187,67 @@ impl PulumiEngine {
     }
 }
 
+/// What a preview would change: from its digest (shown as one line per changed
+/// resource; its error diagnostics kept for the failure message), or from the streamed
+/// events when the CLI streams.
+fn preview_changes(seen: &mut Seen, report: &mut dyn FnMut(Progress)) -> Changes {
+    let mut changes = Changes::default();
+    match seen.digest.take() {
+        Some(text) => {
+            if let Some(d) = digest::parse(&text) {
+                changes = d.changes;
+                let mut errors = d.errors;
+                errors.append(&mut seen.state.errors);
+                seen.state.errors = errors;
+            } else {
+                // Not a digest (an error before the engine ran): its lines, as printed.
+                for l in text.lines().filter(|l| !l.trim().is_empty()) {
+                    seen.tail.push(l.to_string());
+                    report(Progress::Line(l.to_string()));
+                }
+                return changes;
+            }
+        }
+        None => {
+            if let Some(c) = &seen.state.changes {
+                for (op, n) in c {
+                    if let Some(n) = n.as_u64() {
+                        changes.counts.insert(op.clone(), n);
+                    }
+                }
+            }
+            for (op, urn) in &seen.state.steps {
+                if !urn.contains("::pulumi:pulumi:Stack::") {
+                    changes.add_step(op, urn);
+                }
+            }
+            return changes;
+        }
+    }
+    for (op, urn) in &changes.steps {
+        report(Progress::Line(format!(
+            "{} {}",
+            super::events::op_symbol(op),
+            digest::short_urn(urn)
+        )));
+    }
+    changes
+}
+
+/// "2 to create, 1 to replace" (or "no changes").
+fn preview_summary(c: &Changes) -> String {
+    let parts: Vec<String> = digest::CHANGING
+        .iter()
+        .filter(|op| c.count(op) > 0)
+        .map(|op| format!("{} to {op}", c.count(op)))
+        .collect();
+    if parts.is_empty() {
+        "no changes".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// Stops before starting another Pulumi process once a Ctrl-C came.
 fn stop_if_cancelled(job: &Job, control: &Control, procs: u32) -> Result<(), Failure> {
     if control.is_cancelled() {
@@ -189,8 +271,10 @@ impl Engine for PulumiEngine {
             Operation::Up => vec!["up", "--yes", "--skip-preview", "--json"],
             Operation::Destroy => vec!["destroy", "--yes", "--skip-preview", "--json"],
             Operation::Refresh => vec!["refresh", "--yes", "--skip-preview", "--json"],
-            Operation::Preview => vec!["preview"],
+            Operation::Preview if job.refresh => vec!["preview", "--json", "--refresh"],
+            Operation::Preview => vec!["preview", "--json"],
         };
+        let digest_mode = job.op == Operation::Preview && !streaming_preview(job);
         // A new stack on a file backend: create it first instead of learning it from a
         // failed operation (a wrong guess only costs an "already exists").
         if matches!(job.op, Operation::Up | Operation::Preview)
@@ -203,9 +287,12 @@ impl Engine for PulumiEngine {
         }
         // The operation; when Pulumi says the stack does not exist, create it and retry once.
         let mut created = false;
-        let (exit, seen) = loop {
+        let (exit, mut seen) = loop {
             stop_if_cancelled(job, control, procs)?;
-            let mut seen = Seen::default();
+            let mut seen = Seen {
+                digest: digest_mode.then(String::new),
+                ..Seen::default()
+            };
             let exit = self.invoke(
                 job,
                 self.base(job, &op_args, true),
@@ -239,9 +326,14 @@ impl Engine for PulumiEngine {
             }
             created = true;
         };
+        let changes = (job.op == Operation::Preview).then(|| preview_changes(&mut seen, report));
         if !exit.success() {
             return Err(failure(job, job.op.as_str(), &exit, &seen, control, procs));
         }
+        let summary = match &changes {
+            Some(c) => preview_summary(c),
+            None => seen.state.change_summary(),
+        };
         let state = seen.state;
         let mut outputs = match job.op {
             Operation::Up => state.stack_outputs.clone().unwrap_or_default(),
@@ -265,8 +357,9 @@ impl Engine for PulumiEngine {
         Ok(Outcome {
             outputs,
             secret_outputs,
-            summary: state.change_summary(),
+            summary,
             processes: procs,
+            changes,
         })
     }
 }
@@ -387,7 +480,7 @@ fn failure(
     control: &Control,
     procs: u32,
 ) -> Failure {
-    let Seen { state, tail } = seen;
+    let Seen { state, tail, .. } = seen;
     let cancelled = control.is_cancelled() || exit.code == Some(8);
     if cancelled {
         return Failure::Cancelled {
@@ -527,6 +620,7 @@ mod tests {
             needed_outputs: vec![],
             scratch_dir: "/tmp".into(),
             secret_config: Default::default(),
+            refresh: false,
         }
     }
 

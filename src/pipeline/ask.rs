@@ -29,6 +29,13 @@ pub struct Answers {
     pub confirmed: bool,
 }
 
+impl Answers {
+    /// True when the `write` stage has something to save.
+    pub fn writes_anything(&self) -> bool {
+        !self.new_config.is_empty() || !self.secrets.added.is_empty()
+    }
+}
+
 /// The stack name, asked on a terminal when nothing names one; the `write` stage records
 /// it in the env file as `PULUMI_STACK`.
 pub fn stack_name() -> Result<String> {

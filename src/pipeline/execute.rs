@@ -8,9 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::engine::Control;
+use crate::engine::Operation;
 use crate::engine::command::CommandEngine;
 use crate::engine::pulumi::PulumiEngine;
 use crate::error::Result;
+use crate::plan::NodeKind;
 use crate::plan::Plan;
 use crate::run::events::{RunEvent, Status};
 use crate::run::executor::{Ctx, StepRunner};
@@ -114,9 +116,27 @@ pub fn execute(
                     .map(|p| (n.path.clone(), (p.dir.clone(), p.name(), p.kind.clone())))
             })
             .collect(),
+        upstreams: r
+            .full
+            .nodes
+            .iter()
+            .map(|n| {
+                let ups = n
+                    .needs
+                    .iter()
+                    .map(|&j| &r.full.nodes[j])
+                    .filter(|u| u.kind != NodeKind::Builtin)
+                    .map(|u| u.path.clone())
+                    .collect();
+                (n.path.clone(), ups)
+            })
+            .collect(),
+        refresh: r.req.preview.refresh,
     };
     let control = Control::new();
-    control.observe(Box::new(held.lock.recorder()));
+    if let Some(lock) = &held.lock {
+        control.observe(Box::new(lock.recorder()));
+    }
     let pulumi = pre.pulumi.map(PulumiEngine::new);
     let command = CommandEngine {
         specs: r
@@ -168,6 +188,8 @@ pub fn execute(
             message: Some(why.clone()),
             log: None,
             exit_code: None,
+            upstream: None,
+            changes: None,
         });
     }
 
@@ -178,16 +200,25 @@ pub fn execute(
             .unwrap_or(90),
     );
     let done = AtomicBool::new(false);
+    // A preview changes nothing, so it needs no order: every project starts at once
+    // (bounded by -j), reading its upstreams' outputs as they are now, and one failed
+    // preview does not hide what the others would change.
+    let preview = op == Operation::Preview;
+    let sched_plan = if preview {
+        unordered(&ctx.plan)
+    } else {
+        ctx.plan.clone()
+    };
     let opts = scheduler::Options {
         parallel: r.req.args.parallel as usize,
-        keep_going: r.req.args.keep_going,
+        keep_going: r.req.args.keep_going || preview,
         operation: op,
     };
     let Held { signals, lock, .. } = held;
     let handle = signals.handle();
     let results = std::thread::scope(|s| {
         s.spawn(|| signals::watch(signals, &control, &done, grace, &emit));
-        let r = scheduler::run(&ctx.plan, opts, &runner, &control, &emit);
+        let r = scheduler::run(&sched_plan, opts, &runner, &control, &emit);
         done.store(true, Ordering::SeqCst);
         r
     });
@@ -213,6 +244,7 @@ pub fn execute(
                 fingerprint: None,
                 message: res.message.clone(),
                 log: None,
+                changes: None,
             });
         }
     }
@@ -237,6 +269,15 @@ pub fn execute(
         killed,
         redactor,
     })
+}
+
+/// The same steps with no order between them (a preview).
+fn unordered(plan: &Plan) -> Plan {
+    let mut flat = plan.clone();
+    for n in &mut flat.nodes {
+        n.needs.clear();
+    }
+    flat
 }
 
 /// Outputs that dependents (`inputs:`) or the project's own hooks read.

@@ -12,14 +12,27 @@ use super::resolve::Resolved;
 /// The stack lock and the signal handlers of a run; dropping it releases the lock.
 pub struct Held {
     pub signals: Signals,
-    pub lock: StackLock,
+    /// `None` for a preview, which changes nothing and takes no lock.
+    pub lock: Option<StackLock>,
     /// Warnings (a stale lock taken over) for the run's header.
     pub notices: Vec<String>,
 }
 
+fn install_signals() -> Result<Signals> {
+    signals::install().map_err(|e| Error::failed(format!("cannot install the Ctrl-C handler: {e}")))
+}
+
+/// The signal handlers alone: a preview runs beside an `up` of the same stack.
+pub fn signals_only() -> Result<Held> {
+    Ok(Held {
+        signals: install_signals()?,
+        lock: None,
+        notices: Vec::new(),
+    })
+}
+
 pub fn acquire(r: &Resolved) -> Result<Held> {
-    let signals = signals::install()
-        .map_err(|e| Error::failed(format!("cannot install the Ctrl-C handler: {e}")))?;
+    let signals = install_signals()?;
     let mut notices = Vec::new();
     // A strata killed outright leaves its children running: a takeover waits this long
     // for them (`STRATA_LOCK_WAIT_SECONDS`, default 120), then refuses.
@@ -38,7 +51,7 @@ pub fn acquire(r: &Resolved) -> Result<Held> {
     )?;
     Ok(Held {
         signals,
-        lock,
+        lock: Some(lock),
         notices,
     })
 }

@@ -11,7 +11,7 @@ pub mod record;
 pub mod resolve;
 pub mod write;
 
-use crate::cli::RunArgs;
+use crate::cli::{PreviewOptions, RunArgs};
 use crate::engine::Operation;
 
 /// What the user asked of a run.
@@ -21,4 +21,6 @@ pub struct Request {
     pub args: RunArgs,
     pub resume: bool,
     pub changed: bool,
+    /// `preview` only.
+    pub preview: PreviewOptions,
 }

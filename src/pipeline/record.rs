@@ -1,9 +1,11 @@
 //! Record: the end of a run — the summary (every project with its status and duration,
 //! the tail of each failure's log), the `run_finished` event, and the exit code.
 
+use crate::engine::Operation;
 use crate::error::{Error, Result, exit};
 use crate::plan::NodeKind;
 use crate::run::events::{Counts, RunEvent, Status};
+use crate::run::markdown;
 use crate::run::report::{self, Reporter, Row};
 use crate::settings::Settings;
 use crate::util::{human_duration, now_ms};
@@ -31,6 +33,7 @@ pub fn finish(
             log: None,
             failure: None,
             tail: vec![],
+            changes: None,
         });
     }
     for &i in &done.plan.order {
@@ -51,6 +54,7 @@ pub fn finish(
             log: done.logs[i].clone(),
             failure: res.message.clone(),
             tail: done.tails[i].clone(),
+            changes: res.changes.clone(),
         });
     }
     let elapsed = now_ms().saturating_sub(done.started_ms);
@@ -73,17 +77,26 @@ pub fn finish(
     });
     let processes = done.processes;
     let headline = format!(
-        "strata {} {}: {} succeeded, {} failed, {} skipped, {} cancelled in {} · {} process{} started",
+        "strata {} {}: {} succeeded, {} failed, {} skipped, {} cancelled{} in {} · {} process{} started",
         op.as_str(),
         status.as_str(),
         counts.succeeded,
         counts.failed,
         counts.skipped,
         counts.cancelled,
+        if op == Operation::Preview {
+            format!(", {} blocked", counts.blocked)
+        } else {
+            String::new()
+        },
         human_duration(elapsed),
         processes,
         if processes == 1 { "" } else { "es" }
     );
+    let mut summary_failed = None;
+    if op == Operation::Preview {
+        summary_failed = write_preview_summary(r, &done, &rows).err();
+    }
     if settings.display == crate::settings::Display::Quiet {
         // -q: the final line, and what failed.
         for row in rows.iter().filter(|r| r.status == Status::Failed) {
@@ -146,8 +159,71 @@ pub fn finish(
         // A downstream whose upstream was never deployed lacks an input: exit 3.
         Status::Failed if done.results.iter().any(|r| r.missing_input) => Ok(exit::CONFIG),
         Status::Failed => Ok(exit::FAILED),
-        _ => Ok(exit::OK),
+        _ => {
+            if let Some(e) = summary_failed {
+                return Err(e);
+            }
+            let changing: Vec<&str> = rows
+                .iter()
+                .filter(|row| row.changes.as_ref().is_some_and(|c| c.any()))
+                .map(|row| row.project.as_str())
+                .collect();
+            if r.req.preview.expect_no_changes && !changing.is_empty() {
+                eprintln!(
+                    "--expect-no-changes: {} project{} would change: {}",
+                    changing.len(),
+                    if changing.len() == 1 { "" } else { "s" },
+                    changing.join(", ")
+                );
+                return Ok(exit::CHANGES);
+            }
+            Ok(exit::OK)
+        }
     }
+}
+
+/// `--summary-file FILE` and `$GITHUB_STEP_SUMMARY` (appended to, like GitHub's own
+/// actions do): the preview's Markdown summary, redacted.
+fn write_preview_summary(r: &Resolved, done: &Executed, rows: &[Row]) -> Result<()> {
+    let file = r.req.preview.summary_file.as_ref();
+    let step =
+        r.ws.env
+            .get("GITHUB_STEP_SUMMARY")
+            .cloned()
+            .or_else(|| std::env::var("GITHUB_STEP_SUMMARY").ok())
+            .filter(|s| !s.is_empty());
+    if file.is_none() && step.is_none() {
+        return Ok(());
+    }
+    let lines: Vec<markdown::Line> = rows
+        .iter()
+        .map(|row| markdown::Line {
+            project: &row.project,
+            status: row.status,
+            note: &row.note,
+            changes: row.changes.as_ref(),
+            text: &row.tail,
+        })
+        .collect();
+    let text = done.redactor.redact(&markdown::preview_summary(
+        r.stack(),
+        &r.profile.name,
+        &lines,
+    ));
+    if let Some(path) = file {
+        crate::util::write_atomic(path, text.as_bytes(), None)?;
+    }
+    if let Some(path) = step {
+        use std::io::Write;
+        let path = std::path::PathBuf::from(path);
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{text}\n").as_bytes()))
+            .map_err(|e| Error::io("append the summary to $GITHUB_STEP_SUMMARY", &path, e))?;
+    }
+    Ok(())
 }
 
 /// The exact command that resumes this run, with the flags in force.

@@ -11,6 +11,9 @@ pub enum Status {
     Failed,
     Skipped,
     Cancelled,
+    /// Preview only: an upstream it needs has never been deployed, so it cannot be
+    /// previewed yet. Not a failure.
+    Blocked,
 }
 
 impl Status {
@@ -20,6 +23,7 @@ impl Status {
             Status::Failed => "failed",
             Status::Skipped => "skipped",
             Status::Cancelled => "cancelled",
+            Status::Blocked => "blocked",
         }
     }
 }
@@ -30,6 +34,7 @@ pub struct Counts {
     pub failed: usize,
     pub skipped: usize,
     pub cancelled: usize,
+    pub blocked: usize,
 }
 
 impl Counts {
@@ -39,6 +44,7 @@ impl Counts {
             Status::Failed => self.failed += 1,
             Status::Skipped => self.skipped += 1,
             Status::Cancelled => self.cancelled += 1,
+            Status::Blocked => self.blocked += 1,
         }
     }
 }
@@ -92,6 +98,12 @@ pub enum RunEvent {
         log: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         exit_code: Option<i32>,
+        /// `blocked`: the upstream that has never been deployed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        upstream: Option<String>,
+        /// A Pulumi preview's change summary (`{"create": 2, "same": 7}`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        changes: Option<serde_json::Value>,
     },
     /// A failed try whose output matched a `retry.on` pattern: the next try starts after
     /// `delay_ms`.

@@ -51,6 +51,11 @@ pub struct Ctx {
     pub verbose: bool,
     /// Project dirs and kinds of every project of the profile (for upstream lookups).
     pub projects: BTreeMap<String, (PathBuf, String, ProjectKind)>,
+    /// The projects each project needs directly, from the whole profile (not only the
+    /// selection): a preview is blocked when one was never deployed.
+    pub upstreams: BTreeMap<String, Vec<String>>,
+    /// `preview --refresh`.
+    pub refresh: bool,
 }
 
 impl Ctx {
@@ -84,6 +89,9 @@ struct Ran {
     exit_code: Option<i32>,
     /// Failed for a missing input: an upstream never deployed, or an output it lacks.
     missing_input: bool,
+    /// `blocked`: the upstream that was never deployed.
+    upstream: Option<String>,
+    changes: Option<crate::engine::digest::Changes>,
 }
 
 impl Ran {
@@ -93,6 +101,8 @@ impl Ran {
             message,
             exit_code,
             missing_input: false,
+            upstream: None,
+            changes: None,
         }
     }
 
@@ -100,6 +110,19 @@ impl Ran {
         Ran {
             missing_input: true,
             ..Ran::new(Status::Failed, Some(message), None)
+        }
+    }
+
+    fn blocked(upstream: &str, stack: &str) -> Ran {
+        Ran {
+            upstream: Some(upstream.to_string()),
+            ..Ran::new(
+                Status::Blocked,
+                Some(format!(
+                    "needs {upstream}, which has never been deployed on stack `{stack}`"
+                )),
+                None,
+            )
         }
     }
 }
@@ -122,6 +145,8 @@ pub struct StepRunner<'a> {
     processes: AtomicU32,
     /// The last lines shown for each step (rendered, redacted), for the summary.
     tails: Mutex<BTreeMap<usize, Vec<String>>>,
+    /// Per project: whether the journal's last up/destroy of it is a successful up.
+    deployed_by_journal: std::sync::OnceLock<BTreeMap<String, bool>>,
 }
 
 impl<'a> StepRunner<'a> {
@@ -142,6 +167,7 @@ impl<'a> StepRunner<'a> {
             outputs: Mutex::new(BTreeMap::new()),
             processes: AtomicU32::new(0),
             tails: Mutex::new(BTreeMap::new()),
+            deployed_by_journal: std::sync::OnceLock::new(),
         }
     }
 
@@ -194,6 +220,7 @@ impl<'a> StepRunner<'a> {
             needed_outputs: self.ctx.needed.get(path).cloned().unwrap_or_default(),
             scratch_dir: self.ctx.state_dir.join("work").join(slug(path)),
             secret_config: BTreeMap::new(),
+            refresh: self.ctx.refresh && op == Operation::Preview,
         })
     }
 
@@ -263,9 +290,10 @@ impl<'a> StepRunner<'a> {
                     });
                 self.processes.fetch_add(procs, Ordering::SeqCst);
                 let masked = masked?;
-                if masked.is_empty() {
+                if masked.is_empty() && !self.journal_says_deployed(upstream) {
                     // A stack that exists but was never brought up (a preview, a failed
-                    // first up) has no outputs yet: as good as not deployed.
+                    // first up) has no outputs yet: as good as not deployed, unless this
+                    // workspace's journal saw it come up (a project without outputs).
                     return Err(never());
                 }
                 let secret: BTreeSet<String> = masked
@@ -291,6 +319,44 @@ impl<'a> StepRunner<'a> {
             m.insert(upstream.to_string(), outputs.clone());
         }
         Ok(outputs)
+    }
+
+    /// True when the last `up` or `destroy` of `path` this journal recorded is a
+    /// successful `up`.
+    fn journal_says_deployed(&self, path: &str) -> bool {
+        let last = self.deployed_by_journal.get_or_init(|| {
+            super::journal::last_by_project(&self.journal.read(), &["up", "destroy"])
+                .into_iter()
+                .map(|(p, r)| {
+                    let up = matches!(&r, Record::Project { operation, status, .. }
+                        if operation == "up" && status == "succeeded");
+                    (p, up)
+                })
+                .collect()
+        });
+        last.get(path).copied().unwrap_or(false)
+    }
+
+    /// Preview: the first upstream of `path` that has never been deployed (its outputs
+    /// are read, and kept for the inputs), or why that could not be told.
+    fn undeployed_upstream(
+        &self,
+        path: &str,
+        log: &mut dyn FnMut(Progress),
+    ) -> Result<Option<String>, (Status, String)> {
+        for up in self.ctx.upstreams.get(path).into_iter().flatten() {
+            let needed = self.ctx.needed.get(up).cloned().unwrap_or_default();
+            let wanted: Vec<&str> = needed.iter().map(String::as_str).collect();
+            match self.outputs_of(up, path, &wanted, log) {
+                Ok(_) => {}
+                Err(_) if self.control.is_cancelled() => {
+                    return Err((Status::Cancelled, "cancelled".into()));
+                }
+                Err((_, true)) => return Ok(Some(up.clone())),
+                Err((msg, false)) => return Err((Status::Failed, msg)),
+            }
+        }
+        Ok(None)
     }
 
     fn run_project(
@@ -328,6 +394,23 @@ impl<'a> StepRunner<'a> {
             }),
         };
 
+        if op == Operation::Preview {
+            if let ProjectKind::Command(spec) = &project.kind
+                && spec.preview.is_none()
+            {
+                return Ran::new(
+                    Status::Skipped,
+                    Some("no `preview:` command in its Strata.yaml: nothing to preview".into()),
+                    None,
+                );
+            }
+            match self.undeployed_upstream(&node.path, &mut sink) {
+                Ok(None) => {}
+                Ok(Some(up)) => return Ran::blocked(&up, &ctx.stack),
+                Err((status, msg)) => return Ran::new(status, Some(msg), None),
+            }
+        }
+
         // Inputs: config values from upstream outputs.
         let mut plain_inputs: Vec<(String, Value)> = Vec::new();
         let mut secret_inputs: BTreeMap<String, String> = BTreeMap::new();
@@ -346,6 +429,9 @@ impl<'a> StepRunner<'a> {
                 Err(_) if op == Operation::Destroy => continue,
                 Err((msg, _)) if self.control.is_cancelled() => {
                     return Ran::new(Status::Cancelled, Some(msg), None);
+                }
+                Err(_) if op == Operation::Preview => {
+                    return Ran::blocked(&input.project, &ctx.stack);
                 }
                 Err((msg, true)) => return Ran::missing_input(msg),
                 Err((msg, false)) => return Ran::new(Status::Failed, Some(msg), None),
@@ -565,7 +651,10 @@ impl<'a> StepRunner<'a> {
         if op == Operation::Destroy && !is_pulumi {
             let _ = std::fs::remove_file(self.outputs_file(&node.path));
         }
-        Ran::new(Status::Succeeded, Some(after(outcome.summary)), None)
+        Ran {
+            changes: outcome.changes,
+            ..Ran::new(Status::Succeeded, Some(after(outcome.summary)), None)
+        }
     }
 
     fn run_hook(
@@ -857,6 +946,8 @@ impl Executor for StepRunner<'_> {
             message,
             exit_code,
             missing_input,
+            upstream,
+            changes,
         } = if node.kind == NodeKind::Builtin {
             let (s, m) = self.run_secrets_step(&mut log);
             Ran::new(s, m, None)
@@ -889,6 +980,7 @@ impl Executor for StepRunner<'_> {
                 .as_ref()
                 .and_then(|p| p.strip_prefix(&ctx.root).ok())
                 .map(|p| p.display().to_string()),
+            changes: changes.as_ref().map(|c| c.counts.clone()),
         };
         if let Err(e) = self.journal.append(&record) {
             emit(RunEvent::Notice {
@@ -902,6 +994,8 @@ impl Executor for StepRunner<'_> {
             log: log_path.map(|p| display_path(&p)),
             exit_code,
             missing_input,
+            upstream,
+            changes,
         }
     }
 }

@@ -52,6 +52,9 @@ pub enum Record {
         message: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         log: Option<String>,
+        /// A preview's change summary (operation → count).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        changes: Option<std::collections::BTreeMap<String, u64>>,
     },
 }
 
@@ -162,6 +165,7 @@ mod tests {
             fingerprint: None,
             message: None,
             log: None,
+            changes: None,
         }
     }
 
@@ -228,6 +232,7 @@ mod tests {
                 fingerprint: Some("f".into()),
                 message: None,
                 log: None,
+                changes: None,
             })
             .unwrap();
         }

@@ -8,6 +8,7 @@ pub mod hooks;
 pub mod journal;
 pub mod kubeconfig;
 pub mod lock;
+pub mod markdown;
 pub mod policy;
 pub mod report;
 pub mod scheduler;

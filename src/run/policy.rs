@@ -212,6 +212,7 @@ mod tests {
             needed_outputs: vec![],
             scratch_dir: "/tmp".into(),
             secret_config: Default::default(),
+            refresh: false,
         }
     }
 

@@ -31,6 +31,7 @@ fn symbol(s: Status) -> &'static str {
         Status::Failed => "✗",
         Status::Skipped => "-",
         Status::Cancelled => "⊘",
+        Status::Blocked => "◌",
     }
 }
 
@@ -134,10 +135,10 @@ impl Reporter {
                 message,
                 ..
             } => self.write_line(&format!(
-                "[{project}] {} {}{}",
+                "[{project}] {}{}{}",
                 status.as_str(),
                 if *status == Status::Succeeded || *status == Status::Failed {
-                    format!("in {}", human_duration(*duration_ms))
+                    format!(" in {}", human_duration(*duration_ms))
                 } else {
                     String::new()
                 },
@@ -304,6 +305,8 @@ pub struct Row {
     pub failure: Option<String>,
     /// The last lines the step showed; the log's last lines when empty.
     pub tail: Vec<String>,
+    /// A preview's changes.
+    pub changes: Option<crate::engine::digest::Changes>,
 }
 
 /// The end-of-run table, and for each failure the tail of its log and its path.
@@ -314,22 +317,52 @@ pub fn summary(rows: &[Row], headline: &str, redact: &dyn Fn(&str) -> String) ->
         .max()
         .unwrap_or(7)
         .max(7);
+    // A preview's table has the change counts: + create ~ update - delete ± replace.
+    let previewed = rows.iter().any(|r| r.changes.is_some());
+    let counts = |c: Option<&crate::engine::digest::Changes>| match c {
+        Some(c) => format!("{:<15}  ", c.short()),
+        None if previewed => format!("{:<15}  ", ""),
+        None => String::new(),
+    };
     let mut out = format!(
-        "\n{:<w$}  {:<9}  {:>8}  note\n",
-        "project", "status", "time"
+        "\n{:<w$}  {:<9}  {:>8}  {}note\n",
+        "project",
+        "status",
+        "time",
+        if previewed {
+            format!("{:<15}  ", "+ ~ - ±")
+        } else {
+            String::new()
+        }
     );
+    let mut total = crate::engine::digest::Changes::default();
     for r in rows {
         let t = if r.duration_ms > 0 {
             human_duration(r.duration_ms)
         } else {
             "-".into()
         };
+        if let Some(c) = &r.changes {
+            for op in crate::engine::digest::CHANGING {
+                *total.counts.entry(op.to_string()).or_default() += c.count(op);
+            }
+        }
         out.push_str(&format!(
-            "{:<w$}  {:<9}  {:>8}  {}\n",
+            "{:<w$}  {:<9}  {:>8}  {}{}\n",
             r.project,
             r.status.as_str(),
             t,
+            counts(r.changes.as_ref()),
             r.note
+        ));
+    }
+    if previewed {
+        out.push_str(&format!(
+            "{:<w$}  {:<9}  {:>8}  {}\n",
+            "total",
+            "",
+            "",
+            counts(Some(&total)).trim_end()
         ));
     }
     out.push_str(&format!("\n{headline}\n"));
@@ -420,6 +453,8 @@ mod tests {
                 message: None,
                 log: None,
                 exit_code: None,
+                upstream: None,
+                changes: None,
             },
         ]
     }
@@ -463,6 +498,7 @@ mod tests {
             log: Some(log),
             failure: Some("pulumi up failed".into()),
             tail: vec![],
+            changes: None,
         }];
         let s = summary(&rows, "run failed", &|l: &str| {
             l.replace("s3cret", "[secret]")

@@ -17,6 +17,10 @@ pub struct StepResult {
     pub exit_code: Option<i32>,
     /// Failed for a missing input (an upstream never deployed, an output it lacks).
     pub missing_input: bool,
+    /// `blocked`: the upstream that has never been deployed.
+    pub upstream: Option<String>,
+    /// A preview's changes.
+    pub changes: Option<crate::engine::digest::Changes>,
 }
 
 impl StepResult {
@@ -28,6 +32,8 @@ impl StepResult {
             log: None,
             exit_code: None,
             missing_input: false,
+            upstream: None,
+            changes: None,
         }
     }
 }
@@ -175,6 +181,7 @@ fn describe(s: Status) -> &'static str {
         Status::Cancelled => "was cancelled",
         Status::Skipped => "did not run",
         Status::Succeeded => "succeeded",
+        Status::Blocked => "is blocked",
     }
 }
 
@@ -187,6 +194,8 @@ fn finish(emit: &(dyn Fn(RunEvent) + Sync), plan: &Plan, i: usize, op: Operation
         message: r.message.clone(),
         log: r.log.clone(),
         exit_code: r.exit_code,
+        upstream: r.upstream.clone(),
+        changes: r.changes.as_ref().map(crate::engine::digest::counts_json),
     });
 }
 
@@ -272,6 +281,8 @@ mod tests {
                 log: None,
                 exit_code: None,
                 missing_input: false,
+                upstream: None,
+                changes: None,
             }
         }
     }

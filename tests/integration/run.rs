@@ -17,15 +17,15 @@ use crate::support::*;
 // ---------------------------------------------------------------------------------
 
 /// A Pulumi YAML program with two resources (so a delay spreads over several steps).
-const BODY: &str = "resources:\n  first:\n    type: fake:index:Thing\n    properties:\n      x: 1\n  second:\n    type: fake:index:Thing\n    properties:\n      y: ${first.x}\noutputs:\n  value: ${second.y}\n";
+pub(crate) const BODY: &str = "resources:\n  first:\n    type: fake:index:Thing\n    properties:\n      x: 1\n  second:\n    type: fake:index:Thing\n    properties:\n      y: ${first.x}\noutputs:\n  value: ${second.y}\n";
 
 /// The Pulumi project name of the project at `projects/<path>`.
-fn name(path: &str) -> String {
+pub(crate) fn name(path: &str) -> String {
     format!("proj-{path}")
 }
 
 /// The `<P>` of the fake's hooks for the project at `path`.
-fn hook_key(path: &str) -> String {
+pub(crate) fn hook_key(path: &str) -> String {
     name(path)
         .chars()
         .map(|c| {
@@ -40,7 +40,7 @@ fn hook_key(path: &str) -> String {
 
 /// A workspace with profile `t` (`infrastructure:` = `entries`, YAML list items) and a
 /// Pulumi project named `proj-<path>` for each path.
-fn workspace(entries: &str, paths: &[&str]) -> Ws {
+pub(crate) fn workspace(entries: &str, paths: &[&str]) -> Ws {
     let ws = Ws::new();
     fill(&ws, entries, paths);
     ws
@@ -54,8 +54,8 @@ fn fill(ws: &Ws, entries: &str, paths: &[&str]) {
 }
 
 /// alpha and bravo independent; charlie needs both; delta after charlie (list order).
-const DIAMOND: &str = "  - path: alpha\n  - path: bravo\n    needs: []\n  - path: charlie\n    needs: [alpha, bravo]\n  - path: delta\n";
-const DIAMOND_PATHS: &[&str] = &["alpha", "bravo", "charlie", "delta"];
+pub(crate) const DIAMOND: &str = "  - path: alpha\n  - path: bravo\n    needs: []\n  - path: charlie\n    needs: [alpha, bravo]\n  - path: delta\n";
+pub(crate) const DIAMOND_PATHS: &[&str] = &["alpha", "bravo", "charlie", "delta"];
 const DIAMOND_EDGES: &[(&str, &str)] = &[
     ("alpha", "charlie"),
     ("bravo", "charlie"),
@@ -63,29 +63,29 @@ const DIAMOND_EDGES: &[(&str, &str)] = &[
 ];
 
 /// A plain list: alpha, then bravo, then charlie.
-const CHAIN: &str = "  - path: alpha\n  - path: bravo\n  - path: charlie\n";
-const CHAIN_PATHS: &[&str] = &["alpha", "bravo", "charlie"];
+pub(crate) const CHAIN: &str = "  - path: alpha\n  - path: bravo\n  - path: charlie\n";
+pub(crate) const CHAIN_PATHS: &[&str] = &["alpha", "bravo", "charlie"];
 
 /// Three projects that need nothing.
 const INDEPENDENT: &str = "  - path: alpha\n    needs: []\n  - path: bravo\n    needs: []\n  - path: charlie\n    needs: []\n";
 
-fn args<'a>(cmd: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn args<'a>(cmd: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec![cmd, "--provider", "t", "--stack", "dev"];
     v.extend_from_slice(extra);
     v
 }
 
-fn run(ws: &Ws, cmd: &str, extra: &[&str]) -> Run {
+pub(crate) fn run(ws: &Ws, cmd: &str, extra: &[&str]) -> Run {
     ws.strata(&args(cmd, extra))
 }
 
-fn ok(ws: &Ws, cmd: &str, extra: &[&str]) -> Run {
+pub(crate) fn ok(ws: &Ws, cmd: &str, extra: &[&str]) -> Run {
     let r = run(ws, cmd, extra);
     assert_eq!(r.code, 0, "strata {cmd} {extra:?} should succeed: {r:?}");
     r
 }
 
-fn clear_calls(ws: &Ws) {
+pub(crate) fn clear_calls(ws: &Ws) {
     let _ = std::fs::remove_file(ws.path("calls.jsonl"));
 }
 
@@ -93,26 +93,26 @@ fn clear_calls(ws: &Ws) {
 // The fake's call log
 // ---------------------------------------------------------------------------------
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+pub(crate) fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
 }
 
-fn t(v: &Value) -> u64 {
+pub(crate) fn t(v: &Value) -> u64 {
     v["time_ms"]
         .as_u64()
         .unwrap_or_else(|| panic!("no time_ms in {v}"))
 }
 
-fn records<'a>(calls: &'a [Value], event: &str) -> Vec<&'a Value> {
+pub(crate) fn records<'a>(calls: &'a [Value], event: &str) -> Vec<&'a Value> {
     calls.iter().filter(|c| s(c, "event") == event).collect()
 }
 
-fn starts(calls: &[Value]) -> Vec<&Value> {
+pub(crate) fn starts(calls: &[Value]) -> Vec<&Value> {
     records(calls, "start")
 }
 
 /// Start records of the project at `path`.
-fn starts_of<'a>(calls: &'a [Value], path: &str) -> Vec<&'a Value> {
+pub(crate) fn starts_of<'a>(calls: &'a [Value], path: &str) -> Vec<&'a Value> {
     let n = name(path);
     starts(calls)
         .into_iter()
@@ -121,7 +121,7 @@ fn starts_of<'a>(calls: &'a [Value], path: &str) -> Vec<&'a Value> {
 }
 
 /// Every process of a project, from its first start to its last end.
-fn span(calls: &[Value], path: &str) -> (u64, u64) {
+pub(crate) fn span(calls: &[Value], path: &str) -> (u64, u64) {
     let n = name(path);
     let first = starts_of(calls, path).into_iter().map(t).min();
     let last = records(calls, "end")
@@ -136,7 +136,7 @@ fn span(calls: &[Value], path: &str) -> (u64, u64) {
 }
 
 /// The successful `command` process of a project: (start, end).
-fn op_span(calls: &[Value], path: &str, command: &str) -> (u64, u64) {
+pub(crate) fn op_span(calls: &[Value], path: &str, command: &str) -> (u64, u64) {
     let n = name(path);
     let end = records(calls, "end")
         .into_iter()
@@ -149,7 +149,7 @@ fn op_span(calls: &[Value], path: &str, command: &str) -> (u64, u64) {
     (t(start), t(end))
 }
 
-fn argv(c: &Value) -> Vec<String> {
+pub(crate) fn argv(c: &Value) -> Vec<String> {
     c["argv"]
         .as_array()
         .map(|a| {
@@ -160,12 +160,12 @@ fn argv(c: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn has_flag(argv: &[String], flag: &str) -> bool {
+pub(crate) fn has_flag(argv: &[String], flag: &str) -> bool {
     argv.iter().any(|a| a == flag)
 }
 
 /// The value of `--flag value` or `--flag=value`.
-fn flag_value(argv: &[String], flag: &str) -> Option<String> {
+pub(crate) fn flag_value(argv: &[String], flag: &str) -> Option<String> {
     let eq = format!("{flag}=");
     argv.iter().enumerate().find_map(|(i, a)| {
         if a == flag {
@@ -271,7 +271,7 @@ impl Background {
 }
 
 /// Polls `cond` every 50 ms for up to `limit`.
-fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+pub(crate) fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !cond() {
         assert!(t0.elapsed() < limit, "timed out waiting for {what}");

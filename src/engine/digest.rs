@@ -1,0 +1,240 @@
+//! What a preview found: Pulumi's change summary and the resources it would change, from
+//! `pulumi preview --json` (one PreviewDigest document at the end, `display/json.go`) or,
+//! when `PULUMI_ENABLE_STREAMING_JSON_PREVIEW` is set, from the streamed engine events.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// The operations that change something, in the order people read them.
+pub const CHANGING: [&str; 4] = ["create", "update", "delete", "replace"];
+
+/// The changes of one project's preview.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Changes {
+    /// Pulumi's `changeSummary`: operation → count (`create`, `update`, `same`, …).
+    pub counts: BTreeMap<String, u64>,
+    /// The resources that would change: (operation, URN), in Pulumi's order.
+    pub steps: Vec<(String, String)>,
+}
+
+impl Changes {
+    pub fn count(&self, op: &str) -> u64 {
+        self.counts.get(op).copied().unwrap_or(0)
+    }
+
+    /// True when the preview would create, update, delete or replace anything.
+    pub fn any(&self) -> bool {
+        CHANGING.iter().any(|op| self.count(op) > 0)
+    }
+
+    /// `+2 ~1 -0 ±0`.
+    pub fn short(&self) -> String {
+        format!(
+            "+{} ~{} -{} ±{}",
+            self.count("create"),
+            self.count("update"),
+            self.count("delete"),
+            self.count("replace")
+        )
+    }
+
+    /// Adds a streamed `resourcePreEvent` step (the streaming preview).
+    pub fn add_step(&mut self, op: &str, urn: &str) {
+        if is_change(op) {
+            self.steps.push((op.to_string(), urn.to_string()));
+        }
+    }
+}
+
+/// Steps worth listing: what would change. `create-replacement`/`delete-replaced` are the
+/// halves of a `replace`, listed once as the replace.
+fn is_change(op: &str) -> bool {
+    matches!(
+        op,
+        "create" | "update" | "delete" | "replace" | "import" | "import-replacement"
+    )
+}
+
+/// The resource's type and name from its URN (`urn:pulumi:stack::project::type::name`).
+pub fn short_urn(urn: &str) -> String {
+    let mut parts = urn.split("::");
+    let _ = parts.next();
+    let _ = parts.next();
+    match (parts.next(), parts.next()) {
+        (Some(ty), Some(name)) => {
+            let ty = ty.rsplit('$').next().unwrap_or(ty);
+            format!("{ty} {name}")
+        }
+        _ => urn.to_string(),
+    }
+}
+
+/// A parsed PreviewDigest: the changes, and the diagnostics that were errors.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Digest {
+    pub changes: Changes,
+    pub errors: Vec<String>,
+}
+
+/// Parses the PreviewDigest document (`{"config":…, "steps":[…], "diagnostics":[…],
+/// "duration":…, "changeSummary":{…}}`). `None` when `text` holds no such object.
+pub fn parse(text: &str) -> Option<Digest> {
+    let doc: Value = match serde_json::from_str(text.trim()) {
+        Ok(v) => v,
+        // Anything printed before the document (an old plugin's warning on stdout).
+        Err(_) => {
+            let start = text.find("\n{").map(|i| i + 1)?;
+            serde_json::from_str(text[start..].trim()).ok()?
+        }
+    };
+    let obj = doc.as_object()?;
+    if !obj.contains_key("steps") && !obj.contains_key("changeSummary") {
+        return None;
+    }
+    let mut changes = Changes::default();
+    if let Some(Value::Object(c)) = obj.get("changeSummary") {
+        for (op, n) in c {
+            if let Some(n) = n.as_u64() {
+                changes.counts.insert(op.clone(), n);
+            }
+        }
+    }
+    for step in obj
+        .get("steps")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let op = step.get("op").and_then(Value::as_str).unwrap_or("");
+        let urn = step.get("urn").and_then(Value::as_str).unwrap_or("");
+        if urn.contains("::pulumi:pulumi:Stack::") {
+            continue;
+        }
+        changes.add_step(op, urn);
+    }
+    let errors = obj
+        .get("diagnostics")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|d| d.get("severity").and_then(Value::as_str) == Some("error"))
+        .filter_map(|d| d.get("message").and_then(Value::as_str))
+        .map(|m| {
+            let m = m.trim();
+            m.strip_prefix("error: ").unwrap_or(m).to_string()
+        })
+        .filter(|m| !m.is_empty())
+        .collect();
+    Some(Digest { changes, errors })
+}
+
+/// The same counts as a JSON object, for `project_finished.changes`.
+pub fn counts_json(c: &Changes) -> Value {
+    Value::Object(
+        c.counts
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(*v)))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIGEST: &str = r#"{
+    "config": {
+        "aws:region": "us-west-2"
+    },
+    "steps": [
+        {
+            "op": "same",
+            "urn": "urn:pulumi:dev::vpc::pulumi:pulumi:Stack::vpc-dev",
+            "provider": ""
+        },
+        {
+            "op": "create",
+            "urn": "urn:pulumi:dev::vpc::aws:ec2/vpc:Vpc::main",
+            "provider": "urn:pulumi:dev::vpc::pulumi:providers:aws::default_6_0_0::04da6b54"
+        },
+        {
+            "op": "replace",
+            "urn": "urn:pulumi:dev::vpc::eks:index:Cluster$aws:eks/cluster:Cluster::eks",
+            "provider": ""
+        },
+        {
+            "op": "create-replacement",
+            "urn": "urn:pulumi:dev::vpc::eks:index:Cluster$aws:eks/cluster:Cluster::eks"
+        }
+    ],
+    "diagnostics": [
+        {
+            "message": "warning: something old\n",
+            "severity": "warning"
+        }
+    ],
+    "duration": 1234567,
+    "changeSummary": {
+        "create": 1,
+        "replace": 1,
+        "same": 1
+    }
+}
+"#;
+
+    #[test]
+    fn parses_the_documented_digest() {
+        let d = parse(DIGEST).unwrap();
+        assert_eq!(d.changes.count("create"), 1);
+        assert_eq!(d.changes.count("replace"), 1);
+        assert_eq!(d.changes.count("same"), 1);
+        assert_eq!(d.changes.count("delete"), 0);
+        assert!(d.changes.any());
+        assert_eq!(d.changes.short(), "+1 ~0 -0 ±1");
+        assert_eq!(
+            d.changes.steps,
+            vec![
+                (
+                    "create".to_string(),
+                    "urn:pulumi:dev::vpc::aws:ec2/vpc:Vpc::main".to_string()
+                ),
+                (
+                    "replace".to_string(),
+                    "urn:pulumi:dev::vpc::eks:index:Cluster$aws:eks/cluster:Cluster::eks"
+                        .to_string()
+                ),
+            ]
+        );
+        assert!(d.errors.is_empty());
+        assert_eq!(
+            short_urn(&d.changes.steps[1].1),
+            "aws:eks/cluster:Cluster eks"
+        );
+    }
+
+    #[test]
+    fn errors_come_from_error_diagnostics() {
+        let text = r#"{"steps": [], "diagnostics": [{"message": "error: boom\n", "severity": "error"}], "changeSummary": {}}"#;
+        let d = parse(text).unwrap();
+        assert_eq!(d.errors, vec!["boom".to_string()]);
+        assert!(!d.changes.any());
+    }
+
+    #[test]
+    fn no_changes_is_not_a_change() {
+        let d = parse(r#"{"steps": [], "changeSummary": {"same": 4}}"#).unwrap();
+        assert!(!d.changes.any());
+        assert_eq!(d.changes.short(), "+0 ~0 -0 ±0");
+    }
+
+    #[test]
+    fn text_before_the_document_is_skipped_and_garbage_is_none() {
+        let d = parse(&format!("a plugin said hello\n{DIGEST}")).unwrap();
+        assert_eq!(d.changes.count("create"), 1);
+        assert_eq!(parse("not json"), None);
+        assert_eq!(parse("{\"a\": 1}"), None);
+        assert_eq!(parse(""), None);
+    }
+}

@@ -1,0 +1,310 @@
+//! `strata preview` across the whole environment (issue 11, DESIGN.md §2-3): a fresh
+//! stack previews its roots and blocks the rest, previews run at once without the stack
+//! lock, change counts come from Pulumi's PreviewDigest, a Markdown summary for pull
+//! requests, `--refresh` and `--expect-no-changes` for drift.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::run::{
+    BODY, CHAIN, CHAIN_PATHS, args, argv, clear_calls, has_flag, hook_key, name, ok, records, run,
+    s, starts, t, wait_for, workspace,
+};
+use crate::support::*;
+
+/// The `project_finished` events of a JSON run, by project path.
+fn finished(r: &Run) -> std::collections::BTreeMap<String, Value> {
+    r.events()
+        .into_iter()
+        .filter(|e| e["event"] == "project_finished")
+        .map(|e| (e["project"].as_str().unwrap_or("").to_string(), e))
+        .collect()
+}
+
+fn preview_json(ws: &Ws, extra: &[&str]) -> Run {
+    let mut a = vec!["--output", "json"];
+    a.extend_from_slice(extra);
+    run(ws, "preview", &a)
+}
+
+/// The chain alpha → bravo → charlie, plus delta, which needs nothing.
+fn chain_and_root() -> Ws {
+    workspace(
+        &format!("{CHAIN}  - path: delta\n    needs: []\n"),
+        &[CHAIN_PATHS, &["delta"]].concat(),
+    )
+}
+
+#[test]
+fn a_fresh_stack_previews_its_roots_and_blocks_the_rest() {
+    let ws = chain_and_root();
+    let r = preview_json(&ws, &[]);
+    assert_eq!(r.code, 0, "a first preview is not a failure: {r:?}");
+    let f = finished(&r);
+    for root in ["alpha", "delta"] {
+        assert_eq!(f[root]["status"], "succeeded", "{root}: {:?}", f[root]);
+        // Three resources: the stack and the program's two.
+        assert_eq!(f[root]["changes"]["create"], 3, "{root}: {:?}", f[root]);
+    }
+    assert_eq!(f["bravo"]["status"], "blocked", "{:?}", f["bravo"]);
+    assert_eq!(f["bravo"]["upstream"], "alpha");
+    assert!(
+        s(&f["bravo"], "message").contains("alpha"),
+        "{:?}",
+        f["bravo"]
+    );
+    assert_eq!(f["charlie"]["status"], "blocked");
+    assert_eq!(f["charlie"]["upstream"], "bravo");
+    let end = r
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "run_finished")
+        .unwrap();
+    assert_eq!(end["status"], "succeeded", "{end}");
+    assert_eq!(end["counts"]["blocked"], 2, "{end}");
+    assert_eq!(end["counts"]["succeeded"], 2, "{end}");
+
+    let calls = ws.calls();
+    for c in starts(&calls) {
+        assert!(
+            !["up", "destroy", "refresh"].contains(&s(c, "command")),
+            "a preview ran `pulumi {}`: {c}",
+            s(c, "command")
+        );
+    }
+    for blocked in ["bravo", "charlie"] {
+        assert!(
+            !starts(&calls)
+                .iter()
+                .any(|c| s(c, "project") == name(blocked) && s(c, "command") == "preview"),
+            "{blocked} is blocked and must not be previewed"
+        );
+    }
+    // The journal says so too.
+    let journal = ws.read(".strata/dev/journal.jsonl");
+    let blocked = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["status"] == "blocked")
+        .count();
+    assert_eq!(blocked, 2, "{journal}");
+
+    // The human summary.
+    let human = run(&ws, "preview", &[]);
+    assert_eq!(human.code, 0, "{human:?}");
+    assert!(human.stdout.contains("blocked"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("+3 ~0 -0 ±0"),
+        "counts per project: {}",
+        human.stdout
+    );
+    assert!(human.stdout.contains("2 blocked"), "{}", human.stdout);
+}
+
+#[test]
+fn previews_of_a_deployed_stack_run_at_once_and_take_no_lock() {
+    let ws = chain_and_root();
+    ok(&ws, "up", &[]);
+    clear_calls(&ws);
+    let mut ws = ws;
+    ws.set_env("FAKE_PULUMI_DELAY_MS", "1500");
+    let r = preview_json(&ws, &["-j", "4"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let calls = ws.calls();
+    let previews: Vec<&Value> = starts(&calls)
+        .into_iter()
+        .filter(|c| s(c, "command") == "preview")
+        .collect();
+    assert_eq!(previews.len(), 4, "{calls:#?}");
+    let ends: Vec<u64> = records(&calls, "end")
+        .into_iter()
+        .filter(|c| s(c, "command") == "preview")
+        .map(t)
+        .collect();
+    let last_start = previews.iter().map(|c| t(c)).max().unwrap();
+    let first_end = ends.iter().copied().min().unwrap();
+    assert!(
+        last_start < first_end,
+        "every preview starts before the first one ends (chain ignored): last start {last_start}, first end {first_end}"
+    );
+    let f = finished(&r);
+    for p in ["alpha", "bravo", "charlie", "delta"] {
+        assert_eq!(f[p]["status"], "succeeded", "{p}: {:?}", f[p]);
+        assert_eq!(f[p]["changes"]["same"], 3, "{p}: {:?}", f[p]);
+    }
+
+    // A preview runs beside an `up` that holds the stack lock.
+    ws.set_env("FAKE_PULUMI_DELAY_MS", "0");
+    ws.set_env(
+        &format!("FAKE_PULUMI_DELAY_MS_{}", hook_key("alpha")),
+        "4000",
+    );
+    let mut up = ws.spawn(&args("up", &[]));
+    wait_for(Duration::from_secs(20), "the up to hold the lock", || {
+        ws.exists(".strata/dev/lock")
+    });
+    let p = run(&ws, "preview", &[]);
+    let _ = up.wait();
+    assert_eq!(
+        p.code, 0,
+        "a preview does not wait for the stack lock: {p:?}"
+    );
+}
+
+#[test]
+fn counts_follow_the_digest_and_expect_no_changes_exits_4() {
+    let ws = chain_and_root();
+    ok(&ws, "up", &[]);
+    let r = preview_json(&ws, &["--expect-no-changes"]);
+    assert_eq!(r.code, 0, "nothing changed: {r:?}");
+    for (_, e) in finished(&r) {
+        assert_eq!(e["changes"].get("create"), None, "{e}");
+    }
+    // A program change: one resource more in bravo, one changed in delta.
+    ws.pulumi_project(
+        "bravo",
+        &name("bravo"),
+        &BODY.replace(
+            "outputs:",
+            "  third:\n    type: fake:index:Thing\n    properties:\n      z: 3\noutputs:",
+        ),
+    );
+    ws.pulumi_project("delta", &name("delta"), &BODY.replace("x: 1", "x: 2"));
+    let r = preview_json(&ws, &["--expect-no-changes"]);
+    assert_eq!(r.code, 4, "changes pending: {r:?}");
+    let f = finished(&r);
+    assert_eq!(f["bravo"]["changes"]["create"], 1, "{:?}", f["bravo"]);
+    assert_eq!(f["bravo"]["changes"]["same"], 3, "{:?}", f["bravo"]);
+    assert!(
+        f["delta"]["changes"]["update"].as_u64().unwrap_or(0) >= 1,
+        "{:?}",
+        f["delta"]
+    );
+    assert_eq!(f["alpha"]["changes"].get("update"), None);
+    assert!(
+        r.stderr.contains("bravo") && r.stderr.contains("delta"),
+        "{}",
+        r.stderr
+    );
+    // Without the flag, pending changes are not an error.
+    assert_eq!(preview_json(&ws, &[]).code, 0);
+}
+
+#[test]
+fn refresh_reaches_every_pulumi_preview() {
+    let ws = chain_and_root();
+    ok(&ws, "up", &[]);
+    clear_calls(&ws);
+    ok(&ws, "preview", &["--refresh"]);
+    let calls = ws.calls();
+    let previews: Vec<Vec<String>> = starts(&calls)
+        .into_iter()
+        .filter(|c| s(c, "command") == "preview")
+        .map(argv)
+        .collect();
+    assert_eq!(previews.len(), 4);
+    for a in &previews {
+        assert!(has_flag(a, "--refresh"), "{a:?}");
+        assert!(has_flag(a, "--json"), "{a:?}");
+    }
+    clear_calls(&ws);
+    ok(&ws, "preview", &[]);
+    for c in starts(&ws.calls()) {
+        assert!(!has_flag(&argv(c), "--refresh"), "{c}");
+    }
+}
+
+#[test]
+fn summary_file_and_github_step_summary() {
+    let mut ws = chain_and_root();
+    ws.write("summary.md", "# Earlier step\n\nkept\n");
+    ws.set_env(
+        "GITHUB_STEP_SUMMARY",
+        ws.path("summary.md").to_str().unwrap(),
+    );
+    let r = run(&ws, "preview", &["--summary-file", "out/preview.md"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let md = ws.read("out/preview.md");
+    assert!(
+        md.contains("| project | status | + create | ~ update | - delete | ± replace | note |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| `alpha` | ✅ previewed | 3 | 0 | 0 | 0 |"),
+        "{md}"
+    );
+    assert!(md.contains("| `bravo` | ⏸ blocked |"), "{md}");
+    assert!(
+        md.contains("| **total** | | **6** | **0** | **0** | **0** |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("<details><summary><code>alpha</code>: +3 ~0 -0 ±0</summary>"),
+        "{md}"
+    );
+    assert!(md.contains("- `create` fake:index:Thing first"), "{md}");
+    assert!(!md.contains("http"), "no links: {md}");
+    let step = ws.read("summary.md");
+    assert!(step.starts_with("# Earlier step\n\nkept\n"), "{step}");
+    assert!(step.contains(md.trim_end()), "{step}");
+}
+
+#[test]
+fn streamed_preview_events_give_the_same_counts() {
+    let mut ws = chain_and_root();
+    ws.set_env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW", "true");
+    let r = preview_json(&ws, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let f = finished(&r);
+    assert_eq!(f["alpha"]["changes"]["create"], 3, "{:?}", f["alpha"]);
+}
+
+#[test]
+fn command_projects_preview_with_their_command_or_are_skipped() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: build\n  - path: push\n    needs: []\n  - path: alpha\n    needs: []\n"
+        ),
+    );
+    ws.command_project("build", "echo built", "true");
+    ws.write(
+        "projects/push/Strata.yaml",
+        "up: echo pushed\ndestroy: \"true\"\npreview: echo would push image app:1.2\n",
+    );
+    ws.pulumi_project("alpha", &name("alpha"), BODY);
+    let r = preview_json(&ws, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let f = finished(&r);
+    assert_eq!(f["build"]["status"], "skipped", "{:?}", f["build"]);
+    assert!(
+        s(&f["build"], "message").contains("no `preview:` command"),
+        "{:?}",
+        f["build"]
+    );
+    assert_eq!(f["push"]["status"], "succeeded", "{:?}", f["push"]);
+    assert_eq!(s(&f["push"], "message"), "would push image app:1.2");
+    assert!(
+        f["push"].get("changes").is_none(),
+        "no counts: {:?}",
+        f["push"]
+    );
+    assert_eq!(f["alpha"]["changes"]["create"], 3);
+}
+
+#[test]
+fn a_failed_preview_fails_the_run_but_the_others_still_preview() {
+    let mut ws = chain_and_root();
+    ws.set_env(
+        &format!("FAKE_PULUMI_FAIL_{}", hook_key("alpha")),
+        "preview",
+    );
+    let r = preview_json(&ws, &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let f = finished(&r);
+    assert_eq!(f["alpha"]["status"], "failed", "{:?}", f["alpha"]);
+    assert_eq!(f["delta"]["status"], "succeeded", "{:?}", f["delta"]);
+    assert_eq!(f["bravo"]["status"], "blocked", "{:?}", f["bravo"]);
+}
