@@ -6,7 +6,9 @@ Prints, for `strata up` on existing stacks (the steady state):
   wall / critical path   (goal <= 1.10: scheduling adds little to the longest chain)
   wall / sum of durations (what a sequential runner like MARA pays, for comparison)
   strata's own CPU time per project, and CLI processes per project
-and for the first run (stacks created) and for `up --changed`: no change (goal: 0
+for `preview` of the deployed workspace: wall / slowest single preview (goal <= 1.2) and
+the same preview one project at a time; and for the first run (stacks created) and for
+`up --changed`: no change (goal: 0
 processes) and one leaf project changed (goal: 1 project re-run).
 
 Usage: scripts/bench-run.py [--strata target/release/strata] [--pulumi target/release/pulumi]
@@ -126,6 +128,24 @@ def main():
         print(f"  wall / sum of durations = {w/total:.3f}   (a sequential runner: 1.0)")
         print(f"  strata CPU per project  = {statistics.median(cpus)/n:.2f} ms")
         print(f"  CLI processes per project = {statistics.median(procs):.2f}   (MARA: 4-5)")
+
+        # Preview of the deployed workspace: every project at once (-j n), against the
+        # slowest single preview and against one project at a time (-j 1).
+        slowest = max(durations.values())
+        pwalls = []
+        for _ in range(a.runs):
+            before = count_calls(log)
+            wall, fin = run(base + ["preview", "-j", str(n)], env, root)
+            pwalls.append(wall * 1000)
+        pprocs = (count_calls(log) - before) / n
+        pw = statistics.median(pwalls)
+        wall1, _ = run(base + ["preview", "-j", "1"], env, root)
+        print(f"preview of the deployed stack (median of {a.runs}, -j {n}): wall {pw:.0f} ms, "
+              f"slowest single preview {slowest} ms")
+        print(f"  preview wall / slowest single preview = {pw/slowest:.3f}   (goal <= 1.2)")
+        print(f"  sequential preview (-j 1): wall {wall1*1000:.0f} ms = {wall1*1000/pw:.1f}x the parallel one"
+              f"; in dependency order it could not beat the critical path, {cp} ms")
+        print(f"  CLI processes per project = {pprocs:.2f} (the preview, and reading upstream outputs)")
 
         before = count_calls(log)
         wall, fin = run(base + ["up", "--changed", "-j", str(a.j)], env, root)
