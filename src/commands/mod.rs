@@ -1,7 +1,7 @@
 //! One module per command; `dispatch` picks it. Shared loading lives here.
 
 mod docs;
-mod outputs;
+pub mod outputs;
 mod providers;
 mod run;
 mod secrets;

@@ -27,64 +27,20 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &OutputsArgs) -> Result<i3
             .filter(|&i| loaded.plan.nodes[i].kind != NodeKind::Builtin)
             .collect(),
     };
-    let state_dir = loaded.ws.state_dir(&stack);
-    let env = crate::pipeline::env::pulumi_env(&loaded.ws);
     let needs_pulumi = nodes
         .iter()
         .any(|&i| loaded.plan.nodes[i].kind == NodeKind::Pulumi);
-    let engine = if needs_pulumi {
-        let bin = crate::pipeline::preflight::find_pulumi(&loaded.ws, &env, &loaded.plan)?;
-        crate::pipeline::preflight::check_passphrase(&loaded.ws, &env)?;
-        Some(PulumiEngine::new(bin))
+    let reader = if needs_pulumi {
+        Reader::with_pulumi(&loaded, &stack)?
     } else {
-        None
+        Reader::without_pulumi(&loaded, &stack)
     };
-    let control = Control::new();
     let mut all = Map::new();
     for i in nodes {
         let node = &loaded.plan.nodes[i];
-        let Some(project) = &node.project else {
-            continue;
-        };
-        let value = match &project.kind {
-            ProjectKind::Command(_) => {
-                let f = state_dir
-                    .join("outputs")
-                    .join(format!("{}.json", slug(&node.path)));
-                match std::fs::read_to_string(&f) {
-                    Ok(t) => serde_json::from_str(&t).unwrap_or(Value::Null),
-                    Err(_) => Value::Null,
-                }
-            }
-            ProjectKind::Pulumi { name } => {
-                let Some(engine) = &engine else { continue };
-                let job = Job {
-                    path: node.path.clone(),
-                    name: name.clone(),
-                    dir: project.dir.clone(),
-                    op: Operation::Up,
-                    stack: stack.clone(),
-                    env: env.clone(),
-                    config_file: loaded.ws.stack_config_path(&stack),
-                    inputs: Default::default(),
-                    needed_outputs: vec![],
-                    scratch_dir: state_dir.join("work").join(slug(&node.path)),
-                    secret_config: Default::default(),
-                    refresh: false,
-                };
-                let mut procs = 0;
-                match engine.stack_outputs(
-                    &job,
-                    &control,
-                    &mut |_| {},
-                    args.show_secrets,
-                    &mut procs,
-                ) {
-                    Ok(m) => Value::Object(m),
-                    Err(f) if f.is_missing_stack() => Value::Null,
-                    Err(f) => return Err(Error::failed(f.message().to_string())),
-                }
-            }
+        let value = match reader.read(&node.path, args.show_secrets)? {
+            Some(m) => Value::Object(m),
+            None => Value::Null,
         };
         all.insert(node.path.clone(), value);
     }
@@ -125,4 +81,93 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &OutputsArgs) -> Result<i3
     }
     super::print(&out)?;
     Ok(0)
+}
+
+/// Reads the outputs of the projects of one stack: a command project's recorded outputs,
+/// a Pulumi project's through `pulumi stack output --json`.
+pub struct Reader<'a> {
+    loaded: &'a super::Loaded,
+    stack: String,
+    env: std::collections::BTreeMap<String, String>,
+    engine: Option<PulumiEngine>,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader that can read Pulumi projects: the CLI found and the passphrase set.
+    pub fn with_pulumi(loaded: &'a super::Loaded, stack: &str) -> Result<Reader<'a>> {
+        let env = crate::pipeline::env::pulumi_env(&loaded.ws);
+        let bin = crate::pipeline::preflight::find_pulumi(&loaded.ws, &env, &loaded.plan)?;
+        crate::pipeline::preflight::check_passphrase(&loaded.ws, &env)?;
+        Ok(Reader {
+            loaded,
+            stack: stack.to_string(),
+            env,
+            engine: Some(PulumiEngine::new(bin)),
+        })
+    }
+
+    /// A reader of command projects only.
+    pub fn without_pulumi(loaded: &'a super::Loaded, stack: &str) -> Reader<'a> {
+        Reader {
+            loaded,
+            stack: stack.to_string(),
+            env: Default::default(),
+            engine: None,
+        }
+    }
+
+    /// The outputs of the project at `path`; `None` when it has not been deployed (or,
+    /// without the CLI, for a Pulumi project). Secrets are `"[secret]"` unless
+    /// `show_secrets`.
+    pub fn read(&self, path: &str, show_secrets: bool) -> Result<Option<Map<String, Value>>> {
+        let loaded = self.loaded;
+        let Some(node) = loaded.plan.nodes.iter().find(|n| n.path == path) else {
+            return Ok(None);
+        };
+        let Some(project) = &node.project else {
+            return Ok(None);
+        };
+        let state_dir = loaded.ws.state_dir(&self.stack);
+        match &project.kind {
+            ProjectKind::Command(_) => {
+                let f = state_dir
+                    .join("outputs")
+                    .join(format!("{}.json", slug(&node.path)));
+                Ok(std::fs::read_to_string(&f)
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Map<String, Value>>(&t).ok()))
+            }
+            ProjectKind::Pulumi { name } => {
+                let Some(engine) = &self.engine else {
+                    return Ok(None);
+                };
+                let job = Job {
+                    path: node.path.clone(),
+                    name: name.clone(),
+                    dir: project.dir.clone(),
+                    op: Operation::Up,
+                    stack: self.stack.clone(),
+                    env: self.env.clone(),
+                    config_file: loaded.ws.stack_config_path(&self.stack),
+                    inputs: Default::default(),
+                    needed_outputs: vec![],
+                    scratch_dir: state_dir.join("work").join(slug(&node.path)),
+                    secret_config: Default::default(),
+                    refresh: false,
+                };
+                let mut procs = 0;
+                match engine.stack_outputs(
+                    &job,
+                    &Control::new(),
+                    &mut |_| {},
+                    show_secrets,
+                    &mut procs,
+                ) {
+                    Ok(m) => Ok(Some(m)),
+                    Err(f) if f.is_missing_stack() => Ok(None),
+                    Err(f) => Err(Error::failed(f.message().to_string())),
+                }
+            }
+        }
+    }
 }

@@ -731,6 +731,7 @@ mod tests {
         ];
         let ctx = ExportContext {
             credentials: &creds,
+            inputs: None,
             ..CTX
         };
         let doc = parse(&render(&plan, &ctx).unwrap());

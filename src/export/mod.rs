@@ -53,6 +53,79 @@ pub struct ExportContext<'a> {
     pub infra_type: &'a str,
     /// The profile's `credentials:` (environment variables the provider reads).
     pub credentials: &'a [String],
+    /// What is known now of the upstream outputs that `inputs:` read (PKO wires them
+    /// into each Stack's config).
+    pub inputs: Option<&'a InputValues>,
+}
+
+/// What export knows of one upstream output an `inputs:` entry reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputValue {
+    /// Its value now (the upstream is deployed).
+    Known(serde_json::Value),
+    /// A secret output: never written into an export.
+    Secret,
+    /// Not deployed, or not readable here.
+    Unknown,
+}
+
+/// (upstream project, output) → what is known of it.
+pub type InputValues = std::collections::BTreeMap<(String, String), InputValue>;
+
+/// Reads the outputs every `inputs:` entry of `plan` refers to, masked: secret outputs
+/// stay `Secret`. Best effort: without the pulumi CLI or a passphrase the Pulumi
+/// upstreams are `Unknown`, and the reason is returned.
+pub fn read_input_values(
+    loaded: &crate::commands::Loaded,
+    stack: &str,
+) -> (InputValues, Option<String>) {
+    use crate::commands::outputs::Reader;
+    let mut wanted: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for n in &loaded.plan.nodes {
+        for i in n.entry.iter().flat_map(|e| &e.inputs) {
+            wanted.entry(&i.project).or_default().push(&i.output);
+        }
+    }
+    let mut values = InputValues::new();
+    if wanted.is_empty() {
+        return (values, None);
+    }
+    let pulumi_upstreams = wanted.keys().any(|p| {
+        loaded
+            .plan
+            .nodes
+            .iter()
+            .any(|n| n.path == *p && n.kind == NodeKind::Pulumi)
+    });
+    let (reader, mut why) = if pulumi_upstreams {
+        match Reader::with_pulumi(loaded, stack) {
+            Ok(r) => (r, None),
+            Err(e) => (
+                Reader::without_pulumi(loaded, stack),
+                Some(e.message.lines().next().unwrap_or("").to_string()),
+            ),
+        }
+    } else {
+        (Reader::without_pulumi(loaded, stack), None)
+    };
+    for (project, outputs) in wanted {
+        let got = match reader.read(project, false) {
+            Ok(m) => m,
+            Err(e) => {
+                why.get_or_insert(e.message.lines().next().unwrap_or("").to_string());
+                None
+            }
+        };
+        for output in outputs {
+            let v = match got.as_ref().and_then(|m| m.get(output)) {
+                Some(v) if crate::engine::contains_secret_mask(v) => InputValue::Secret,
+                Some(v) => InputValue::Known(v.clone()),
+                None => InputValue::Unknown,
+            };
+            values.insert((project.to_string(), output.to_string()), v);
+        }
+    }
+    (values, why)
 }
 
 /// The plan as YAML text for `format`.
@@ -73,11 +146,22 @@ pub fn run(g: &crate::cli::GlobalArgs, format: Format, out: Option<&Path>) -> Re
             "strata export needs a stack: pass -s/--stack NAME, or set PULUMI_STACK in config/pulumi/environment.",
         ));
     };
+    let (inputs, unread) = if format == Format::Pko {
+        read_input_values(&loaded, stack)
+    } else {
+        Default::default()
+    };
+    if let Some(why) = unread {
+        eprintln!(
+            "note: the outputs that `inputs:` read could not all be read ({why}); those inputs point at the ConfigMap the header names"
+        );
+    }
     let ctx = ExportContext {
         provider: &loaded.profile.name,
         stack,
         infra_type: &loaded.profile.infra_type,
         credentials: &loaded.profile.credentials,
+        inputs: Some(&inputs),
     };
     let text = render(&loaded.plan, format, &ctx)?;
     if format == Format::Pko {
@@ -329,6 +413,7 @@ pub(crate) mod testutil {
         stack: "dev",
         infra_type: "T",
         credentials: &[],
+        inputs: None,
     };
 
     pub use crate::plan::testing::plan_of;

@@ -51,8 +51,23 @@ struct StackSpec {
     refresh: bool,
     destroy_on_finalize: bool,
     env_refs: BTreeMap<&'static str, EnvRef>,
+    /// `inputs:` whose upstream output is known now, as literal config.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    config: BTreeMap<String, serde_json::Value>,
+    /// `inputs:` not known at export time: read from a ConfigMap.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    config_ref: BTreeMap<String, ConfigMapRef>,
+    /// `inputs:` from secret outputs: read from a Secret, as secret config.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    secrets_ref: BTreeMap<String, EnvRef>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     prerequisites: Vec<Prerequisite>,
+}
+
+#[derive(Serialize)]
+struct ConfigMapRef {
+    name: String,
+    key: String,
 }
 
 #[derive(Serialize)]
@@ -64,8 +79,8 @@ struct EnvRef {
 
 #[derive(Serialize)]
 struct SecretRef {
-    name: &'static str,
-    key: &'static str,
+    name: String,
+    key: String,
 }
 
 #[derive(Serialize)]
@@ -109,11 +124,34 @@ pub fn left_out(plan: &Plan) -> Vec<&str> {
         .collect()
 }
 
-fn env_ref(key: &'static str) -> EnvRef {
+fn env_ref(name: &str, key: &str) -> EnvRef {
     EnvRef {
         kind: "Secret",
-        secret: SecretRef { name: SECRET, key },
+        secret: SecretRef {
+            name: name.to_string(),
+            key: key.to_string(),
+        },
     }
+}
+
+/// The ConfigMap and Secret that hold the inputs strata could not write in the export.
+pub fn inputs_object(stack: &str) -> String {
+    super::dns_label(&format!("strata-{stack}-inputs"), 63)
+}
+
+/// The key of one input in that ConfigMap or Secret: `<consumer path>.<config key>`,
+/// made of the characters a ConfigMap key allows.
+fn inputs_key(consumer: &str, key: &str) -> String {
+    format!("{consumer}.{key}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
@@ -132,9 +170,48 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         )));
     }
     let names = stack_names(&plan, ctx.stack);
+    let holder = inputs_object(ctx.stack);
     let mut docs = Vec::new();
+    let mut to_fill: Vec<String> = Vec::new();
+    let mut secret_keys: Vec<String> = Vec::new();
     for &i in &plan.order {
         let node = &plan.nodes[i];
+        // `inputs:`: the value known now as literal config, a secret from the Secret,
+        // anything else from the ConfigMap.
+        let mut config = BTreeMap::new();
+        let mut config_ref = BTreeMap::new();
+        let mut secrets_ref = BTreeMap::new();
+        for input in node.entry.iter().flat_map(|e| &e.inputs) {
+            let known = ctx
+                .inputs
+                .and_then(|m| m.get(&(input.project.clone(), input.output.clone())));
+            let k = inputs_key(&node.path, &input.key);
+            match known {
+                Some(super::InputValue::Known(v)) => {
+                    config.insert(input.key.clone(), v.clone());
+                }
+                Some(super::InputValue::Secret) => {
+                    secrets_ref.insert(input.key.clone(), env_ref(&holder, &k));
+                    secret_keys.push(format!(
+                        "{k} (output {} of {})",
+                        input.output, input.project
+                    ));
+                }
+                _ => {
+                    config_ref.insert(
+                        input.key.clone(),
+                        ConfigMapRef {
+                            name: holder.clone(),
+                            key: k.clone(),
+                        },
+                    );
+                    to_fill.push(format!(
+                        "{k} (output {} of {})",
+                        input.output, input.project
+                    ));
+                }
+            }
+        }
         let mut labels = BTreeMap::new();
         labels.insert("app.kubernetes.io/managed-by", "strata".to_string());
         labels.insert("strata/provider", super::dns_label(ctx.provider, 63));
@@ -158,14 +235,20 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 refresh: true,
                 destroy_on_finalize: false,
                 env_refs: [
-                    ("PULUMI_ACCESS_TOKEN", env_ref("PULUMI_ACCESS_TOKEN")),
+                    (
+                        "PULUMI_ACCESS_TOKEN",
+                        env_ref(SECRET, "PULUMI_ACCESS_TOKEN"),
+                    ),
                     (
                         "PULUMI_CONFIG_PASSPHRASE",
-                        env_ref("PULUMI_CONFIG_PASSPHRASE"),
+                        env_ref(SECRET, "PULUMI_CONFIG_PASSPHRASE"),
                     ),
                 ]
                 .into_iter()
                 .collect(),
+                config,
+                config_ref,
+                secrets_ref,
                 prerequisites: super::needs_in_order(&plan, i)
                     .into_iter()
                     .map(|j| Prerequisite {
@@ -203,12 +286,27 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         ),
         "- The operator runs `pulumi up` in each project folder, nothing of what strata adds: it reads Pulumi.<stack>.yaml from the project folder, not config/pulumi/Pulumi.<stack>.yaml (copy the keys into spec.config or that file), does not prompt, and runs no on_success hooks.".to_string(),
     ]);
-    let with_inputs = super::paths_with_inputs(&plan);
-    if !with_inputs.is_empty() {
-        notes.push(format!(
-            "- It does not wire `inputs:` either. These projects take config from other projects' outputs, which you must set in spec.config (or read with stack references in the program): {}.",
-            with_inputs.join(", ")
-        ));
+    let has_inputs = !super::paths_with_inputs(&plan).is_empty();
+    if has_inputs && to_fill.is_empty() && secret_keys.is_empty() {
+        notes.push(
+            "- `inputs:` are wired into spec.config with the upstream outputs as they were at export time: export again after an upstream's outputs change.".to_string(),
+        );
+    } else if has_inputs {
+        notes.push(
+            "- `inputs:` whose upstream output was known at export time are in spec.config (export again after it changes); the others are read from the ConfigMap and Secret below.".to_string(),
+        );
+        if !to_fill.is_empty() {
+            notes.push(format!(
+                "- Create the ConfigMap `{holder}` with these keys, each the upstream output it names (`strata outputs <upstream> --output json` once it is deployed): {}.",
+                to_fill.join(", ")
+            ));
+        }
+        if !secret_keys.is_empty() {
+            notes.push(format!(
+                "- Create the Secret `{holder}` with these keys, each the secret upstream output it names (`strata outputs <upstream> --show-secrets --output json`): {}.",
+                secret_keys.join(", ")
+            ));
+        }
     }
     if super::has_builtin(full) {
         notes.push(format!(
@@ -380,6 +478,78 @@ mod tests {
         let e = render(&only, &CTX).unwrap_err();
         assert_eq!(e.exit_code(), 3);
         assert!(e.message.contains("github-actions"), "{}", e.message);
+    }
+
+    #[test]
+    fn inputs_are_wired_into_config_config_ref_and_secrets_ref() {
+        let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: infra/vpc\n  - path: infra/eks\n    inputs:\n      'eks:vpc': infra/vpc:id\n      cidr: infra/vpc:cidr\n      token: infra/vpc:token\n      later: infra/vpc:later\n"
+        ), &[])
+        .unwrap();
+        let mut known = super::super::InputValues::new();
+        let key = |o: &str| ("infra/vpc".to_string(), o.to_string());
+        known.insert(
+            key("id"),
+            super::super::InputValue::Known(serde_json::json!("vpc-123")),
+        );
+        known.insert(
+            key("cidr"),
+            super::super::InputValue::Known(serde_json::json!({"a": [1, 2]})),
+        );
+        known.insert(key("token"), super::super::InputValue::Secret);
+        known.insert(key("later"), super::super::InputValue::Unknown);
+        let ctx = ExportContext {
+            inputs: Some(&known),
+            ..CTX
+        };
+        let text = render(&p, &ctx).unwrap();
+        let docs_of = docs;
+        let docs = docs_of(&text);
+        let eks = docs
+            .iter()
+            .find(|d| d["metadata"]["annotations"]["strata/path"] == "infra/eks")
+            .unwrap();
+        let spec = &eks["spec"];
+        assert_eq!(spec["config"]["eks:vpc"], "vpc-123");
+        assert_eq!(
+            spec["config"]["cidr"]["a"][1], 2,
+            "structured values stay structured"
+        );
+        assert!(
+            spec["config"].get("token").is_none(),
+            "a secret is never literal"
+        );
+        assert_eq!(spec["secretsRef"]["token"]["type"], "Secret");
+        assert_eq!(
+            spec["secretsRef"]["token"]["secret"]["name"],
+            "strata-dev-inputs"
+        );
+        assert_eq!(
+            spec["secretsRef"]["token"]["secret"]["key"],
+            "infra_eks.token"
+        );
+        assert_eq!(spec["configRef"]["later"]["name"], "strata-dev-inputs");
+        assert_eq!(spec["configRef"]["later"]["key"], "infra_eks.later");
+        assert!(
+            text.contains("Create the ConfigMap `strata-dev-inputs`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Create the Secret `strata-dev-inputs`"),
+            "{text}"
+        );
+        // Without anything known, every input points at the ConfigMap.
+        let text = render(&p, &CTX).unwrap();
+        let docs = docs_of(&text);
+        let eks = docs
+            .iter()
+            .find(|d| d["metadata"]["annotations"]["strata/path"] == "infra/eks")
+            .unwrap();
+        assert_eq!(
+            eks["spec"]["configRef"].as_mapping().unwrap().len(),
+            4,
+            "{text}"
+        );
     }
 
     #[test]

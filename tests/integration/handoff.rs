@@ -427,3 +427,76 @@ fn merged_kubeconfigs_read_back_with_kubectl() {
     assert_eq!(names("users"), ["aws", "dev-eks", "prod-eks"]);
     assert_eq!(v["current-context"], "prod-eks");
 }
+
+/// `inputs:` reach each PKO Stack: a deployed upstream's output as literal
+/// `spec.config`, a secret output through `spec.secretsRef`, an upstream not deployed
+/// through `spec.configRef`; the export passes the CRD.
+#[test]
+fn pko_export_wires_inputs_into_stack_config() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: vpc\n  - path: eks\n    inputs:\n      vpcId: vpc:value\n      token: vpc:token\n  - path: later\n    needs: []\n  - path: app\n    inputs:\n      where: later:value\n"
+        ),
+    );
+    let body = "resources:\n  first:\n    type: fake:index:Thing\n    properties:\n      x: vpc-42\noutputs:\n  value: ${first.x}\n  token:\n    fn::secret: hunter22\n";
+    ws.pulumi_project("vpc", "proj-vpc", body);
+    ws.pulumi_project("eks", "proj-eks", "outputs:\n  ok: yes\n");
+    ws.pulumi_project("later", "proj-later", body);
+    ws.pulumi_project("app", "proj-app", "outputs:\n  ok: yes\n");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--project", "vpc"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata(&[
+        "export",
+        "-p",
+        "t",
+        "-s",
+        "dev",
+        "--format",
+        "pko",
+        "-o",
+        "stacks.yaml",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let text = ws.read("stacks.yaml");
+    assert!(
+        !text.contains("hunter22"),
+        "a secret never lands in an export: {text}"
+    );
+    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let spec = |path: &str| {
+        docs.iter()
+            .find(|d| d["metadata"]["annotations"]["strata/path"].as_str() == Some(path))
+            .unwrap_or_else(|| panic!("no Stack for {path}: {text}"))["spec"]
+            .clone()
+    };
+    let eks = spec("eks");
+    assert_eq!(eks["config"]["vpcId"].as_str(), Some("vpc-42"), "{text}");
+    assert_eq!(
+        eks["secretsRef"]["token"]["type"].as_str(),
+        Some("Secret"),
+        "{text}"
+    );
+    let app = spec("app");
+    assert_eq!(
+        app["configRef"]["where"]["name"].as_str(),
+        Some("strata-dev-inputs"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Create the ConfigMap `strata-dev-inputs`"),
+        "{text}"
+    );
+    if let Some((ok, out)) = python_check(
+        "validate_pko.py",
+        &[
+            &shared_tool("pulumi.com_stacks.yaml"),
+            &ws.path("stacks.yaml"),
+        ],
+    ) {
+        assert!(ok, "{out}");
+    }
+}
