@@ -126,17 +126,27 @@ pub fn print(text: &str) -> Result<()> {
 pub fn current_fingerprints(loaded: &Loaded, stack: &str) -> Option<BTreeMap<String, String>> {
     let cfg = loaded.stack_config.as_ref()?;
     let keys = loaded.profile.all_secrets();
-    let secrets = if keys.is_empty() {
-        BTreeMap::new()
+    // The store's digest, never the store: a passphrase store costs its scrypt work
+    // factor to open. A stale digest leaves out the projects that take a secret.
+    let (hashes, stale) = if keys.is_empty() {
+        (BTreeMap::new(), false)
     } else {
-        crate::secrets::load_unprompted(&loaded.ws, stack).ok()??
+        match crate::secrets::digest::read_fresh(&loaded.ws, stack) {
+            Some(h) => (h, false),
+            None => (BTreeMap::new(), true),
+        }
     };
-    let salt = crate::run::fingerprint::salt(&loaded.ws.state_dir(stack));
-    Some(crate::run::fingerprint::of_plan(
-        &loaded.plan,
-        &loaded.profile,
-        cfg,
-        &secrets,
-        &salt,
-    ))
+    let mut fps = crate::run::fingerprint::of_plan(&loaded.plan, &loaded.profile, cfg, &hashes);
+    if stale {
+        let profile_wide = !loaded.profile.secrets.is_empty();
+        fps.retain(|path, _| {
+            let own = loaded
+                .profile
+                .entry(path)
+                .is_some_and(|e| !e.secrets.is_empty());
+            let builtin = loaded.profile.entry(path).is_none();
+            !(profile_wide || own || builtin)
+        });
+    }
+    Some(fps)
 }

@@ -36,8 +36,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
                 .unwrap_or_default();
             let keys: Vec<String> = if store::exists(&path) {
                 let key = secrets::key(&ws, &stack, settings.interactive)?;
-                store::load(&path, &key)
-                    .map_err(secrets::store_error)?
+                secrets::load_store(&ws, &stack, &key)?
                     .into_keys()
                     .collect()
             } else {
@@ -87,9 +86,9 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
                 std::time::Duration::ZERO,
                 &mut |w| eprintln!("warning: {w}"),
             )?;
-            let mut values = store::load(&path, &key).map_err(secrets::store_error)?;
+            let mut values = secrets::load_store(&ws, &stack, &key)?;
             values.insert(name.clone(), value);
-            store::save(&path, &key, &values).map_err(secrets::store_error)?;
+            secrets::save_store(&ws, &stack, &key, &values)?;
             eprintln!("stored `{name}` in {}", display_path(&path));
             Ok(0)
         }
@@ -102,14 +101,14 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
                 std::time::Duration::ZERO,
                 &mut |w| eprintln!("warning: {w}"),
             )?;
-            let mut values = store::load(&path, &key).map_err(secrets::store_error)?;
+            let mut values = secrets::load_store(&ws, &stack, &key)?;
             if values.remove(name).is_none() {
                 return Err(Error::config(format!(
                     "there is no secret `{name}` in {}; `strata secrets list` shows the stored keys.",
                     display_path(&path)
                 )));
             }
-            store::save(&path, &key, &values).map_err(secrets::store_error)?;
+            secrets::save_store(&ws, &stack, &key, &values)?;
             eprintln!("removed `{name}` from {}", display_path(&path));
             Ok(0)
         }

@@ -277,18 +277,40 @@ fn check_secrets(
     }
     let Some(stack) = stack else { return };
     let path = crate::secrets::store_path(ws, stack);
-    let stored = match crate::secrets::load_unprompted(ws, stack) {
-        Ok(v) => v,
-        Err(e) => {
-            r.bad("secrets", e.message);
-            return;
+    // The store is never decrypted here (a passphrase store costs its scrypt work
+    // factor): its keys come from the digest strata writes whenever it opens the store.
+    if crate::secrets::store::exists(&path) {
+        match crate::secrets::key(ws, stack, false) {
+            Ok(crate::secrets::store::Key::Identity(id)) if !id.is_file() => {
+                r.bad(
+                    "secrets",
+                    format!(
+                        "STRATA_AGE_IDENTITY names {}, which is not a file: point it at the age identity of {}",
+                        display_path(&id),
+                        display_path(&path)
+                    ),
+                );
+                return;
+            }
+            Ok(_) => {}
+            Err(_) if settings.interactive => r.note(
+                "secrets",
+                format!(
+                    "{} exists; `up` will ask for its passphrase (or set STRATA_PASSPHRASE / STRATA_AGE_IDENTITY)",
+                    display_path(&path)
+                ),
+            ),
+            Err(e) => {
+                r.bad("secrets", e.message);
+                return;
+            }
         }
-    };
-    let Some(stored) = stored else {
+    }
+    let Some(stored) = crate::secrets::digest::read_fresh(ws, stack) else {
         r.note(
             "secrets",
             format!(
-                "{} exists; set STRATA_PASSPHRASE or STRATA_AGE_IDENTITY to check it",
+                "{} changed since strata last opened it, so its keys are not checked here; `strata secrets list` opens it and checks them",
                 display_path(&path)
             ),
         );

@@ -75,8 +75,7 @@ pub fn execute(
         &r.plan,
         &r.profile,
         &stack_config,
-        &secrets.values,
-        &fp_salt,
+        &fingerprint::hash_secrets(&fp_salt, &secrets.values),
     );
     let (plan, unchanged) = if r.req.changed {
         changed_plan(&r.plan, &journal, &fingerprints)

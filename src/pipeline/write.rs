@@ -5,7 +5,7 @@
 
 use crate::engine::Operation;
 use crate::error::Result;
-use crate::secrets::{self, store};
+use crate::secrets;
 use crate::workspace::StackConfig;
 
 use super::ask::Answers;
@@ -37,11 +37,16 @@ pub fn write(r: &mut Resolved, a: &mut Answers) -> Result<()> {
         }
         a.stack_config = cfg;
     }
+    if a.secrets.added.is_empty()
+        && let Some(read) = &a.secrets.read
+    {
+        // What was read, so `status` and `validate` need not open the store.
+        secrets::record_read(&r.ws, &stack, read);
+    }
     if !a.secrets.added.is_empty()
         && let Some(key) = &a.secrets.key
     {
-        let path = secrets::store_path(&r.ws, &stack);
-        let mut stored = store::load(&path, key).map_err(secrets::store_error)?;
+        let mut stored = secrets::load_store(&r.ws, &stack, key)?;
         let mut changed = false;
         for (k, v) in &a.secrets.added {
             match stored.get(k) {
@@ -60,7 +65,7 @@ pub fn write(r: &mut Resolved, a: &mut Answers) -> Result<()> {
             }
         }
         if changed {
-            store::save(&path, key, &stored).map_err(secrets::store_error)?;
+            secrets::save_store(&r.ws, &stack, key, &stored)?;
         }
     }
     if r.ws

@@ -49,13 +49,14 @@ fn hash_dir(h: &mut Sha256, root: &Path, dir: &Path) {
 }
 
 /// Computes the fingerprint. `entry` is a stable text of the profile entry, `config` the
-/// shared stack config's text, `secrets` (key, value) pairs keyed by `salt`.
+/// shared stack config's text, `secrets` (key, keyed hash of the value) pairs: the
+/// values themselves are never needed, so `status` can fingerprint from the store's
+/// digest without decrypting it.
 pub fn fingerprint(
     project_dir: Option<&Path>,
     entry: &str,
     config: &str,
     secrets: &[(String, String)],
-    salt: &[u8],
 ) -> String {
     let mut h = Sha256::new();
     h.update(b"strata-fingerprint-v1\0");
@@ -66,21 +67,29 @@ pub fn fingerprint(
     h.update(entry.as_bytes());
     h.update(b"\0config\0");
     h.update(config.as_bytes());
-    for (k, v) in secrets {
+    for (_, hash) in secrets {
         h.update(b"\0secret\0");
-        h.update(keyed_hash(salt, k, v));
+        h.update(hash.as_bytes());
     }
     let digest = h.finalize();
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The input fingerprint of every step of the plan.
+/// The keyed hash of every secret value (what fingerprints and the store's digest hold).
+pub fn hash_secrets(salt: &[u8], values: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    values
+        .iter()
+        .map(|(k, v)| (k.clone(), keyed_hash(salt, k, v)))
+        .collect()
+}
+
+/// The input fingerprint of every step of the plan; `secret_hashes` maps each secret
+/// key to the keyed hash of its value ([`hash_secrets`]).
 pub fn of_plan(
     plan: &Plan,
     profile: &Profile,
     cfg: &StackConfig,
-    secrets: &BTreeMap<String, String>,
-    salt: &[u8],
+    secret_hashes: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
     let config_text = serde_yaml::to_string(cfg.config()).unwrap_or_default();
     let profile_keys: Vec<&String> = profile.secrets.iter().map(|s| &s.key).collect();
@@ -112,11 +121,11 @@ pub fn of_plan(
             };
         let pairs: Vec<(String, String)> = keys
             .into_iter()
-            .filter_map(|k| secrets.get(k).map(|v| (k.clone(), v.clone())))
+            .filter_map(|k| secret_hashes.get(k).map(|v| (k.clone(), v.clone())))
             .collect();
         out.insert(
             n.path.clone(),
-            fingerprint(dir, &entry_text, &config_text, &pairs, salt),
+            fingerprint(dir, &entry_text, &config_text, &pairs),
         );
     }
     out
@@ -159,12 +168,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("Pulumi.yaml"), "name: a\n").unwrap();
         let f = |cfg: &str, s: &str| {
+            let hashes = hash_secrets(b"salt", &[("k:x".to_string(), s.to_string())].into());
             fingerprint(
                 Some(d.path()),
                 "e",
                 cfg,
-                &[("k:x".into(), s.into())],
-                b"salt",
+                &hashes.into_iter().collect::<Vec<_>>(),
             )
         };
         let base = f("c", "s");

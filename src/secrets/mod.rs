@@ -1,6 +1,7 @@
 //! Secrets: the age-encrypted store, gathering values (store, `STRATA_SECRET_*`,
 //! prompts), writing them into Kubernetes, and redaction everywhere strata writes.
 
+pub mod digest;
 pub mod kubernetes;
 pub mod redact;
 pub mod store;
@@ -57,17 +58,65 @@ pub fn key(ws: &Workspace, stack: &str, interactive: bool) -> Result<store::Key>
     Ok(store::Key::Passphrase(SecretString::from(pass)))
 }
 
+/// Decrypts the store of `stack` with `key`, and records its digest (so `status` and
+/// `validate` need not decrypt it).
+pub fn load_store(
+    ws: &Workspace,
+    stack: &str,
+    key: &store::Key,
+) -> Result<BTreeMap<String, String>> {
+    let before = digest::current(ws, stack);
+    let values = store::load(&store_path(ws, stack), key).map_err(store_error)?;
+    digest::record(ws, stack, before.as_deref(), &values);
+    Ok(values)
+}
+
+/// Encrypts `values` into the store of `stack`, and records its digest.
+pub fn save_store(
+    ws: &Workspace,
+    stack: &str,
+    key: &store::Key,
+    values: &BTreeMap<String, String>,
+) -> Result<()> {
+    store::save(&store_path(ws, stack), key, values).map_err(store_error)?;
+    digest::record(ws, stack, None, values);
+    Ok(())
+}
+
+/// What a run read from the store: the hash of the store file it read and every value
+/// in it. The `write` stage records the digest from it, under the stack lock (nothing is
+/// written before the lock).
+pub struct Read {
+    pub store_hash: Option<String>,
+    pub values: BTreeMap<String, String>,
+}
+
+/// Decrypts the store without recording anything.
+fn read_store(ws: &Workspace, stack: &str, key: &store::Key) -> Result<Read> {
+    let store_hash = digest::current(ws, stack);
+    let values = store::load(&store_path(ws, stack), key).map_err(store_error)?;
+    Ok(Read { store_hash, values })
+}
+
 /// The stored secrets when they can be read without asking: `Ok(None)` when the store
-/// exists but no key is set in the environment; an empty map when there is no store.
-pub fn load_unprompted(ws: &Workspace, stack: &str) -> Result<Option<BTreeMap<String, String>>> {
+/// exists but no key is set in the environment; empty when there is no store.
+fn load_unprompted(ws: &Workspace, stack: &str) -> Result<Option<Read>> {
     let path = store_path(ws, stack);
     if !store::exists(&path) {
-        return Ok(Some(BTreeMap::new()));
+        return Ok(Some(Read {
+            store_hash: Some(String::new()),
+            values: BTreeMap::new(),
+        }));
     }
     match key(ws, stack, false) {
-        Ok(k) => store::load(&path, &k).map(Some).map_err(store_error),
+        Ok(k) => read_store(ws, stack, &k).map(Some),
         Err(_) => Ok(None),
     }
+}
+
+/// Records the digest of what a run read (the `write` stage, under the lock).
+pub fn record_read(ws: &Workspace, stack: &str, read: &Read) {
+    digest::record(ws, stack, read.store_hash.as_deref(), &read.values);
 }
 
 pub fn store_error(e: store::StoreError) -> Error {
@@ -89,6 +138,8 @@ pub struct Gathered {
     /// Declared secrets that no source had (non-interactive), one line each saying how
     /// to set it.
     pub missing: Vec<String>,
+    /// The store as it was read, for its digest.
+    pub read: Option<Read>,
 }
 
 /// Variables that carry strata's own secrets: never handed to a child.
@@ -126,15 +177,17 @@ pub fn gather(
     if !asking {
         // Nothing to ask: still learn the stored values (when the key is at hand without
         // a prompt) so they can be redacted.
-        let all = load_unprompted(ws, stack)?.unwrap_or_default();
-        if !declared.is_empty() {
-            out.values = all.clone();
+        if let Some(read) = load_unprompted(ws, stack)? {
+            out.values = read.values.clone();
+            out.redact.extend(read.values.values().cloned());
+            out.read = Some(read);
         }
-        out.redact.extend(all.into_values());
         return Ok(out);
     }
     let k = key(ws, stack, interactive)?;
-    let mut values = store::load(&store_path(ws, stack), &k).map_err(store_error)?;
+    let read = read_store(ws, stack, &k)?;
+    let mut values = read.values.clone();
+    out.read = Some(read);
     for item in declared {
         if values.contains_key(&item.key) {
             continue;

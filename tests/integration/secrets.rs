@@ -1460,3 +1460,67 @@ fn exec_credential_plugins_get_the_env_file_and_are_named_when_they_fail() {
         Some(ADMIN)
     );
 }
+
+/// `status` and `validate` never decrypt the store (a passphrase store costs its scrypt
+/// work factor): they read the digest strata writes whenever a run opens the store, so a
+/// wrong passphrase does not bother them. A store changed since (a `git pull`) is
+/// reported, not decrypted.
+#[test]
+fn status_and_validate_read_the_digest_not_the_store() {
+    let mut ws = Ws::new();
+    ws.profile(
+        "lab",
+        &format!(
+            "{HEAD}secrets:\n  - key: lab:token\n    prompt: Token\n\
+             infrastructure:\n  - path: infra/cluster\n  - path: infra/plain\n    needs: []\n"
+        ),
+    );
+    ws.command_project("infra/cluster", "echo ran", "true");
+    ws.command_project("infra/plain", "echo ran", "true");
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
+    ws.set_env("STRATA_SECRET_LAB_TOKEN", ADMIN);
+    // (Not the @secrets step: there is no cluster here.)
+    let r = ws.strata(&[
+        "up",
+        "--provider",
+        "lab",
+        "--project",
+        "infra/cluster",
+        "--project",
+        "infra/plain",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let digest = ws.read(".strata/dev/secrets.digest.json");
+    assert!(!digest.contains(ADMIN), "{digest}");
+
+    ws.env.retain(|(k, _)| !k.starts_with("STRATA_SECRET_"));
+    ws.set_env("STRATA_PASSPHRASE", "a-wrong-passphrase");
+    let status = |ws: &Ws| -> std::collections::BTreeMap<String, Value> {
+        let r = ws.strata(&["status", "--provider", "lab", "--output", "json"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+        doc["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["path"].as_str().unwrap().to_string(), p["inputs_changed"].clone()))
+            .collect()
+    };
+    let s = status(&ws);
+    assert_eq!(s["infra/cluster"], Value::Bool(false), "{s:?}");
+    assert_eq!(s["infra/plain"], Value::Bool(false), "{s:?}");
+    let r = ws.strata(&["validate", "--provider", "lab"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("all available"), "{r:?}");
+
+    // Someone else's store (a git pull): not decrypted, and said so.
+    let mut other = std::fs::read(ws.path(STORE)).unwrap();
+    other.extend_from_slice(b"\n");
+    std::fs::write(ws.path(STORE), other).unwrap();
+    let s = status(&ws);
+    assert_eq!(s["infra/cluster"], Value::Null, "unknown, not guessed: {s:?}");
+    let r = ws.strata(&["validate", "--provider", "lab"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("changed since strata last opened it"), "{r:?}");
+}
