@@ -188,8 +188,15 @@ pub fn load(path: &Path, key: &Key) -> Result<BTreeMap<String, String>, StoreErr
 /// Encrypts `values` and writes them atomically to `path` (mode 0600),
 /// creating the parent directory. On error the old file is left as it was.
 pub fn save(path: &Path, key: &Key, values: &BTreeMap<String, String>) -> Result<(), StoreError> {
-    save_with_work_factor(path, key, values, None)
+    save_with_work_factor(path, key, values, Some(PASSPHRASE_WORK_FACTOR))
 }
+
+/// The scrypt work factor (`log2 N`) of a passphrase store: 18, what the `age` CLI
+/// uses. Opening the store costs 2^18 × 1 KiB = 256 MiB of memory and a fraction of a
+/// second of CPU; age's own calibration (about one second of work on the machine that
+/// writes) can choose 19–20 on a fast laptop, which a small CI runner then pays twice
+/// over in memory. Teams and CI are better served by an age identity (no scrypt).
+pub const PASSPHRASE_WORK_FACTOR: u8 = 18;
 
 /// [`save`], with an explicit scrypt work factor (`log2 N`) for passphrase
 /// keys. `None` is age's default (about one second of work); tests use a
@@ -578,6 +585,30 @@ mod tests {
         let key = passphrase("correct horse");
         let path = saved(dir.path(), &key);
         assert_eq!(load(&path, &key).unwrap(), values());
+    }
+
+    #[test]
+    fn passphrase_stores_use_the_age_cli_work_factor() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.age");
+        save(&path, &passphrase("correct horse"), &BTreeMap::new()).unwrap();
+        let open = |max: u8| {
+            let text = std::fs::read(&path).unwrap();
+            let reader = age::armor::ArmoredReader::new(&text[..]);
+            let d = age::Decryptor::new(reader).unwrap();
+            let mut id = age::scrypt::Identity::new(SecretString::from("correct horse"));
+            id.set_max_work_factor(max);
+            d.decrypt(std::iter::once(&id as &dyn age::Identity))
+                .map(|mut r| {
+                    let mut s = String::new();
+                    r.read_to_string(&mut s).unwrap();
+                    s
+                })
+                .is_ok()
+        };
+        assert!(open(PASSPHRASE_WORK_FACTOR), "opens with the chosen factor");
+        assert!(!open(PASSPHRASE_WORK_FACTOR - 1), "and needs exactly it");
     }
 
     #[test]

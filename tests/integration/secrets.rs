@@ -1504,7 +1504,12 @@ fn status_and_validate_read_the_digest_not_the_store() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|p| (p["path"].as_str().unwrap().to_string(), p["inputs_changed"].clone()))
+            .map(|p| {
+                (
+                    p["path"].as_str().unwrap().to_string(),
+                    p["inputs_changed"].clone(),
+                )
+            })
             .collect()
     };
     let s = status(&ws);
@@ -1519,8 +1524,15 @@ fn status_and_validate_read_the_digest_not_the_store() {
     other.extend_from_slice(b"\n");
     std::fs::write(ws.path(STORE), other).unwrap();
     let s = status(&ws);
-    assert_eq!(s["infra/cluster"], Value::Null, "unknown, not guessed: {s:?}");
+    assert_eq!(
+        s["infra/cluster"],
+        Value::Null,
+        "unknown, not guessed: {s:?}"
+    );
     let r = ws.strata(&["validate", "--provider", "lab"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.all().contains("changed since strata last opened it"), "{r:?}");
+    assert!(
+        r.all().contains("changed since strata last opened it"),
+        "{r:?}"
+    );
 }
