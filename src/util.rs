@@ -43,6 +43,20 @@ pub fn write_file_atomic(path: &Path, contents: &[u8], mode: Option<u32>) -> std
     Ok(())
 }
 
+/// Writes `contents` to `path` in place (created with mode 0600, truncated): for files
+/// strata derives again on every run, which need neither a rename nor an fsync.
+pub fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(contents))
+        .map_err(|e| Error::io("write", path, e))
+}
+
 /// [`write_file_atomic`], with the error for people.
 pub fn write_atomic(path: &Path, contents: &[u8], mode: Option<u32>) -> Result<()> {
     write_file_atomic(path, contents, mode).map_err(|e| Error::io("write", path, e))

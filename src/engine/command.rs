@@ -48,19 +48,36 @@ impl Engine for CommandEngine {
                 ..Outcome::default()
             });
         };
-        crate::util::private_dir(&job.scratch_dir).map_err(|e| fail(e.message))?;
+        // The scratch folder exists after the first run: create it only when missing.
+        if !job.scratch_dir.is_dir() {
+            crate::util::private_dir(&job.scratch_dir).map_err(|e| fail(e.message))?;
+        }
         let outputs_file = job.scratch_dir.join("outputs.json");
-        let inputs_file = job.scratch_dir.join("inputs.json");
         let _ = std::fs::remove_file(&outputs_file);
-        let inputs = Value::Object(job.inputs.clone().into_iter().collect());
-        crate::util::write_atomic(
-            &inputs_file,
-            serde_json::to_string_pretty(&inputs)
-                .unwrap_or_default()
-                .as_bytes(),
-            Some(0o600),
-        )
-        .map_err(|e| fail(e.message))?;
+        // Inputs are derived again on every run: written in place, no fsync; a project
+        // without inputs reads one shared `{}`.
+        let inputs_file = if job.inputs.is_empty() {
+            let shared = job
+                .scratch_dir
+                .parent()
+                .unwrap_or(&job.scratch_dir)
+                .join("no-inputs.json");
+            if std::fs::read(&shared).ok().as_deref() != Some(b"{}\n".as_slice()) {
+                crate::util::write_private(&shared, b"{}\n").map_err(|e| fail(e.message))?;
+            }
+            shared
+        } else {
+            let file = job.scratch_dir.join("inputs.json");
+            let inputs = Value::Object(job.inputs.clone().into_iter().collect());
+            crate::util::write_private(
+                &file,
+                serde_json::to_string_pretty(&inputs)
+                    .unwrap_or_default()
+                    .as_bytes(),
+            )
+            .map_err(|e| fail(e.message))?;
+            file
+        };
         let mut env = job.env.clone();
         env.insert(
             "STRATA_OUTPUTS_FILE".into(),
@@ -87,7 +104,7 @@ impl Engine for CommandEngine {
             "$ sh -c <{} command>",
             job.op.as_str()
         )));
-        let expr = duct::cmd("sh", ["-c", script.as_str()])
+        let expr = duct::cmd(super::process::shell(&env), ["-c", script.as_str()])
             .dir(&job.dir)
             .full_env(&env);
         let mut last_line = String::new();
@@ -136,7 +153,11 @@ impl Engine for CommandEngine {
         } else {
             Map::new()
         };
-        let _ = std::fs::remove_file(&outputs_file);
+        // `up` leaves the file for the executor, which moves it to where dependents and
+        // later runs read outputs (no copy, no new file).
+        if job.op != Operation::Up {
+            let _ = std::fs::remove_file(&outputs_file);
+        }
         Ok(Outcome {
             // A preview command's answer is what it printed: its last line.
             summary: if job.op == Operation::Preview {

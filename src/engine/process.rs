@@ -377,9 +377,41 @@ pub fn find_program(program: &str, env: &BTreeMap<String, String>) -> Option<std
         .find(|p| is_exec(p))
 }
 
+/// The absolute path of `sh` on the children's `PATH`, looked up once per `PATH`. With
+/// an absolute program the standard library starts children with `posix_spawn` (a
+/// `vfork`): a program looked up on a `PATH` the child's environment rewrites makes it
+/// fall back to `fork`, which copies the page tables of a busy parent for every child.
+pub fn shell(env: &BTreeMap<String, String>) -> std::path::PathBuf {
+    static CACHE: Mutex<Option<(Option<String>, std::path::PathBuf)>> = Mutex::new(None);
+    let path = env.get("PATH").cloned();
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, sh)) = cache.as_ref()
+        && *p == path
+    {
+        return sh.clone();
+    }
+    let sh = find_program("sh", env).unwrap_or_else(|| "sh".into());
+    *cache = Some((path, sh.clone()));
+    sh
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shell_is_an_absolute_path_found_on_the_childrens_path() {
+        let env: BTreeMap<String, String> =
+            [("PATH".to_string(), "/nonexistent:/bin:/usr/bin".to_string())].into();
+        let sh = shell(&env);
+        assert!(sh.is_absolute(), "{}", sh.display());
+        assert!(sh.ends_with("sh"));
+        // Another PATH is looked up again.
+        let empty: BTreeMap<String, String> =
+            [("PATH".to_string(), "/nonexistent".to_string())].into();
+        assert_eq!(shell(&empty), std::path::PathBuf::from("sh"));
+        assert_eq!(shell(&env), sh);
+    }
 
     #[test]
     fn streams_lines_and_exit_code() {

@@ -603,13 +603,8 @@ impl<'a> StepRunner<'a> {
                 values: outcome.outputs.clone(),
                 secret: outcome.secret_outputs.clone(),
             };
-            if !is_pulumi {
-                let file = self.outputs_file(&node.path);
-                let text = serde_json::to_string_pretty(&Value::Object(outcome.outputs.clone()))
-                    .unwrap_or_default();
-                if let Err(e) = crate::util::write_atomic(&file, text.as_bytes(), Some(0o600)) {
-                    return Ran::new(Status::Failed, Some(e.message), None);
-                }
+            if !is_pulumi && let Err(msg) = self.keep_outputs(&node.path, &job, &outcome.outputs) {
+                return Ran::new(Status::Failed, Some(msg), None);
             }
             if let Ok(mut m) = self.outputs.lock() {
                 m.insert(node.path.clone(), outputs);
@@ -655,6 +650,32 @@ impl<'a> StepRunner<'a> {
             changes: outcome.changes,
             ..Ran::new(Status::Succeeded, Some(after(outcome.summary)), None)
         }
+    }
+
+    /// Keeps a command project's outputs where its dependents and later runs read them:
+    /// the file the project wrote is renamed into place (one rename, no copy); a
+    /// project that wrote none gets `{}`. Not fsynced: the journal record that follows
+    /// is, and a lost file only means the project is not seen as deployed.
+    fn keep_outputs(
+        &self,
+        path: &str,
+        job: &Job,
+        outputs: &Map<String, Value>,
+    ) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        let file = self.outputs_file(path);
+        let dir = file.parent().unwrap_or(&file);
+        if !dir.is_dir() {
+            crate::util::private_dir(dir).map_err(|e| e.message)?;
+        }
+        let written = job.scratch_dir.join("outputs.json");
+        if written.is_file() && std::fs::rename(&written, &file).is_ok() {
+            return std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("cannot set the mode of {}: {e}", display_path(&file)));
+        }
+        let text =
+            serde_json::to_string_pretty(&Value::Object(outputs.clone())).unwrap_or_default();
+        crate::util::write_atomic(&file, text.as_bytes(), Some(0o600)).map_err(|e| e.message)
     }
 
     fn run_hook(
@@ -911,7 +932,9 @@ impl Executor for StepRunner<'_> {
             n += 1;
             path = dir.join(format!("{}-{stamp}-{n}.log", self.ctx.op.as_str()));
         }
-        crate::util::private_dir(&dir).ok()?;
+        if !dir.is_dir() {
+            crate::util::private_dir(&dir).ok()?;
+        }
         crate::util::open_private_append(&path).ok()?;
         if let Ok(mut l) = self.logs.lock() {
             l.insert(i, path.clone());

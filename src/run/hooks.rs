@@ -74,7 +74,7 @@ pub fn run_command(
     on_line: &mut dyn FnMut(String),
 ) -> Result<(), String> {
     let script = to_shell(command);
-    let expr = duct::cmd("sh", ["-c", script.as_str()])
+    let expr = duct::cmd(crate::engine::process::shell(env), ["-c", script.as_str()])
         .dir(dir)
         .full_env(env);
     match run_streaming(expr, control, project, on_line) {

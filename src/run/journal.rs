@@ -60,14 +60,15 @@ pub enum Record {
 
 pub struct Journal {
     path: PathBuf,
-    lock: Mutex<()>,
+    /// The file, opened (and its folder created) on the first append, kept for the rest.
+    file: Mutex<Option<std::fs::File>>,
 }
 
 impl Journal {
     pub fn new(state_dir: &Path) -> Journal {
         Journal {
             path: state_dir.join("journal.jsonl"),
-            lock: Mutex::new(()),
+            file: Mutex::new(None),
         }
     }
 
@@ -78,22 +79,34 @@ impl Journal {
     /// Appends one record: one `write(2)` of one line on an `O_APPEND` file (mode 0600).
     /// When the file does not end with a newline (a crash tore the last record), the
     /// write starts with one, so the new record is never glued to the torn line.
+    /// The record is on disk when this returns (one `fdatasync`): a record that was
+    /// reported survives a power cut, not only a crash.
     pub fn append(&self, record: &Record) -> Result<()> {
-        let _g = self.lock.lock();
-        if let Some(dir) = self.path.parent() {
-            crate::util::private_dir(dir)?;
-        }
         let json = serde_json::to_string(record)
             .map_err(|e| Error::failed(format!("cannot encode a journal record: {e}")))?;
-        let mut f = crate::util::open_private_append(&self.path)
-            .map_err(|e| Error::io("open", &self.path, e))?;
+        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            if let Some(dir) = self.path.parent() {
+                crate::util::private_dir(dir)?;
+            }
+            *guard = Some(
+                crate::util::open_private_append(&self.path)
+                    .map_err(|e| Error::io("open", &self.path, e))?,
+            );
+        }
+        let Some(f) = guard.as_mut() else {
+            return Err(Error::failed("the journal is not open"));
+        };
         let mut line = String::with_capacity(json.len() + 2);
-        if !ends_with_newline(&mut f) {
+        // Another strata (a preview beside an up) may append too, and may have crashed
+        // in the middle of a line.
+        if !ends_with_newline(f) {
             line.push('\n');
         }
         line.push_str(&json);
         line.push('\n');
         f.write_all(line.as_bytes())
+            .and_then(|()| f.sync_data())
             .map_err(|e| Error::io("append to", &self.path, e))
     }
 

@@ -498,6 +498,32 @@ fn command_project_gets_inputs_as_env_vars_and_json_file() {
     assert_eq!(inputs["report:subnets"], json!(["s-1", "s-2"]));
 }
 
+/// A project without inputs still gets a readable `{}` at $STRATA_INPUTS_FILE, and a
+/// project that writes no outputs is recorded with none.
+#[test]
+fn command_project_without_inputs_reads_an_empty_object() {
+    let ws = workspace("infrastructure:\n  - path: tools/a\n  - path: tools/b\n");
+    let copy = |n: &str| {
+        format!(
+            "cp \"$STRATA_INPUTS_FILE\" {}",
+            ws.path(&format!("inputs-{n}.json")).display()
+        )
+    };
+    ws.command_project("tools/a", &copy("a"), "true");
+    ws.command_project("tools/b", &copy("b"), "true");
+    for _ in 0..2 {
+        let r = ws.strata(&["up"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        for n in ["a", "b"] {
+            let v: Value = serde_json::from_str(&ws.read(&format!("inputs-{n}.json"))).unwrap();
+            assert_eq!(v, json!({}));
+        }
+        let v: Value =
+            serde_json::from_str(&ws.read(".strata/dev/outputs/tools_2fa.json")).unwrap();
+        assert_eq!(v, json!({}));
+    }
+}
+
 #[test]
 fn command_project_outputs_flow_into_a_pulumi_project_also_piecemeal() {
     let mut ws = workspace(
@@ -516,6 +542,17 @@ fn command_project_outputs_flow_into_a_pulumi_project_also_piecemeal() {
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(the_up(&ws, 0, "web")["config"]["web:vpc_id"], "img-1.2.3");
+    // The outputs the project wrote are kept (moved, not copied), private.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let kept = ws.path(".strata/dev/outputs/tools_2fimage.json");
+        let v: Value =
+            serde_json::from_str(&ws.read(".strata/dev/outputs/tools_2fimage.json")).unwrap();
+        assert_eq!(v["tag"], "img-1.2.3");
+        let mode = std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "outputs are private");
+        assert!(!ws.exists(".strata/dev/work/tools_2fimage/outputs.json"));
+    }
 
     // Only web: the command project's outputs are remembered from its last up.
     let since = ws.calls().len();
