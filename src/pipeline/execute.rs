@@ -30,6 +30,10 @@ use super::lock::Held;
 use super::preflight::Preflight;
 use super::resolve::Resolved;
 
+/// Runs kept in the journal when it is compacted (beyond the last run of each operation
+/// and the last record of each project); older ones are in `journal-archive.jsonl`.
+pub const JOURNAL_RUNS_KEPT: usize = 10;
+
 /// What a run did, for the `record` stage.
 pub struct Executed {
     pub run_id: String,
@@ -244,6 +248,15 @@ pub fn execute(
                 message: res.message.clone(),
                 log: None,
                 changes: None,
+            });
+        }
+    }
+    if lock.is_some() {
+        // Under the stack lock: old runs move to the archive, so reading the journal
+        // does not get slower run after run.
+        if let Err(e) = journal.compact(JOURNAL_RUNS_KEPT) {
+            emit(RunEvent::Notice {
+                message: format!("warning: the journal was not compacted: {e}"),
             });
         }
     }

@@ -1,6 +1,7 @@
 //! `.strata/<stack>/journal.jsonl`: append-only, one record per run and per project
 //! operation. Never holds a secret value.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -120,6 +121,111 @@ impl Journal {
     }
 }
 
+impl Journal {
+    /// Keeps the cost of reading the journal from growing with the number of past runs:
+    /// when it holds more than `2 × keep` runs, the records every reader needs stay (the
+    /// last `keep` runs, the last run of each operation, and for each project its last
+    /// record of each operation and status) and the others move to
+    /// `journal-archive.jsonl` beside it. The archive is appended (and synced) first, then
+    /// the journal is replaced atomically: a crash in between only leaves records in both.
+    /// Returns how many records moved. Call it under the stack lock; a record another
+    /// strata appended meanwhile (a preview) makes it give up until next time.
+    pub fn compact(&self, keep: usize) -> Result<usize> {
+        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(bytes) = std::fs::read(&self.path) else {
+            return Ok(0);
+        };
+        let lines: Vec<(&[u8], Option<Record>)> = bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| (l, serde_json::from_slice::<Record>(l).ok()))
+            .collect();
+        let runs: Vec<(&str, &str)> = lines
+            .iter()
+            .filter_map(|(_, r)| match r {
+                Some(Record::Run {
+                    run_id, operation, ..
+                }) => Some((run_id.as_str(), operation.as_str())),
+                _ => None,
+            })
+            .collect();
+        if runs.len() <= 2 * keep.max(1) {
+            return Ok(0);
+        }
+        let mut kept_runs: std::collections::BTreeSet<&str> = runs[runs.len() - keep..]
+            .iter()
+            .map(|(id, _)| *id)
+            .collect();
+        let mut seen_ops = std::collections::BTreeSet::new();
+        for (id, op) in runs.iter().rev() {
+            if seen_ops.insert(*op) {
+                kept_runs.insert(id);
+            }
+        }
+        // For each (project, operation, status), its last record.
+        let mut last: BTreeMap<(&str, &str, &str), usize> = BTreeMap::new();
+        for (i, (_, r)) in lines.iter().enumerate() {
+            if let Some(Record::Project {
+                project,
+                operation,
+                status,
+                ..
+            }) = r
+            {
+                last.insert((project, operation, status), i);
+            }
+        }
+        let lasts: std::collections::BTreeSet<usize> = last.into_values().collect();
+        let run_of = |r: &Record| match r {
+            Record::Run { run_id, .. }
+            | Record::Retry { run_id, .. }
+            | Record::Project { run_id, .. } => run_id.clone(),
+        };
+        let (mut keep_text, mut moved_text) = (Vec::new(), Vec::new());
+        let mut moved = 0;
+        for (i, (line, r)) in lines.iter().enumerate() {
+            let stays = match r {
+                // A torn line is dropped: it was never a record.
+                None => continue,
+                Some(r) => lasts.contains(&i) || kept_runs.contains(run_of(r).as_str()),
+            };
+            let out = if stays {
+                &mut keep_text
+            } else {
+                &mut moved_text
+            };
+            out.extend_from_slice(line);
+            out.push(b'\n');
+            moved += usize::from(!stays);
+        }
+        if moved == 0 {
+            return Ok(0);
+        }
+        let unchanged =
+            || std::fs::metadata(&self.path).map(|m| m.len()).ok() == Some(bytes.len() as u64);
+        if !unchanged() {
+            return Ok(0);
+        }
+        let archive = self.path.with_file_name("journal-archive.jsonl");
+        let mut a = crate::util::open_private_append(&archive)
+            .map_err(|e| Error::io("open", &archive, e))?;
+        if !ends_with_newline(&mut a) {
+            moved_text.insert(0, b'\n');
+        }
+        a.write_all(&moved_text)
+            .and_then(|()| a.sync_data())
+            .map_err(|e| Error::io("append to", &archive, e))?;
+        // Give up if another strata appended since the journal was read.
+        if !unchanged() {
+            return Ok(0);
+        }
+        crate::util::write_atomic(&self.path, &keep_text, Some(0o600))?;
+        // The next append opens the new file.
+        *guard = None;
+        Ok(moved)
+    }
+}
+
 /// The records in `bytes`, skipping every line that is not a whole record.
 pub fn parse(bytes: &[u8]) -> Vec<Record> {
     bytes
@@ -159,6 +265,110 @@ pub fn last_by_project(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod compact_tests {
+    use super::*;
+
+    fn run(j: &Journal, id: &str, op: &str, results: &[(&str, &str)]) {
+        j.append(&Record::Run {
+            run_id: id.into(),
+            operation: op.into(),
+            provider: "p".into(),
+            stack: "dev".into(),
+            projects: results.iter().map(|(p, _)| p.to_string()).collect(),
+            started_at: "t".into(),
+            command: String::new(),
+        })
+        .unwrap();
+        for (p, status) in results {
+            j.append(&Record::Project {
+                run_id: id.into(),
+                project: p.to_string(),
+                operation: op.into(),
+                status: status.to_string(),
+                started_at: "t".into(),
+                ended_at: "t".into(),
+                duration_ms: 1,
+                exit_code: None,
+                fingerprint: Some(format!("{id}-{p}")),
+                message: None,
+                log: None,
+                changes: None,
+            })
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn compaction_keeps_what_readers_need_and_archives_the_rest() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        // An up where b failed (resume needs that run), then many previews and ups.
+        run(&j, "u0", "up", &[("a", "succeeded"), ("b", "succeeded")]);
+        run(&j, "u1", "up", &[("a", "succeeded"), ("b", "failed")]);
+        for i in 0..30 {
+            run(
+                &j,
+                &format!("p{i}"),
+                "preview",
+                &[("a", "succeeded"), ("b", "blocked")],
+            );
+        }
+        let before = j.read();
+        let moved = j.compact(5).unwrap();
+        assert!(moved > 0);
+        let after = j.read();
+        assert!(
+            after.len() < before.len() / 3,
+            "{} of {}",
+            after.len(),
+            before.len()
+        );
+        // Every reader sees the same thing.
+        for ops in [&["up", "destroy"][..], &[][..], &["up"][..]] {
+            assert_eq!(
+                last_by_project(&before, ops),
+                last_by_project(&after, ops),
+                "{ops:?}"
+            );
+        }
+        // The last up is whole (resume reads it), and the last success of b is kept.
+        assert!(
+            after
+                .iter()
+                .any(|r| matches!(r, Record::Run { run_id, .. } if run_id == "u1"))
+        );
+        assert!(after.iter().any(
+            |r| matches!(r, Record::Project { run_id, project, status, .. }
+            if run_id == "u0" && project == "b" && status == "succeeded")
+        ));
+        // Nothing is lost: the archive holds the rest.
+        let archived = parse(&std::fs::read(d.path().join("journal-archive.jsonl")).unwrap());
+        assert_eq!(archived.len() + after.len(), before.len());
+        // Appends go to the new file; a second compaction has nothing to do.
+        run(&j, "u2", "up", &[("a", "succeeded")]);
+        assert!(
+            j.read()
+                .iter()
+                .any(|r| matches!(r, Record::Run { run_id, .. } if run_id == "u2"))
+        );
+        assert_eq!(j.compact(5).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_small_journal_is_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        for i in 0..10 {
+            run(&j, &format!("u{i}"), "up", &[("a", "succeeded")]);
+        }
+        let before = std::fs::read(j.path()).unwrap();
+        assert_eq!(j.compact(5).unwrap(), 0);
+        assert_eq!(std::fs::read(j.path()).unwrap(), before);
+        assert!(!d.path().join("journal-archive.jsonl").exists());
+    }
 }
 
 #[cfg(test)]
