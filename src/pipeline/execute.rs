@@ -30,10 +30,6 @@ use super::lock::Held;
 use super::preflight::Preflight;
 use super::resolve::Resolved;
 
-/// Runs kept in the journal when it is compacted (beyond the last run of each operation
-/// and the last record of each project); older ones are in `journal-archive.jsonl`.
-pub const JOURNAL_RUNS_KEPT: usize = 10;
-
 /// What a run did, for the `record` stage.
 pub struct Executed {
     pub run_id: String,
@@ -252,11 +248,11 @@ pub fn execute(
         }
     }
     if lock.is_some() {
-        // Under the stack lock: old runs move to the archive, so reading the journal
+        // Under the stack lock: the index of what readers need, so reading the journal
         // does not get slower run after run.
-        if let Err(e) = journal.compact(JOURNAL_RUNS_KEPT) {
+        if let Err(e) = journal.update_index() {
             emit(RunEvent::Notice {
-                message: format!("warning: the journal was not compacted: {e}"),
+                message: format!("warning: the journal's index was not updated: {e}"),
             });
         }
     }

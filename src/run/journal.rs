@@ -110,119 +110,116 @@ impl Journal {
             .and_then(|()| f.sync_data())
             .map_err(|e| Error::io("append to", &self.path, e))
     }
+}
 
-    /// Every readable record, oldest first. A line that is not a whole record (torn by a
-    /// crash, or not UTF-8) is skipped; the lines after it are read.
-    pub fn read(&self) -> Vec<Record> {
-        let Ok(bytes) = std::fs::read(&self.path) else {
-            return Vec::new();
-        };
-        parse(&bytes)
-    }
+/// `journal.index.jsonl`: the records of the journal that readers still need, up to a
+/// byte offset of the journal, so reading costs the same after many runs as after one.
+/// First line: `{"covers": <journal length>, "inode": <journal inode>}`; then the
+/// records, in journal order.
+#[derive(Serialize, Deserialize)]
+struct IndexHead {
+    covers: u64,
+    inode: u64,
 }
 
 impl Journal {
-    /// Keeps the cost of reading the journal from growing with the number of past runs:
-    /// when it holds more than `2 × keep` runs, the records every reader needs stay (the
-    /// last `keep` runs, the last run of each operation, and for each project its last
-    /// record of each operation and status) and the others move to
-    /// `journal-archive.jsonl` beside it. The archive is appended (and synced) first, then
-    /// the journal is replaced atomically: a crash in between only leaves records in both.
-    /// Returns how many records moved. Call it under the stack lock; a record another
-    /// strata appended meanwhile (a preview) makes it give up until next time.
-    pub fn compact(&self, keep: usize) -> Result<usize> {
-        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        let Ok(bytes) = std::fs::read(&self.path) else {
-            return Ok(0);
-        };
-        let lines: Vec<(&[u8], Option<Record>)> = bytes
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(|l| (l, serde_json::from_slice::<Record>(l).ok()))
-            .collect();
-        let runs: Vec<(&str, &str)> = lines
-            .iter()
-            .filter_map(|(_, r)| match r {
-                Some(Record::Run {
-                    run_id, operation, ..
-                }) => Some((run_id.as_str(), operation.as_str())),
-                _ => None,
-            })
-            .collect();
-        if runs.len() <= 2 * keep.max(1) {
-            return Ok(0);
+    fn index_path(&self) -> PathBuf {
+        self.path.with_file_name("journal.index.jsonl")
+    }
+
+    /// The records the index holds and the journal offset it covers, when it describes
+    /// this journal (same file, not longer than it).
+    fn read_index(&self, journal_len: u64, inode: u64) -> Option<(Vec<Record>, u64)> {
+        let bytes = std::fs::read(self.index_path()).ok()?;
+        let mut lines = bytes.splitn(2, |b| *b == b'\n');
+        let head: IndexHead = serde_json::from_slice(lines.next()?).ok()?;
+        if head.inode != inode || head.covers > journal_len {
+            return None;
         }
-        let mut kept_runs: std::collections::BTreeSet<&str> = runs[runs.len() - keep..]
-            .iter()
-            .map(|(id, _)| *id)
-            .collect();
-        let mut seen_ops = std::collections::BTreeSet::new();
-        for (id, op) in runs.iter().rev() {
-            if seen_ops.insert(*op) {
-                kept_runs.insert(id);
+        Some((parse(lines.next().unwrap_or_default()), head.covers))
+    }
+
+    /// Every record readers need, oldest first: the index and the journal after it (or
+    /// the whole journal without a valid index). A line that is not a whole record (torn
+    /// by a crash, or not UTF-8) is skipped; the lines after it are read.
+    pub fn read(&self) -> Vec<Record> {
+        self.read_with_end().0
+    }
+
+    fn read_with_end(&self) -> (Vec<Record>, u64, u64) {
+        use std::io::{Read, Seek, SeekFrom};
+        use std::os::unix::fs::MetadataExt;
+        let Ok(mut f) = std::fs::File::open(&self.path) else {
+            return (Vec::new(), 0, 0);
+        };
+        let Ok(meta) = f.metadata() else {
+            return (Vec::new(), 0, 0);
+        };
+        let (mut records, from) = self.read_index(meta.len(), meta.ino()).unwrap_or_default();
+        let mut tail = Vec::new();
+        if f.seek(SeekFrom::Start(from)).is_ok() {
+            let _ = f.read_to_end(&mut tail);
+        }
+        records.extend(parse(&tail));
+        (records, from + tail.len() as u64, meta.ino())
+    }
+
+    /// Every record of the journal, including those the index dropped (`report --run`).
+    pub fn read_all(&self) -> Vec<Record> {
+        std::fs::read(&self.path)
+            .map(|b| parse(&b))
+            .unwrap_or_default()
+    }
+
+    /// Rewrites the index from what readers see now, keeping only what they need: the
+    /// last run of each operation, whole, and for each project its last record of each
+    /// operation and status. Atomic (a crash leaves the old index, which still describes
+    /// the journal up to where it covered). Call it under the stack lock.
+    pub fn update_index(&self) -> Result<()> {
+        let (records, end, inode) = self.read_with_end();
+        if end == 0 {
+            return Ok(());
+        }
+        let mut last_runs: BTreeMap<&str, &str> = BTreeMap::new();
+        for r in &records {
+            if let Record::Run {
+                run_id, operation, ..
+            } = r
+            {
+                last_runs.insert(operation, run_id);
             }
         }
-        // For each (project, operation, status), its last record.
+        let kept_runs: std::collections::BTreeSet<&str> = last_runs.into_values().collect();
         let mut last: BTreeMap<(&str, &str, &str), usize> = BTreeMap::new();
-        for (i, (_, r)) in lines.iter().enumerate() {
-            if let Some(Record::Project {
+        for (i, r) in records.iter().enumerate() {
+            if let Record::Project {
                 project,
                 operation,
                 status,
                 ..
-            }) = r
+            } = r
             {
                 last.insert((project, operation, status), i);
             }
         }
         let lasts: std::collections::BTreeSet<usize> = last.into_values().collect();
-        let run_of = |r: &Record| match r {
-            Record::Run { run_id, .. }
-            | Record::Retry { run_id, .. }
-            | Record::Project { run_id, .. } => run_id.clone(),
-        };
-        let (mut keep_text, mut moved_text) = (Vec::new(), Vec::new());
-        let mut moved = 0;
-        for (i, (line, r)) in lines.iter().enumerate() {
-            let stays = match r {
-                // A torn line is dropped: it was never a record.
-                None => continue,
-                Some(r) => lasts.contains(&i) || kept_runs.contains(run_of(r).as_str()),
+        let mut text = serde_json::to_string(&IndexHead { covers: end, inode })
+            .map_err(|e| Error::failed(format!("cannot encode the journal index: {e}")))?;
+        text.push('\n');
+        for (i, r) in records.iter().enumerate() {
+            let run_id = match r {
+                Record::Run { run_id, .. }
+                | Record::Retry { run_id, .. }
+                | Record::Project { run_id, .. } => run_id.as_str(),
             };
-            let out = if stays {
-                &mut keep_text
-            } else {
-                &mut moved_text
-            };
-            out.extend_from_slice(line);
-            out.push(b'\n');
-            moved += usize::from(!stays);
+            if (lasts.contains(&i) || kept_runs.contains(run_id))
+                && let Ok(line) = serde_json::to_string(r)
+            {
+                text.push_str(&line);
+                text.push('\n');
+            }
         }
-        if moved == 0 {
-            return Ok(0);
-        }
-        let unchanged =
-            || std::fs::metadata(&self.path).map(|m| m.len()).ok() == Some(bytes.len() as u64);
-        if !unchanged() {
-            return Ok(0);
-        }
-        let archive = self.path.with_file_name("journal-archive.jsonl");
-        let mut a = crate::util::open_private_append(&archive)
-            .map_err(|e| Error::io("open", &archive, e))?;
-        if !ends_with_newline(&mut a) {
-            moved_text.insert(0, b'\n');
-        }
-        a.write_all(&moved_text)
-            .and_then(|()| a.sync_data())
-            .map_err(|e| Error::io("append to", &archive, e))?;
-        // Give up if another strata appended since the journal was read.
-        if !unchanged() {
-            return Ok(0);
-        }
-        crate::util::write_atomic(&self.path, &keep_text, Some(0o600))?;
-        // The next append opens the new file.
-        *guard = None;
-        Ok(moved)
+        crate::util::write_atomic(&self.index_path(), text.as_bytes(), Some(0o600))
     }
 }
 
@@ -268,7 +265,7 @@ pub fn last_by_project(
 }
 
 #[cfg(test)]
-mod compact_tests {
+mod index_tests {
     use super::*;
 
     fn run(j: &Journal, id: &str, op: &str, results: &[(&str, &str)]) {
@@ -302,10 +299,10 @@ mod compact_tests {
     }
 
     #[test]
-    fn compaction_keeps_what_readers_need_and_archives_the_rest() {
+    fn the_index_keeps_what_readers_need_and_the_journal_keeps_everything() {
         let d = tempfile::tempdir().unwrap();
         let j = Journal::new(d.path());
-        // An up where b failed (resume needs that run), then many previews and ups.
+        // An up where b failed (resume needs that run), then many previews.
         run(&j, "u0", "up", &[("a", "succeeded"), ("b", "succeeded")]);
         run(&j, "u1", "up", &[("a", "succeeded"), ("b", "failed")]);
         for i in 0..30 {
@@ -315,59 +312,65 @@ mod compact_tests {
                 "preview",
                 &[("a", "succeeded"), ("b", "blocked")],
             );
+            j.update_index().unwrap();
         }
-        let before = j.read();
-        let moved = j.compact(5).unwrap();
-        assert!(moved > 0);
-        let after = j.read();
+        let all = j.read_all();
+        let seen = j.read();
         assert!(
-            after.len() < before.len() / 3,
+            seen.len() < all.len() / 5,
             "{} of {}",
-            after.len(),
-            before.len()
+            seen.len(),
+            all.len()
         );
-        // Every reader sees the same thing.
         for ops in [&["up", "destroy"][..], &[][..], &["up"][..]] {
             assert_eq!(
-                last_by_project(&before, ops),
-                last_by_project(&after, ops),
+                last_by_project(&all, ops),
+                last_by_project(&seen, ops),
                 "{ops:?}"
             );
         }
         // The last up is whole (resume reads it), and the last success of b is kept.
         assert!(
-            after
-                .iter()
+            seen.iter()
                 .any(|r| matches!(r, Record::Run { run_id, .. } if run_id == "u1"))
         );
-        assert!(after.iter().any(
+        assert!(seen.iter().any(
             |r| matches!(r, Record::Project { run_id, project, status, .. }
             if run_id == "u0" && project == "b" && status == "succeeded")
         ));
-        // Nothing is lost: the archive holds the rest.
-        let archived = parse(&std::fs::read(d.path().join("journal-archive.jsonl")).unwrap());
-        assert_eq!(archived.len() + after.len(), before.len());
-        // Appends go to the new file; a second compaction has nothing to do.
+        // Records appended after the index are read from the journal.
         run(&j, "u2", "up", &[("a", "succeeded")]);
+        let seen = j.read();
         assert!(
-            j.read()
-                .iter()
+            seen.iter()
                 .any(|r| matches!(r, Record::Run { run_id, .. } if run_id == "u2"))
         );
-        assert_eq!(j.compact(5).unwrap(), 0);
+        assert_eq!(
+            last_by_project(&j.read_all(), &[]),
+            last_by_project(&seen, &[])
+        );
     }
 
     #[test]
-    fn a_small_journal_is_left_alone() {
+    fn an_index_of_another_journal_is_ignored() {
         let d = tempfile::tempdir().unwrap();
         let j = Journal::new(d.path());
-        for i in 0..10 {
-            run(&j, &format!("u{i}"), "up", &[("a", "succeeded")]);
-        }
-        let before = std::fs::read(j.path()).unwrap();
-        assert_eq!(j.compact(5).unwrap(), 0);
-        assert_eq!(std::fs::read(j.path()).unwrap(), before);
-        assert!(!d.path().join("journal-archive.jsonl").exists());
+        run(&j, "u0", "up", &[("a", "succeeded")]);
+        run(&j, "u1", "up", &[("a", "failed")]);
+        j.update_index().unwrap();
+        // The journal is replaced (deleted by hand, a new one started).
+        std::fs::remove_file(j.path()).unwrap();
+        let j = Journal::new(d.path());
+        run(&j, "n0", "up", &[("z", "succeeded")]);
+        let seen = j.read();
+        assert!(
+            seen.iter()
+                .all(|r| !matches!(r, Record::Project { project, .. } if project == "a"))
+        );
+        assert_eq!(seen.len(), 2);
+        // A garbage index is ignored too.
+        std::fs::write(d.path().join("journal.index.jsonl"), "not json\n").unwrap();
+        assert_eq!(j.read().len(), 2);
     }
 }
 
