@@ -2,7 +2,6 @@
 //! line by line, and a registry so Ctrl-C reaches each running child exactly once.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -230,31 +229,28 @@ pub enum Stream {
     Stderr,
 }
 
-type Line = Option<(Stream, String)>;
+/// One pipe of a child being read: what it sent that is not a whole line yet.
+struct Pipe {
+    reader: os_pipe::PipeReader,
+    from: Stream,
+    partial: Vec<u8>,
+    open: bool,
+}
 
-fn send_lines(mut r: impl std::io::Read, from: Stream, tx: &std::sync::mpsc::Sender<Line>) {
-    let mut buf = BufReader::new(&mut r);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match buf.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {
-                while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-                    line.pop();
-                }
-                if tx
-                    .send(Some((from, String::from_utf8_lossy(&line).into_owned())))
-                    .is_err()
-                {
-                    return;
-                }
+impl Pipe {
+    fn emit(&mut self, on_line: &mut dyn FnMut(Stream, String), all: bool) {
+        while let Some(i) = self.partial.iter().position(|b| *b == b'\n') {
+            let mut line: Vec<u8> = self.partial.drain(..=i).collect();
+            while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                line.pop();
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
+            on_line(self.from, String::from_utf8_lossy(&line).into_owned());
+        }
+        if all && !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            on_line(self.from, String::from_utf8_lossy(&line).into_owned());
         }
     }
-    let _ = tx.send(None);
 }
 
 /// Runs `expr` in its own process group with stdin closed, feeding every line of its
@@ -278,7 +274,8 @@ pub fn run_streaming_tagged(
     project: &str,
     on_line: &mut dyn FnMut(Stream, String),
 ) -> std::io::Result<Exit> {
-    use std::sync::mpsc::RecvTimeoutError;
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
     use std::time::{Duration, Instant};
     let (out_reader, out_writer) = os_pipe::pipe()?;
     let (err_reader, err_writer) = os_pipe::pipe()?;
@@ -293,24 +290,65 @@ pub fn run_streaming_tagged(
     drop(expr);
     let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
     let _guard = control.register(pgid, project);
-    let (tx, rx) = std::sync::mpsc::channel::<Line>();
-    // Not joined: a grandchild may keep a pipe open long after the child ends.
-    for (r, from) in [(out_reader, Stream::Stdout), (err_reader, Stream::Stderr)] {
-        let tx = tx.clone();
-        std::thread::spawn(move || send_lines(r, from, &tx));
-    }
-    drop(tx);
-    let mut open = 2;
+    // Both pipes are read here, on the step's own thread, with poll(2): no reader
+    // thread per child.
+    let mut pipes = [
+        Pipe {
+            reader: out_reader,
+            from: Stream::Stdout,
+            partial: Vec::new(),
+            open: true,
+        },
+        Pipe {
+            reader: err_reader,
+            from: Stream::Stderr,
+            partial: Vec::new(),
+            open: true,
+        },
+    ];
+    let mut chunk = vec![0u8; 64 * 1024];
     let mut exited_at: Option<Instant> = None;
-    while open > 0 {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(Some((from, line))) => on_line(from, line),
-            Ok(None) => open -= 1,
-            Err(RecvTimeoutError::Disconnected) => break,
-            // The child is gone and its pipes have been quiet: whoever holds them now
-            // is not this project.
-            Err(RecvTimeoutError::Timeout) if exited_at.is_some() => break,
-            Err(RecvTimeoutError::Timeout) => {}
+    while pipes.iter().any(|p| p.open) {
+        let mut fds: Vec<libc::pollfd> = pipes
+            .iter()
+            .filter(|p| p.open)
+            .map(|p| libc::pollfd {
+                fd: p.reader.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        } else if n == 0 && exited_at.is_some() {
+            // The child is gone and its pipes have been quiet: whoever holds them now is
+            // not this project.
+            break;
+        }
+        for fd in fds.iter().filter(|f| f.revents != 0) {
+            let Some(p) = pipes.iter_mut().find(|p| p.reader.as_raw_fd() == fd.fd) else {
+                continue;
+            };
+            match (&p.reader).read(&mut chunk) {
+                Ok(0) => {
+                    p.open = false;
+                    p.emit(on_line, true);
+                }
+                Ok(k) => {
+                    p.partial.extend_from_slice(&chunk[..k]);
+                    p.emit(on_line, false);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    p.open = false;
+                    p.emit(on_line, true);
+                }
+            }
         }
         if exited_at.is_none() && handle.try_wait()?.is_some() {
             exited_at = Some(Instant::now());
@@ -318,6 +356,17 @@ pub fn run_streaming_tagged(
         if exited_at.is_some_and(|t| t.elapsed() > Duration::from_secs(2)) {
             break;
         }
+    }
+    for p in &mut pipes {
+        p.emit(on_line, true);
+    }
+    // A background process the child left still holds a pipe: drain it on a detached
+    // thread, so its writes do not fail with EPIPE (or kill it with SIGPIPE).
+    for p in pipes.into_iter().filter(|p| p.open) {
+        std::thread::spawn(move || {
+            let mut sink = [0u8; 8192];
+            while matches!((&p.reader).read(&mut sink), Ok(n) if n > 0) {}
+        });
     }
     let out = handle.wait()?;
     Ok(exit_of(&out.status))
@@ -398,6 +447,40 @@ pub fn shell(env: &BTreeMap<String, String>) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A background process the child leaves holding its stdout neither keeps the
+    /// project running nor dies of SIGPIPE when it writes later.
+    #[test]
+    fn a_background_process_holding_the_pipe_is_not_waited_for_nor_killed() {
+        let d = tempfile::tempdir().unwrap();
+        let marker = d.path().join("alive");
+        let script = format!(
+            "(sleep 0.4; echo late; echo alive > '{}') & echo early",
+            marker.display()
+        );
+        let c = Control::new();
+        let mut lines = Vec::new();
+        let t0 = std::time::Instant::now();
+        let exit = run_streaming(duct::cmd!("sh", "-c", script), &c, "p", &mut |l| {
+            lines.push(l)
+        })
+        .unwrap();
+        assert!(
+            t0.elapsed() < std::time::Duration::from_millis(350),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert_eq!(exit.code, Some(0));
+        assert_eq!(lines, vec!["early".to_string()]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !marker.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(
+            marker.exists(),
+            "the background process was killed by SIGPIPE"
+        );
+    }
 
     #[test]
     fn the_shell_is_an_absolute_path_found_on_the_childrens_path() {
