@@ -10,6 +10,7 @@ mod foundation;
 mod handoff;
 mod pipeline;
 mod policy;
+mod report;
 mod run;
 mod secrets;
 mod state;
