@@ -56,13 +56,14 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &ReportArgs) -> Result<i32
         super::print(&format!("{}\n", display_path(&path)))?;
         if settings.display != Display::Quiet {
             eprintln!(
-                "{} report of run {} ({}, {}{})",
+                "{} report of run {}: strata {} of stack {}, {}{}",
                 format.as_str(),
                 r.run_id,
-                r.title(),
+                r.operation,
+                r.stack,
                 r.status,
                 if format == ReportFormat::Html {
-                    ": open it in a browser"
+                    "; open it in a browser"
                 } else {
                     ""
                 }

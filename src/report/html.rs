@@ -59,6 +59,7 @@ svg.timeline text.inside { fill: #fff; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #eaeef2; vertical-align: top; }
 th { color: #59636e; font-weight: 600; }
+td.wide { width: 45%; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .st { font-weight: 600; white-space: nowrap; }
 .st.succeeded { color: #1a7f37; } .st.failed { color: #cf222e; } .st.cancelled { color: #bc4c00; }
@@ -514,7 +515,7 @@ fn table(r: &Report) -> Markup {
                             td.num { @if s.recorded() { (human_duration(s.duration_ms)) } @else { "–" } }
                             td.num { @if s.retries.is_empty() { "–" } @else { (s.retries.len()) } }
                             @if has_changes { td.mono { (changes_text(&s.changes)) } }
-                            td { (s.message.as_deref().and_then(|m| m.lines().next()).unwrap_or("")) }
+                            td.wide { (s.message.as_deref().and_then(|m| m.lines().next()).unwrap_or("")) }
                         }
                     }
                 }
