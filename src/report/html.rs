@@ -202,7 +202,12 @@ impl Geometry {
         let max_label = longest.clamp(8, 48);
         let label_w = (max_label as f64 * 7.0 + 28.0).clamp(150.0, 380.0);
         let step_ms = tick_step(r.totals.wall_ms.max(1));
-        let span_ms = r.totals.wall_ms.max(1).div_ceil(step_ms) * step_ms;
+        let span_ms = r
+            .totals
+            .wall_ms
+            .max(1)
+            .div_ceil(step_ms)
+            .saturating_mul(step_ms);
         let groups = r.groups();
         let height = AXIS_H
             + groups

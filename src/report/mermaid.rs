@@ -51,8 +51,8 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(out, "    section {section}");
         for i in members {
             let s = &r.steps[i];
-            let start = r.origin_ms + s.start_ms;
-            let end = r.origin_ms + s.end_ms();
+            let start = r.origin_ms.saturating_add(s.start_ms);
+            let end = r.origin_ms.saturating_add(s.end_ms());
             let mut name = s.path.clone();
             if s.recorded() && s.duration_ms > 0 {
                 name.push_str(&format!(" ({})", human_duration(s.duration_ms)));

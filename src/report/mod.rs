@@ -274,7 +274,7 @@ pub struct Step {
 
 impl Step {
     pub fn end_ms(&self) -> u64 {
-        self.start_ms + self.duration_ms
+        self.start_ms.saturating_add(self.duration_ms)
     }
 
     pub fn recorded(&self) -> bool {
@@ -568,8 +568,12 @@ pub fn build(
 
     let mut totals = Totals {
         wall_ms,
-        sum_ms: steps.iter().map(|s| s.duration_ms).sum(),
-        critical_ms: critical.iter().map(|&i| steps[i].duration_ms).sum(),
+        sum_ms: steps
+            .iter()
+            .fold(0u64, |a, s| a.saturating_add(s.duration_ms)),
+        critical_ms: critical
+            .iter()
+            .fold(0u64, |a, &i| a.saturating_add(steps[i].duration_ms)),
         counts: BTreeMap::new(),
     };
     for s in &steps {
@@ -681,7 +685,7 @@ fn critical_path(steps: &[Step]) -> Vec<usize> {
             .max_by_key(|&j| (finish[j], std::cmp::Reverse(j)));
         let before = best.map(|j| finish[j]).unwrap_or(0);
         pred[i] = best.filter(|&j| finish[j] > 0);
-        finish[i] = before + steps[i].duration_ms;
+        finish[i] = before.saturating_add(steps[i].duration_ms);
     }
     let Some(last) = (0..n)
         .filter(|&i| finish[i] > 0)
@@ -1097,6 +1101,36 @@ pub(crate) mod tests {
                 .unwrap_err()
                 .contains("could not be read")
         );
+    }
+
+    #[test]
+    fn absurd_times_and_durations_do_not_overflow() {
+        let mut huge =
+            serde_json::from_str::<Value>(&project_line("r1", "a", "succeeded", 0, 1)).unwrap();
+        huge["duration_ms"] = serde_json::json!(u64::MAX);
+        huge["started_at"] = serde_json::json!("9999-12-31T23:59:59.999Z");
+        let mut bad =
+            serde_json::from_str::<Value>(&project_line("r1", "b", "failed", 0, 1)).unwrap();
+        bad["started_at"] = serde_json::json!("yesterday");
+        bad["ended_at"] = serde_json::json!("");
+        let mut long =
+            serde_json::from_str::<Value>(&project_line("r1", "c", "succeeded", 0, 1)).unwrap();
+        long["duration_ms"] = serde_json::json!(u64::MAX / 2);
+        let j = journal_of(&[
+            run_line("r1", "up", &["a", "b", "c"]),
+            huge.to_string(),
+            bad.to_string(),
+            long.to_string(),
+        ]);
+        let r = build(&j, "r1", Err("none".into()), Path::new("/nonexistent"));
+        assert_eq!(r.totals.sum_ms, u64::MAX);
+        for f in [
+            ReportFormat::Html,
+            ReportFormat::Mermaid,
+            ReportFormat::Json,
+        ] {
+            assert!(!render(&r, f).is_empty());
+        }
     }
 
     #[test]
