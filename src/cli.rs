@@ -119,6 +119,8 @@ pub enum Command {
     Status,
     /// The plan for an engine that runs beyond one machine
     Export(ExportArgs),
+    /// The last run (or --run ID) as a timeline: an HTML page, a Mermaid gantt or JSON
+    Report(ReportArgs),
     /// Shell completions, on stdout (e.g. `strata completions bash > /etc/bash_completion.d/strata`)
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -136,6 +138,39 @@ pub struct ExportArgs {
     /// Write to FILE instead of stdout
     #[arg(short = 'o', long = "out", value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ReportArgs {
+    /// The run to draw: an ID from the journal, or the start of one [default: the last run of the stack]
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    /// How to draw it [default: html, or json with --output json]
+    #[arg(long, value_enum)]
+    pub format: Option<ReportFormat>,
+    /// Write to FILE (`-`: stdout) [default: html to .strata/<stack>/report.html, the others to stdout]
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// One self-contained page: a Gantt timeline by wave, the critical path, totals, failures' logs
+    Html,
+    /// A Mermaid gantt chart, for a README or a pull request
+    Mermaid,
+    /// The run's journal records and the timeline, as one JSON document
+    Json,
+}
+
+impl ReportFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportFormat::Html => "html",
+            ReportFormat::Mermaid => "mermaid",
+            ReportFormat::Json => "json",
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,6 +9,7 @@ pub mod error;
 pub mod export;
 pub mod pipeline;
 pub mod plan;
+pub mod report;
 pub mod run;
 pub mod secrets;
 pub mod settings;

@@ -81,10 +81,12 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// An RFC 3339 timestamp (UTC, seconds) for a time in ms since the epoch.
+/// An RFC 3339 timestamp (UTC, milliseconds: `2026-03-01T12:00:00.123Z`) for a time in
+/// ms since the epoch. Fixed width, so timestamps compare as strings; milliseconds, so the
+/// journal's start and end times draw a timeline of sub-second projects (`strata report`).
 pub fn rfc3339(ms: u64) -> String {
     let t = UNIX_EPOCH + std::time::Duration::from_millis(ms);
-    humantime::format_rfc3339_seconds(t).to_string()
+    humantime::format_rfc3339_millis(t).to_string()
 }
 
 /// A duration for people: `850ms`, `4.2s`, `3m05s`.
@@ -197,6 +199,12 @@ mod tests {
     fn env_key_upper_cases_and_replaces_separators() {
         assert_eq!(env_key("lab:token"), "LAB_TOKEN");
         assert_eq!(env_key("my-ns:db-pass.word"), "MY_NS_DB_PASS_WORD");
+    }
+
+    #[test]
+    fn timestamps_have_milliseconds_and_a_fixed_width() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_709_210_096_789), "2024-02-29T12:34:56.789Z");
     }
 
     #[test]

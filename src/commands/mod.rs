@@ -3,6 +3,7 @@
 mod docs;
 pub mod outputs;
 mod providers;
+mod report;
 mod run;
 mod secrets;
 mod show;
@@ -30,6 +31,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Outputs(a) => outputs::run(&cli.global, &settings, a),
         Command::Status => status::run(&cli.global, &settings),
         Command::Export(a) => crate::export::run(&cli.global, a.format, a.out.as_deref()),
+        Command::Report(a) => report::run(&cli.global, &settings, a),
         Command::Completions { shell } => docs::completions(*shell),
         Command::Man => docs::man(),
         Command::Up(a) => run::run(

@@ -77,7 +77,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
         .unwrap_or(7)
         .max(7);
     let mut out = format!(
-        "stack {stack} · provider {}\n\n{:<w$}  {:<8} {:<10} {:<21} {:>7}  inputs\n",
+        "stack {stack} · provider {}\n\n{:<w$}  {:<8} {:<10} {:<24} {:>7}  inputs\n",
         loaded.profile.name, "project", "last", "result", "when", "took"
     );
     for r in &rows {
@@ -92,7 +92,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
             None => "-",
         };
         out.push_str(&format!(
-            "{:<w$}  {:<8} {:<10} {:<21} {:>7}  {inputs}\n",
+            "{:<w$}  {:<8} {:<10} {:<24} {:>7}  {inputs}\n",
             s("path"),
             s("operation"),
             s("status"),

@@ -111,6 +111,20 @@ pub fn finish(
         let text = report::summary(&rows, &headline, &|l| done.redactor.redact(l));
         reporter.println(text.trim_end());
     }
+    // The run as a timeline, next to its journal (`strata report` draws it again).
+    let timeline = crate::report::write_after_run(
+        &r.ws.root,
+        &r.ws.state_dir(stack),
+        stack,
+        &done.run_id,
+        &r.full,
+    );
+    if settings.display != crate::settings::Display::Quiet && !settings.json {
+        reporter.println(&match timeline {
+            Ok(path) => format!("report: {}", crate::util::display_path(&path)),
+            Err(e) => format!("report: not written ({e})"),
+        });
+    }
     match status {
         Status::Cancelled => {
             let cancelled = |kind: NodeKind| -> Vec<String> {

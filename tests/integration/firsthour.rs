@@ -48,6 +48,7 @@ fn every_read_command_prints_one_json_document() {
         vec!["status", "-p", "t", "-s", "dev"],
         vec!["outputs", "-p", "t", "-s", "dev"],
         vec!["secrets", "list", "-p", "t", "-s", "dev"],
+        vec!["report", "-s", "dev"],
     ] {
         let mut a = args.clone();
         a.extend(["--output", "json"]);

@@ -1,0 +1,81 @@
+//! The report as one JSON document: the run's journal records as they were written (the
+//! run record, and each project's record with its retries), plus what the report worked
+//! out (`timeline`: wave, start, end, critical; `totals`; `critical_path`).
+
+use serde_json::{Value, json};
+
+use super::{Graph, Report};
+
+pub fn render(r: &Report) -> String {
+    let projects: Vec<Value> = r
+        .steps
+        .iter()
+        .map(|s| {
+            let mut v = s.record.clone().unwrap_or_else(|| {
+                json!({ "project": s.path, "status": s.status, "record": null })
+            });
+            if let Value::Object(m) = &mut v {
+                m.insert(
+                    "retries".into(),
+                    Value::Array(s.retries.iter().map(|t| t.record.clone()).collect()),
+                );
+                m.insert(
+                    "timeline".into(),
+                    json!({
+                        "wave": (s.wave > 0).then_some(s.wave),
+                        "start_ms": s.start_ms,
+                        "end_ms": s.end_ms(),
+                        "critical": s.critical,
+                        "needs": s.needs.iter().map(|&j| r.steps[j].path.as_str()).collect::<Vec<_>>(),
+                        "log_tail": s.tail,
+                    }),
+                );
+            }
+            v
+        })
+        .collect();
+    let doc = json!({
+        "run": r.run_record,
+        "status": r.status,
+        "graph": match &r.graph {
+            Graph::Plan => json!({ "source": "plan" }),
+            Graph::Timing(why) => json!({ "source": "timing", "reason": why }),
+        },
+        "totals": {
+            "wall_ms": r.totals.wall_ms,
+            "sum_ms": r.totals.sum_ms,
+            "parallelism": r.totals.parallelism(),
+            "critical_path_ms": r.totals.critical_ms,
+            "counts": r.totals.counts,
+        },
+        "critical_path": r.critical.iter().map(|&i| r.steps[i].path.as_str()).collect::<Vec<_>>(),
+        "projects": projects,
+    });
+    format!("{doc}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::sample;
+
+    #[test]
+    fn one_document_with_the_records_and_the_timeline() {
+        let text = render(&sample());
+        assert_eq!(text.lines().count(), 1);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["run"]["record"], "run");
+        assert_eq!(v["run"]["run_id"], "r1");
+        assert_eq!(v["projects"].as_array().unwrap().len(), 4);
+        assert_eq!(v["projects"][2]["project"], "charlie");
+        assert_eq!(v["projects"][2]["record"], "project");
+        assert_eq!(v["projects"][2]["timeline"]["wave"], 2);
+        assert_eq!(
+            v["projects"][2]["timeline"]["needs"],
+            json!(["alpha", "bravo"])
+        );
+        assert_eq!(v["critical_path"], json!(["bravo", "charlie"]));
+        assert_eq!(v["totals"]["wall_ms"], 520);
+        assert_eq!(v["graph"]["source"], "plan");
+    }
+}

@@ -1,0 +1,1176 @@
+//! `strata report`: one run of the journal as a timeline — its projects by wave, when each
+//! ran and how it ended, the critical path, the totals and the tail of each failure's
+//! log — drawn as a self-contained HTML page, a Mermaid gantt or one JSON document.
+
+pub mod html;
+pub mod json;
+pub mod mermaid;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::cli::ReportFormat;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::util::display_path;
+
+/// How many lines of a failed project's log the report shows.
+pub const TAIL_LINES: usize = 20;
+
+/// How much of the end of a log is read for its tail.
+const TAIL_BYTES: u64 = 256 * 1024;
+
+/// One journal line as the report reads it. Lenient on purpose: unknown fields are
+/// ignored and newer optional ones (a preview's `changes`) default to absent, so a report
+/// can be drawn of any run that this or a later strata recorded.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+enum Line {
+    Run {
+        run_id: String,
+        #[serde(default)]
+        operation: String,
+        #[serde(default)]
+        provider: String,
+        #[serde(default)]
+        stack: String,
+        #[serde(default)]
+        projects: Vec<String>,
+        #[serde(default)]
+        started_at: String,
+        #[serde(default)]
+        command: String,
+    },
+    Retry {
+        run_id: String,
+        project: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        delay_ms: u64,
+        #[serde(default)]
+        reason: String,
+        #[serde(default)]
+        at: String,
+    },
+    Project {
+        run_id: String,
+        project: String,
+        #[serde(default)]
+        status: String,
+        #[serde(default)]
+        started_at: String,
+        #[serde(default)]
+        ended_at: String,
+        #[serde(default)]
+        duration_ms: u64,
+        #[serde(default)]
+        exit_code: Option<i32>,
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default)]
+        log: Option<String>,
+        /// Pulumi's change summary of a preview (`{"create": 2, "same": 7}`), when recorded.
+        #[serde(default)]
+        changes: Option<Value>,
+    },
+}
+
+impl Line {
+    fn run_id(&self) -> &str {
+        match self {
+            Line::Run { run_id, .. }
+            | Line::Retry { run_id, .. }
+            | Line::Project { run_id, .. } => run_id,
+        }
+    }
+}
+
+/// The journal of a stack (`.strata/<stack>/journal.jsonl`), read for a report.
+pub struct Journal {
+    pub path: PathBuf,
+    pub stack: String,
+    lines: Vec<(Value, Line)>,
+    /// Lines that are not a whole record (torn by a crash, or of a kind not known here).
+    pub unreadable: usize,
+}
+
+impl Journal {
+    /// Reads the journal of `stack` in `state_dir`. A missing journal, or one without a
+    /// readable run, is an error that says how to get one.
+    pub fn read(state_dir: &Path, stack: &str) -> Result<Journal> {
+        let path = state_dir.join("journal.jsonl");
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::config(format!(
+                    "no run is recorded for stack `{stack}` yet ({} does not exist).\n  Run `strata up --stack {stack}` (or preview, refresh, destroy), then `strata report`.",
+                    display_path(&path)
+                )));
+            }
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        Journal::parse(path, stack, &bytes)
+    }
+
+    /// The journal in `bytes` (read from `path`).
+    pub fn parse(path: PathBuf, stack: &str, bytes: &[u8]) -> Result<Journal> {
+        let mut lines = Vec::new();
+        let mut unreadable = 0;
+        for raw in bytes.split(|b| *b == b'\n') {
+            if raw.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let parsed = serde_json::from_slice::<Value>(raw)
+                .ok()
+                .and_then(|v| Some((v.clone(), serde_json::from_value::<Line>(v).ok()?)));
+            match parsed {
+                Some(pair) => lines.push(pair),
+                None => unreadable += 1,
+            }
+        }
+        let journal = Journal {
+            path,
+            stack: stack.to_string(),
+            lines,
+            unreadable,
+        };
+        if journal.runs().is_empty() {
+            let total = journal.lines.len() + unreadable;
+            return Err(Error::config(format!(
+                "{} holds no readable run: {total} line(s), {unreadable} of them not a whole record (torn by a crash, or not written by strata).\n  Run `strata up --stack {stack}` (or preview, refresh, destroy) to record one, then `strata report`.",
+                display_path(&journal.path)
+            )));
+        }
+        Ok(journal)
+    }
+
+    /// The run records, oldest first: (run id, operation, started at, project count).
+    fn runs(&self) -> Vec<(&str, &str, &str, usize)> {
+        self.lines
+            .iter()
+            .filter_map(|(_, l)| match l {
+                Line::Run {
+                    run_id,
+                    operation,
+                    started_at,
+                    projects,
+                    ..
+                } => Some((
+                    run_id.as_str(),
+                    operation.as_str(),
+                    started_at.as_str(),
+                    projects.len(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The provider that run `run_id` used ("" when its record names none).
+    pub fn provider_of(&self, run_id: &str) -> &str {
+        self.lines
+            .iter()
+            .find_map(|(_, l)| match l {
+                Line::Run {
+                    run_id: id,
+                    provider,
+                    ..
+                } if id == run_id => Some(provider.as_str()),
+                _ => None,
+            })
+            .unwrap_or("")
+    }
+
+    /// The id of the run to draw: the last one, or the one `wanted` names (its id or a
+    /// unique start of it). An unknown id is an error (exit 3) listing the recent runs.
+    pub fn select(&self, wanted: Option<&str>) -> Result<String> {
+        let runs = self.runs();
+        let Some(wanted) = wanted else {
+            return Ok(runs.last().map(|r| r.0.to_string()).unwrap_or_default());
+        };
+        if let Some(r) = runs.iter().rev().find(|r| r.0 == wanted) {
+            return Ok(r.0.to_string());
+        }
+        let matching: BTreeSet<&str> = runs
+            .iter()
+            .filter(|r| !wanted.is_empty() && r.0.starts_with(wanted))
+            .map(|r| r.0)
+            .collect();
+        let listing = |ids: &mut dyn Iterator<Item = &(&str, &str, &str, usize)>| -> String {
+            ids.map(|(id, op, at, n)| format!("\n    {id}  {op:<8} {at}  {n} project(s)"))
+                .collect()
+        };
+        match matching.len() {
+            1 => Ok(matching.into_iter().next().unwrap_or_default().to_string()),
+            0 => Err(Error::config(format!(
+                "no run `{wanted}` in {}.\n  Recent runs of stack `{}`, newest first:{}\n  Draw one with `strata report --run ID` (the start of an ID is enough when it is unique).",
+                display_path(&self.path),
+                self.stack,
+                listing(&mut runs.iter().rev().take(10))
+            ))),
+            _ => Err(Error::config(format!(
+                "`{wanted}` is the start of several runs of stack `{}`:{}\n  Name one with more of its ID.",
+                self.stack,
+                listing(&mut runs.iter().rev().filter(|r| matching.contains(r.0)))
+            ))),
+        }
+    }
+}
+
+/// Where the graph of a report comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Graph {
+    /// The profile still resolves: waves and `needs` edges are the plan's.
+    Plan,
+    /// It does not (the reason): projects in start order, the critical path from timing.
+    Timing(String),
+}
+
+/// A failed try of a project that was run again (`retry:`).
+#[derive(Debug, Clone)]
+pub struct Retry {
+    /// The try that followed.
+    pub attempt: u32,
+    /// When the failed try ended, from the start of the run.
+    pub at_ms: u64,
+    pub delay_ms: u64,
+    pub reason: String,
+    record: Value,
+}
+
+/// One project (or built-in step) of the run.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub path: String,
+    /// As recorded (`succeeded`, `failed`, `skipped`, `cancelled`, `blocked`), or
+    /// `not recorded` when the run stopped before it recorded this step.
+    pub status: String,
+    /// 1-based; 0 when the graph is not known.
+    pub wave: usize,
+    /// From the start of the run.
+    pub start_ms: u64,
+    pub duration_ms: u64,
+    pub exit_code: Option<i32>,
+    pub message: Option<String>,
+    /// The log, as recorded (relative to the workspace root).
+    pub log: Option<String>,
+    /// A preview's change counts (`create`, `update`, ...), `same` left out.
+    pub changes: Vec<(String, u64)>,
+    pub retries: Vec<Retry>,
+    /// Indices (into `Report::steps`) of the steps it needs, when the graph is known.
+    pub needs: Vec<usize>,
+    pub critical: bool,
+    /// The last lines of the log of a failure.
+    pub tail: Vec<String>,
+    /// Why the tail is missing, when it is.
+    pub tail_note: Option<String>,
+    record: Option<Value>,
+}
+
+impl Step {
+    pub fn end_ms(&self) -> u64 {
+        self.start_ms.saturating_add(self.duration_ms)
+    }
+
+    pub fn recorded(&self) -> bool {
+        self.record.is_some()
+    }
+
+    /// The status class: what colour the step is drawn in.
+    pub fn kind(&self) -> &'static str {
+        status_kind(&self.status)
+    }
+}
+
+/// The class of a status: one of `succeeded failed cancelled skipped blocked unknown`.
+pub fn status_kind(status: &str) -> &'static str {
+    match status {
+        "succeeded" => "succeeded",
+        "failed" => "failed",
+        "cancelled" => "cancelled",
+        "skipped" => "skipped",
+        "blocked" => "blocked",
+        _ => "unknown",
+    }
+}
+
+/// Wall time, the sum of the projects' times, and the critical path's.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    pub wall_ms: u64,
+    pub sum_ms: u64,
+    pub critical_ms: u64,
+    /// How many steps ended with each status.
+    pub counts: BTreeMap<String, usize>,
+}
+
+impl Totals {
+    /// The parallelism achieved: the sum of the projects' times over the wall time.
+    pub fn parallelism(&self) -> Option<f64> {
+        (self.wall_ms > 0).then(|| self.sum_ms as f64 / self.wall_ms as f64)
+    }
+}
+
+/// One run, ready to draw.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub run_id: String,
+    pub operation: String,
+    pub provider: String,
+    pub stack: String,
+    pub command: String,
+    pub started_at: String,
+    /// `succeeded`, `failed`, `cancelled`, or `incomplete` (a step has no record).
+    pub status: &'static str,
+    /// Epoch milliseconds of the report's time 0 (the start of the run).
+    pub origin_ms: u64,
+    /// In drawing order: by wave, then by start time.
+    pub steps: Vec<Step>,
+    pub graph: Graph,
+    /// The critical path (indices into `steps`), first step first.
+    pub critical: Vec<usize>,
+    pub totals: Totals,
+    pub journal: String,
+    run_record: Value,
+}
+
+impl Report {
+    /// The steps of each wave (indices into `steps`), in order; one group with wave 0
+    /// when the graph is not known.
+    pub fn groups(&self) -> Vec<(usize, Vec<usize>)> {
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, s) in self.steps.iter().enumerate() {
+            match groups.last_mut() {
+                Some((w, members)) if *w == s.wave => members.push(i),
+                _ => groups.push((s.wave, vec![i])),
+            }
+        }
+        groups
+    }
+
+    /// `strata up of stack dev (provider local)`.
+    pub fn title(&self) -> String {
+        format!(
+            "strata {} of stack {} (provider {})",
+            self.operation, self.stack, self.provider
+        )
+    }
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time (`None` when it is not one).
+fn epoch_ms(text: &str) -> Option<u64> {
+    let t = humantime::parse_rfc3339_weak(text.trim()).ok()?;
+    t.duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_millis() as u64)
+}
+
+/// Builds the report of run `run_id` (which `Journal::select` returned). `plan` is the
+/// full plan of the run's profile, or why it could not be resolved; `root` is the
+/// workspace root, where the logs recorded in the journal are.
+pub fn build(
+    journal: &Journal,
+    run_id: &str,
+    plan: std::result::Result<&Plan, String>,
+    root: &Path,
+) -> Report {
+    let mut run_record = Value::Null;
+    let mut info = (String::new(), String::new(), String::new(), String::new());
+    let mut started_at = String::new();
+    let mut listed: Vec<String> = Vec::new();
+    let mut records: BTreeMap<String, (Value, Line)> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut retries: BTreeMap<String, Vec<(Value, Line)>> = BTreeMap::new();
+    for (value, line) in journal.lines.iter().filter(|(_, l)| l.run_id() == run_id) {
+        match line {
+            Line::Run {
+                operation,
+                provider,
+                stack,
+                projects,
+                started_at: at,
+                command,
+                ..
+            } => {
+                run_record = value.clone();
+                info = (
+                    operation.clone(),
+                    provider.clone(),
+                    stack.clone(),
+                    command.clone(),
+                );
+                started_at = at.clone();
+                listed = projects.clone();
+            }
+            Line::Retry { project, .. } => retries
+                .entry(project.clone())
+                .or_default()
+                .push((value.clone(), line.clone())),
+            Line::Project { project, .. } => {
+                if !order.contains(project) {
+                    order.push(project.clone());
+                }
+                // The last record of a step wins.
+                records.insert(project.clone(), (value.clone(), line.clone()));
+            }
+        }
+    }
+    let (operation, provider, stack, command) = info;
+    // Every step the run listed, then any it recorded without listing it.
+    let mut paths: Vec<String> = Vec::new();
+    for p in listed.iter().chain(order.iter()) {
+        if !paths.contains(p) {
+            paths.push(p.clone());
+        }
+    }
+
+    // Time 0: the start of the run (or of its first step, when that is earlier).
+    let starts: Vec<Option<u64>> = paths
+        .iter()
+        .map(|p| match records.get(p) {
+            Some((
+                _,
+                Line::Project {
+                    started_at,
+                    ended_at,
+                    duration_ms,
+                    ..
+                },
+            )) => epoch_ms(started_at)
+                .or_else(|| epoch_ms(ended_at).map(|e| e.saturating_sub(*duration_ms))),
+            _ => None,
+        })
+        .collect();
+    let origin_ms = epoch_ms(&started_at)
+        .into_iter()
+        .chain(starts.iter().flatten().copied())
+        .min()
+        .unwrap_or(0);
+
+    let mut steps: Vec<Step> = paths
+        .iter()
+        .zip(&starts)
+        .map(|(path, start)| {
+            let mut step = Step {
+                path: path.clone(),
+                status: "not recorded".into(),
+                wave: 0,
+                start_ms: start.map(|s| s.saturating_sub(origin_ms)).unwrap_or(0),
+                duration_ms: 0,
+                exit_code: None,
+                message: None,
+                log: None,
+                changes: Vec::new(),
+                retries: Vec::new(),
+                needs: Vec::new(),
+                critical: false,
+                tail: Vec::new(),
+                tail_note: None,
+                record: None,
+            };
+            if let Some((
+                value,
+                Line::Project {
+                    status,
+                    duration_ms,
+                    exit_code,
+                    message,
+                    log,
+                    changes,
+                    ..
+                },
+            )) = records.get(path)
+            {
+                step.status = status.clone();
+                step.duration_ms = *duration_ms;
+                step.exit_code = *exit_code;
+                step.message = message.clone().filter(|m| !m.trim().is_empty());
+                step.log = log.clone();
+                step.changes = change_counts(changes.as_ref());
+                step.record = Some(value.clone());
+            }
+            for (value, line) in retries.get(path).into_iter().flatten() {
+                if let Line::Retry {
+                    attempt,
+                    delay_ms,
+                    reason,
+                    at,
+                    ..
+                } = line
+                {
+                    step.retries.push(Retry {
+                        attempt: *attempt,
+                        at_ms: epoch_ms(at)
+                            .map(|a| a.saturating_sub(origin_ms))
+                            .unwrap_or(step.start_ms),
+                        delay_ms: *delay_ms,
+                        reason: reason.clone(),
+                        record: value.clone(),
+                    });
+                }
+            }
+            step
+        })
+        .collect();
+    let wall_ms = steps.iter().map(Step::end_ms).max().unwrap_or(0);
+    // A step without a record did not end within the run: drawn at its end.
+    for s in steps.iter_mut().filter(|s| !s.recorded()) {
+        s.start_ms = wall_ms;
+    }
+
+    let graph = match plan.and_then(|p| graph_of(p, &operation, &paths)) {
+        Ok((waves, needs)) => {
+            for ((s, w), n) in steps.iter_mut().zip(waves).zip(needs) {
+                s.wave = w;
+                s.needs = n;
+            }
+            Graph::Plan
+        }
+        Err(why) => {
+            // What had ended before a step started could have held it up.
+            let ends: Vec<(bool, u64, u64)> = steps
+                .iter()
+                .map(|s| (s.recorded(), s.start_ms, s.end_ms()))
+                .collect();
+            for (i, s) in steps.iter_mut().enumerate() {
+                s.needs = (0..ends.len())
+                    .filter(|&j| {
+                        j != i && ends[j].0 && ends[i].0 && ends[j].2 <= ends[i].1 && {
+                            // Zero-length steps at the same instant: keep the edge one way.
+                            ends[j].1 < ends[i].1 || j < i
+                        }
+                    })
+                    .collect();
+            }
+            Graph::Timing(why)
+        }
+    };
+
+    let critical = critical_path(&steps);
+    for &i in &critical {
+        steps[i].critical = true;
+    }
+
+    for s in steps.iter_mut().filter(|s| s.kind() == "failed") {
+        match s.log.as_deref() {
+            Some(log) => match tail_of(root, log, TAIL_LINES) {
+                Ok(lines) => s.tail = lines,
+                Err(why) => s.tail_note = Some(why),
+            },
+            None => s.tail_note = Some("no log was recorded for it".into()),
+        }
+    }
+
+    let mut totals = Totals {
+        wall_ms,
+        sum_ms: steps
+            .iter()
+            .fold(0u64, |a, s| a.saturating_add(s.duration_ms)),
+        critical_ms: critical
+            .iter()
+            .fold(0u64, |a, &i| a.saturating_add(steps[i].duration_ms)),
+        counts: BTreeMap::new(),
+    };
+    for s in &steps {
+        *totals.counts.entry(s.status.clone()).or_default() += 1;
+    }
+    let status = if steps.iter().any(|s| s.kind() == "failed") {
+        "failed"
+    } else if steps.iter().any(|s| s.kind() == "cancelled") {
+        "cancelled"
+    } else if steps.iter().any(|s| !s.recorded()) {
+        "incomplete"
+    } else {
+        "succeeded"
+    };
+
+    let mut report = Report {
+        run_id: run_id.to_string(),
+        operation,
+        provider,
+        stack,
+        command,
+        started_at,
+        status,
+        origin_ms,
+        steps,
+        graph,
+        critical,
+        totals,
+        journal: display_path(&journal.path),
+        run_record,
+    };
+    sort_for_drawing(&mut report);
+    report
+}
+
+/// The waves and the `needs` (indices into `paths`) of the run's steps, from the plan of
+/// its profile; an error (why) when the plan no longer has one of them.
+fn graph_of(
+    full: &Plan,
+    operation: &str,
+    paths: &[String],
+) -> std::result::Result<(Vec<usize>, Vec<Vec<usize>>), String> {
+    let base = if operation == "destroy" {
+        full.reversed()
+    } else {
+        full.clone()
+    };
+    let missing: Vec<&str> = paths
+        .iter()
+        .filter(|p| base.index_of(p).is_none())
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("the profile no longer has {}", missing.join(", ")));
+    }
+    let wanted: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
+    let keep: Vec<bool> = base
+        .nodes
+        .iter()
+        .map(|n| wanted.contains(n.path.as_str()))
+        .collect();
+    let sub = base.subplan(&keep);
+    let at = |path: &str| paths.iter().position(|p| p == path);
+    let mut waves = vec![0; paths.len()];
+    let mut needs = vec![Vec::new(); paths.len()];
+    for node in &sub.nodes {
+        if let Some(i) = at(&node.path) {
+            waves[i] = node.wave;
+            needs[i] = node
+                .needs
+                .iter()
+                .filter_map(|&j| at(&sub.nodes[j].path))
+                .collect();
+        }
+    }
+    Ok((waves, needs))
+}
+
+/// The longest chain of steps by duration through the `needs` edges, first step first.
+/// Empty when no step took any time.
+fn critical_path(steps: &[Step]) -> Vec<usize> {
+    let n = steps.len();
+    // A topological order: by the edges (Kahn), whatever the steps' order.
+    let mut remaining: Vec<usize> = steps.iter().map(|s| s.needs.len()).collect();
+    let mut dependents = vec![Vec::new(); n];
+    for (i, s) in steps.iter().enumerate() {
+        for &j in &s.needs {
+            dependents[j].push(i);
+        }
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&i| remaining[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(i) = ready.pop() {
+        order.push(i);
+        for &d in &dependents[i] {
+            remaining[d] -= 1;
+            if remaining[d] == 0 {
+                ready.push(d);
+            }
+        }
+    }
+    let mut finish = vec![0u64; n];
+    let mut pred: Vec<Option<usize>> = vec![None; n];
+    for &i in &order {
+        let best = steps[i]
+            .needs
+            .iter()
+            .copied()
+            .max_by_key(|&j| (finish[j], std::cmp::Reverse(j)));
+        let before = best.map(|j| finish[j]).unwrap_or(0);
+        pred[i] = best.filter(|&j| finish[j] > 0);
+        finish[i] = before.saturating_add(steps[i].duration_ms);
+    }
+    let Some(last) = (0..n)
+        .filter(|&i| finish[i] > 0)
+        .max_by_key(|&i| (finish[i], std::cmp::Reverse(i)))
+    else {
+        return Vec::new();
+    };
+    let mut chain = vec![last];
+    let mut cur = last;
+    while let Some(p) = pred[cur] {
+        if chain.contains(&p) {
+            break;
+        }
+        chain.push(p);
+        cur = p;
+    }
+    chain.reverse();
+    chain.retain(|&i| steps[i].duration_ms > 0);
+    chain
+}
+
+/// Puts the steps in drawing order (by wave, then start, then as listed) and renumbers
+/// every index that points at them.
+fn sort_for_drawing(r: &mut Report) {
+    let mut idx: Vec<usize> = (0..r.steps.len()).collect();
+    idx.sort_by_key(|&i| {
+        let s = &r.steps[i];
+        (s.wave, !s.recorded(), s.start_ms, i)
+    });
+    let mut new_of = vec![0; idx.len()];
+    for (new, &old) in idx.iter().enumerate() {
+        new_of[old] = new;
+    }
+    let mut steps: Vec<Step> = idx.iter().map(|&i| r.steps[i].clone()).collect();
+    for s in steps.iter_mut() {
+        for j in s.needs.iter_mut() {
+            *j = new_of[*j];
+        }
+    }
+    r.steps = steps;
+    for i in r.critical.iter_mut() {
+        *i = new_of[*i];
+    }
+}
+
+/// The change counts worth showing, in Pulumi's order: everything but `same`.
+fn change_counts(changes: Option<&Value>) -> Vec<(String, u64)> {
+    const ORDER: [&str; 5] = ["create", "update", "delete", "replace", "read"];
+    let Some(Value::Object(map)) = changes else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, u64)> = map
+        .iter()
+        .filter(|(k, _)| k.as_str() != "same")
+        .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    out.sort_by_key(|(k, _)| {
+        (
+            ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()),
+            k.clone(),
+        )
+    });
+    out
+}
+
+/// `+2 ~1 -1 +-1` for a preview's change counts (other kinds by name).
+pub fn changes_text(changes: &[(String, u64)]) -> String {
+    changes
+        .iter()
+        .map(|(k, n)| match k.as_str() {
+            "create" => format!("+{n}"),
+            "update" => format!("~{n}"),
+            "delete" => format!("-{n}"),
+            "replace" => format!("+-{n}"),
+            other => format!("{other} {n}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The last `n` lines of the log at `rel` (as the journal records it, under `root`) as
+/// the terminal showed them (Pulumi's JSON events rendered), with terminal escapes and
+/// control characters taken out. Logs are redacted when they
+/// are written. The error says why there is no tail.
+fn tail_of(root: &Path, rel: &str, n: usize) -> std::result::Result<Vec<String>, String> {
+    let p = Path::new(rel);
+    if p.is_absolute()
+        || p.components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!("its log path `{rel}` is not inside the workspace"));
+    }
+    let path = root.join(p);
+    let read = || -> std::io::Result<Vec<u8>> {
+        let mut f = std::fs::File::open(&path)?;
+        let len = f.metadata()?.len();
+        let from = len.saturating_sub(TAIL_BYTES);
+        f.seek(SeekFrom::Start(from))?;
+        let mut buf = Vec::new();
+        f.take(TAIL_BYTES).read_to_end(&mut buf)?;
+        if from > 0 {
+            // Drop the partial first line.
+            let cut = buf.iter().position(|b| *b == b'\n').map_or(0, |i| i + 1);
+            buf.drain(..cut);
+        }
+        Ok(buf)
+    };
+    let bytes = read().map_err(|e| format!("its log {rel} could not be read: {e}"))?;
+    let text = String::from_utf8_lossy(&bytes);
+    // Pulumi's JSON events as the terminal showed them; other lines as they are.
+    let mut events = crate::engine::events::EventState::default();
+    let lines: Vec<String> = text.lines().filter_map(|l| events.feed(l)).collect();
+    Ok(lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| printable(l))
+        .collect())
+}
+
+/// A log line without terminal escape sequences or other control characters, at most
+/// 400 characters.
+fn printable(line: &str) -> String {
+    static ANSI: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = ANSI.get_or_init(|| {
+        regex::Regex::new(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-_])")
+            .expect("a valid regex")
+    });
+    let clean = re.replace_all(line, "");
+    let mut out: String = clean
+        .chars()
+        .filter(|c| *c == '\t' || !c.is_control())
+        .take(400)
+        .collect();
+    if clean.chars().count() > 400 {
+        out.push('…');
+    }
+    out
+}
+
+/// The report in `format`.
+pub fn render(r: &Report, format: ReportFormat) -> String {
+    match format {
+        ReportFormat::Html => html::render(r),
+        ReportFormat::Mermaid => mermaid::render(r),
+        ReportFormat::Json => json::render(r),
+    }
+}
+
+/// Where `strata report` writes the HTML report of a stack by default.
+pub fn default_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("report.html")
+}
+
+/// Writes a report to `path` (mode 0600: it quotes logs), atomically; a missing folder
+/// is created (0700 inside `.strata/`).
+pub fn write(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if dir.components().any(|c| c.as_os_str() == ".strata") {
+            crate::util::private_dir(dir)?;
+        } else {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+        }
+    }
+    crate::util::write_atomic(path, text.as_bytes(), Some(0o600))
+}
+
+/// After a run: writes the HTML report of run `run_id` to the stack's default path and
+/// returns that path.
+pub fn write_after_run(
+    root: &Path,
+    state_dir: &Path,
+    stack: &str,
+    run_id: &str,
+    plan: &Plan,
+) -> Result<PathBuf> {
+    let journal = Journal::read(state_dir, stack)?;
+    let id = journal.select(Some(run_id))?;
+    let report = build(&journal, &id, Ok(plan), root);
+    let path = default_path(state_dir);
+    write(&path, &html::render(&report))?;
+    Ok(path)
+}
+
+/// A duration from the start of the run: `+0.35s`, `+1m05s`.
+pub fn offset_text(ms: u64) -> String {
+    if ms < 60_000 {
+        format!("+{:.2}s", ms as f64 / 1000.0)
+    } else {
+        format!("+{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::strategy::Strategy;
+
+    const T0: &str = "2026-03-01T12:00:00.000Z";
+
+    fn at(ms: u64) -> String {
+        crate::util::rfc3339(epoch_ms(T0).unwrap() + ms)
+    }
+
+    pub(crate) fn run_line(id: &str, op: &str, projects: &[&str]) -> String {
+        serde_json::json!({
+            "record": "run", "run_id": id, "operation": op, "provider": "t", "stack": "dev",
+            "projects": projects, "started_at": at(0), "command": format!("strata {op}"),
+        })
+        .to_string()
+    }
+
+    pub(crate) fn project_line(id: &str, path: &str, status: &str, start: u64, dur: u64) -> String {
+        serde_json::json!({
+            "record": "project", "run_id": id, "project": path, "operation": "up",
+            "status": status, "started_at": at(start), "ended_at": at(start + dur),
+            "duration_ms": dur,
+        })
+        .to_string()
+    }
+
+    pub(crate) fn journal_of(lines: &[String]) -> Journal {
+        Journal::parse(
+            PathBuf::from("/ws/.strata/dev/journal.jsonl"),
+            "dev",
+            lines.join("\n").as_bytes(),
+        )
+        .unwrap()
+    }
+
+    /// alpha (100ms) and bravo (300ms) at once; charlie (200ms) needs both; delta failed.
+    pub(crate) fn sample() -> Report {
+        let j = journal_of(&[
+            run_line("r1", "up", &["alpha", "bravo", "charlie", "delta"]),
+            project_line("r1", "alpha", "succeeded", 10, 100),
+            project_line("r1", "bravo", "succeeded", 10, 300),
+            project_line("r1", "charlie", "succeeded", 320, 200),
+            project_line("r1", "delta", "skipped", 520, 0),
+        ]);
+        let plan = crate::plan::testing::plan_of(
+            "description: d\ninfra_type: T\ninfrastructure:\n  - path: alpha\n  - path: bravo\n    needs: []\n  - path: charlie\n    needs: [alpha, bravo]\n  - path: delta\n",
+            &[],
+        )
+        .unwrap();
+        build(&j, "r1", Ok(&plan), Path::new("/nonexistent"))
+    }
+
+    fn paths(r: &Report, idx: &[usize]) -> Vec<String> {
+        idx.iter().map(|&i| r.steps[i].path.clone()).collect()
+    }
+
+    #[test]
+    fn waves_critical_path_and_totals_come_from_the_plan() {
+        let r = sample();
+        assert_eq!(r.graph, Graph::Plan);
+        let waves: Vec<(String, usize)> =
+            r.steps.iter().map(|s| (s.path.clone(), s.wave)).collect();
+        assert_eq!(
+            waves,
+            [
+                ("alpha".into(), 1),
+                ("bravo".into(), 1),
+                ("charlie".into(), 2),
+                ("delta".into(), 3)
+            ]
+        );
+        assert_eq!(paths(&r, &r.critical), ["bravo", "charlie"]);
+        assert_eq!(r.totals.wall_ms, 520);
+        assert_eq!(r.totals.sum_ms, 600);
+        assert_eq!(r.totals.critical_ms, 500);
+        let p = r.totals.parallelism().unwrap();
+        assert!((p - 600.0 / 520.0).abs() < 1e-9, "{p}");
+        assert_eq!(r.status, "succeeded");
+        assert_eq!(r.groups().len(), 3);
+    }
+
+    #[test]
+    fn without_the_plan_the_order_and_the_critical_path_come_from_timing() {
+        let j = journal_of(&[
+            run_line("r1", "up", &["a", "b", "c"]),
+            project_line("r1", "c", "succeeded", 500, 100),
+            project_line("r1", "a", "succeeded", 0, 400),
+            project_line("r1", "b", "failed", 50, 100),
+        ]);
+        let r = build(&j, "r1", Err("gone".into()), Path::new("/nonexistent"));
+        assert_eq!(r.graph, Graph::Timing("gone".into()));
+        assert_eq!(paths(&r, &[0, 1, 2]), ["a", "b", "c"], "start order");
+        assert_eq!(paths(&r, &r.critical), ["a", "c"]);
+        assert_eq!(r.status, "failed");
+        assert_eq!(
+            r.steps[1].tail_note.as_deref(),
+            Some("no log was recorded for it")
+        );
+    }
+
+    #[test]
+    fn a_plan_that_lost_a_project_falls_back_to_timing() {
+        let j = journal_of(&[
+            run_line("r1", "up", &["alpha", "zulu"]),
+            project_line("r1", "alpha", "succeeded", 0, 10),
+            project_line("r1", "zulu", "succeeded", 10, 10),
+        ]);
+        let plan = crate::plan::testing::plan_of(
+            "description: d\ninfra_type: T\ninfrastructure:\n  - path: alpha\n",
+            &[],
+        )
+        .unwrap();
+        let r = build(&j, "r1", Ok(&plan), Path::new("/x"));
+        assert!(
+            matches!(&r.graph, Graph::Timing(why) if why.contains("zulu")),
+            "{:?}",
+            r.graph
+        );
+    }
+
+    #[test]
+    fn retries_changes_and_unrecorded_steps_are_kept() {
+        let mut p =
+            serde_json::from_str::<Value>(&project_line("r1", "a", "succeeded", 0, 900)).unwrap();
+        p["changes"] = serde_json::json!({"create": 2, "same": 7, "update": 1, "future": "x"});
+        p["blocked_by"] = serde_json::json!("whatever a later strata adds");
+        let retry = serde_json::json!({
+            "record": "retry", "run_id": "r1", "project": "a", "operation": "up",
+            "attempt": 2, "delay_ms": 50, "reason": "TooManyRequests", "at": at(300),
+        });
+        let j = journal_of(&[
+            run_line("r1", "preview", &["a", "b"]),
+            p.to_string(),
+            retry.to_string(),
+        ]);
+        let r = build(&j, "r1", Err("x".into()), Path::new("/x"));
+        let a = &r.steps[0];
+        assert_eq!(a.changes, [("create".into(), 2), ("update".into(), 1)]);
+        assert_eq!(changes_text(&a.changes), "+2 ~1");
+        assert_eq!(a.retries.len(), 1);
+        assert_eq!((a.retries[0].attempt, a.retries[0].at_ms), (2, 300));
+        let b = &r.steps[1];
+        assert_eq!((b.status.as_str(), b.recorded()), ("not recorded", false));
+        assert_eq!(b.start_ms, 900, "drawn at the end of what was recorded");
+        assert_eq!(r.status, "incomplete");
+    }
+
+    #[test]
+    fn the_last_run_is_the_default_and_ids_can_be_shortened() {
+        let j = journal_of(&[
+            run_line("20260301T120000.000Z-1", "up", &[]),
+            run_line("20260302T120000.000Z-2", "destroy", &[]),
+        ]);
+        assert_eq!(j.select(None).unwrap(), "20260302T120000.000Z-2");
+        assert_eq!(
+            j.select(Some("20260301")).unwrap(),
+            "20260301T120000.000Z-1"
+        );
+        let e = j.select(Some("2026")).unwrap_err();
+        assert!(e.message.contains("several runs"), "{e}");
+        let e = j.select(Some("nope")).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(
+            e.message.contains("no run `nope`")
+                && e.message.contains("20260302T120000.000Z-2  destroy")
+                && e.message.contains("strata report --run ID"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_empty_or_torn_journal_is_a_clear_error() {
+        for bytes in [
+            &b""[..],
+            b"\n\n",
+            b"{\"record\":\"run\",\"run_id\":\"r",
+            b"\xff\xfe garbage",
+        ] {
+            let e = Journal::parse(PathBuf::from("j.jsonl"), "dev", bytes)
+                .err()
+                .unwrap();
+            assert_eq!(e.exit_code(), 3);
+            assert!(e.message.contains("no readable run"), "{e}");
+        }
+        let e = Journal::read(Path::new("/nonexistent/dev"), "dev")
+            .err()
+            .unwrap();
+        assert!(
+            e.message.contains("no run is recorded for stack `dev`"),
+            "{e}"
+        );
+        // A torn last line after a whole run is skipped.
+        let mut bytes = run_line("r1", "up", &[]).into_bytes();
+        bytes.extend_from_slice(b"\n{\"record\":\"project\",\"run_id\":\"r1\",\"proj");
+        let j = Journal::parse(PathBuf::from("j"), "dev", &bytes).unwrap();
+        assert_eq!(j.unreadable, 1);
+        assert_eq!(j.select(None).unwrap(), "r1");
+    }
+
+    #[test]
+    fn the_tail_of_a_failure_is_read_from_its_log_inside_the_workspace() {
+        let d = tempfile::tempdir().unwrap();
+        let log = ".strata/dev/logs/a/up.log";
+        std::fs::create_dir_all(d.path().join(".strata/dev/logs/a")).unwrap();
+        let text: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(d.path().join(log), text + "\x1b[31mred\x1b[0m \x07bell\n").unwrap();
+        let tail = tail_of(d.path(), log, 20).unwrap();
+        assert_eq!(tail.len(), 20);
+        assert_eq!(tail[0], "line 12");
+        assert_eq!(tail[19], "red bell");
+        assert!(
+            tail_of(d.path(), "../etc/passwd", 5)
+                .unwrap_err()
+                .contains("not inside")
+        );
+        assert!(tail_of(d.path(), "/etc/passwd", 5).is_err());
+        assert!(
+            tail_of(d.path(), "missing.log", 5)
+                .unwrap_err()
+                .contains("could not be read")
+        );
+    }
+
+    #[test]
+    fn absurd_times_and_durations_do_not_overflow() {
+        let mut huge =
+            serde_json::from_str::<Value>(&project_line("r1", "a", "succeeded", 0, 1)).unwrap();
+        huge["duration_ms"] = serde_json::json!(u64::MAX);
+        huge["started_at"] = serde_json::json!("9999-12-31T23:59:59.999Z");
+        let mut bad =
+            serde_json::from_str::<Value>(&project_line("r1", "b", "failed", 0, 1)).unwrap();
+        bad["started_at"] = serde_json::json!("yesterday");
+        bad["ended_at"] = serde_json::json!("");
+        let mut long =
+            serde_json::from_str::<Value>(&project_line("r1", "c", "succeeded", 0, 1)).unwrap();
+        long["duration_ms"] = serde_json::json!(u64::MAX / 2);
+        let j = journal_of(&[
+            run_line("r1", "up", &["a", "b", "c"]),
+            huge.to_string(),
+            bad.to_string(),
+            long.to_string(),
+        ]);
+        let r = build(&j, "r1", Err("none".into()), Path::new("/nonexistent"));
+        assert_eq!(r.totals.sum_ms, u64::MAX);
+        for f in [
+            ReportFormat::Html,
+            ReportFormat::Mermaid,
+            ReportFormat::Json,
+        ] {
+            assert!(!render(&r, f).is_empty());
+        }
+    }
+
+    #[test]
+    fn offsets_read_well() {
+        assert_eq!(offset_text(0), "+0.00s");
+        assert_eq!(offset_text(1234), "+1.23s");
+        assert_eq!(offset_text(65_000), "+1m05s");
+    }
+
+    proptest::proptest! {
+        /// Whatever the journal holds, reading and drawing it never panics.
+        #[test]
+        fn any_journal_draws_without_panicking(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(run_line("r", "up", &["a", "b"])),
+                    proptest::strategy::Just(run_line("r", "destroy", &["b"])),
+                    (0u64..5000, 0u64..5000, proptest::prop_oneof![
+                        proptest::strategy::Just("succeeded"),
+                        proptest::strategy::Just("failed"),
+                        proptest::strategy::Just("cancelled"),
+                        proptest::strategy::Just("blocked"),
+                        proptest::strategy::Just("???"),
+                    ], proptest::prop_oneof![
+                        proptest::strategy::Just("a"),
+                        proptest::strategy::Just("b"),
+                        proptest::strategy::Just("c<&>\"'"),
+                    ]).prop_map(|(s, d, st, p)| project_line("r", p, st, s, d)),
+                    ".{0,40}",
+                ],
+                0..12,
+            )
+        ) {
+            if let Ok(j) = Journal::parse(PathBuf::from("j"), "dev", lines.join("\n").as_bytes()) {
+                let id = j.select(None).unwrap();
+                let r = build(&j, &id, Err("no plan".into()), Path::new("/nonexistent"));
+                for f in [ReportFormat::Html, ReportFormat::Mermaid, ReportFormat::Json] {
+                    let _ = render(&r, f);
+                }
+            }
+        }
+    }
+}
