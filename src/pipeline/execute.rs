@@ -47,6 +47,8 @@ pub struct Executed {
     pub signal: Option<i32>,
     pub killed: bool,
     pub redactor: Redactor,
+    /// The journal's length before the run's first record: its report reads from here.
+    pub journal_from: u64,
 }
 
 pub fn execute(
@@ -158,6 +160,9 @@ pub fn execute(
         .iter()
         .map(|&i| ctx.plan.nodes[i].path.clone())
         .collect();
+    let journal_from = std::fs::metadata(journal.path())
+        .map(|m| m.len())
+        .unwrap_or(0);
     journal.append(&Record::Run {
         run_id: run_id.clone(),
         operation: op.as_str().into(),
@@ -276,6 +281,7 @@ pub fn execute(
         signal,
         killed,
         redactor,
+        journal_from,
     })
 }
 

@@ -118,6 +118,7 @@ pub fn finish(
         stack,
         &done.run_id,
         &r.full,
+        done.journal_from,
     );
     if settings.display != crate::settings::Display::Quiet && !settings.json {
         reporter.println(&match timeline {

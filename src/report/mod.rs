@@ -103,8 +103,21 @@ impl Journal {
     /// Reads the journal of `stack` in `state_dir`. A missing journal, or one without a
     /// readable run, is an error that says how to get one.
     pub fn read(state_dir: &Path, stack: &str) -> Result<Journal> {
+        Journal::read_from(state_dir, stack, 0)
+    }
+
+    /// [`Journal::read`] from byte `from` on: after a run, only what it appended is read,
+    /// so writing its report does not get slower as the journal grows.
+    pub fn read_from(state_dir: &Path, stack: &str, from: u64) -> Result<Journal> {
+        use std::io::{Read, Seek, SeekFrom};
         let path = state_dir.join("journal.jsonl");
-        let bytes = match std::fs::read(&path) {
+        let read = std::fs::File::open(&path).and_then(|mut f| {
+            f.seek(SeekFrom::Start(from))?;
+            let mut b = Vec::new();
+            f.read_to_end(&mut b)?;
+            Ok(b)
+        });
+        let bytes = match read {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::config(format!(
@@ -860,8 +873,9 @@ pub fn write_after_run(
     stack: &str,
     run_id: &str,
     plan: &Plan,
+    journal_from: u64,
 ) -> Result<PathBuf> {
-    let journal = Journal::read(state_dir, stack)?;
+    let journal = Journal::read_from(state_dir, stack, journal_from)?;
     let id = journal.select(Some(run_id))?;
     let report = build(&journal, &id, Ok(plan), root);
     let path = default_path(state_dir);
