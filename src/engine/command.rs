@@ -52,8 +52,12 @@ impl Engine for CommandEngine {
         if !job.scratch_dir.is_dir() {
             crate::util::private_dir(&job.scratch_dir).map_err(|e| fail(e.message))?;
         }
+        // Emptied, not removed: a shell's `>` then reuses the file (a new file per project
+        // and run is what costs most on a busy ext4). Empty afterwards = no outputs.
         let outputs_file = job.scratch_dir.join("outputs.json");
-        let _ = std::fs::remove_file(&outputs_file);
+        if outputs_file.exists() {
+            crate::util::write_private(&outputs_file, b"").map_err(|e| fail(e.message))?;
+        }
         // Inputs are derived again on every run: written in place, no fsync; a project
         // without inputs reads one shared `{}`.
         let inputs_file = if job.inputs.is_empty() {
@@ -138,10 +142,12 @@ impl Engine for CommandEngine {
                 processes: 1,
             });
         }
-        let outputs = if job.op == Operation::Up && outputs_file.exists() {
-            let text = std::fs::read_to_string(&outputs_file)
-                .map_err(|e| fail(format!("cannot read {}: {e}", outputs_file.display())))?;
-            match serde_json::from_str::<Value>(&text) {
+        let written = match job.op {
+            Operation::Up => std::fs::read_to_string(&outputs_file).unwrap_or_default(),
+            _ => String::new(),
+        };
+        let outputs = if !written.trim().is_empty() {
+            match serde_json::from_str::<Value>(&written) {
                 Ok(Value::Object(m)) => m,
                 _ => {
                     return Err(fail(format!(
@@ -153,11 +159,6 @@ impl Engine for CommandEngine {
         } else {
             Map::new()
         };
-        // `up` leaves the file for the executor, which moves it to where dependents and
-        // later runs read outputs (no copy, no new file).
-        if job.op != Operation::Up {
-            let _ = std::fs::remove_file(&outputs_file);
-        }
         Ok(Outcome {
             // A preview command's answer is what it printed: its last line.
             summary: if job.op == Operation::Preview {

@@ -603,7 +603,7 @@ impl<'a> StepRunner<'a> {
                 values: outcome.outputs.clone(),
                 secret: outcome.secret_outputs.clone(),
             };
-            if !is_pulumi && let Err(msg) = self.keep_outputs(&node.path, &job, &outcome.outputs) {
+            if !is_pulumi && let Err(msg) = self.keep_outputs(&node.path, &outcome.outputs) {
                 return Ran::new(Status::Failed, Some(msg), None);
             }
             if let Ok(mut m) = self.outputs.lock() {
@@ -652,30 +652,19 @@ impl<'a> StepRunner<'a> {
         }
     }
 
-    /// Keeps a command project's outputs where its dependents and later runs read them:
-    /// the file the project wrote is renamed into place (one rename, no copy); a
-    /// project that wrote none gets `{}`. Not fsynced: the journal record that follows
-    /// is, and a lost file only means the project is not seen as deployed.
-    fn keep_outputs(
-        &self,
-        path: &str,
-        job: &Job,
-        outputs: &Map<String, Value>,
-    ) -> Result<(), String> {
-        use std::os::unix::fs::PermissionsExt;
+    /// Keeps a command project's outputs where its dependents and later runs read them,
+    /// written in place (the same file every run: no new file, no fsync). The journal
+    /// record that follows is synced; a file torn by a crash before it reads as "not
+    /// deployed", and that project has no success record either, so it runs again.
+    fn keep_outputs(&self, path: &str, outputs: &Map<String, Value>) -> Result<(), String> {
         let file = self.outputs_file(path);
         let dir = file.parent().unwrap_or(&file);
         if !dir.is_dir() {
             crate::util::private_dir(dir).map_err(|e| e.message)?;
         }
-        let written = job.scratch_dir.join("outputs.json");
-        if written.is_file() && std::fs::rename(&written, &file).is_ok() {
-            return std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| format!("cannot set the mode of {}: {e}", display_path(&file)));
-        }
         let text =
             serde_json::to_string_pretty(&Value::Object(outputs.clone())).unwrap_or_default();
-        crate::util::write_atomic(&file, text.as_bytes(), Some(0o600)).map_err(|e| e.message)
+        crate::util::write_private(&file, text.as_bytes()).map_err(|e| e.message)
     }
 
     fn run_hook(

@@ -26,37 +26,49 @@ pub struct Owner {
     pub children: Vec<(i32, String)>,
 }
 
-/// Keeps the lock file's list of running children current (cheap to clone, shared with
-/// the process registry).
+/// Keeps the list of running children current in `lock.children`, beside the lock
+/// (cheap to clone, shared with the process registry). Each change appends one line, the
+/// whole list as JSON, with one `write` on a file kept open: no new file and no rename
+/// per child (that cost more than the child on a busy disk). The last whole line is the
+/// list; the next owner starts the file again.
 #[derive(Debug, Clone)]
 pub struct ChildRecorder {
     path: PathBuf,
-    owner: Owner,
+    file: std::sync::Arc<std::sync::Mutex<Option<std::fs::File>>>,
+}
+
+/// `lock.children` beside the lock at `lock`.
+fn children_path(lock: &Path) -> PathBuf {
+    lock.with_extension("children")
+}
+
+/// The children a lock's owner last recorded (the last whole line of `lock.children`).
+fn recorded_children(lock: &Path) -> Option<Vec<(i32, String)>> {
+    let bytes = std::fs::read(children_path(lock)).ok()?;
+    bytes
+        .split(|b| *b == b'\n')
+        .rev()
+        .find_map(|l| serde_json::from_slice(l).ok())
 }
 
 impl ChildRecorder {
-    /// Rewrites the lock with `children` (temp file + rename; a crash leaves the old list
-    /// or the new one, and the page cache survives a killed process, so no fsync).
+    /// Records `children` as the running ones. The page cache survives a killed process,
+    /// so no fsync.
     pub fn record(&self, children: &[(i32, String)]) {
         // Released already (the end of a run): never bring the lock back.
         if !self.path.exists() {
             return;
         }
-        let mut owner = self.owner.clone();
-        owner.children = children.to_vec();
-        let Ok(body) = serde_json::to_string(&owner) else {
+        let Ok(mut line) = serde_json::to_string(children) else {
             return;
         };
-        let tmp = self.path.with_extension("children.tmp");
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(body.as_bytes()));
-        if written.is_ok() {
-            let _ = std::fs::rename(&tmp, &self.path);
+        line.push('\n');
+        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            *guard = crate::util::open_private_append(&children_path(&self.path)).ok();
+        }
+        if let Some(f) = guard.as_mut() {
+            let _ = f.write_all(line.as_bytes());
         }
     }
 }
@@ -83,7 +95,6 @@ impl crate::engine::process::ChildObserver for ChildRecorder {
 pub struct StackLock {
     path: PathBuf,
     pid: u32,
-    owner: Owner,
 }
 
 pub fn hostname() -> String {
@@ -139,11 +150,9 @@ impl StackLock {
                 Ok(mut f) => {
                     f.write_all(body.as_bytes())
                         .map_err(|e| Error::io("write", &path, e))?;
-                    return Ok(StackLock {
-                        path,
-                        pid: me.pid,
-                        owner: me,
-                    });
+                    // The children of an earlier owner are not ours.
+                    let _ = std::fs::remove_file(children_path(&path));
+                    return Ok(StackLock { path, pid: me.pid });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let text = std::fs::read_to_string(&path).unwrap_or_default();
@@ -198,7 +207,7 @@ impl StackLock {
     pub fn recorder(&self) -> ChildRecorder {
         ChildRecorder {
             path: self.path.clone(),
-            owner: self.owner.clone(),
+            file: Default::default(),
         }
     }
 }
@@ -212,13 +221,9 @@ fn wait_for_orphans(
     limit: std::time::Duration,
     warn: &mut dyn FnMut(String),
 ) -> Result<()> {
-    let alive = || -> Vec<&(i32, String)> {
-        owner
-            .children
-            .iter()
-            .filter(|(g, _)| group_alive(*g))
-            .collect()
-    };
+    let children = recorded_children(path).unwrap_or_else(|| owner.children.clone());
+    let alive =
+        || -> Vec<&(i32, String)> { children.iter().filter(|(g, _)| group_alive(*g)).collect() };
     if alive().is_empty() {
         return Ok(());
     }
@@ -260,6 +265,7 @@ impl Drop for StackLock {
             && let Ok(owner) = serde_json::from_str::<Owner>(&text)
             && owner.pid == self.pid
         {
+            let _ = std::fs::remove_file(children_path(&self.path));
             let _ = std::fs::remove_file(&self.path);
         }
     }
@@ -307,12 +313,24 @@ mod tests {
         })
         .unwrap();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        // The recorder keeps the list current; the owner stays this process.
-        l.recorder().record(&[(42, "a".into())]);
+        // The earlier owner's children are gone with it; the recorder keeps the list
+        // current (the last line wins); the owner stays this process.
+        assert_eq!(recorded_children(&d.path().join("lock")), None);
+        let rec = l.recorder();
+        rec.record(&[(42, "a".into()), (43, "b".into())]);
+        rec.record(&[(42, "a".into())]);
+        assert_eq!(
+            recorded_children(&d.path().join("lock")),
+            Some(vec![(42, "a".to_string())])
+        );
         let now: Owner =
             serde_json::from_str(&std::fs::read_to_string(d.path().join("lock")).unwrap()).unwrap();
-        assert_eq!(now.children, vec![(42, "a".to_string())]);
         assert_eq!(now.pid, std::process::id());
+        // Released: both files go, and a late record does not bring them back.
+        drop(l);
+        rec.record(&[(44, "c".into())]);
+        assert!(!d.path().join("lock").exists());
+        assert!(!d.path().join("lock.children").exists());
     }
 
     #[test]

@@ -214,9 +214,9 @@ fn resume_after_sigkill_waits_for_the_orphaned_children() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    // The lock names the running child's process group.
-    let lock = ws.read(".strata/dev/lock");
-    assert!(lock.contains("\"slow\""), "{lock}");
+    // The lock's children file names the running child's process group.
+    let children = ws.read(".strata/dev/lock.children");
+    assert!(children.contains("\"slow\""), "{children}");
     first.kill().unwrap(); // SIGKILL
     first.wait().unwrap();
     let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--resume"]);
