@@ -106,7 +106,7 @@ pub enum Command {
     #[command(alias = "show-execution")]
     Show(ShowArgs),
     /// Check env file, stack, stack config, profile, projects and secrets; change nothing
-    Validate,
+    Validate(ValidateArgs),
     /// List the provider profiles
     #[command(alias = "list-providers")]
     Providers,
@@ -262,6 +262,13 @@ pub struct PreviewArgs {
 
     #[command(flatten)]
     pub preview: PreviewOptions,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ValidateArgs {
+    /// Warnings (stack references out of order, unknown projects) fail too (exit 3)
+    #[arg(long)]
+    pub strict: bool,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -26,7 +26,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
     match &cli.command {
         Command::Providers => providers::run(&cli.global, &settings),
         Command::Show(args) => show::run(&cli.global, args, settings.json),
-        Command::Validate => validate::run(&cli.global, &settings),
+        Command::Validate(a) => validate::run(&cli.global, &settings, a.strict),
         Command::Secrets(c) => secrets::run(&cli.global, &settings, c),
         Command::Outputs(a) => outputs::run(&cli.global, &settings, a),
         Command::Status => status::run(&cli.global, &settings),

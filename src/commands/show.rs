@@ -23,6 +23,9 @@ pub fn run(g: &GlobalArgs, args: &ShowArgs, json: bool) -> Result<i32> {
             .map(|(s, _)| s.key.clone())
             .collect(),
         secret_name: &loaded.profile.secret_name,
+        references: &crate::plan::references::targets(&crate::plan::references::of_plan(
+            &loaded.plan,
+        )),
     };
     let format = args.format.unwrap_or(if json {
         ShowFormat::Json

@@ -9,10 +9,11 @@ use crate::settings::Settings;
 use crate::util::display_path;
 use crate::workspace::{self, StackConfig, profile::ValueType};
 
-/// What was checked: (status `ok`/`note`/`problem`, what, text).
+/// What was checked: (status `ok`/`note`/`warning`/`problem`, what, text).
 struct Report {
     checks: Vec<(&'static str, String, String)>,
     problems: usize,
+    warnings: usize,
 }
 
 impl Report {
@@ -22,6 +23,11 @@ impl Report {
     fn note(&mut self, what: &str, text: impl AsRef<str>) {
         self.checks
             .push(("note", what.into(), text.as_ref().into()));
+    }
+    fn warn(&mut self, what: &str, text: impl AsRef<str>) {
+        self.warnings += 1;
+        self.checks
+            .push(("warning", what.into(), text.as_ref().into()));
     }
     fn bad(&mut self, what: &str, text: impl AsRef<str>) {
         self.problems += 1;
@@ -35,6 +41,7 @@ impl Report {
             let mark = match *status {
                 "ok" => '✓',
                 "note" => '-',
+                "warning" => '!',
                 _ => '✗',
             };
             out.push_str(&format!("{mark} {what:<13}{text}\n"));
@@ -52,6 +59,7 @@ impl Report {
         let doc = serde_json::json!({
             "ok": self.problems == 0 && error.is_none(),
             "problems": self.problems + usize::from(error.is_some()),
+            "warnings": self.warnings,
             "checks": checks,
             "error": error,
         });
@@ -59,10 +67,11 @@ impl Report {
     }
 }
 
-pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
+pub fn run(g: &GlobalArgs, settings: &Settings, strict: bool) -> Result<i32> {
     let mut r = Report {
         checks: Vec::new(),
         problems: 0,
+        warnings: 0,
     };
     let outcome = check(g, settings, &mut r);
     if settings.json {
@@ -78,10 +87,117 @@ pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
             if r.problems == 1 { "" } else { "s" }
         )));
     }
+    if strict && r.warnings > 0 {
+        return Err(Error::config(format!(
+            "validate --strict: {} warning{} (marked ! above).",
+            r.warnings,
+            if r.warnings == 1 { "" } else { "s" }
+        )));
+    }
     if !settings.json {
-        super::print("everything checks out\n")?;
+        super::print(if r.warnings > 0 {
+            "no problem; warnings are marked ! above\n"
+        } else {
+            "everything checks out\n"
+        })?;
     }
     Ok(0)
+}
+
+/// Stack references found in the code, checked against the graph: a project that reads
+/// a stack not ordered before it, a reference to a project the profile does not have,
+/// and a literal organization other than `organization` on a self-managed backend,
+/// where Pulumi only knows that one (MARA issue #223).
+fn check_references(
+    ws: &workspace::Workspace,
+    plan: &Plan,
+    profile: &workspace::Profile,
+    r: &mut Report,
+) {
+    use crate::plan::references::{self, Part};
+    let found = references::of_plan(plan);
+    let count: usize = found.values().map(Vec::len).sum();
+    let env = crate::pipeline::env::pulumi_env(ws);
+    let self_managed = crate::pipeline::env::self_managed(&env);
+    let before = |reader: usize| -> std::collections::BTreeSet<usize> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack = plan.nodes[reader].needs.clone();
+        while let Some(j) = stack.pop() {
+            if seen.insert(j) {
+                stack.extend(plan.nodes[j].needs.iter().copied());
+            }
+        }
+        seen
+    };
+    let mut warned = 0;
+    for (path, refs) in &found {
+        let Some(i) = plan.index_of(path) else {
+            continue;
+        };
+        let ancestors = before(i);
+        let dir = plan.nodes[i].project.as_ref().map(|p| p.dir.clone());
+        for f in refs {
+            let at = match &dir {
+                Some(d) => format!(
+                    "{}:{}",
+                    display_path(&d.join(&f.reference.file)),
+                    f.reference.line
+                ),
+                None => path.clone(),
+            };
+            match (&f.target, &f.reference.project) {
+                (Some(t), _) if plan.index_of(t).is_some_and(|j| !ancestors.contains(&j)) => {
+                    warned += 1;
+                    r.warn(
+                            "references",
+                            format!(
+                                "{path} reads the stack of {t} ({at}: `{}`), but {t} is not ordered before it: add it to the `needs:` of {path} in {}, or set `infer_needs: true`",
+                                f.reference.name,
+                                display_path(&profile.file)
+                            ),
+                        );
+                }
+                (None, Some(Part::Literal(name))) => {
+                    warned += 1;
+                    r.warn(
+                        "references",
+                        format!(
+                            "{path} reads a stack of project `{name}` ({at}), which is no project of profile {}: {}",
+                            profile.name,
+                            crate::util::did_you_mean(
+                                name,
+                                plan.nodes.iter().map(|n| n.name.as_str())
+                            )
+                            .trim()
+                        ),
+                    );
+                }
+                _ => {}
+            }
+            if let Some(Part::Literal(org)) = &f.reference.org
+                && self_managed
+                && org != "organization"
+            {
+                warned += 1;
+                r.warn(
+                    "references",
+                    format!(
+                        "{path} names organization `{org}` ({at}: `{}`), but on a self-managed backend every stack is in `organization`: use `${{pulumi.organization}}`, get_organization(), or $STRATA_ORG",
+                        f.reference.name
+                    ),
+                );
+            }
+        }
+    }
+    if warned == 0 {
+        r.ok(
+            "references",
+            format!(
+                "{count} stack reference{} in the code, all ordered",
+                if count == 1 { "" } else { "s" }
+            ),
+        );
+    }
 }
 
 fn check(g: &GlobalArgs, settings: &Settings, r: &mut Report) -> Result<()> {
@@ -257,6 +373,7 @@ fn check(g: &GlobalArgs, settings: &Settings, r: &mut Report) -> Result<()> {
             );
         }
     }
+    check_references(&ws, &plan, &profile, r);
     check_secrets(&ws, stack.as_deref(), &profile, settings, r);
     Ok(())
 }

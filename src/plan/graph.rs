@@ -165,6 +165,32 @@ impl Plan {
                 }
             }
         }
+        // `infer_needs: true`: the stacks a program references are needs too.
+        if profile.infer_needs {
+            let by_name: std::collections::HashMap<&str, usize> = nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.kind == NodeKind::Pulumi)
+                .map(|(i, n)| (n.name.as_str(), i))
+                .collect();
+            for (i, node) in nodes.iter().enumerate() {
+                let Some(p) = node
+                    .project
+                    .as_ref()
+                    .filter(|_| node.kind == NodeKind::Pulumi)
+                else {
+                    continue;
+                };
+                for r in super::references::in_project(&p.dir) {
+                    if let Some(super::references::Part::Literal(name)) = &r.project
+                        && let Some(&j) = by_name.get(name.as_str())
+                        && j != i
+                    {
+                        needs[i].insert(j);
+                    }
+                }
+            }
+        }
         // The stage barrier: infrastructure sinks -> secrets step -> kubernetes roots.
         let mut needed_by_infra = vec![false; infra_count];
         for set in needs.iter().take(infra_count) {

@@ -1,6 +1,7 @@
 //! Planning a run: the dependency graph of a profile and its drawings.
 
 pub mod graph;
+pub mod references;
 pub mod render;
 #[cfg(test)]
 pub mod testing;

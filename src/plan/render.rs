@@ -15,6 +15,19 @@ pub struct Header<'a> {
     /// Secret keys written by the built-in step (names only).
     pub secret_keys: Vec<String>,
     pub secret_name: &'a str,
+    /// Stack references found in the code: project path → the paths it reads.
+    pub references: &'a BTreeMap<String, Vec<String>>,
+}
+
+/// The references of node `i` that are not also needs (drawn dashed), as node indices.
+fn reference_only(plan: &Plan, h: &Header, i: usize) -> Vec<usize> {
+    h.references
+        .get(&plan.nodes[i].path)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| plan.index_of(t))
+        .filter(|j| !plan.nodes[i].needs.contains(j))
+        .collect()
 }
 
 /// The tree: waves in order, each step with its needs, inputs and hooks.
@@ -93,6 +106,9 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
             let pad = format!("    {cont}    ");
             if !needs.is_empty() {
                 let _ = writeln!(out, "{pad}needs   {}", needs.join(", "));
+            }
+            if let Some(refs) = h.references.get(&node.path).filter(|r| !r.is_empty()) {
+                let _ = writeln!(out, "{pad}reads   {}", refs.join(", "));
             }
             if node.kind == NodeKind::Builtin && !h.secret_keys.is_empty() {
                 let _ = writeln!(out, "{pad}keys    {}", h.secret_keys.join(", "));
@@ -209,6 +225,14 @@ pub fn dot(plan: &Plan, h: &Header) -> String {
                 dot_id(&plan.nodes[i].path)
             );
         }
+        for j in reference_only(plan, h, i) {
+            let _ = writeln!(
+                out,
+                "  {} -> {} [style=dashed, label=\"reads\"];",
+                dot_id(&plan.nodes[j].path),
+                dot_id(&plan.nodes[i].path)
+            );
+        }
     }
     out.push_str("}\n");
     out
@@ -240,6 +264,9 @@ pub fn mermaid(plan: &Plan, h: &Header) -> String {
         for &j in &plan.nodes[i].needs {
             let _ = writeln!(out, "  {} --> {}", mermaid_id(j), mermaid_id(i));
         }
+        for j in reference_only(plan, h, i) {
+            let _ = writeln!(out, "  {} -. reads .-> {}", mermaid_id(j), mermaid_id(i));
+        }
     }
     out
 }
@@ -269,6 +296,9 @@ struct JsonProject<'a> {
     inputs: Vec<&'a crate::workspace::profile::Input>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     on_success: Vec<&'a crate::workspace::profile::Hook>,
+    /// Projects whose stacks its code references (paths).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    references: Vec<&'a str>,
 }
 
 /// The JSON object of DESIGN.md: provider, stack, projects (path, name, stage, needs,
@@ -289,6 +319,13 @@ pub fn json(plan: &Plan, h: &Header) -> String {
                 description: n.entry.as_ref().and_then(|e| e.description.as_deref()),
                 inputs: n.entry.iter().flat_map(|e| e.inputs.iter()).collect(),
                 on_success: n.entry.iter().flat_map(|e| e.on_success.iter()).collect(),
+                references: h
+                    .references
+                    .get(&n.path)
+                    .into_iter()
+                    .flatten()
+                    .map(String::as_str)
+                    .collect(),
             }
         })
         .collect();

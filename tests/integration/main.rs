@@ -11,6 +11,7 @@ mod handoff;
 mod pipeline;
 mod policy;
 mod preview;
+mod references;
 mod report;
 mod run;
 mod secrets;
