@@ -15,7 +15,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
     let state_dir = loaded.ws.state_dir(&stack);
     let records = Journal::new(&state_dir).read();
     let last = journal::last_by_project(&records, &[]);
-    let last_up = journal::last_by_project(&records, &["up", "destroy"]);
+    let last_up = journal::last_success(&records);
     let current = super::current_fingerprints(&loaded, &stack);
     let mut rows = Vec::new();
     for &i in &loaded.plan.order {

@@ -79,11 +79,26 @@ pub fn execute(
         &stack_config,
         &fingerprint::hash_secrets(&fp_salt, &secrets.values),
     );
-    let (plan, unchanged) = if r.req.changed {
-        changed_plan(&r.plan, &journal, &fingerprints)
+    // What is deployed now as this journal knows it: each project's last success and
+    // the outputs it left.
+    let last = journal::last_success(&journal.read());
+    let last_outputs: BTreeMap<String, String> = last
+        .iter()
+        .filter_map(|(p, r)| match r {
+            Record::Project {
+                outputs_hash: Some(h),
+                ..
+            } => Some((p.clone(), h.clone())),
+            _ => None,
+        })
+        .collect();
+    let changed = if r.req.changed {
+        changed_plan(&r.plan, &last, &last_outputs, &fingerprints)
     } else {
-        (r.plan.clone(), Vec::new())
+        Changed::default()
     };
+    let plan = changed.plan.unwrap_or_else(|| r.plan.clone());
+    let unchanged = changed.dropped;
     let run_id = format!(
         "{}-{}",
         rfc3339(now_ms()).replace([':', '-'], ""),
@@ -133,6 +148,8 @@ pub fn execute(
             })
             .collect(),
         refresh: r.req.preview.refresh,
+        last_outputs,
+        conditional: changed.conditional,
     };
     let control = Control::new();
     if let Some(lock) = &held.lock {
@@ -249,6 +266,8 @@ pub fn execute(
                 message: res.message.clone(),
                 log: None,
                 changes: None,
+                outputs_hash: None,
+                upstream_outputs: None,
             });
         }
     }
@@ -323,41 +342,74 @@ pub fn needed_outputs(profile: &crate::workspace::Profile) -> BTreeMap<String, V
     needed
 }
 
-/// `--changed`: drop every step whose last `up` succeeded with the same fingerprint and
-/// whose prerequisites were dropped too. Returns the kept plan and (path, reason) dropped.
+/// What `--changed` decided before the run.
+#[derive(Default)]
+struct Changed {
+    plan: Option<Plan>,
+    /// Steps dropped, with the reason.
+    dropped: Vec<(String, String)>,
+    /// Steps kept only because an upstream runs: upstream → the outputs hash the step
+    /// last ran with. At run time, when every one of them left those outputs again, the
+    /// step is skipped ("upstream outputs unchanged").
+    conditional: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// `--changed` is output-aware. A step whose fingerprint is the one of its last success
+/// is dropped when what it needs was dropped too and left the outputs it last ran with;
+/// when some of what it needs runs, it is kept, conditionally (see [`Changed`]).
 fn changed_plan(
     plan: &Plan,
-    journal: &Journal,
+    last: &BTreeMap<String, Record>,
+    last_outputs: &BTreeMap<String, String>,
     fps: &BTreeMap<String, String>,
-) -> (Plan, Vec<(String, String)>) {
-    // The last up *or destroy*: a project destroyed since its last up must run again.
-    let last = journal::last_by_project(&journal.read(), &["up", "destroy"]);
+) -> Changed {
     let mut skip = vec![false; plan.nodes.len()];
-    let mut dropped = Vec::new();
+    let mut out = Changed::default();
     for &i in &plan.order {
         let n = &plan.nodes[i];
-        let same = match last.get(&n.path) {
-            Some(Record::Project {
-                status,
-                fingerprint: Some(f),
-                ended_at,
-                operation,
-                ..
-            }) if operation == "up" && status == "succeeded" && fps.get(&n.path) == Some(f) => {
-                Some(ended_at.clone())
-            }
-            _ => None,
+        let Some(Record::Project {
+            fingerprint: Some(f),
+            ended_at,
+            upstream_outputs,
+            ..
+        }) = last.get(&n.path)
+        else {
+            continue;
         };
-        if let Some(when) = same
-            && n.needs.iter().all(|&j| skip[j])
-        {
+        if fps.get(&n.path) != Some(f) {
+            continue;
+        }
+        let mut conditional = BTreeMap::new();
+        let mut same = true;
+        for &j in &n.needs {
+            let u = &plan.nodes[j];
+            let seen = upstream_outputs.as_ref().map(|m| m.get(&u.path));
+            match (skip[j], u.kind == NodeKind::Builtin, seen) {
+                (true, true, _) => {}
+                // A journal from before outputs were recorded: as before, skipped upstreams
+                // are enough.
+                (true, false, None) => {}
+                (true, false, Some(seen)) => same &= seen == last_outputs.get(&u.path),
+                (false, false, Some(Some(seen))) => {
+                    conditional.insert(u.path.clone(), seen.clone());
+                }
+                _ => same = false,
+            }
+        }
+        if !same {
+            continue;
+        }
+        if conditional.is_empty() {
             skip[i] = true;
-            dropped.push((
+            out.dropped.push((
                 n.path.clone(),
-                format!("unchanged since its last up ({when})"),
+                format!("unchanged since its last up ({ended_at})"),
             ));
+        } else {
+            out.conditional.insert(n.path.clone(), conditional);
         }
     }
     let keep: Vec<bool> = skip.iter().map(|s| !s).collect();
-    (plan.subplan(&keep), dropped)
+    out.plan = Some(plan.subplan(&keep));
+    out
 }

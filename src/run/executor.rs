@@ -56,6 +56,11 @@ pub struct Ctx {
     pub upstreams: BTreeMap<String, Vec<String>>,
     /// `preview --refresh`.
     pub refresh: bool,
+    /// Each project's outputs hash at its last success, before this run.
+    pub last_outputs: BTreeMap<String, String>,
+    /// `--changed`: steps that run only if an upstream that runs leaves other outputs
+    /// than they last ran with (upstream → that outputs hash).
+    pub conditional: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Ctx {
@@ -92,6 +97,8 @@ struct Ran {
     /// `blocked`: the upstream that was never deployed.
     upstream: Option<String>,
     changes: Option<crate::engine::digest::Changes>,
+    /// A successful `up`: the keyed hash of its outputs.
+    outputs_hash: Option<String>,
 }
 
 impl Ran {
@@ -103,6 +110,7 @@ impl Ran {
             missing_input: false,
             upstream: None,
             changes: None,
+            outputs_hash: None,
         }
     }
 
@@ -147,6 +155,11 @@ pub struct StepRunner<'a> {
     tails: Mutex<BTreeMap<usize, Vec<String>>>,
     /// Per project: whether the journal's last up/destroy of it is a successful up.
     deployed_by_journal: std::sync::OnceLock<BTreeMap<String, bool>>,
+    /// The outputs hash of each project that came up in this run.
+    new_outputs: Mutex<BTreeMap<String, String>>,
+    /// `--changed`: steps skipped at run time because their upstreams' outputs did not
+    /// change.
+    unchanged: Mutex<BTreeSet<usize>>,
 }
 
 impl<'a> StepRunner<'a> {
@@ -168,6 +181,8 @@ impl<'a> StepRunner<'a> {
             processes: AtomicU32::new(0),
             tails: Mutex::new(BTreeMap::new()),
             deployed_by_journal: std::sync::OnceLock::new(),
+            new_outputs: Mutex::new(BTreeMap::new()),
+            unchanged: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -321,20 +336,44 @@ impl<'a> StepRunner<'a> {
         Ok(outputs)
     }
 
-    /// True when the last `up` or `destroy` of `path` this journal recorded is a
-    /// successful `up`.
+    /// True when this journal saw `path` come up and not go down since.
     fn journal_says_deployed(&self, path: &str) -> bool {
         let last = self.deployed_by_journal.get_or_init(|| {
-            super::journal::last_by_project(&self.journal.read(), &["up", "destroy"])
-                .into_iter()
-                .map(|(p, r)| {
-                    let up = matches!(&r, Record::Project { operation, status, .. }
-                        if operation == "up" && status == "succeeded");
-                    (p, up)
-                })
+            super::journal::last_success(&self.journal.read())
+                .into_keys()
+                .map(|p| (p, true))
                 .collect()
         });
         last.get(path).copied().unwrap_or(false)
+    }
+
+    /// The outputs hash of `path` now: from this run, else from its last success.
+    fn current_outputs(&self, path: &str) -> Option<String> {
+        self.new_outputs
+            .lock()
+            .ok()
+            .and_then(|m| m.get(path).cloned())
+            .or_else(|| self.ctx.last_outputs.get(path).cloned())
+    }
+
+    /// `--changed`: a conditional step whose upstreams all left the outputs it last ran
+    /// with (decided once they are done).
+    fn upstream_outputs_unchanged(&self, path: &str) -> bool {
+        self.ctx.conditional.get(path).is_some_and(|expected| {
+            expected
+                .iter()
+                .all(|(u, h)| self.current_outputs(u).as_ref() == Some(h))
+        })
+    }
+
+    /// The keyed hash of a project's outputs (never the values: secret ones included).
+    fn outputs_hash(&self, outputs: &Map<String, Value>) -> String {
+        let sorted: BTreeMap<&String, &Value> = outputs.iter().collect();
+        super::fingerprint::keyed_hash(
+            &self.ctx.fingerprint_salt,
+            "outputs",
+            &serde_json::to_string(&sorted).unwrap_or_default(),
+        )
     }
 
     /// Preview: the first upstream of `path` that has never been deployed (its outputs
@@ -646,8 +685,16 @@ impl<'a> StepRunner<'a> {
         if op == Operation::Destroy && !is_pulumi {
             let _ = std::fs::remove_file(self.outputs_file(&node.path));
         }
+        let outputs_hash = (op == Operation::Up).then(|| {
+            let h = self.outputs_hash(&outcome.outputs);
+            if let Ok(mut m) = self.new_outputs.lock() {
+                m.insert(node.path.clone(), h.clone());
+            }
+            h
+        });
         Ran {
             changes: outcome.changes,
+            outputs_hash,
             ..Ran::new(Status::Succeeded, Some(after(outcome.summary)), None)
         }
     }
@@ -909,6 +956,13 @@ impl<'a> StepRunner<'a> {
 impl Executor for StepRunner<'_> {
     fn prepare(&self, i: usize) -> Option<String> {
         let node = &self.ctx.plan.nodes[i];
+        // Decided here, when what it needs is done: no log for a step that will not run.
+        if self.upstream_outputs_unchanged(&node.path) {
+            if let Ok(mut u) = self.unchanged.lock() {
+                u.insert(i);
+            }
+            return None;
+        }
         let stamp = rfc3339(now_ms()).replace(':', "-");
         let dir = self
             .ctx
@@ -934,6 +988,13 @@ impl Executor for StepRunner<'_> {
     fn execute(&self, i: usize, emit: &(dyn Fn(RunEvent) + Sync)) -> StepResult {
         let ctx = self.ctx;
         let node = &ctx.plan.nodes[i];
+        if self.unchanged.lock().is_ok_and(|u| u.contains(&i)) {
+            // Like a step `--changed` dropped before the run: no process, no record.
+            return StepResult {
+                unchanged: true,
+                ..StepResult::not_run(Status::Skipped, "upstream outputs unchanged")
+            };
+        }
         let started = now_ms();
         let log_path = self.log_path(i);
         let mut file = log_path
@@ -960,6 +1021,7 @@ impl Executor for StepRunner<'_> {
             missing_input,
             upstream,
             changes,
+            outputs_hash,
         } = if node.kind == NodeKind::Builtin {
             let (s, m) = self.run_secrets_step(&mut log);
             Ran::new(s, m, None)
@@ -993,6 +1055,15 @@ impl Executor for StepRunner<'_> {
                 .and_then(|p| p.strip_prefix(&ctx.root).ok())
                 .map(|p| p.display().to_string()),
             changes: changes.as_ref().map(|c| c.counts.clone()),
+            upstream_outputs: outputs_hash.is_some().then(|| {
+                ctx.upstreams
+                    .get(&node.path)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|u| self.current_outputs(u).map(|h| (u.clone(), h)))
+                    .collect()
+            }),
+            outputs_hash,
         };
         if let Err(e) = self.journal.append(&record) {
             emit(RunEvent::Notice {
@@ -1008,6 +1079,7 @@ impl Executor for StepRunner<'_> {
             missing_input,
             upstream,
             changes,
+            unchanged: false,
         }
     }
 }

@@ -56,6 +56,13 @@ pub enum Record {
         /// A preview's change summary (operation → count).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         changes: Option<std::collections::BTreeMap<String, u64>>,
+        /// A successful `up`: the keyed hash of the outputs it left.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outputs_hash: Option<String>,
+        /// A successful `up`: the outputs hash of each project it needs, as they were when
+        /// it ran (`--changed` skips it while they stay the same).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        upstream_outputs: Option<std::collections::BTreeMap<String, String>>,
     },
 }
 
@@ -245,6 +252,33 @@ fn ends_with_newline(f: &mut std::fs::File) -> bool {
 }
 
 /// The last record of each project, among the given operations (all when empty).
+/// Each project's last successful `up`, unless a successful `destroy` came after it:
+/// what is deployed now, as this journal knows it.
+pub fn last_success(records: &[Record]) -> std::collections::BTreeMap<String, Record> {
+    let mut out = std::collections::BTreeMap::new();
+    for r in records {
+        if let Record::Project {
+            project,
+            operation,
+            status,
+            ..
+        } = r
+            && status == "succeeded"
+        {
+            match operation.as_str() {
+                "up" => {
+                    out.insert(project.clone(), r.clone());
+                }
+                "destroy" => {
+                    out.remove(project);
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 pub fn last_by_project(
     records: &[Record],
     operations: &[&str],
@@ -293,6 +327,8 @@ mod index_tests {
                 message: None,
                 log: None,
                 changes: None,
+                outputs_hash: None,
+                upstream_outputs: None,
             })
             .unwrap();
         }
@@ -392,6 +428,8 @@ mod tests {
             message: None,
             log: None,
             changes: None,
+            outputs_hash: None,
+            upstream_outputs: None,
         }
     }
 
@@ -459,6 +497,8 @@ mod tests {
                 message: None,
                 log: None,
                 changes: None,
+                outputs_hash: None,
+                upstream_outputs: None,
             })
             .unwrap();
         }

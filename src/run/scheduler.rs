@@ -21,6 +21,8 @@ pub struct StepResult {
     pub upstream: Option<String>,
     /// A preview's changes.
     pub changes: Option<crate::engine::digest::Changes>,
+    /// `--changed`: skipped because nothing it reads changed; what needs it may run.
+    pub unchanged: bool,
 }
 
 impl StepResult {
@@ -34,6 +36,7 @@ impl StepResult {
             missing_input: false,
             upstream: None,
             changes: None,
+            unchanged: false,
         }
     }
 }
@@ -70,6 +73,8 @@ pub fn run(
 ) -> Vec<StepResult> {
     let n = plan.nodes.len();
     let mut state = vec![State::Pending; n];
+    // Succeeded, or skipped by `--changed` because nothing it reads changed.
+    let mut satisfied = vec![false; n];
     let mut results: Vec<Option<StepResult>> = vec![None; n];
     let mut running = 0usize;
     let mut stopped_by_failure = false;
@@ -87,7 +92,7 @@ pub fn run(
                 let blocked = plan.nodes[i]
                     .needs
                     .iter()
-                    .find(|&&j| matches!(state[j], State::Done(s) if s != Status::Succeeded));
+                    .find(|&&j| matches!(state[j], State::Done(_)) && !satisfied[j]);
                 if let Some(&j) = blocked {
                     let s = match state[j] {
                         State::Done(s) => s,
@@ -118,10 +123,7 @@ pub fn run(
                         break;
                     }
                     let ready = state[i] == State::Pending
-                        && plan.nodes[i]
-                            .needs
-                            .iter()
-                            .all(|&j| state[j] == State::Done(Status::Succeeded));
+                        && plan.nodes[i].needs.iter().all(|&j| satisfied[j]);
                     if !ready {
                         continue;
                     }
@@ -149,6 +151,7 @@ pub fn run(
                 stopped_by_failure = true;
             }
             finish(emit, plan, i, op, &r);
+            satisfied[i] = r.status == Status::Succeeded || r.unchanged;
             state[i] = State::Done(r.status);
             results[i] = Some(r);
         }
@@ -283,6 +286,7 @@ mod tests {
                 missing_input: false,
                 upstream: None,
                 changes: None,
+                unchanged: false,
             }
         }
     }

@@ -137,3 +137,58 @@ fn infer_needs_orders_a_reader_after_what_it_reads() {
         "{r:?}"
     );
 }
+
+/// `up --changed` follows outputs: an upstream that re-runs and leaves the same outputs
+/// does not re-run its dependents; a changed output re-runs exactly the projects that
+/// need it, and the cascade stops where outputs stop changing.
+#[test]
+fn changed_follows_outputs_not_only_the_graph() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n  - path: d\n    needs: [a]\n  - path: e\n    needs: []\n"
+        ),
+    );
+    let up = |out: &str| {
+        format!(
+            "echo \"$STRATA_PROJECT\" >> \"$STRATA_ROOT/ran.log\"; printf '%s' '{out}' > \"$STRATA_OUTPUTS_FILE\""
+        )
+    };
+    ws.command_project("a", &up(r#"{"v":"1"}"#), "true");
+    ws.command_project("b", &up(r#"{"b":"x"}"#), "true");
+    ws.command_project("c", &up(r#"{"c":"x"}"#), "true");
+    ws.command_project("d", &up(r#"{"d":"x"}"#), "true");
+    ws.command_project("e", &up(r#"{"e":"x"}"#), "true");
+    ws.env_file("PULUMI_STACK=dev\n");
+    let ran = |ws: &Ws, args: &[&str]| -> (Vec<String>, Value) {
+        let _ = std::fs::remove_file(ws.path("ran.log"));
+        let mut a = vec!["up", "-p", "t", "--output", "json"];
+        a.extend_from_slice(args);
+        let r = ws.strata(&a);
+        assert_eq!(r.code, 0, "{r:?}");
+        let end = r
+            .events()
+            .into_iter()
+            .find(|e| e["event"] == "run_finished")
+            .unwrap();
+        let mut v: Vec<String> = ws.read_opt("ran.log").lines().map(String::from).collect();
+        v.sort();
+        (v, end)
+    };
+    assert_eq!(ran(&ws, &[]).0.len(), 5);
+    assert!(ran(&ws, &["--changed"]).0.is_empty(), "nothing changed");
+
+    // a changes (a comment), its outputs do not: only a runs.
+    ws.command_project("a", &format!("{} # edited", up(r#"{"v":"1"}"#)), "true");
+    let (v, end) = ran(&ws, &["--changed"]);
+    assert_eq!(v, ["a"], "{end}");
+    assert_eq!(end["processes"], 1, "{end}");
+
+    // a's output changes: a, then b and d (which need it); c keeps b's same outputs.
+    ws.command_project("a", &up(r#"{"v":"2"}"#), "true");
+    let (v, _) = ran(&ws, &["--changed"]);
+    assert_eq!(v, ["a", "b", "d"]);
+    // And nothing is left to do.
+    assert!(ran(&ws, &["--changed"]).0.is_empty());
+}

@@ -1337,19 +1337,20 @@ fn changed_after_a_clean_up_starts_no_pulumi_process_and_says_why() {
 }
 
 #[test]
-fn changed_file_reruns_that_project_and_its_dependents_only() {
+fn changed_file_reruns_that_project_and_what_its_changed_outputs_reach() {
     let ws = chain_workspace();
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 0, "{r:?}");
 
-    // A new file in apps/web: web and frontend (after it) re-run; network and side not.
+    // A new file in apps/web: web re-runs; frontend (after it) only if web's outputs
+    // changed, and they did not; network and side not at all.
     ws.write("projects/apps/web/notes.txt", "a change\n");
     let since = ws.calls().len();
     let r = ws.strata(&["up", "--changed"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
         up_projects(&ws, since),
-        BTreeSet::from(["web".to_string(), "frontend".to_string()]),
+        BTreeSet::from(["web".to_string()]),
         "{}",
         calls_text(&ws)
     );
@@ -1365,9 +1366,11 @@ fn changed_file_reruns_that_project_and_its_dependents_only() {
             "{row}"
         );
     }
-    for p in ["apps/web", "apps/frontend"] {
-        assert!(summary_row(&r, p).contains("succeeded"), "{r:?}");
-    }
+    assert!(summary_row(&r, "apps/web").contains("succeeded"), "{r:?}");
+    assert!(
+        summary_row(&r, "apps/frontend").contains("upstream outputs unchanged"),
+        "{r:?}"
+    );
 
     // That run is now the last success: nothing left to do.
     let since = ws.calls().len();
@@ -1375,7 +1378,7 @@ fn changed_file_reruns_that_project_and_its_dependents_only() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(ws.calls().len(), since, "{}", calls_text(&ws));
 
-    // An edit of the upstream re-runs it and everything that depends on it.
+    // An edit of the upstream that keeps its outputs re-runs it alone.
     ws.write(
         "projects/base/network/Pulumi.yaml",
         &format!("name: network\nruntime: yaml\ndescription: edited\n{NETWORK}"),
@@ -1383,7 +1386,29 @@ fn changed_file_reruns_that_project_and_its_dependents_only() {
     let since = ws.calls().len();
     let r = ws.strata(&["up", "--changed"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(up_projects(&ws, since).len(), 4, "{}", calls_text(&ws));
+    assert_eq!(
+        up_projects(&ws, since),
+        BTreeSet::from(["network".to_string()]),
+        "{}",
+        calls_text(&ws)
+    );
+    // One that changes them re-runs what depends on it, as far as outputs change.
+    ws.write(
+        "projects/base/network/Pulumi.yaml",
+        &format!(
+            "name: network\nruntime: yaml\n{}",
+            NETWORK.replace("outputs:\n", "outputs:\n  region: eu-west-1\n")
+        ),
+    );
+    let since = ws.calls().len();
+    let r = ws.strata(&["up", "--changed"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let ran = up_projects(&ws, since);
+    assert!(
+        ran.contains("network") && ran.contains("web") && ran.contains("side"),
+        "{ran:?} {}",
+        calls_text(&ws)
+    );
 }
 
 // ---------------------------------------------------------------------------------------
