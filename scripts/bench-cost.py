@@ -6,12 +6,14 @@ before it) whose `up` writes `{}` to its outputs file; the same DAG as a Makefil
 recipes run the same `sh -c` command. Rows, each a ratio measured in one run:
 
   strata up -j4 / make -j4            (goal <= 1.0), for 400 and 1,000 projects
+  processes started by up --changed after one leaf-side change and after one root-side
+                                       change that leaves its outputs alone (goal: 1)
   status and up --changed after 20 runs / after 1 run (goal <= 1.1: history must not
                                        slow anything down)
 
 Usage: scripts/bench-cost.py [--strata target/release/strata] [--runs 3] [--sizes 400,1000]
 """
-import argparse, os, random, shutil, statistics, subprocess, tempfile, time
+import argparse, json, os, random, shutil, statistics, subprocess, tempfile, time
 
 UP = 'echo {} > "$STRATA_OUTPUTS_FILE"'
 
@@ -80,6 +82,21 @@ def main():
             print(f"{n} projects: strata up -j4 {sm*1000:.0f} ms, make -j4 {mm*1000:.0f} ms, "
                   f"ratio {statistics.median(ratios):.2f} (goal <= 1.0); "
                   f"strata {sm*1000/n:.2f} ms per project, make {mm*1000/n:.2f}")
+        # --changed on the last (largest) workspace: processes started after one change
+        # on the leaf side, and after one on the root side that leaves its outputs alone.
+        def changed_run(path):
+            with open(os.path.join(root, "projects", path, "Strata.yaml"), "a") as f:
+                f.write("# edited\n")
+            p = subprocess.run([strata, "up", "-p", "bench", "-j", "4", "--changed", "--output", "json"],
+                               env=env, cwd=root, capture_output=True, text=True)
+            fin = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+            fin = [e for e in fin if e.get("event") == "run_finished"][-1]
+            return fin["processes"], fin["counts"]
+        procs, counts = changed_run(f"infra/p{n-1:04d}")
+        print(f"up --changed on {n} projects, one leaf changed: {procs} process(es), {counts['skipped']} skipped")
+        procs, counts = changed_run("infra/p0000")
+        print(f"up --changed on {n} projects, one root changed, same outputs: {procs} process(es) "
+              f"(goal: 1, not hundreds), {counts['skipped']} skipped")
         # History: the last workspace, after 1 run and after `history` runs.
         root = os.path.join(base, "hist")
         gen(root, a.history_size)
