@@ -93,7 +93,13 @@ pub fn execute(
         })
         .collect();
     let changed = if r.req.changed {
-        changed_plan(&r.plan, &last, &last_outputs, &fingerprints)
+        changed_plan(
+            &r.plan,
+            &last,
+            &last_outputs,
+            &fingerprints,
+            &known_reads(&r.full, &r.profile),
+        )
     } else {
         Changed::default()
     };
@@ -342,6 +348,42 @@ pub fn needed_outputs(profile: &crate::workspace::Profile) -> BTreeMap<String, V
     needed
 }
 
+/// The projects each Pulumi project reads, where that is fully known: its `inputs:`
+/// and the stack references in its code, when every reference names its project
+/// (one the scanner cannot read makes the project look at all it needs). Command
+/// projects and projects with no inputs and no references are not in the map.
+fn known_reads(
+    plan: &Plan,
+    profile: &crate::workspace::Profile,
+) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    use crate::plan::references::{self, Part};
+    let found = references::of_plan(plan);
+    let mut out = BTreeMap::new();
+    for n in plan.nodes.iter().filter(|n| n.kind == NodeKind::Pulumi) {
+        let refs = found.get(&n.path).map(Vec::as_slice).unwrap_or_default();
+        let inputs: Vec<&str> = profile
+            .entry(&n.path)
+            .map(|e| e.inputs.iter().map(|i| i.project.as_str()).collect())
+            .unwrap_or_default();
+        if refs.is_empty() && inputs.is_empty() {
+            continue;
+        }
+        if refs
+            .iter()
+            .any(|f| f.target.is_none() && !matches!(f.reference.project, Some(Part::Literal(_))))
+        {
+            continue;
+        }
+        let set = refs
+            .iter()
+            .filter_map(|f| f.target.clone())
+            .chain(inputs.into_iter().map(String::from))
+            .collect();
+        out.insert(n.path.clone(), set);
+    }
+    out
+}
+
 /// What `--changed` decided before the run.
 #[derive(Default)]
 struct Changed {
@@ -362,6 +404,7 @@ fn changed_plan(
     last: &BTreeMap<String, Record>,
     last_outputs: &BTreeMap<String, String>,
     fps: &BTreeMap<String, String>,
+    reads: &BTreeMap<String, std::collections::BTreeSet<String>>,
 ) -> Changed {
     let mut skip = vec![false; plan.nodes.len()];
     let mut out = Changed::default();
@@ -383,6 +426,11 @@ fn changed_plan(
         let mut same = true;
         for &j in &n.needs {
             let u = &plan.nodes[j];
+            // Where what a project reads is known, the outputs of the others do not
+            // matter to it (they still run first).
+            if reads.get(&n.path).is_some_and(|r| !r.contains(&u.path)) {
+                continue;
+            }
             let seen = upstream_outputs.as_ref().map(|m| m.get(&u.path));
             match (skip[j], u.kind == NodeKind::Builtin, seen) {
                 (true, true, _) => {}

@@ -192,3 +192,52 @@ fn changed_follows_outputs_not_only_the_graph() {
     // And nothing is left to do.
     assert!(ran(&ws, &["--changed"]).0.is_empty());
 }
+
+/// Where what a project reads is known (its inputs and stack references), `--changed`
+/// looks only at those upstreams: a changed output of a project it needs only for order
+/// does not re-run it.
+#[test]
+fn changed_looks_only_at_what_a_project_reads_when_that_is_known() {
+    let ws = workspace(false, "${pulumi.organization}");
+    // app now needs `order` too (for order only) and reads `net` through its reference.
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: net\n    needs: []\n  - path: order\n    needs: []\n  - path: app\n    needs: [net, order]\n"
+        ),
+    );
+    let order = |v: &str| {
+        format!(
+            "resources:\n  o:\n    type: fake:index:Thing\n    properties:\n      v: {v}\noutputs:\n  v: ${{o.v}}\n"
+        )
+    };
+    ws.pulumi_project("order", "order", &order("1"));
+    let r = ws.strata(&["up", "-p", "t"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // order's outputs change: it re-runs, app does not (it never reads order).
+    ws.pulumi_project("order", "order", &order("2"));
+    let r = ws.strata(&["up", "-p", "t", "--changed", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let ran: Vec<String> = r
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "project_finished" && e["status"] == "succeeded")
+        .map(|e| e["project"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ran, ["order"], "{r:?}");
+    // net's outputs change: app reads them, so it runs.
+    ws.pulumi_project(
+        "net",
+        "net",
+        "resources:\n  vpc:\n    type: fake:index:Thing\n    properties:\n      x: vpc-2\noutputs:\n  vpc: ${vpc.x}\n",
+    );
+    let r = ws.strata(&["up", "-p", "t", "--changed", "--output", "json"]);
+    let mut ran: Vec<String> = r
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "project_finished" && e["status"] == "succeeded")
+        .map(|e| e["project"].as_str().unwrap().to_string())
+        .collect();
+    ran.sort();
+    assert_eq!(ran, ["app", "net"], "{r:?}");
+}
