@@ -509,18 +509,8 @@ pub fn targets(
         .collect()
 }
 
-/// Folders never read: dependencies and build output.
-const SKIP_DIRS: &[&str] = &[
-    ".git",
-    "node_modules",
-    "__pycache__",
-    ".venv",
-    "venv",
-    "target",
-    "dist",
-    "build",
-    "vendor",
-];
+/// Folders never read, beyond those the fingerprint skips: build output and vendored code.
+const MORE_SKIP_DIRS: &[&str] = &["dist", "build", "vendor"];
 
 /// At most this many bytes of one source file are read.
 const MAX_FILE: u64 = 2 * 1024 * 1024;
@@ -558,7 +548,9 @@ fn collect(root: &Path, dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         let name = e.file_name().to_string_lossy().to_string();
         let Ok(ft) = e.file_type() else { continue };
         if ft.is_dir() {
-            if !SKIP_DIRS.contains(&name.as_str()) && !name.starts_with('.') {
+            let skipped = crate::run::fingerprint::SKIP_DIRS.contains(&name.as_str())
+                || MORE_SKIP_DIRS.contains(&name.as_str());
+            if !skipped && !name.starts_with('.') {
                 collect(root, &p, depth + 1, out);
             }
             continue;

@@ -11,7 +11,7 @@ use crate::plan::Plan;
 use crate::workspace::{Profile, StackConfig};
 
 /// Folders never hashed: VCS data and dependency caches that do not change the program.
-const SKIP_DIRS: &[&str] = &[
+pub const SKIP_DIRS: &[&str] = &[
     ".git",
     "node_modules",
     "__pycache__",

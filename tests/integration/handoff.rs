@@ -27,17 +27,6 @@ fn keyword_workspace() -> Ws {
     ws
 }
 
-fn tool(name: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("skipped: `{name}` is not installed");
-    }
-    found
-}
-
 #[test]
 fn dot_renders_with_graphviz_whatever_the_project_names() {
     let ws = keyword_workspace();
@@ -54,22 +43,9 @@ fn dot_renders_with_graphviz_whatever_the_project_names() {
         assert!(r.stdout.contains(p), "{p} quoted: {}", r.stdout);
     }
     assert!(r.stdout.contains("rank=same"), "{}", r.stdout);
-    if !tool("dot") {
+    let Some(svg) = dot_svg(&ws, &r.stdout) else {
         return;
-    }
-    let f = ws.path("plan.dot");
-    std::fs::write(&f, &r.stdout).unwrap();
-    let out = Command::new("dot")
-        .args(["-Tsvg"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "dot: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let svg = String::from_utf8_lossy(&out.stdout);
+    };
     // Ten distinct nodes: no keyword was taken for syntax, x/y and x-y stayed apart.
     assert_eq!(svg.matches("class=\"node\"").count(), 10, "{svg}");
 }
@@ -86,28 +62,7 @@ fn mermaid_parses_with_the_real_mermaid_whatever_the_project_names() {
         "one subgraph per wave: {}",
         r.stdout
     );
-    let validator =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/validate_mermaid.py");
-    if !validator.is_file() {
-        eprintln!("skipped: {} is absent", validator.display());
-        return;
-    }
-    if !tool("chromium") || !tool("python3") {
-        return;
-    }
-    let f = ws.path("plan.mmd");
-    std::fs::write(&f, &r.stdout).unwrap();
-    let out = Command::new("python3")
-        .arg(&validator)
-        .arg(&f)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("ok"),
-        "mermaid: {text} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    check_mermaid(&ws, &r.stdout);
 }
 
 /// Exports the shipped profile `p` in `format` to `<dir>/<p>.yml`; asserts exit 0.

@@ -66,21 +66,15 @@ fn show_lists_references_and_draws_them_dashed() {
         "{}",
         dot.stdout
     );
-    if std::process::Command::new("dot").arg("-V").output().is_ok() {
-        let f = ws.path("plan.dot");
-        std::fs::write(&f, &dot.stdout).unwrap();
-        let out = std::process::Command::new("dot")
-            .args(["-Tsvg", f.to_str().unwrap()])
-            .output()
-            .unwrap();
+    if let Some(svg) = dot_svg(&ws, &dot.stdout) {
         assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            svg.contains("stroke-dasharray"),
+            "the reference is dashed: {svg}"
         );
     }
     let mmd = ws.strata(&["show", "-p", "t", "--format", "mermaid"]);
     assert!(mmd.stdout.contains("-. reads .->"), "{}", mmd.stdout);
+    check_mermaid(&ws, &mmd.stdout);
     let tree = ws.strata(&["show", "-p", "t"]);
     assert!(tree.stdout.contains("reads   net"), "{}", tree.stdout);
 }

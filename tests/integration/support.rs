@@ -250,3 +250,62 @@ pub fn repo(args: &[&str]) -> Run {
 
 /// A profile header.
 pub const HEAD: &str = "description: test profile\ninfra_type: test\n";
+
+/// Whether `name` is installed (a test that needs it says so and skips otherwise).
+pub fn tool(name: &str) -> bool {
+    let found = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: `{name}` is not installed");
+    }
+    found
+}
+
+/// `dot -Tsvg` of `text` (asserting graphviz accepts it); `None` without graphviz.
+pub fn dot_svg(ws: &Ws, text: &str) -> Option<String> {
+    if !tool("dot") {
+        return None;
+    }
+    let f = ws.path("plan.dot");
+    std::fs::write(&f, text).unwrap();
+    let out = std::process::Command::new("dot")
+        .arg("-Tsvg")
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs the real Mermaid parser (`../shared/tools/validate_mermaid.py`, headless
+/// Chromium) on `text` and asserts it accepts it; skips when either is absent.
+pub fn check_mermaid(ws: &Ws, text: &str) {
+    let validator =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/validate_mermaid.py");
+    if !validator.is_file() {
+        eprintln!("skipped: {} is absent", validator.display());
+        return;
+    }
+    if !tool("chromium") || !tool("python3") {
+        return;
+    }
+    let f = ws.path("plan.mmd");
+    std::fs::write(&f, text).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(&validator)
+        .arg(&f)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("ok"),
+        "mermaid: {said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
