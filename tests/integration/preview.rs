@@ -308,3 +308,20 @@ fn a_failed_preview_fails_the_run_but_the_others_still_preview() {
     assert_eq!(f["delta"]["status"], "succeeded", "{:?}", f["delta"]);
     assert_eq!(f["bravo"]["status"], "blocked", "{:?}", f["bravo"]);
 }
+
+/// The report of a preview shows what it found: blocked projects and change counts.
+#[test]
+fn the_report_of_a_preview_shows_blocked_projects_and_change_counts() {
+    let ws = chain_and_root();
+    let r = run(&ws, "preview", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("report: "), "{}", r.stdout);
+    let doc = ws.strata(&["report", "-p", "t", "-s", "dev", "--format", "json"]);
+    assert_eq!(doc.code, 0, "{doc:?}");
+    let doc: Value = serde_json::from_str(&doc.stdout).unwrap();
+    let text = doc.to_string();
+    assert!(text.contains("\"blocked\""), "{text}");
+    assert!(text.contains("\"create\":3"), "{text}");
+    let html = ws.read(".strata/dev/report.html");
+    assert!(html.contains("blocked"), "the page names blocked projects");
+}
