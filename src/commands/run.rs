@@ -29,12 +29,21 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
     let held = if r.req.op == Operation::Preview {
         // A preview changes nothing and takes no stack lock; only answers it has to
         // save are written, under the lock, which is released before it runs.
-        if answers.writes_anything() {
-            let saving = lock::acquire(&r)?;
+        // While another strata holds the lock, they are used for this preview only.
+        if !answers.writes_anything() {
             write::write(&mut r, &mut answers)?;
-            drop(saving);
         } else {
-            write::write(&mut r, &mut answers)?;
+            match lock::try_acquire(&r) {
+                Ok(saving) => {
+                    write::write(&mut r, &mut answers)?;
+                    drop(saving);
+                }
+                Err(e) if e.exit_code() == exit::CONFIG => pre.notices.push(format!(
+                    "note: the answers of this preview are not saved: {}",
+                    e.message.lines().next().unwrap_or("the stack is in use")
+                )),
+                Err(e) => return Err(e),
+            }
         }
         lock::signals_only()?
     } else {

@@ -32,8 +32,6 @@ pub fn signals_only() -> Result<Held> {
 }
 
 pub fn acquire(r: &Resolved) -> Result<Held> {
-    let signals = install_signals()?;
-    let mut notices = Vec::new();
     // A strata killed outright leaves its children running: a takeover waits this long
     // for them (`STRATA_LOCK_WAIT_SECONDS`, default 120), then refuses.
     let orphan_wait = std::time::Duration::from_secs(
@@ -42,6 +40,17 @@ pub fn acquire(r: &Resolved) -> Result<Held> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(120),
     );
+    acquire_waiting(r, orphan_wait)
+}
+
+/// The lock now or never (a preview saving its answers does not wait for anyone).
+pub fn try_acquire(r: &Resolved) -> Result<Held> {
+    acquire_waiting(r, std::time::Duration::ZERO)
+}
+
+fn acquire_waiting(r: &Resolved, orphan_wait: std::time::Duration) -> Result<Held> {
+    let signals = install_signals()?;
+    let mut notices = Vec::new();
     let lock = StackLock::acquire(
         &r.ws.state_dir(r.stack()),
         r.stack(),

@@ -26,7 +26,7 @@ fn snapshot(ws: &Ws) -> BTreeMap<PathBuf, Vec<u8>> {
     ws.files_under("").into_iter().collect()
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .unwrap_or_default()
         .trim()

@@ -325,3 +325,31 @@ fn the_report_of_a_preview_shows_blocked_projects_and_change_counts() {
     let html = ws.read(".strata/dev/report.html");
     assert!(html.contains("blocked"), "the page names blocked projects");
 }
+
+/// A first preview has answers to save (the stack config's infra_type); while another
+/// strata holds the stack lock it runs anyway, without saving them, and says so.
+#[test]
+fn a_preview_beside_a_held_lock_runs_without_saving_its_answers() {
+    let ws = chain_and_root();
+    let host = crate::pipeline::hostname();
+    ws.write(
+        ".strata/dev/lock",
+        &serde_json::json!({
+            "pid": std::process::id(),
+            "host": host.trim(),
+            "command": "strata up",
+            "since": "2026-11-25T00:00:00.000Z",
+        })
+        .to_string(),
+    );
+    let r = run(&ws, "preview", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("not saved"), "{r:?}");
+    // (Pulumi itself writes its encryption salt into the config file it is given.)
+    assert!(
+        !ws.read_opt("config/pulumi/Pulumi.dev.yaml")
+            .contains("infra_type"),
+        "strata saved nothing"
+    );
+    assert!(r.stdout.contains("+3 ~0 -0 ±0"), "{}", r.stdout);
+}
