@@ -160,6 +160,8 @@ pub struct StepRunner<'a> {
     /// `--changed`: steps skipped at run time because their upstreams' outputs did not
     /// change.
     unchanged: Mutex<BTreeSet<usize>>,
+    /// Each step's log, opened by `prepare`, taken by `execute`.
+    log_files: Mutex<BTreeMap<usize, std::fs::File>>,
 }
 
 impl<'a> StepRunner<'a> {
@@ -183,6 +185,7 @@ impl<'a> StepRunner<'a> {
             deployed_by_journal: std::sync::OnceLock::new(),
             new_outputs: Mutex::new(BTreeMap::new()),
             unchanged: Mutex::new(BTreeSet::new()),
+            log_files: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -978,9 +981,12 @@ impl Executor for StepRunner<'_> {
         if !dir.is_dir() {
             crate::util::private_dir(&dir).ok()?;
         }
-        crate::util::open_private_append(&path).ok()?;
+        let file = crate::util::open_private_append(&path).ok()?;
         if let Ok(mut l) = self.logs.lock() {
             l.insert(i, path.clone());
+        }
+        if let Ok(mut f) = self.log_files.lock() {
+            f.insert(i, file);
         }
         Some(display_path(&path))
     }
@@ -997,9 +1003,8 @@ impl Executor for StepRunner<'_> {
         }
         let started = now_ms();
         let log_path = self.log_path(i);
-        let mut file = log_path
-            .as_ref()
-            .and_then(|p| std::fs::OpenOptions::new().append(true).open(p).ok());
+        // The file `prepare` created, still open.
+        let mut file = self.log_files.lock().ok().and_then(|mut f| f.remove(&i));
         let mut log = |line: &str| {
             if let Some(f) = file.as_mut() {
                 let _ = writeln!(f, "{}", ctx.redact(line));
