@@ -127,6 +127,26 @@ impl Journal {
 struct IndexHead {
     covers: u64,
     inode: u64,
+    /// SHA-256 of the (at most 256) journal bytes just before `covers`: a journal
+    /// emptied and written again in place is not taken for the one indexed.
+    #[serde(default)]
+    before: String,
+}
+
+/// The hash of the journal bytes just before `end` (see [`IndexHead::before`]).
+fn window_hash(f: &mut std::fs::File, end: u64) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::{Read, Seek, SeekFrom};
+    let start = end.saturating_sub(256);
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = vec![0u8; (end - start) as usize];
+    f.read_exact(&mut buf).ok()?;
+    Some(
+        Sha256::digest(&buf)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
 }
 
 impl Journal {
@@ -136,11 +156,19 @@ impl Journal {
 
     /// The records the index holds and the journal offset it covers, when it describes
     /// this journal (same file, not longer than it).
-    fn read_index(&self, journal_len: u64, inode: u64) -> Option<(Vec<Record>, u64)> {
+    fn read_index(
+        &self,
+        journal: &mut std::fs::File,
+        journal_len: u64,
+        inode: u64,
+    ) -> Option<(Vec<Record>, u64)> {
         let bytes = std::fs::read(self.index_path()).ok()?;
         let mut lines = bytes.splitn(2, |b| *b == b'\n');
         let head: IndexHead = serde_json::from_slice(lines.next()?).ok()?;
-        if head.inode != inode || head.covers > journal_len {
+        if head.inode != inode
+            || head.covers > journal_len
+            || window_hash(journal, head.covers)? != head.before
+        {
             return None;
         }
         Some((parse(lines.next().unwrap_or_default()), head.covers))
@@ -153,22 +181,26 @@ impl Journal {
         self.read_with_end().0
     }
 
-    fn read_with_end(&self) -> (Vec<Record>, u64, u64) {
+    fn read_with_end(&self) -> (Vec<Record>, u64, u64, String) {
         use std::io::{Read, Seek, SeekFrom};
         use std::os::unix::fs::MetadataExt;
         let Ok(mut f) = std::fs::File::open(&self.path) else {
-            return (Vec::new(), 0, 0);
+            return (Vec::new(), 0, 0, String::new());
         };
         let Ok(meta) = f.metadata() else {
-            return (Vec::new(), 0, 0);
+            return (Vec::new(), 0, 0, String::new());
         };
-        let (mut records, from) = self.read_index(meta.len(), meta.ino()).unwrap_or_default();
+        let (mut records, from) = self
+            .read_index(&mut f, meta.len(), meta.ino())
+            .unwrap_or_default();
         let mut tail = Vec::new();
         if f.seek(SeekFrom::Start(from)).is_ok() {
             let _ = f.read_to_end(&mut tail);
         }
         records.extend(parse(&tail));
-        (records, from + tail.len() as u64, meta.ino())
+        let end = from + tail.len() as u64;
+        let before = window_hash(&mut f, end).unwrap_or_default();
+        (records, end, meta.ino(), before)
     }
 
     /// Every record of the journal, including those the index dropped (`report --run`).
@@ -183,7 +215,7 @@ impl Journal {
     /// operation and status. Atomic (a crash leaves the old index, which still describes
     /// the journal up to where it covered). Call it under the stack lock.
     pub fn update_index(&self) -> Result<()> {
-        let (records, end, inode) = self.read_with_end();
+        let (records, end, inode, before) = self.read_with_end();
         if end == 0 {
             return Ok(());
         }
@@ -210,8 +242,12 @@ impl Journal {
             }
         }
         let lasts: std::collections::BTreeSet<usize> = last.into_values().collect();
-        let mut text = serde_json::to_string(&IndexHead { covers: end, inode })
-            .map_err(|e| Error::failed(format!("cannot encode the journal index: {e}")))?;
+        let mut text = serde_json::to_string(&IndexHead {
+            covers: end,
+            inode,
+            before,
+        })
+        .map_err(|e| Error::failed(format!("cannot encode the journal index: {e}")))?;
         text.push('\n');
         for (i, r) in records.iter().enumerate() {
             let run_id = match r {
@@ -404,9 +440,24 @@ mod index_tests {
                 .all(|r| !matches!(r, Record::Project { project, .. } if project == "a"))
         );
         assert_eq!(seen.len(), 2);
+        // Emptied in place (same file) and written again past where the index covered.
+        j.update_index().unwrap();
+        std::fs::write(j.path(), "").unwrap();
+        let j = Journal::new(d.path());
+        for k in 0..5 {
+            run(&j, &format!("m{k}"), "up", &[("m", "succeeded")]);
+        }
+        let seen = j.read();
+        assert!(
+            seen.iter()
+                .all(|r| !matches!(r, Record::Project { project, .. } if project == "z")),
+            "{seen:?}"
+        );
+        assert_eq!(seen.len(), 10);
+        let j = Journal::new(d.path());
         // A garbage index is ignored too.
         std::fs::write(d.path().join("journal.index.jsonl"), "not json\n").unwrap();
-        assert_eq!(j.read().len(), 2);
+        assert_eq!(j.read().len(), 10);
     }
 }
 
