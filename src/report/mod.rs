@@ -10,12 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cli::ReportFormat;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
+use crate::run::journal::Record;
 use crate::util::display_path;
 
 /// How many lines of a failed project's log the report shows.
@@ -24,77 +24,11 @@ pub const TAIL_LINES: usize = 20;
 /// How much of the end of a log is read for its tail.
 const TAIL_BYTES: u64 = 256 * 1024;
 
-/// One journal line as the report reads it. Lenient on purpose: unknown fields are
-/// ignored and newer optional ones (a preview's `changes`) default to absent, so a report
-/// can be drawn of any run that this or a later strata recorded.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "record", rename_all = "snake_case")]
-enum Line {
-    Run {
-        run_id: String,
-        #[serde(default)]
-        operation: String,
-        #[serde(default)]
-        provider: String,
-        #[serde(default)]
-        stack: String,
-        #[serde(default)]
-        projects: Vec<String>,
-        #[serde(default)]
-        started_at: String,
-        #[serde(default)]
-        command: String,
-    },
-    Retry {
-        run_id: String,
-        project: String,
-        #[serde(default)]
-        attempt: u32,
-        #[serde(default)]
-        delay_ms: u64,
-        #[serde(default)]
-        reason: String,
-        #[serde(default)]
-        at: String,
-    },
-    Project {
-        run_id: String,
-        project: String,
-        #[serde(default)]
-        status: String,
-        #[serde(default)]
-        started_at: String,
-        #[serde(default)]
-        ended_at: String,
-        #[serde(default)]
-        duration_ms: u64,
-        #[serde(default)]
-        exit_code: Option<i32>,
-        #[serde(default)]
-        message: Option<String>,
-        #[serde(default)]
-        log: Option<String>,
-        /// Pulumi's change summary of a preview (`{"create": 2, "same": 7}`), when recorded.
-        #[serde(default)]
-        changes: Option<Value>,
-    },
-}
-
-impl Line {
-    fn run_id(&self) -> &str {
-        match self {
-            Line::Run { run_id, .. }
-            | Line::Retry { run_id, .. }
-            | Line::Project { run_id, .. } => run_id,
-        }
-    }
-}
-
 /// The journal of a stack (`.strata/<stack>/journal.jsonl`), read for a report.
 pub struct Journal {
     pub path: PathBuf,
     pub stack: String,
-    lines: Vec<(Value, Line)>,
+    lines: Vec<(Value, Record)>,
     /// Lines that are not a whole record (torn by a crash, or of a kind not known here).
     pub unreadable: usize,
 }
@@ -140,7 +74,7 @@ impl Journal {
             }
             let parsed = serde_json::from_slice::<Value>(raw)
                 .ok()
-                .and_then(|v| Some((v.clone(), serde_json::from_value::<Line>(v).ok()?)));
+                .and_then(|v| Some((v.clone(), serde_json::from_value::<Record>(v).ok()?)));
             match parsed {
                 Some(pair) => lines.push(pair),
                 None => unreadable += 1,
@@ -167,7 +101,7 @@ impl Journal {
         self.lines
             .iter()
             .filter_map(|(_, l)| match l {
-                Line::Run {
+                Record::Run {
                     run_id,
                     operation,
                     started_at,
@@ -189,7 +123,7 @@ impl Journal {
         self.lines
             .iter()
             .find_map(|(_, l)| match l {
-                Line::Run {
+                Record::Run {
                     run_id: id,
                     provider,
                     ..
@@ -396,12 +330,12 @@ pub fn build(
     let mut info = (String::new(), String::new(), String::new(), String::new());
     let mut started_at = String::new();
     let mut listed: Vec<String> = Vec::new();
-    let mut records: BTreeMap<String, (Value, Line)> = BTreeMap::new();
+    let mut records: BTreeMap<String, (Value, Record)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
-    let mut retries: BTreeMap<String, Vec<(Value, Line)>> = BTreeMap::new();
+    let mut retries: BTreeMap<String, Vec<(Value, Record)>> = BTreeMap::new();
     for (value, line) in journal.lines.iter().filter(|(_, l)| l.run_id() == run_id) {
         match line {
-            Line::Run {
+            Record::Run {
                 operation,
                 provider,
                 stack,
@@ -420,11 +354,11 @@ pub fn build(
                 started_at = at.clone();
                 listed = projects.clone();
             }
-            Line::Retry { project, .. } => retries
+            Record::Retry { project, .. } => retries
                 .entry(project.clone())
                 .or_default()
                 .push((value.clone(), line.clone())),
-            Line::Project { project, .. } => {
+            Record::Project { project, .. } => {
                 if !order.contains(project) {
                     order.push(project.clone());
                 }
@@ -448,7 +382,7 @@ pub fn build(
         .map(|p| match records.get(p) {
             Some((
                 _,
-                Line::Project {
+                Record::Project {
                     started_at,
                     ended_at,
                     duration_ms,
@@ -488,7 +422,7 @@ pub fn build(
             };
             if let Some((
                 value,
-                Line::Project {
+                Record::Project {
                     status,
                     duration_ms,
                     exit_code,
@@ -508,7 +442,7 @@ pub fn build(
                 step.record = Some(value.clone());
             }
             for (value, line) in retries.get(path).into_iter().flatten() {
-                if let Line::Retry {
+                if let Record::Retry {
                     attempt,
                     delay_ms,
                     reason,

@@ -1059,7 +1059,7 @@ impl Executor for StepRunner<'_> {
                 .as_ref()
                 .and_then(|p| p.strip_prefix(&ctx.root).ok())
                 .map(|p| p.display().to_string()),
-            changes: changes.as_ref().map(|c| c.counts.clone()),
+            changes: changes.as_ref().map(crate::engine::digest::counts_json),
             upstream_outputs: outputs_hash.is_some().then(|| {
                 ctx.upstreams
                     .get(&node.path)

@@ -10,17 +10,24 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// One line of the journal.
+/// One line of the journal. Read leniently (strata's own readers and `strata report`
+/// alike): unknown fields are ignored and every field but `run_id` and `project` has a
+/// default, so a line an older or newer strata wrote still reads.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "record", rename_all = "snake_case")]
 pub enum Record {
     /// A run began: what it was asked to do.
     Run {
         run_id: String,
+        #[serde(default)]
         operation: String,
+        #[serde(default)]
         provider: String,
+        #[serde(default)]
         stack: String,
+        #[serde(default)]
         projects: Vec<String>,
+        #[serde(default)]
         started_at: String,
         #[serde(default)]
         command: String,
@@ -29,21 +36,31 @@ pub enum Record {
     Retry {
         run_id: String,
         project: String,
+        #[serde(default)]
         operation: String,
         /// The try about to start.
+        #[serde(default)]
         attempt: u32,
+        #[serde(default)]
         delay_ms: u64,
+        #[serde(default)]
         reason: String,
+        #[serde(default)]
         at: String,
     },
     /// One project operation (or a step not run, with the reason).
     Project {
         run_id: String,
         project: String,
+        #[serde(default)]
         operation: String,
+        #[serde(default)]
         status: String,
+        #[serde(default)]
         started_at: String,
+        #[serde(default)]
         ended_at: String,
+        #[serde(default)]
         duration_ms: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exit_code: Option<i32>,
@@ -53,9 +70,9 @@ pub enum Record {
         message: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         log: Option<String>,
-        /// A preview's change summary (operation → count).
+        /// A preview's change summary, Pulumi's `changeSummary` (operation → count).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        changes: Option<std::collections::BTreeMap<String, u64>>,
+        changes: Option<serde_json::Value>,
         /// A successful `up`: the keyed hash of the outputs it left.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         outputs_hash: Option<String>,
@@ -64,6 +81,17 @@ pub enum Record {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         upstream_outputs: Option<std::collections::BTreeMap<String, String>>,
     },
+}
+
+impl Record {
+    /// The run the record belongs to.
+    pub fn run_id(&self) -> &str {
+        match self {
+            Record::Run { run_id, .. }
+            | Record::Retry { run_id, .. }
+            | Record::Project { run_id, .. } => run_id,
+        }
+    }
 }
 
 pub struct Journal {
@@ -250,12 +278,7 @@ impl Journal {
         .map_err(|e| Error::failed(format!("cannot encode the journal index: {e}")))?;
         text.push('\n');
         for (i, r) in records.iter().enumerate() {
-            let run_id = match r {
-                Record::Run { run_id, .. }
-                | Record::Retry { run_id, .. }
-                | Record::Project { run_id, .. } => run_id.as_str(),
-            };
-            if (lasts.contains(&i) || kept_runs.contains(run_id))
+            if (lasts.contains(&i) || kept_runs.contains(r.run_id()))
                 && let Ok(line) = serde_json::to_string(r)
             {
                 text.push_str(&line);
