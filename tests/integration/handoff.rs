@@ -1,7 +1,8 @@
 //! What strata writes for other tools, checked with those tools when they are installed
 //! (issue 13): graphviz renders `show --format dot`, the real Mermaid parser reads
 //! `show --format mermaid`, kubectl reads a merged kubeconfig. A test whose tool is
-//! absent says so and passes.
+//! absent fails under `CI=true` (with the install hint); elsewhere it says what it
+//! skipped and passes. `scripts/install-tools.sh` installs them all.
 
 use std::path::Path;
 use std::process::Command;
@@ -87,7 +88,14 @@ fn export_shipped(dir: &Path, p: &str, format: &str) -> (std::path::PathBuf, Run
 /// checking each `run:` script when it is installed).
 #[test]
 fn every_shipped_workflow_passes_actionlint() {
-    let actionlint = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/actionlint");
+    let actionlint = require_shared_tool("actionlint");
+    // actionlint runs shellcheck on each `run:` script when it is on PATH.
+    if actionlint.is_some() {
+        require_tool(
+            "shellcheck",
+            &format!("apt-get install shellcheck, which actionlint runs; {INSTALL_TOOLS}"),
+        );
+    }
     let dir = tempfile::tempdir().unwrap();
     for p in ["aws", "do", "linode", "kubeconfig", "local"] {
         let (f, _) = export_shipped(dir.path(), p, "github-actions");
@@ -98,11 +106,10 @@ fn every_shipped_workflow_passes_actionlint() {
             2,
             "{p}: one build (step and header): {text}"
         );
-        if !actionlint.is_file() {
-            eprintln!("skipped: {} is absent", actionlint.display());
+        let Some(actionlint) = &actionlint else {
             continue;
-        }
-        let out = Command::new(&actionlint)
+        };
+        let out = Command::new(actionlint)
             .arg("-no-color")
             .arg(&f)
             .output()
@@ -117,14 +124,14 @@ fn every_shipped_workflow_passes_actionlint() {
 }
 
 /// Runs `tests/support/<script>` with python3 on `args`; `None` (and says why) when the
-/// validator cannot run here (no python3, no jsonschema/PyYAML, no shared tools).
+/// validator cannot run here (no python3, no jsonschema/PyYAML, no shared tools), which
+/// fails under `CI=true`.
 fn python_check(script: &str, args: &[&Path]) -> Option<(bool, String)> {
-    if !tool("python3") {
+    if !require_python3() {
         return None;
     }
     for a in args {
-        if !a.exists() {
-            eprintln!("skipped: {} is absent", a.display());
+        if !require_file(a, SHARED_TOOLS) {
             return None;
         }
     }
@@ -142,16 +149,16 @@ fn python_check(script: &str, args: &[&Path]) -> Option<(bool, String)> {
         String::from_utf8_lossy(&out.stderr)
     );
     if out.status.code() == Some(77) {
-        eprintln!("skipped: {text}");
+        missing(
+            "python3 with the modules jsonschema and yaml",
+            &format!("is missing: {}", text.trim().trim_start_matches("skip: ")),
+            &format!(
+                "apt-get install python3-jsonschema python3-yaml, or pip install jsonschema PyYAML; {INSTALL_TOOLS}"
+            ),
+        );
         return None;
     }
     Some((out.status.success(), text))
-}
-
-fn shared_tool(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/tools")
-        .join(name)
 }
 
 /// Every shipped profile with Pulumi projects exports to PKO Stacks that pass the real
@@ -229,7 +236,14 @@ fn strata_with_stdin(ws: &Ws, args: &[&str], stdin: &str) -> (i32, String) {
 /// key) can read it with the `age` CLI, and a store the `age` CLI wrote is read by strata.
 #[test]
 fn age_team_stores_interoperate_with_the_age_cli() {
-    if !tool("age") || !tool("age-keygen") || !tool("ssh-keygen") {
+    let age = format!("apt-get install age; {INSTALL_TOOLS}");
+    if !require_tool("age", &age)
+        || !require_tool("age-keygen", &age)
+        || !require_tool(
+            "ssh-keygen",
+            &format!("apt-get install openssh-client; {INSTALL_TOOLS}"),
+        )
+    {
         return;
     }
     let mut ws = Ws::new();
@@ -357,7 +371,10 @@ fn merged_kubeconfigs_read_back_with_kubectl() {
         text.contains("dev-eks") && text.contains("prod-eks"),
         "{text}"
     );
-    if !tool("kubectl") {
+    if !require_tool(
+        "kubectl",
+        "scripts/install-tools.sh builds it (k8s.io/kubectl, from the Go module proxy): put the folder it prints first on PATH",
+    ) {
         return;
     }
     let out = Command::new("kubectl")

@@ -4,7 +4,6 @@
 //! project and its status, for nothing loaded from anywhere, with an XML parser on its
 //! SVG and, when Chromium is installed, as a rendered picture; the Mermaid as a gantt.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -153,8 +152,7 @@ fn the_html_report_shows_every_project_with_its_status_and_the_failures_log() {
 
 #[test]
 fn the_report_of_a_rendered_page_is_not_blank() {
-    let Some(chromium) = which("chromium").or_else(|| which("chromium-browser")) else {
-        eprintln!("skipped: no chromium on PATH (apt-get install chromium)");
+    let Some(chromium) = require_chromium() else {
         return;
     };
     let ws = failed_run();
@@ -204,14 +202,6 @@ fn the_report_of_a_rendered_page_is_not_blank() {
         .filter(|p| near(p, [0x2d, 0xa4, 0x4e]))
         .count();
     assert!(red > 300 && green > 300, "red {red}, green {green} pixels");
-}
-
-fn which(bin: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(bin))
-        .find(|p| p.is_file())
 }
 
 /// (section, name, start, end) of each task of a gantt.
@@ -282,23 +272,14 @@ fn the_mermaid_report_is_a_gantt_with_one_task_per_project() {
     assert!(firsts.windows(2).all(|w| w[0] <= w[1]), "{text}");
     assert!(text.contains("crit, "), "the failure is crit: {text}");
 
-    // The real Mermaid parses it, when Chromium and the validator are here.
-    // shared/ is beside the repository (or beside the folder of its work trees).
-    let validator = ["../shared", "../../shared"]
-        .iter()
-        .map(|d| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(d)
-                .join("tools/validate_mermaid.py")
-        })
-        .find(|p| p.is_file());
-    let (Some(validator), Some(_), Some(_)) = (validator, which("chromium"), which("python3"))
-    else {
-        eprintln!(
-            "skipped the Mermaid parse: no shared/tools/validate_mermaid.py, chromium or python3"
-        );
+    // The real Mermaid parses it (with Chromium and shared/tools/validate_mermaid.py);
+    // outside CI skipped, saying so, when one is absent.
+    let Some(validator) = require_shared_tool("validate_mermaid.py") else {
         return;
     };
+    if require_chromium().is_none() || !require_python3() {
+        return;
+    }
     let file = ws.path("report.mmd");
     std::fs::write(&file, text).unwrap();
     let out = Command::new("python3")

@@ -251,21 +251,96 @@ pub fn repo(args: &[&str]) -> Run {
 /// A profile header.
 pub const HEAD: &str = "description: test profile\ninfra_type: test\n";
 
-/// Whether `name` is installed (a test that needs it says so and skips otherwise).
-pub fn tool(name: &str) -> bool {
-    let found = std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("skipped: `{name}` is not installed");
+/// Whether this is CI's run (`CI=true`, as `.ci/run` is run): there a test whose tool is
+/// missing fails instead of skipping.
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Run `scripts/install-tools.sh` (what `.ci/run` does) to install every tool below.
+pub const INSTALL_TOOLS: &str = "or run scripts/install-tools.sh";
+
+/// `what` (a tool or a file), which the running test checks strata's output with, is
+/// not here (`why`): under `CI=true` the test fails with `hint`; elsewhere it says on
+/// stderr what it skipped, and the caller skips that check.
+pub fn missing(what: &str, why: &str, hint: &str) {
+    if under_ci() {
+        panic!("{what} is required under CI=true: {hint}");
+    }
+    // cargo's test threads are named after their test.
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("this test");
+    eprintln!("skipped: {test}: {what} {why} ({hint})");
+}
+
+/// The first of `names` found on PATH.
+pub fn find_tool(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    names.iter().find_map(|name| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Whether `name` is on PATH; when not, see [`missing`] (fails under `CI=true`).
+pub fn require_tool(name: &str, hint: &str) -> bool {
+    if find_tool(&[name]).is_some() {
+        return true;
+    }
+    missing(name, "is not installed", hint);
+    false
+}
+
+/// Headless Chromium (`chromium`, or `chromium-browser`); when absent, see [`missing`].
+pub fn require_chromium() -> Option<PathBuf> {
+    let found = find_tool(&["chromium", "chromium-browser"]);
+    if found.is_none() {
+        missing(
+            "chromium",
+            "is not installed",
+            &format!("apt-get install chromium; {INSTALL_TOOLS}"),
+        );
     }
     found
 }
 
-/// `dot -Tsvg` of `text` (asserting graphviz accepts it); `None` without graphviz.
+/// Whether the file `path` exists; when not, see [`missing`] (fails under `CI=true`).
+pub fn require_file(path: &Path, hint: &str) -> bool {
+    if path.exists() {
+        return true;
+    }
+    missing(&path.display().to_string(), "is absent", hint);
+    false
+}
+
+/// `tools/<name>` of the project's shared folder, beside the repository (or beside the
+/// folder of its work trees): the real validators the tests use. The first candidate
+/// when neither exists.
+pub fn shared_tool(name: &str) -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let candidates = ["../shared/tools", "../../shared/tools"].map(|d| here.join(d).join(name));
+    candidates
+        .iter()
+        .find(|p| p.exists())
+        .unwrap_or(&candidates[0])
+        .clone()
+}
+
+/// The hint for a file of `shared/tools/`.
+pub const SHARED_TOOLS: &str =
+    "the project's shared/ folder, beside the clone, holds it in tools/ (CI lays it there)";
+
+/// Whether `shared/tools/<name>` exists (see [`shared_tool`]), else see [`missing`].
+pub fn require_shared_tool(name: &str) -> Option<PathBuf> {
+    let p = shared_tool(name);
+    require_file(&p, SHARED_TOOLS).then_some(p)
+}
+
+/// `dot -Tsvg` of `text` (asserting graphviz accepts it); `None` (skipped) without
+/// graphviz outside CI.
 pub fn dot_svg(ws: &Ws, text: &str) -> Option<String> {
-    if !tool("dot") {
+    if !require_tool("dot", &format!("apt-get install graphviz; {INSTALL_TOOLS}")) {
         return None;
     }
     let f = ws.path("plan.dot");
@@ -283,16 +358,21 @@ pub fn dot_svg(ws: &Ws, text: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Runs the real Mermaid parser (`../shared/tools/validate_mermaid.py`, headless
-/// Chromium) on `text` and asserts it accepts it; skips when either is absent.
+/// Whether python3 is on PATH, else see [`missing`].
+pub fn require_python3() -> bool {
+    require_tool(
+        "python3",
+        &format!("apt-get install python3; {INSTALL_TOOLS}"),
+    )
+}
+
+/// Runs the real Mermaid parser (`shared/tools/validate_mermaid.py`, headless Chromium)
+/// on `text` and asserts it accepts it; skipped (outside CI) when either is absent.
 pub fn check_mermaid(ws: &Ws, text: &str) {
-    let validator =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/validate_mermaid.py");
-    if !validator.is_file() {
-        eprintln!("skipped: {} is absent", validator.display());
+    let Some(validator) = require_shared_tool("validate_mermaid.py") else {
         return;
-    }
-    if !tool("chromium") || !tool("python3") {
+    };
+    if require_chromium().is_none() || !require_python3() {
         return;
     }
     let f = ws.path("plan.mmd");

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Installs the real tools the integration tests check strata's output with, so that
+# under CI=true none of those checks is skipped (a missing tool fails its test there).
+#
+#   tools_bin=$(bash scripts/install-tools.sh) && export PATH="$tools_bin:$PATH"
+#
+# From Debian's packages: age, age-keygen (age), ssh-keygen (openssh-client), dot
+# (graphviz), chromium (+ fonts-liberation), shellcheck (actionlint runs it), python3;
+# the Python modules the validators import (jsonschema, yaml) from Debian's packages
+# for Debian's python3, else from PyPI with that python3's pip. kubectl is built from the
+# Go module proxy (bookworm has only kubernetes-client 1.20) into
+# ${STRATA_TOOLS_DIR:-$HOME/.cache/strata/tools}/kubectl-<version>/ and reused from there.
+#
+# Idempotent: installs only what is missing (`apt-get update` only then). Progress goes
+# to stderr; stdout is one line, the folder of built tools to put first on PATH. Exits
+# non-zero, naming the tool, when one cannot be installed.
+set -euo pipefail
+
+KUBECTL_VERSION=v0.34.13 # k8s.io/kubectl; the release is Kubernetes v1.34.13
+TOOLS_DIR=${STRATA_TOOLS_DIR:-$HOME/.cache/strata/tools}
+
+say() { printf 'install-tools: %s\n' "$*" >&2; }
+fail() {
+    say "error: $*"
+    exit 1
+}
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# --- Debian packages: command -> package(s) -------------------------------------------
+declare -a apt_pkgs=() apt_for=()
+need() { # need COMMAND PACKAGE...
+    local cmd=$1
+    shift
+    if have "$cmd"; then
+        return
+    fi
+    apt_for+=("$cmd")
+    apt_pkgs+=("$@")
+}
+need age age
+need age-keygen age
+need ssh-keygen openssh-client
+need dot graphviz
+if ! have chromium && ! have chromium-browser; then
+    apt_for+=(chromium)
+    apt_pkgs+=(chromium fonts-liberation)
+fi
+need shellcheck shellcheck
+need python3 python3
+
+py_modules_ok() { python3 -c 'import jsonschema, yaml' >/dev/null 2>&1; }
+pip_needed=0 py_ok=0
+if have python3 && py_modules_ok; then
+    py_ok=1
+elif have python3; then
+    if [ "$(command -v python3)" = /usr/bin/python3 ]; then
+        apt_for+=("python3 modules jsonschema, yaml")
+        apt_pkgs+=(python3-jsonschema python3-yaml)
+    else
+        pip_needed=1
+    fi
+else
+    apt_pkgs+=(python3-jsonschema python3-yaml)
+fi
+
+if [ ${#apt_pkgs[@]} -gt 0 ]; then
+    # shellcheck disable=SC2207 # package names have no spaces
+    pkgs=($(printf '%s\n' "${apt_pkgs[@]}" | sort -u))
+    say "missing: ${apt_for[*]}"
+    say "apt-get install ${pkgs[*]}"
+    sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        have sudo || fail "installing ${pkgs[*]} needs root (or sudo)"
+        sudo=(sudo)
+    fi
+    "${sudo[@]}" apt-get update -q >&2 || fail "apt-get update failed (needed for: ${apt_for[*]})"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        "${pkgs[@]}" >&2 || fail "apt-get install ${pkgs[*]} failed (needed for: ${apt_for[*]})"
+fi
+
+if [ "$py_ok" = 0 ] && { [ "$pip_needed" = 1 ] || ! py_modules_ok; }; then
+    say "$(command -v python3) -m pip install jsonschema PyYAML"
+    python3 -m pip install -q jsonschema PyYAML >&2 ||
+        fail "python3 modules jsonschema, yaml: pip install jsonschema PyYAML failed"
+    hash -r
+fi
+
+for cmd in age age-keygen ssh-keygen dot shellcheck python3; do
+    have "$cmd" || fail "$cmd: not on PATH after installing its package"
+done
+have chromium || have chromium-browser || fail "chromium: not on PATH after apt-get install chromium"
+[ "$py_ok" = 1 ] || py_modules_ok || fail "python3 modules jsonschema, yaml: $(command -v python3) cannot import them"
+
+# --- kubectl, built from the Go module proxy --------------------------------------------
+kube_dir=$TOOLS_DIR/kubectl-$KUBECTL_VERSION
+bin_dir=$TOOLS_DIR/bin
+if [ ! -x "$kube_dir/kubectl" ]; then
+    have go || fail "kubectl: cannot build it: go is not installed (Go >= 1.25 needed)"
+    say "building kubectl (k8s.io/kubectl $KUBECTL_VERSION) into $kube_dir; a few minutes the first time"
+    start=$SECONDS
+    src=$kube_dir/src
+    rm -rf "$src"
+    mkdir -p "$src"
+    cat >"$src/go.mod" <<EOF
+module strata.invalid/kubectl
+
+go 1.25.0
+
+require (
+	k8s.io/client-go $KUBECTL_VERSION
+	k8s.io/component-base $KUBECTL_VERSION
+	k8s.io/kubectl $KUBECTL_VERSION
+)
+EOF
+    # What kubernetes/cmd/kubectl/kubectl.go does.
+    cat >"$src/main.go" <<'EOF'
+package main
+
+import (
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	"k8s.io/component-base/cli"
+	"k8s.io/kubectl/pkg/cmd"
+	"k8s.io/kubectl/pkg/cmd/util"
+)
+
+func main() {
+	command := cmd.NewDefaultKubectlCommand()
+	if err := cli.RunNoErrOutput(command); err != nil {
+		util.CheckErr(err)
+	}
+}
+EOF
+    release=v1${KUBECTL_VERSION#v0}
+    ldflags="-s -w -X k8s.io/client-go/pkg/version.gitVersion=$release"
+    ldflags+=" -X k8s.io/component-base/version.gitVersion=$release"
+    (
+        cd "$src"
+        export GOTOOLCHAIN=local GOFLAGS=-mod=mod
+        go mod tidy >&2 &&
+            go build -trimpath -ldflags "$ldflags" -o "$kube_dir/kubectl.part" . >&2
+    ) || fail "kubectl: go build of k8s.io/kubectl $KUBECTL_VERSION failed (see above)"
+    mv "$kube_dir/kubectl.part" "$kube_dir/kubectl"
+    say "built kubectl in $((SECONDS - start))s"
+fi
+mkdir -p "$bin_dir"
+ln -sfn "$kube_dir/kubectl" "$bin_dir/kubectl"
+kube_version=$("$bin_dir/kubectl" version --client 2>&1) ||
+    fail "kubectl: $bin_dir/kubectl does not run: $kube_version"
+kube_version=${kube_version%%$'\n'*}
+
+# --- what the tests take from ../shared/tools (cannot be installed from here) ------------
+repo=$(cd "$(dirname "$0")/.." && pwd)
+shared=$repo/../shared/tools
+[ -d "$shared" ] || [ ! -d "$repo/../../shared/tools" ] || shared=$repo/../../shared/tools
+for f in actionlint validate_mermaid.py mermaid.min.js argo-schema.json pulumi.com_stacks.yaml; do
+    [ -e "$shared/$f" ] || say "warning: $shared/$f is absent: the tests that use it fail under CI=true"
+done
+
+say "ready: age dot chromium shellcheck python3 (jsonschema, yaml) ssh-keygen, kubectl ($kube_version)"
+echo "$bin_dir"
