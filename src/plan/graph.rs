@@ -112,7 +112,7 @@ impl Plan {
             push(&mut nodes, e, p);
         }
         let infra_count = nodes.len();
-        let secrets_idx = if profile.all_secrets().is_empty() {
+        let secrets_idx = if !profile.writes_cluster_secret() {
             None
         } else {
             let rank = nodes.len();
@@ -596,6 +596,26 @@ mod tests {
         assert_eq!(p.needs_paths(p.index_of("k2").unwrap()), [SECRETS_STEP]);
         assert_eq!(wave(&p, SECRETS_STEP), 2);
         assert_eq!(wave(&p, "k2"), 3);
+    }
+
+    #[test]
+    fn no_secrets_step_where_no_kubernetes_project_reads_the_secret() {
+        // Only an infrastructure entry's secret, or no kubernetes stage: no step.
+        for yaml in [
+            "infrastructure:\n  - path: a\n    secrets:\n      - key: ns:pw\n        prompt: pw\nkubernetes:\n  - path: k\n",
+            "secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n  - path: a\n",
+        ] {
+            let p = plan_of(&format!("{HEAD}{yaml}")).unwrap();
+            assert!(p.index_of(SECRETS_STEP).is_none(), "{yaml}");
+        }
+        // A kubernetes entry's secret, or a named Secret: the step is there.
+        for yaml in [
+            "infrastructure:\n  - path: a\nkubernetes:\n  - path: k\n    secrets:\n      - key: ns:pw\n        prompt: pw\n",
+            "secret_name: app-secrets\ninfrastructure:\n  - path: a\n    secrets:\n      - key: ns:pw\n        prompt: pw\nkubernetes:\n  - path: k\n",
+        ] {
+            let p = plan_of(&format!("{HEAD}{yaml}")).unwrap();
+            assert!(p.index_of(SECRETS_STEP).is_some(), "{yaml}");
+        }
     }
 
     #[test]

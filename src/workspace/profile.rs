@@ -222,6 +222,8 @@ pub struct Profile {
     /// `infer_needs: true`: stack references found in the code are added as needs.
     pub infer_needs: bool,
     pub secret_name: String,
+    /// Whether the profile names `secret_name` itself (it then asks for the Secret).
+    pub secret_name_set: bool,
     pub config: Vec<ConfigItem>,
     pub secrets: Vec<SecretItem>,
     /// Infrastructure entries, then kubernetes entries, each list in composed order.
@@ -241,6 +243,25 @@ impl Profile {
             out.extend(e.secrets.iter().map(|s| (s, Some(e.path.as_str()))));
         }
         out
+    }
+
+    /// Whether the built-in `@secrets` step writes the stack's secrets into the cluster:
+    /// only when a Kubernetes stage can read that Secret (the profile's own secrets, which
+    /// every project gets, or a Kubernetes entry's) or the profile names `secret_name`.
+    /// Secrets only infrastructure entries declare reach them as Pulumi config; nothing
+    /// in the cluster reads them.
+    pub fn writes_cluster_secret(&self) -> bool {
+        let k8s: Vec<&Entry> = self
+            .entries
+            .iter()
+            .filter(|e| e.stage == Stage::Kubernetes)
+            .collect();
+        if k8s.is_empty() || self.all_secrets().is_empty() {
+            return false;
+        }
+        self.secret_name_set
+            || !self.secrets.is_empty()
+            || k8s.iter().any(|e| !e.secrets.is_empty())
     }
 }
 
@@ -295,6 +316,7 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
         infra_type: raw.infra_type,
         credentials: raw.credentials,
         infer_needs: raw.infer_needs,
+        secret_name_set: raw.secret_name.is_some(),
         secret_name: raw
             .secret_name
             .unwrap_or_else(|| "strata-secrets".to_string()),
