@@ -527,14 +527,16 @@ impl<'a> StepRunner<'a> {
 
         if is_pulumi {
             secrets.extend(secret_inputs.clone());
-            if !plain_inputs.is_empty() || !secrets.is_empty() {
-                match self.project_config(&node.path, &plain_inputs, &secrets) {
-                    Ok((file, to_set)) => {
-                        job.config_file = file;
-                        job.secret_config = to_set;
-                    }
-                    Err(msg) => return Ran::new(Status::Failed, Some(msg), None),
+            // Always the project's own copy: the real CLI writes a salt into the file it
+            // is given when that has none (truncate and write, comments dropped), so
+            // projects started at once must never share one, and the user's file stays
+            // as they wrote it.
+            match self.project_config(&node.path, &plain_inputs, &secrets) {
+                Ok((file, to_set)) => {
+                    job.config_file = file;
+                    job.secret_config = to_set;
                 }
+                Err(msg) => return Ran::new(Status::Failed, Some(msg), None),
             }
         } else {
             // Secrets reach a command project only through its environment: never a file.
@@ -783,18 +785,13 @@ impl<'a> StepRunner<'a> {
             .collect();
         let mut cfg = self.ctx.stack_config.with_values(&plain);
         let previous = StackConfig::load(&file).ok().flatten();
-        if cfg.encryption_salt().is_none() {
-            // Pulumi may have written the salt into the shared file since the run began.
-            let on_disk = StackConfig::load(&self.ctx.stack_config.path)
-                .ok()
-                .flatten();
-            let salt = on_disk
-                .as_ref()
-                .and_then(|c| c.encryption_salt().cloned())
-                .or_else(|| previous.as_ref().and_then(|p| p.encryption_salt().cloned()));
-            if let Some(salt) = salt {
-                cfg.set_top("encryptionsalt", salt);
-            }
+        // The salt: the shared file's when it has one (its `secure:` values are encrypted
+        // with it), else the one Pulumi wrote into this copy on an earlier run; with none,
+        // Pulumi writes one into this copy, which no other project shares.
+        if cfg.encryption_salt().is_none()
+            && let Some(salt) = previous.as_ref().and_then(|p| p.encryption_salt().cloned())
+        {
+            cfg.set_top("encryptionsalt", salt);
         }
         let hashes = self.read_secret_hashes(path);
         let mut to_set = BTreeMap::new();

@@ -406,7 +406,7 @@ fn every_pulumi_call_passes_the_required_flags_and_environment() {
         "file://{}/.strata/backend",
         ws.root.canonicalize().unwrap().display()
     );
-    let config_file = ws.path("config/pulumi/Pulumi.dev.yaml");
+    let config_dir = ws.path(".strata/dev/config");
     for c in &starts {
         let a = argv(c);
         let cmd = s(c, "command");
@@ -430,10 +430,11 @@ fn every_pulumi_call_passes_the_required_flags_and_environment() {
         if ["up", "preview", "refresh", "destroy"].contains(&cmd) {
             let cf = flag_value(&a, "--config-file")
                 .unwrap_or_else(|| panic!("`{cmd}` without --config-file: {a:?}"));
+            // The project's own copy of the shared stack config.
             assert_eq!(
-                Path::new(&cf).canonicalize().ok(),
-                config_file.canonicalize().ok(),
-                "`{cmd}` --config-file is not the shared stack config: {a:?}"
+                Path::new(&cf).parent().and_then(|p| p.canonicalize().ok()),
+                config_dir.canonicalize().ok(),
+                "`{cmd}` --config-file is not a per-project copy of the stack config: {a:?}"
             );
         }
         assert_eq!(c["own_pgroup"], true, "not in its own process group: {c}");
@@ -453,6 +454,35 @@ fn every_pulumi_call_passes_the_required_flags_and_environment() {
             url == backend || url == backend_canon,
             "PULUMI_BACKEND_URL {url}, expected {backend}"
         );
+    }
+}
+
+/// The real CLI writes an `encryptionsalt` into the file `--config-file` names when it
+/// has none, with a plain truncate-and-write (no rename), and drops its comments: N
+/// projects started at once on a fresh stack raced on the shared stack config, each
+/// writing its own salt. strata hands each project its own copy instead, and the file
+/// the user keeps in git is never written by Pulumi.
+#[test]
+fn pulumi_never_writes_the_shared_stack_config() {
+    let ws = workspace(DIAMOND, DIAMOND_PATHS);
+    let shared = "# the team's settings\nconfig:\n  kubernetes:infra_type: test\n  proj-alpha:size: 3 # small\n";
+    ws.write("config/pulumi/Pulumi.dev.yaml", shared);
+    ok(&ws, "up", &[]);
+    ok(&ws, "up", &[]);
+    ok(&ws, "preview", &[]);
+    assert_eq!(ws.read("config/pulumi/Pulumi.dev.yaml"), shared);
+    let copies = ws.path(".strata/dev/config");
+    for c in starts(&ws.calls()) {
+        let a = argv(c);
+        if let Some(cf) = flag_value(&a, "--config-file") {
+            assert!(
+                Path::new(&cf).starts_with(&copies),
+                "--config-file {cf} is not the project's own copy: {a:?}"
+            );
+            let copy = std::fs::read_to_string(&cf).unwrap();
+            assert!(copy.contains("proj-alpha:size: 3"), "{copy}");
+            assert!(copy.contains("encryptionsalt"), "{copy}");
+        }
     }
 }
 

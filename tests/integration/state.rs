@@ -424,11 +424,13 @@ fn outputs_flow_through_inputs_into_downstream_config() {
         per_project["config"]["test:region"].as_str(),
         Some("eu-north-1")
     );
+    // network, with no inputs, runs with its own copy too: Pulumi never writes the shared
+    // file (see `per_project_config_salts`).
     let network = the_up(&ws, 0, "network");
-    let shared = config_file_arg(&network).expect("network's up has --config-file");
+    let own = config_file_arg(&network).expect("network's up has --config-file");
     assert_eq!(
-        std::fs::canonicalize(&shared).unwrap(),
-        std::fs::canonicalize(ws.path("config/pulumi/Pulumi.dev.yaml")).unwrap()
+        std::fs::canonicalize(&own).unwrap(),
+        std::fs::canonicalize(ws.path(".strata/dev/config/base_2fnetwork.yaml")).unwrap()
     );
     // The inputs never leak into the shared stack config.
     let shared_text = ws.read("config/pulumi/Pulumi.dev.yaml");
@@ -436,11 +438,13 @@ fn outputs_flow_through_inputs_into_downstream_config() {
     assert!(!shared_text.contains("web:vpc_id"), "{shared_text}");
 }
 
-/// DESIGN §3: one shared file means one salt for the stack; "per-project config files
-/// must carry that same salt". Checked after the very first `up` of a fresh stack, when
-/// the first Pulumi process has just written the salt into the shared file.
+/// The salt of each project's copy of the stack config. Pulumi writes one into the file
+/// `--config-file` names when it has none; strata gives each project its own copy, so
+/// on a fresh stack each copy gets its own salt (no two processes write one file) and
+/// keeps it. Once the shared file has a salt (its `secure:` values are encrypted with
+/// it), every copy carries that one.
 #[test]
-fn per_project_config_carries_the_shared_encryption_salt_from_the_first_run() {
+fn per_project_config_salts() {
     let ws = workspace(
         "infrastructure:\n  - path: base/network\n  - path: apps/web\n    inputs:\n      web:vpc_id: base/network:vpc_id\n",
     );
@@ -452,25 +456,29 @@ fn per_project_config_carries_the_shared_encryption_salt_from_the_first_run() {
             .and_then(|v| v.as_str())
             .map(String::from)
     };
+    const WEB_COPY: &str = ".strata/dev/config/apps_2fweb.yaml";
+    const NET_COPY: &str = ".strata/dev/config/base_2fnetwork.yaml";
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let shared = salt_of("config/pulumi/Pulumi.dev.yaml").expect("pulumi wrote a salt");
-    assert_eq!(
-        salt_of(".strata/dev/config/apps_2fweb.yaml").as_deref(),
-        Some(shared.as_str()),
-        "the per-project config has its own salt after the first run"
-    );
-    // And it stays the same on the next run.
+    assert_eq!(salt_of("config/pulumi/Pulumi.dev.yaml"), None);
+    let web = salt_of(WEB_COPY).expect("pulumi wrote a salt into web's copy");
+    let net = salt_of(NET_COPY).expect("pulumi wrote a salt into network's copy");
+    // And each stays the same on the next run.
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(
-        salt_of("config/pulumi/Pulumi.dev.yaml").as_deref(),
-        Some(shared.as_str())
+    assert_eq!(salt_of(WEB_COPY).as_deref(), Some(web.as_str()));
+    assert_eq!(salt_of(NET_COPY).as_deref(), Some(net.as_str()));
+
+    // A shared file with a salt of its own: every copy takes it.
+    let shared = ws.read("config/pulumi/Pulumi.dev.yaml");
+    ws.write(
+        "config/pulumi/Pulumi.dev.yaml",
+        &format!("encryptionsalt: {web}\n{shared}"),
     );
-    assert_eq!(
-        salt_of(".strata/dev/config/apps_2fweb.yaml").as_deref(),
-        Some(shared.as_str())
-    );
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(salt_of(WEB_COPY).as_deref(), Some(web.as_str()));
+    assert_eq!(salt_of(NET_COPY).as_deref(), Some(web.as_str()));
 }
 
 #[test]
