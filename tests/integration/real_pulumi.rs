@@ -1,0 +1,637 @@
+//! The real-Pulumi tier: strata against the real `pulumi` CLI, its YAML language host and
+//! a command provider (built by `scripts/install-pulumi.sh`), on the `local-pulumi`
+//! profile this repository ships and on fixtures of its own. Each test has its own
+//! workspace, `PULUMI_HOME` and file backend; nothing reaches a network.
+//!
+//! The binaries are found in `STRATA_PULUMI_BIN_DIR`, else in the folder the install
+//! script points `~/.cache/strata/pulumi/current` at. Missing under `CI=true`: the test
+//! fails with the install hint; elsewhere it is skipped, saying so.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::support::{PASSPHRASE, Run, Ws};
+
+const HINT: &str = "build it with `scripts/install-pulumi.sh` (Go 1.26+ and the Go module proxy), or set STRATA_PULUMI_BIN_DIR to a folder holding pulumi, pulumi-language-yaml and pulumi-resource-command";
+const BINARIES: [&str; 3] = ["pulumi", "pulumi-language-yaml", "pulumi-resource-command"];
+/// The registry password the store hands lp-registry; never to be seen in clear.
+const REGISTRY_PASSWORD: &str = "reg-Pa55-9f1c2e77";
+
+/// The folder holding the real binaries, or `None` (skipped) outside CI.
+fn real_bin_dir(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("STRATA_PULUMI_BIN_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let home = std::env::var_os("HOME")?;
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| Path::new(&home).join(".cache"));
+            Some(cache.join("strata/pulumi/current"))
+        });
+    let missing: Vec<&str> = BINARIES
+        .iter()
+        .copied()
+        .filter(|b| !dir.as_ref().is_some_and(|d| d.join(b).is_file()))
+        .collect();
+    if missing.is_empty() {
+        return dir;
+    }
+    let what = format!(
+        "{test}: the real Pulumi is not installed ({} missing in {}): {HINT}",
+        missing.join(", "),
+        dir.map(|d| d.display().to_string())
+            .unwrap_or_else(|| "no folder".into())
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("required under CI=true: {what}");
+    }
+    eprintln!("skipped: {what}");
+    None
+}
+
+/// A workspace whose `pulumi` is the real CLI (behind a wrapper that logs each call).
+struct Real {
+    ws: Ws,
+}
+
+impl Real {
+    fn new(test: &str) -> Option<Real> {
+        let dir = real_bin_dir(test)?;
+        let mut ws = Ws::new();
+        std::fs::remove_file(ws.bin.join("pulumi")).unwrap();
+        for b in &BINARIES[1..] {
+            std::os::unix::fs::symlink(dir.join(b), ws.bin.join(b)).unwrap();
+        }
+        // Every call logged as one line (its working folder and arguments), then exec'd:
+        // the process strata started is the real CLI itself.
+        let log = ws.path("pulumi-calls.log");
+        let wrapper = format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >>'{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            dir.join("pulumi").display()
+        );
+        let w = ws.bin.join("pulumi");
+        std::fs::write(&w, wrapper).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let home = ws.path("home/.pulumi");
+        ws.set_env("PULUMI_HOME", home.to_str().unwrap())
+            .set_env("PULUMI_SKIP_UPDATE_CHECK", "true")
+            .set_env("PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", "true")
+            .set_env("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)
+            .set_env("STRATA_PASSPHRASE", "store-passphrase-for-tests")
+            .set_env("STRATA_SECRET_LP_REGISTRY_PASSWORD", REGISTRY_PASSWORD);
+        Some(Real { ws })
+    }
+
+    /// The repository's `local-pulumi` profile and projects, copied in.
+    fn with_local_pulumi(test: &str) -> Option<Real> {
+        let r = Real::new(test)?;
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        copy_dir(
+            &repo.join("providers/local-pulumi.yaml"),
+            &r.ws.path("providers/local-pulumi.yaml"),
+        );
+        copy_dir(
+            &repo.join("projects/local-pulumi"),
+            &r.ws.path("projects/local-pulumi"),
+        );
+        Some(r)
+    }
+
+    fn strata(&self, args: &[&str]) -> Run {
+        self.ws.strata(args)
+    }
+
+    /// Runs the real CLI directly in a project folder of the workspace (for comparing).
+    fn pulumi(&self, project: &str, args: &[&str]) -> Run {
+        let mut c = std::process::Command::new(self.ws.bin.join("pulumi"));
+        c.args(args)
+            .current_dir(self.ws.path(&format!("projects/{project}")))
+            .env_clear()
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", self.ws.bin.display()),
+            )
+            .env("HOME", self.ws.path("home"))
+            .env(
+                "PULUMI_BACKEND_URL",
+                format!("file://{}", self.ws.path(".strata/backend").display()),
+            )
+            .env("STRATA_ROOT", &self.ws.root)
+            .env("STRATA_STACK", "dev");
+        for (k, v) in &self.ws.env {
+            c.env(k, v);
+        }
+        let out = c.stdin(std::process::Stdio::null()).output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// The Pulumi calls logged since the last `take_calls`, per project folder name.
+    fn take_calls(&self) -> Vec<String> {
+        let p = self.ws.path("pulumi-calls.log");
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let _ = std::fs::remove_file(&p);
+        text.lines().map(str::to_string).collect()
+    }
+
+    fn env_dir(&self) -> PathBuf {
+        self.ws.path(".strata/dev/local-pulumi-env")
+    }
+}
+
+/// How many logged calls ran in `projects/<project>` (strata passes `--cwd`).
+fn calls_for(calls: &[String], project: &str) -> usize {
+    let needle = format!("projects/{project} ");
+    calls.iter().filter(|c| c.contains(&needle)).count()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    if from.is_file() {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+        return;
+    }
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        copy_dir(&e.path(), &to.join(e.file_name()));
+    }
+}
+
+fn finished(r: &Run) -> Vec<(String, String)> {
+    r.events()
+        .into_iter()
+        .filter(|e| e["event"] == "project_finished")
+        .map(|e| {
+            (
+                e["project"].as_str().unwrap_or("").to_string(),
+                e["status"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn status_of(r: &Run, project: &str) -> String {
+    finished(r)
+        .into_iter()
+        .find(|(p, _)| p == project)
+        .map(|(_, s)| s)
+        .unwrap_or_else(|| panic!("{project} did not finish: {r:?}"))
+}
+
+const ALL: [&str; 6] = [
+    "local-pulumi/network",
+    "local-pulumi/registry",
+    "local-pulumi/cluster",
+    "local-pulumi/ingress",
+    "local-pulumi/logstore",
+    "local-pulumi/app",
+];
+
+fn up(r: &Real) -> Run {
+    r.strata(&[
+        "up",
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+        "--output",
+        "json",
+    ])
+}
+
+/// Every text file under `.strata/` and the workspace's logs: none may hold a secret.
+fn assert_no_clear_secret(r: &Real, secrets: &[&str], runs: &[&Run]) {
+    for run in runs {
+        for s in secrets {
+            assert!(
+                !run.all().contains(s),
+                "secret {s:?} in strata's output: {run:?}"
+            );
+        }
+    }
+    for (path, bytes) in r.ws.files_under(".strata") {
+        let p = path.display().to_string();
+        if p.contains("/.strata/backend/") {
+            // Pulumi's own state: secrets there are ciphertext (checked below).
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        for s in secrets {
+            assert!(!text.contains(s), "secret {s:?} in clear in {p}");
+        }
+    }
+    for (path, bytes) in r.ws.files_under("projects") {
+        let text = String::from_utf8_lossy(&bytes);
+        for s in secrets {
+            assert!(
+                !text.contains(s),
+                "secret {s:?} in clear in {}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn first_up_creates_every_stack_then_a_steady_up_is_one_process_per_project() {
+    let Some(r) = Real::with_local_pulumi("real_pulumi::first_up") else {
+        return;
+    };
+    let first = up(&r);
+    assert_eq!(first.code, 0, "{first:?}");
+    for p in ALL {
+        assert_eq!(status_of(&first, p), "succeeded", "{first:?}");
+    }
+    // Real resources on disk, made by the real provider through the real engine.
+    let env = r.env_dir();
+    assert_eq!(
+        std::fs::read_to_string(env.join("network/cidr")).unwrap(),
+        "10.77.0.0/24\n"
+    );
+    let app = std::fs::read_to_string(env.join("app/app")).unwrap();
+    assert!(
+        app.contains("registry.local/dev x1 at https://app.dev.local/"),
+        "{app}"
+    );
+    assert!(env.join("logstore/logs/app.log").is_file());
+    // One stack per project on the default file backend.
+    for name in [
+        "lp-network",
+        "lp-registry",
+        "lp-cluster",
+        "lp-ingress",
+        "lp-logstore",
+        "lp-app",
+    ] {
+        assert!(
+            r.ws.path(&format!(".strata/backend/.pulumi/stacks/{name}/dev.json"))
+                .is_file(),
+            "no checkpoint of {name}"
+        );
+    }
+    let calls = r.take_calls();
+    assert!(
+        calls.iter().any(|c| c.starts_with("stack init")),
+        "{calls:#?}"
+    );
+
+    // The steady state: nothing changed, one `pulumi up` per project; and one
+    // `stack output --show-secrets` of lp-cluster, whose secret admin token lp-ingress
+    // takes through `inputs:` (the engine's events carry secrets blinded).
+    let steady = up(&r);
+    assert_eq!(steady.code, 0, "{steady:?}");
+    let calls = r.take_calls();
+    for p in ALL {
+        let ups = calls
+            .iter()
+            .filter(|c| c.starts_with("up ") && c.contains(&format!("projects/{p} ")))
+            .count();
+        assert_eq!(ups, 1, "{p}: one `pulumi up`: {calls:#?}");
+        let expected = if p == "local-pulumi/cluster" { 2 } else { 1 };
+        assert_eq!(
+            calls_for(&calls, p),
+            expected,
+            "{p}: Pulumi processes in the steady state: {calls:#?}"
+        );
+    }
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.starts_with("stack output --json --show-secrets")
+                && c.contains("projects/local-pulumi/cluster ")),
+        "{calls:#?}"
+    );
+    assert_no_clear_secret(&r, &[REGISTRY_PASSWORD], &[&first, &steady]);
+}
+
+#[test]
+fn the_kubeconfig_hook_merges_the_real_output_and_secrets_stay_secret() {
+    let Some(r) = Real::with_local_pulumi("real_pulumi::kubeconfig_and_secrets") else {
+        return;
+    };
+    let first = up(&r);
+    assert_eq!(first.code, 0, "{first:?}");
+    let kube = r.ws.read("home/.kube/config");
+    assert!(kube.contains("server: https://10.77.0.1:6443"), "{kube}");
+    assert!(kube.contains("current-context: dev-cluster"), "{kube}");
+
+    // The store's secret reached lp-registry as a real Pulumi secret: a `secure:` value
+    // in the config strata handed the CLI, which Pulumi itself decrypts.
+    let cfgs: Vec<(PathBuf, Vec<u8>)> = r.ws.files_under(".strata/dev/config");
+    let reg = cfgs
+        .iter()
+        .find(|(p, _)| p.display().to_string().ends_with("registry.yaml"))
+        .unwrap_or_else(|| panic!("no config of local-pulumi/registry in {cfgs:?}"));
+    let text = String::from_utf8_lossy(&reg.1);
+    assert!(text.contains("lp-registry:password:"), "{text}");
+    assert!(text.contains("secure:"), "{text}");
+    let got = r.pulumi(
+        "local-pulumi/registry",
+        &[
+            "config",
+            "get",
+            "lp-registry:password",
+            "--stack",
+            "dev",
+            "--config-file",
+            reg.0.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(got.stdout.trim(), REGISTRY_PASSWORD, "{got:?}");
+
+    // The secret output crossed to lp-app through a StackReference, and the cluster's
+    // secret admin token to lp-ingress through `inputs:`: neither in clear anywhere.
+    let out = r.pulumi(
+        "local-pulumi/cluster",
+        &[
+            "stack",
+            "output",
+            "admin_token",
+            "--show-secrets",
+            "--stack",
+            "dev",
+        ],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let token = out.stdout.trim().to_string();
+    assert!(token.starts_with("token-dev-"), "{out:?}");
+    let outputs = r.strata(&["outputs", "--provider", "local-pulumi", "--stack", "dev"]);
+    assert_eq!(outputs.code, 0, "{outputs:?}");
+    assert!(outputs.stdout.contains("[secret]"), "{outputs:?}");
+    assert_no_clear_secret(&r, &[REGISTRY_PASSWORD, &token], &[&first, &outputs]);
+}
+
+/// The change counts of strata's preview, per project, against `pulumi preview --json`.
+fn preview_counts(run: &Run) -> Vec<(String, String, Value)> {
+    run.events()
+        .into_iter()
+        .filter(|e| e["event"] == "project_finished")
+        .map(|e| {
+            (
+                e["project"].as_str().unwrap().to_string(),
+                e["status"].as_str().unwrap().to_string(),
+                e["changes"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn pulumi_preview_summary(r: &Real, project: &str, config_file: Option<&Path>) -> Value {
+    let mut args = vec!["preview", "--json", "--stack", "dev", "--non-interactive"];
+    let cf;
+    if let Some(f) = config_file {
+        cf = f.display().to_string();
+        args.push("--config-file");
+        args.push(&cf);
+    }
+    let run = r.pulumi(project, &args);
+    let doc: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("preview --json of {project}: {e}: {run:?}"));
+    doc["changeSummary"].clone()
+}
+
+#[test]
+fn preview_counts_equal_the_real_previews_fresh_and_after_a_change() {
+    let Some(r) = Real::with_local_pulumi("real_pulumi::preview_counts") else {
+        return;
+    };
+    let args = [
+        "preview",
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+        "--output",
+        "json",
+    ];
+    // A fresh environment: the first wave previews, what reads it is blocked.
+    let fresh = r.strata(&args);
+    assert_eq!(fresh.code, 0, "{fresh:?}");
+    let rows = preview_counts(&fresh);
+    let row = |p: &str| {
+        rows.iter()
+            .find(|(q, _, _)| q == p)
+            .unwrap_or_else(|| panic!("{p}: {fresh:?}"))
+            .clone()
+    };
+    assert_eq!(row("local-pulumi/network").1, "succeeded", "{fresh:?}");
+    assert_eq!(row("local-pulumi/network").2["create"], 2, "{fresh:?}");
+    assert_eq!(row("local-pulumi/app").1, "blocked", "{fresh:?}");
+    let shared = r.ws.path("config/pulumi/Pulumi.dev.yaml");
+    assert_eq!(
+        row("local-pulumi/network").2,
+        pulumi_preview_summary(&r, "local-pulumi/network", Some(&shared)),
+        "strata's counts are Pulumi's"
+    );
+
+    assert_eq!(
+        r.strata(&["up", "--provider", "local-pulumi", "--stack", "dev"])
+            .code,
+        0
+    );
+    // A program change: lp-logstore's command changes (an update of one resource).
+    let p = r.ws.path("projects/local-pulumi/logstore/Pulumi.yaml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, text.replace("logs of ", "log store of ")).unwrap();
+    let changed = r.strata(&args);
+    assert_eq!(changed.code, 0, "{changed:?}");
+    let rows = preview_counts(&changed);
+    for (project, status, counts) in &rows {
+        assert_eq!(status, "succeeded", "{project}: {changed:?}");
+        let folder = project.as_str();
+        // The project's own copy of the stack config, which strata handed the CLI.
+        let cfg = r.ws.path(&format!(
+            ".strata/dev/config/{}.yaml",
+            folder.replace('/', "_2f")
+        ));
+        let real = pulumi_preview_summary(&r, folder, Some(&cfg));
+        assert_eq!(counts, &real, "{project}: strata's counts are Pulumi's");
+    }
+    let logstore = rows
+        .iter()
+        .find(|(p, _, _)| p == "local-pulumi/logstore")
+        .unwrap();
+    assert_eq!(logstore.2["update"], 1, "{changed:?}");
+
+    // --expect-no-changes: 4 with the change pending, 0 once it is applied.
+    let mut strict = args.to_vec();
+    strict.push("--expect-no-changes");
+    assert_eq!(r.strata(&strict).code, 4);
+    assert_eq!(
+        r.strata(&["up", "--provider", "local-pulumi", "--stack", "dev"])
+            .code,
+        0
+    );
+    let clean = r.strata(&strict);
+    assert_eq!(clean.code, 0, "{clean:?}");
+}
+
+/// Someone updates lp-network by hand, outside strata: `preview --refresh` of lp-cluster,
+/// which reads it through a StackReference, shows the update that change brings, with
+/// Pulumi's own counts.
+#[test]
+fn refresh_preview_sees_an_out_of_band_change() {
+    let Some(r) = Real::with_local_pulumi("real_pulumi::refresh") else {
+        return;
+    };
+    assert_eq!(up(&r).code, 0);
+    let cluster = [
+        "preview",
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+        "--project",
+        "local-pulumi/cluster",
+        "--refresh",
+        "--output",
+        "json",
+    ];
+    let before = r.strata(&cluster);
+    assert_eq!(before.code, 0, "{before:?}");
+    assert_eq!(
+        preview_counts(&before)[0].2["update"],
+        Value::Null,
+        "{before:?}"
+    );
+
+    // The out-of-band change: a new CIDR, applied with the real CLI directly.
+    let copy = r.ws.path(".strata/dev/config/local-pulumi_2fnetwork.yaml");
+    let copy = copy.to_str().unwrap();
+    let set = r.pulumi(
+        "local-pulumi/network",
+        &[
+            "config",
+            "set",
+            "cidr",
+            "10.78.0.0/24",
+            "--stack",
+            "dev",
+            "--config-file",
+            copy,
+        ],
+    );
+    assert_eq!(set.code, 0, "{set:?}");
+    let by_hand = r.pulumi(
+        "local-pulumi/network",
+        &[
+            "up",
+            "--yes",
+            "--skip-preview",
+            "--stack",
+            "dev",
+            "--non-interactive",
+            "--config-file",
+            copy,
+        ],
+    );
+    assert_eq!(by_hand.code, 0, "{by_hand:?}");
+
+    let after = r.strata(&cluster);
+    assert_eq!(after.code, 0, "{after:?}");
+    let rows = preview_counts(&after);
+    assert_eq!(rows.len(), 1, "{after:?}");
+    assert_eq!(rows[0].2["update"], 1, "{after:?}");
+    let own = r.ws.path(".strata/dev/config/local-pulumi_2fcluster.yaml");
+    let mut args = vec![
+        "preview",
+        "--json",
+        "--refresh",
+        "--stack",
+        "dev",
+        "--non-interactive",
+    ];
+    let own = own.to_str().unwrap();
+    args.extend(["--config-file", own]);
+    let run = r.pulumi("local-pulumi/cluster", &args);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    assert_eq!(
+        rows[0].2, doc["changeSummary"],
+        "strata's counts are Pulumi's"
+    );
+    let mut strict = cluster.to_vec();
+    strict.push("--expect-no-changes");
+    assert_eq!(r.strata(&strict).code, 4);
+}
+
+#[test]
+fn destroy_runs_in_reverse_order_and_a_failing_delete_is_a_failure() {
+    let Some(r) = Real::with_local_pulumi("real_pulumi::destroy") else {
+        return;
+    };
+    // Nothing deployed: every stack is missing, nothing to do.
+    let none = r.strata(&[
+        "destroy",
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+        "--yes",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(none.code, 0, "{none:?}");
+    assert_eq!(up(&r).code, 0);
+    let down = r.strata(&[
+        "destroy",
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+        "--yes",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(down.code, 0, "{down:?}");
+    let order: Vec<String> = finished(&down).into_iter().map(|(p, _)| p).collect();
+    let pos = |p: &str| order.iter().position(|q| q == p).unwrap();
+    assert!(
+        pos("local-pulumi/app") < pos("local-pulumi/ingress"),
+        "{order:?}"
+    );
+    assert!(
+        pos("local-pulumi/ingress") < pos("local-pulumi/cluster"),
+        "{order:?}"
+    );
+    assert!(
+        pos("local-pulumi/cluster") < pos("local-pulumi/network"),
+        "{order:?}"
+    );
+    let left: Vec<_> = std::fs::read_dir(r.env_dir())
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // A Command whose delete exits 1: the destroy really fails, and says so.
+    r.ws.profile(
+        "stuck",
+        "description: one project\ninfra_type: local\ninfrastructure:\n  - path: stuck\n",
+    );
+    r.ws.pulumi_project(
+        "stuck",
+        "rp-stuck",
+        "resources:\n  f:\n    type: command:local:Command\n    properties:\n      create: echo made\n      delete: echo cannot delete >&2; exit 1\n",
+    );
+    assert_eq!(
+        r.strata(&["up", "--provider", "stuck", "--stack", "dev"])
+            .code,
+        0
+    );
+    let failed = r.strata(&[
+        "destroy",
+        "--provider",
+        "stuck",
+        "--stack",
+        "dev",
+        "--yes",
+        "--output",
+        "json",
+    ]);
+    assert_ne!(failed.code, 0, "{failed:?}");
+    assert_eq!(status_of(&failed, "stuck"), "failed", "{failed:?}");
+}
