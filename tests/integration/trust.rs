@@ -366,3 +366,101 @@ fn parallel_kubeconfig_hooks_keep_every_entry() {
     assert_eq!(contexts.len(), 16, "{doc:?}");
     assert!(!ws.exists("home/.kube/config.lock"));
 }
+
+/// A stale lock (its strata is gone) whose recorded child group still runs: the
+/// dead strata's `setsid sleep 3`, a live process group of its own. Reaped by a thread,
+/// so the group really ends.
+fn stale_lock_with_a_live_child(ws: &Ws, project: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let child = std::process::Command::new("sleep")
+        .arg("3")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let host = String::from_utf8(
+        std::process::Command::new("hostname")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    ws.write(
+        ".strata/dev/lock",
+        &serde_json::json!({
+            "pid": dead_pid,
+            "host": host.trim(),
+            "command": "strata up",
+            "since": "2020-01-01T00:00:00Z",
+            "children": [[child.id(), project]],
+        })
+        .to_string(),
+    );
+    child
+}
+
+/// Issue 25: two strata waiting for the same stale lock must not both take it. Exactly
+/// one runs the project; the other waits for it or is refused, and no two `pulumi up`s
+/// of the stack overlap.
+#[test]
+fn two_waiters_for_a_stale_lock_never_both_run() {
+    let mut ws = Ws::new();
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: net\n"));
+    ws.pulumi_project(
+        "net",
+        "net",
+        "resources:\n  thing:\n    type: fake:index:Thing\n    properties:\n      label: x\n",
+    );
+    ws.set_env("FAKE_PULUMI_DELAY_MS", "1500");
+    ws.set_env("STRATA_LOCK_WAIT_SECONDS", "30");
+    let mut orphan = stale_lock_with_a_live_child(&ws, "net");
+    let args = ["up", "-p", "t", "-s", "dev"];
+    let (a, b) = std::thread::scope(|s| {
+        s.spawn(|| orphan.wait().unwrap());
+        let a = s.spawn(|| ws.strata(&args));
+        let b = s.spawn(|| ws.strata(&args));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let runs = [&a, &b];
+    let ran: Vec<&&Run> = runs
+        .iter()
+        .filter(|r| r.stdout.contains("[net] up started"))
+        .collect();
+    assert!(!ran.is_empty(), "nobody ran: {a:?}\n{b:?}");
+    for r in runs {
+        if r.code == 3 {
+            // Refused: it says who holds the stack and ran nothing.
+            assert!(r.stderr.contains("in use"), "{r:?}");
+            assert!(!r.stdout.contains("up started"), "{r:?}");
+        } else {
+            // Or it waited for the other and ran after it (checked below).
+            assert_eq!(r.code, 0, "each run succeeds or is refused: {a:?}\n{b:?}");
+        }
+    }
+    // The fake's call log: no two real `up`s (not the probe that finds no stack) overlap.
+    let calls = ws.calls();
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    for c in calls.iter().filter(|c| c["event"] == "end") {
+        if c["command"] != "up" || c["exit_code"] == 6 {
+            continue;
+        }
+        let pid = &c["pid"];
+        let start = calls
+            .iter()
+            .find(|s| s["event"] == "start" && &s["pid"] == pid)
+            .and_then(|s| s["time_ms"].as_u64())
+            .expect("a start line for each end line");
+        spans.push((start, c["time_ms"].as_u64().expect("end time")));
+    }
+    assert!(!spans.is_empty(), "no `pulumi up` ran: {calls:?}");
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "two `pulumi up`s of stack dev overlapped: {spans:?}\n{a:?}\n{b:?}"
+        );
+    }
+}
