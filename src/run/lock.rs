@@ -228,12 +228,14 @@ fn held_by_another(stack: &str, path: &Path, host: &str) -> Error {
 
 impl StackLock {
     /// Takes the lock of `stack`, or says who holds it. `warn` receives the takeover notice.
-    /// A stale lock whose children still run is waited for up to `orphan_wait`.
+    /// A stale lock whose children still run is waited for up to `orphan_wait`, or until
+    /// `stop` returns a signal (then the lock is left as it was, and released).
     pub fn acquire(
         state_dir: &Path,
         stack: &str,
         command: &str,
         orphan_wait: std::time::Duration,
+        stop: &dyn Fn() -> Option<i32>,
         warn: &mut dyn FnMut(String),
     ) -> Result<StackLock> {
         // `.strata/` and the stack's state folders hold child output: owner only (0700).
@@ -315,7 +317,7 @@ impl StackLock {
                 }
             };
             if let Some((who, children)) = &gone {
-                wait_for_orphans(stack, who, children, &path, orphan_wait, warn)?;
+                wait_for_orphans(stack, who, children, &path, orphan_wait, stop, warn)?;
             } else if let Some(children) = recorded_children(&path) {
                 // An empty description (a holder killed while writing it) with children.
                 wait_for_orphans(
@@ -324,6 +326,7 @@ impl StackLock {
                     &children,
                     &path,
                     orphan_wait,
+                    stop,
                     warn,
                 )?;
             }
@@ -367,6 +370,7 @@ fn wait_for_orphans(
     children: &[(i32, String)],
     path: &Path,
     limit: std::time::Duration,
+    stop: &dyn Fn() -> Option<i32>,
     warn: &mut dyn FnMut(String),
 ) -> Result<()> {
     let alive =
@@ -384,6 +388,15 @@ fn wait_for_orphans(
         std::thread::sleep(std::time::Duration::from_millis(100));
         if alive().is_empty() {
             return Ok(());
+        }
+        if let Some(sig) = stop() {
+            // Not taken over: the lock still names that strata and its children.
+            return Err(crate::run::signals::stopped_before_start(
+                sig,
+                &format!(
+                    "while waiting for the children of the strata that held stack `{stack}` ({who})"
+                ),
+            ));
         }
     }
     let left = alive();
@@ -444,7 +457,8 @@ mod tests {
         )
         .unwrap();
         let wait = std::time::Duration::from_millis(300);
-        let e = StackLock::acquire(d.path(), "dev", "strata up", wait, &mut |_| {}).unwrap_err();
+        let e = StackLock::acquire(d.path(), "dev", "strata up", wait, &|| None, &mut |_| {})
+            .unwrap_err();
         assert_eq!(e.exit_code(), 3);
         assert!(
             e.message
@@ -455,7 +469,7 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         let mut warnings = Vec::new();
-        let l = StackLock::acquire(d.path(), "dev", "strata up", wait, &mut |w| {
+        let l = StackLock::acquire(d.path(), "dev", "strata up", wait, &|| None, &mut |w| {
             warnings.push(w)
         })
         .unwrap();
@@ -488,6 +502,7 @@ mod tests {
             "dev",
             "strata up",
             std::time::Duration::ZERO,
+            &|| None,
             &mut |_| {},
         )
         .unwrap();
@@ -496,6 +511,7 @@ mod tests {
             "dev",
             "strata up",
             std::time::Duration::ZERO,
+            &|| None,
             &mut |_| {},
         )
         .unwrap_err();
@@ -508,6 +524,7 @@ mod tests {
             "dev",
             "strata up",
             std::time::Duration::ZERO,
+            &|| None,
             &mut |_| {},
         )
         .unwrap();
@@ -535,6 +552,7 @@ mod tests {
             "dev",
             "strata up",
             std::time::Duration::ZERO,
+            &|| None,
             &mut |w| warnings.push(w),
         )
         .unwrap();
@@ -582,6 +600,7 @@ mod tests {
                             "dev",
                             "strata up",
                             std::time::Duration::from_secs(5),
+                            &|| None,
                             &mut |_| {},
                         );
                         if let Err(e) = &got {
@@ -627,6 +646,7 @@ mod tests {
             "dev",
             "strata up",
             std::time::Duration::ZERO,
+            &|| None,
             &mut |w| warnings.push(w),
         )
         .unwrap();
@@ -647,6 +667,7 @@ mod tests {
             "dev",
             "strata up",
             std::time::Duration::ZERO,
+            &|| None,
             &mut |_| {},
         )
         .unwrap_err();
@@ -655,5 +676,59 @@ mod tests {
             std::fs::read_to_string(d.path().join("lock")).unwrap(),
             text
         );
+    }
+
+    /// A signal ends the wait for a dead owner's children at once: exit 128+n, and the
+    /// lock is left naming them (and free), so the next strata waits for them too.
+    #[test]
+    fn a_signal_ends_the_orphan_wait() {
+        let d = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let stale = Owner {
+            pid: 999_999_999,
+            host: hostname(),
+            started: None,
+            command: "strata up".into(),
+            since: "2020-01-01T00:00:00Z".into(),
+            children: vec![(child.id() as i32, "infra/vpc".into())],
+        };
+        let text = serde_json::to_string(&stale).unwrap();
+        std::fs::write(d.path().join("lock"), &text).unwrap();
+        let t0 = std::time::Instant::now();
+        let e = StackLock::acquire(
+            d.path(),
+            "dev",
+            "strata up",
+            std::time::Duration::from_secs(30),
+            &|| Some(libc::SIGTERM),
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(t0.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(e.exit_code(), 143, "{}", e.message);
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("lock")).unwrap(),
+            text
+        );
+        let again = StackLock::acquire(
+            d.path(),
+            "dev",
+            "strata up",
+            std::time::Duration::ZERO,
+            &|| None,
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(
+            again.message.contains("its children still run"),
+            "{}",
+            again.message
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }
