@@ -48,7 +48,9 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
         lock::signals_only()?
     } else {
         let held = lock::acquire(&r)?;
+        held.caught.check("while taking the stack lock")?;
         write::write(&mut r, &mut answers)?;
+        held.caught.check("after saving the answers")?;
         held
     };
     let reporter = Reporter::stdout(settings.display);

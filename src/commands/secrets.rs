@@ -84,6 +84,8 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
                 &stack,
                 "strata secrets set",
                 std::time::Duration::ZERO,
+                // It does not wait for anyone: nothing to interrupt.
+                &|| None,
                 &mut |w| eprintln!("warning: {w}"),
             )?;
             let mut values = secrets::load_store(&ws, &stack, &key)?;
@@ -99,6 +101,8 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
                 &stack,
                 "strata secrets rm",
                 std::time::Duration::ZERO,
+                // It does not wait for anyone: nothing to interrupt.
+                &|| None,
                 &mut |w| eprintln!("warning: {w}"),
             )?;
             let mut values = secrets::load_store(&ws, &stack, &key)?;

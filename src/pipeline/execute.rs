@@ -73,35 +73,42 @@ pub fn execute(
     let env = super::env::child_env(&r.ws, &stack, &r.profile, pre.org.as_deref());
     let redactor = Redactor::new(secrets.redact);
     let fp_salt = fingerprint::salt(&state_dir);
-    let fingerprints = fingerprint::of_plan(
-        &r.plan,
-        &r.profile,
-        &stack_config,
-        &fingerprint::hash_secrets(&fp_salt, &secrets.values),
-    );
-    // What is deployed now as this journal knows it: each project's last success and
-    // the outputs it left.
-    let last = journal::last_success(&journal.read());
-    let last_outputs: BTreeMap<String, String> = last
-        .iter()
-        .filter_map(|(p, r)| match r {
-            Record::Project {
-                outputs_hash: Some(h),
-                ..
-            } => Some((p.clone(), h.clone())),
-            _ => None,
-        })
-        .collect();
-    let changed = if r.req.changed {
-        changed_plan(
-            &r.plan,
-            &last,
-            &last_outputs,
-            &fingerprints,
-            &known_reads(&r.full, &r.profile),
-        )
-    } else {
-        Changed::default()
+    // Hashing every project's files (and, for `--changed`, reading their sources) can
+    // take a while: on a thread of its own, so a signal is answered at once.
+    let (fingerprints, last_outputs, changed) = {
+        let (plan, full, profile) = (r.plan.clone(), r.full.clone(), r.profile.clone());
+        let (cfg, changed_only) = (stack_config.clone(), r.req.changed);
+        let secret_hashes = fingerprint::hash_secrets(&fp_salt, &secrets.values);
+        let state_dir = state_dir.clone();
+        held.caught
+            .until_signal("while fingerprinting the projects", move || {
+                let fingerprints = fingerprint::of_plan(&plan, &profile, &cfg, &secret_hashes);
+                // What is deployed now as this journal knows it: each project's last
+                // success and the outputs it left.
+                let last = journal::last_success(&Journal::new(&state_dir).read());
+                let last_outputs: BTreeMap<String, String> = last
+                    .iter()
+                    .filter_map(|(p, r)| match r {
+                        Record::Project {
+                            outputs_hash: Some(h),
+                            ..
+                        } => Some((p.clone(), h.clone())),
+                        _ => None,
+                    })
+                    .collect();
+                let changed = if changed_only {
+                    changed_plan(
+                        &plan,
+                        &last,
+                        &last_outputs,
+                        &fingerprints,
+                        &known_reads(&full, &profile),
+                    )
+                } else {
+                    Changed::default()
+                };
+                (fingerprints, last_outputs, changed)
+            })?
     };
     let plan = changed.plan.unwrap_or_else(|| r.plan.clone());
     let unchanged = changed.dropped;
@@ -183,6 +190,9 @@ pub fn execute(
         .iter()
         .map(|&i| ctx.plan.nodes[i].path.clone())
         .collect();
+    // The last moment a signal stops the run before it starts (the scheduler's watcher
+    // answers from here on).
+    held.caught.check("before any project started")?;
     let journal_from = std::fs::metadata(journal.path())
         .map(|m| m.len())
         .unwrap_or(0);

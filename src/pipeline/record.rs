@@ -164,11 +164,7 @@ pub fn finish(
             }
             hint.push_str(&format!(" To continue: {}", resume_command(r)));
             let sig = done.signal.unwrap_or(libc::SIGINT);
-            let what = match sig {
-                libc::SIGTERM => "stopped by SIGTERM",
-                libc::SIGHUP => "stopped by SIGHUP (the terminal closed)",
-                _ => "interrupted",
-            };
+            let what = crate::run::signals::stopped_by(sig);
             Err(Error::signal(sig, format!("{what}.{hint}")))
         }
         // A downstream whose upstream was never deployed lacks an input: exit 3.

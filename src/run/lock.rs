@@ -1,14 +1,19 @@
-//! One strata per stack: `.strata/<stack>/lock` holds the owner's pid, host, command,
-//! start time and the process group of each running child. A lock whose strata is gone
-//! is taken over with a warning, but only once none of its children's groups is alive
-//! (a strata killed with SIGKILL leaves its Pulumi updates running): the takeover waits
-//! for them, then refuses and names them.
+//! One strata per stack. `.strata/<stack>/lock` is held with a kernel lock, `flock(2)`,
+//! on the file kept open for the run's life: taking it is one atomic step that cannot
+//! succeed twice, and it dies with its process (as Cargo and dpkg hold theirs). The
+//! file's content only describes the holder: pid, host, process start time, command and
+//! since when; the process group of each running child is kept beside it in
+//! `lock.children`. A lock whose description names a strata that is gone is taken over
+//! with a warning, but only once none of its children's groups is alive (a strata killed
+//! with SIGKILL leaves its Pulumi updates running): the new holder takes the kernel lock
+//! first, then waits for them, then refuses and names them.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 #[cfg(test)]
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +24,11 @@ use crate::util::display_path;
 pub struct Owner {
     pub pid: u32,
     pub host: String,
+    /// When the process started (`/proc/<pid>/stat` field 22, clock ticks since boot):
+    /// with host and pid it tells the owner from a later process that got its pid (a
+    /// container restarted runs strata under the same small pid again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
     pub command: String,
     pub since: String,
     /// The running children: (process group, project).
@@ -34,7 +44,15 @@ pub struct Owner {
 #[derive(Debug, Clone)]
 pub struct ChildRecorder {
     path: PathBuf,
-    file: std::sync::Arc<std::sync::Mutex<Option<std::fs::File>>>,
+    state: Arc<Mutex<Recording>>,
+}
+
+#[derive(Debug, Default)]
+struct Recording {
+    /// The lock is released: a late record must not bring `lock.children` back (it may
+    /// belong to the next holder by now).
+    released: bool,
+    file: Option<std::fs::File>,
 }
 
 /// `lock.children` beside the lock at `lock`.
@@ -55,19 +73,18 @@ impl ChildRecorder {
     /// Records `children` as the running ones. The page cache survives a killed process,
     /// so no fsync.
     pub fn record(&self, children: &[(i32, String)]) {
-        // Released already (the end of a run): never bring the lock back.
-        if !self.path.exists() {
-            return;
-        }
         let Ok(mut line) = serde_json::to_string(children) else {
             return;
         };
         line.push('\n');
-        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.is_none() {
-            *guard = crate::util::open_private_append(&children_path(&self.path)).ok();
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.released {
+            return;
         }
-        if let Some(f) = guard.as_mut() {
+        if guard.file.is_none() {
+            guard.file = crate::util::open_private_append(&children_path(&self.path)).ok();
+        }
+        if let Some(f) = guard.file.as_mut() {
             let _ = f.write_all(line.as_bytes());
         }
     }
@@ -89,12 +106,14 @@ impl crate::engine::process::ChildObserver for ChildRecorder {
     }
 }
 
-/// Held while a run goes on; the file is removed when dropped (every exit path that
-/// returns, Ctrl-C included).
+/// Held while a run goes on: the open lock file carries the kernel lock. Dropped (every
+/// exit path that returns, Ctrl-C included), it removes the file while still holding
+/// the kernel lock, then closes it.
 #[derive(Debug)]
 pub struct StackLock {
     path: PathBuf,
-    pid: u32,
+    file: std::fs::File,
+    recording: Arc<Mutex<Recording>>,
 }
 
 pub fn hostname() -> String {
@@ -109,19 +128,114 @@ pub fn hostname() -> String {
 }
 
 fn alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
     // SAFETY: kill with signal 0 only checks whether the process exists.
     let rc = unsafe { libc::kill(pid as i32, 0) };
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// A process's start time: field 22 of `/proc/<pid>/stat` (clock ticks since boot).
+/// `None` where there is no procfs.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 2, the command, is in parentheses and may hold spaces: count after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// Whether the process a description names is still the one that wrote it: the same
+/// host, a live pid, and (when recorded and readable) the same start time.
+fn owner_alive(owner: &Owner, host: &str) -> bool {
+    owner.host == host
+        && alive(owner.pid)
+        && match (owner.started, start_time(owner.pid)) {
+            (Some(then), Some(now)) => then == now,
+            _ => true,
+        }
+}
+
+/// Takes the kernel lock of `file` without waiting: `Ok(false)` when another open file
+/// holds it.
+fn try_flock(file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a descriptor this File owns.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Whether `file` is still the file at `path` (a holder removes the file when it
+/// releases it: a lock taken on the removed file locks nothing).
+fn still_linked(file: &std::fs::File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// What the lock file says about its holder.
+fn description(file: &mut std::fs::File) -> String {
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    text
+}
+
+fn in_use(stack: &str, owner: &Owner, hint: &str) -> Error {
+    Error::config(format!(
+        "stack `{stack}` is in use: `{}` (pid {} on {}) has held its lock since {}.\n  Wait for it to finish.{hint}",
+        owner.command, owner.pid, owner.host, owner.since,
+    ))
+}
+
+/// The refusal when another process holds the kernel lock: names the holder from its
+/// description, read again for a moment while a new holder is still writing it.
+fn held_by_another(stack: &str, path: &Path, host: &str) -> Error {
+    let mut last = None;
+    for _ in 0..10 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if let Ok(owner) = serde_json::from_str::<Owner>(&text) {
+            if owner_alive(&owner, host) || owner.host != host {
+                return in_use(stack, &owner, "");
+            }
+            last = Some(owner);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    match last {
+        // A new holder is taking over from a strata that is gone (and waits for its
+        // children before it writes its own name).
+        Some(gone) => Error::config(format!(
+            "stack `{stack}` is in use: another strata holds its lock and is taking it over from `{}` (pid {}, since {}), which is gone.\n  Wait for it to finish.",
+            gone.command, gone.pid, gone.since
+        )),
+        None => Error::config(format!(
+            "stack `{stack}` is in use: another strata holds its lock ({}) and has not written its name yet.\n  Wait for it to finish.",
+            display_path(path)
+        )),
+    }
+}
+
 impl StackLock {
     /// Takes the lock of `stack`, or says who holds it. `warn` receives the takeover notice.
-    /// A stale lock whose children still run is waited for up to `orphan_wait`.
+    /// A stale lock whose children still run is waited for up to `orphan_wait`, or until
+    /// `stop` returns a signal (then the lock is left as it was, and released).
     pub fn acquire(
         state_dir: &Path,
         stack: &str,
         command: &str,
         orphan_wait: std::time::Duration,
+        stop: &dyn Fn() -> Option<i32>,
         warn: &mut dyn FnMut(String),
     ) -> Result<StackLock> {
         // `.strata/` and the stack's state folders hold child output: owner only (0700).
@@ -132,68 +246,104 @@ impl StackLock {
             crate::util::private_dir(&state_dir.join(sub))?;
         }
         let path = state_dir.join("lock");
+        let pid = std::process::id();
         let me = Owner {
-            pid: std::process::id(),
+            pid,
             host: hostname(),
+            started: start_time(pid),
             command: command.to_string(),
             since: crate::util::rfc3339(crate::util::now_ms()),
             children: Vec::new(),
         };
-        let body = serde_json::to_string(&me).unwrap_or_default();
-        for _ in 0..3 {
-            match std::fs::OpenOptions::new()
+        // More than once only when a holder removed the file between our open and our
+        // lock (it releases that way).
+        for _ in 0..100 {
+            // Never created anew to be taken: whoever holds the kernel lock on the file
+            // at this path holds the stack.
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
                 .write(true)
-                .create_new(true)
+                .create(true)
+                // Read first: it names whoever held it last.
+                .truncate(false)
                 .mode(0o600)
                 .open(&path)
-            {
-                Ok(mut f) => {
-                    f.write_all(body.as_bytes())
-                        .map_err(|e| Error::io("write", &path, e))?;
-                    // The children of an earlier owner are not ours.
-                    let _ = std::fs::remove_file(children_path(&path));
-                    return Ok(StackLock { path, pid: me.pid });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let text = std::fs::read_to_string(&path).unwrap_or_default();
-                    match serde_json::from_str::<Owner>(&text) {
-                        Ok(owner) if owner.host == me.host && !alive(owner.pid) => {
-                            wait_for_orphans(stack, &owner, &path, orphan_wait, warn)?;
-                            warn(format!(
-                                "taking over the lock of stack `{stack}`: its owner (pid {}, `{}` since {}) is gone",
-                                owner.pid, owner.command, owner.since
-                            ));
-                            let _ = std::fs::remove_file(&path);
-                        }
-                        Ok(owner) => {
-                            return Err(Error::config(format!(
-                                "stack `{stack}` is in use: `{}` (pid {} on {}) has held its lock since {}.\n  Wait for it to finish. If that process is gone, remove {}.",
-                                owner.command,
-                                owner.pid,
-                                owner.host,
-                                owner.since,
-                                display_path(&path)
-                            )));
-                        }
-                        Err(_) if text.is_empty() => {
-                            // Being written right now by another strata: it holds the lock.
-                            std::thread::sleep(std::time::Duration::from_millis(50));
-                            let again = std::fs::read_to_string(&path).unwrap_or_default();
-                            if again.is_empty() {
-                                warn(format!("taking over an empty lock file of stack `{stack}`"));
-                                let _ = std::fs::remove_file(&path);
-                            }
-                        }
-                        Err(_) => {
-                            return Err(Error::config(format!(
-                                "the lock of stack `{stack}` ({}) is unreadable. If no strata is running on this stack, remove it.",
-                                display_path(&path)
-                            )));
-                        }
-                    }
-                }
-                Err(e) => return Err(Error::io("create", &path, e)),
+                .map_err(|e| Error::io("open", &path, e))?;
+            if !try_flock(&file).map_err(|e| {
+                Error::failed(format!(
+                    "could not lock {} (strata needs a filesystem with flock(2) for .strata/): {e}",
+                    display_path(&path)
+                ))
+            })? {
+                return Err(held_by_another(stack, &path, &me.host));
             }
+            if !still_linked(&file, &path) {
+                continue;
+            }
+            // Ours. What the file says is only who held it last.
+            let text = description(&mut file);
+            let (gone, hint) = if text.trim().is_empty() {
+                (None, None)
+            } else {
+                match serde_json::from_str::<Owner>(&text) {
+                    // Another host's strata cannot be checked from here; a live one on this
+                    // host that holds no kernel lock is a strata from before the kernel lock.
+                    Ok(owner) if owner.host != me.host || owner_alive(&owner, &me.host) => {
+                        return Err(in_use(
+                            stack,
+                            &owner,
+                            &format!(" If that process is gone, remove {}.", display_path(&path)),
+                        ));
+                    }
+                    Ok(owner) => {
+                        let who = format!("pid {}, `{}`", owner.pid, owner.command);
+                        let notice = format!(
+                            "taking over the lock of stack `{stack}`: its owner (pid {}, `{}` since {}) is gone",
+                            owner.pid, owner.command, owner.since
+                        );
+                        let children = recorded_children(&path).unwrap_or(owner.children);
+                        (Some((who, children)), Some(notice))
+                    }
+                    Err(_) => (
+                        Some((
+                            "a strata whose lock description is unreadable".to_string(),
+                            recorded_children(&path).unwrap_or_default(),
+                        )),
+                        Some(format!(
+                            "taking over the lock of stack `{stack}`: its description ({}) is unreadable, and no process holds it",
+                            display_path(&path)
+                        )),
+                    ),
+                }
+            };
+            if let Some((who, children)) = &gone {
+                wait_for_orphans(stack, who, children, &path, orphan_wait, stop, warn)?;
+            } else if let Some(children) = recorded_children(&path) {
+                // An empty description (a holder killed while writing it) with children.
+                wait_for_orphans(
+                    stack,
+                    "a strata that never wrote its name",
+                    &children,
+                    &path,
+                    orphan_wait,
+                    stop,
+                    warn,
+                )?;
+            }
+            if let Some(notice) = hint {
+                warn(notice);
+            }
+            // The children of an earlier owner are not ours.
+            let _ = std::fs::remove_file(children_path(&path));
+            let body = serde_json::to_string(&me).unwrap_or_default();
+            file.set_len(0)
+                .and_then(|()| file.write_all_at(body.as_bytes(), 0))
+                .map_err(|e| Error::io("write", &path, e))?;
+            return Ok(StackLock {
+                path,
+                file,
+                recording: Default::default(),
+            });
         }
         Err(Error::config(format!(
             "could not take the lock of stack `{stack}` ({}); another strata keeps taking it.",
@@ -207,29 +357,29 @@ impl StackLock {
     pub fn recorder(&self) -> ChildRecorder {
         ChildRecorder {
             path: self.path.clone(),
-            file: Default::default(),
+            state: self.recording.clone(),
         }
     }
 }
 
 /// A dead strata's children may still be running (SIGKILL does not reach them): wait
-/// for their groups to end, then refuse, naming them.
+/// for their groups to end, then refuse, naming them. `who` names that strata.
 fn wait_for_orphans(
     stack: &str,
-    owner: &Owner,
+    who: &str,
+    children: &[(i32, String)],
     path: &Path,
     limit: std::time::Duration,
+    stop: &dyn Fn() -> Option<i32>,
     warn: &mut dyn FnMut(String),
 ) -> Result<()> {
-    let children = recorded_children(path).unwrap_or_else(|| owner.children.clone());
     let alive =
         || -> Vec<&(i32, String)> { children.iter().filter(|(g, _)| group_alive(*g)).collect() };
     if alive().is_empty() {
         return Ok(());
     }
     warn(format!(
-        "the strata that held stack `{stack}` (pid {}) is gone, but its children still run ({}); waiting up to {}s for them to finish before taking over",
-        owner.pid,
+        "the strata that held stack `{stack}` ({who}) is gone, but its children still run ({}); waiting up to {}s for them to finish before taking over",
         describe(&alive()),
         limit.as_secs()
     ));
@@ -239,12 +389,19 @@ fn wait_for_orphans(
         if alive().is_empty() {
             return Ok(());
         }
+        if let Some(sig) = stop() {
+            // Not taken over: the lock still names that strata and its children.
+            return Err(crate::run::signals::stopped_before_start(
+                sig,
+                &format!(
+                    "while waiting for the children of the strata that held stack `{stack}` ({who})"
+                ),
+            ));
+        }
     }
     let left = alive();
     Err(Error::config(format!(
-        "stack `{stack}` is still in use: its last strata (pid {}, `{}`) was killed, and its children still run: {}.\n  Two updates of one stack must not run at once. Wait for them to finish, or stop them gracefully with `kill -INT -PGID` (one SIGINT lets Pulumi save its state), then run again. The lock is {}.",
-        owner.pid,
-        owner.command,
+        "stack `{stack}` is still in use: its last strata ({who}) was killed, and its children still run: {}.\n  Two updates of one stack must not run at once. Wait for them to finish, or stop them gracefully with `kill -INT -PGID` (one SIGINT lets Pulumi save its state), then run again. The lock is {}.",
         describe(&left),
         display_path(path)
     )))
@@ -260,11 +417,13 @@ fn describe(children: &[&(i32, String)]) -> String {
 
 impl Drop for StackLock {
     fn drop(&mut self) {
-        // Only remove the lock if it is still ours.
-        if let Ok(text) = std::fs::read_to_string(&self.path)
-            && let Ok(owner) = serde_json::from_str::<Owner>(&text)
-            && owner.pid == self.pid
-        {
+        let mut rec = self.recording.lock().unwrap_or_else(|e| e.into_inner());
+        rec.released = true;
+        rec.file = None;
+        // Removed while the kernel lock is still held (and only if the file at the path
+        // is still ours); a strata that opened it meanwhile sees it removed and opens the
+        // path again. Closing the file releases the kernel lock.
+        if still_linked(&self.file, &self.path) {
             let _ = std::fs::remove_file(children_path(&self.path));
             let _ = std::fs::remove_file(&self.path);
         }
@@ -287,6 +446,7 @@ mod tests {
         let stale = Owner {
             pid: 999_999_999,
             host: hostname(),
+            started: None,
             command: "strata up".into(),
             since: "2020-01-01T00:00:00Z".into(),
             children: vec![(child.id() as i32, "infra/vpc".into())],
@@ -297,7 +457,8 @@ mod tests {
         )
         .unwrap();
         let wait = std::time::Duration::from_millis(300);
-        let e = StackLock::acquire(d.path(), "dev", "strata up", wait, &mut |_| {}).unwrap_err();
+        let e = StackLock::acquire(d.path(), "dev", "strata up", wait, &|| None, &mut |_| {})
+            .unwrap_err();
         assert_eq!(e.exit_code(), 3);
         assert!(
             e.message
@@ -308,7 +469,7 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         let mut warnings = Vec::new();
-        let l = StackLock::acquire(d.path(), "dev", "strata up", wait, &mut |w| {
+        let l = StackLock::acquire(d.path(), "dev", "strata up", wait, &|| None, &mut |w| {
             warnings.push(w)
         })
         .unwrap();
@@ -341,6 +502,7 @@ mod tests {
             "dev",
             "strata up",
             std::time::Duration::ZERO,
+            &|| None,
             &mut |_| {},
         )
         .unwrap();
@@ -349,6 +511,7 @@ mod tests {
             "dev",
             "strata up",
             std::time::Duration::ZERO,
+            &|| None,
             &mut |_| {},
         )
         .unwrap_err();
@@ -361,6 +524,7 @@ mod tests {
             "dev",
             "strata up",
             std::time::Duration::ZERO,
+            &|| None,
             &mut |_| {},
         )
         .unwrap();
@@ -372,6 +536,7 @@ mod tests {
         let stale = Owner {
             pid: 999_999_999,
             host: hostname(),
+            started: None,
             command: "strata up".into(),
             since: "2020-01-01T00:00:00Z".into(),
             children: vec![],
@@ -387,10 +552,183 @@ mod tests {
             "dev",
             "strata up",
             std::time::Duration::ZERO,
+            &|| None,
             &mut |w| warnings.push(w),
         )
         .unwrap();
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains("999999999"));
+    }
+
+    /// Issue 25: of many strata that find the same stale lock at once, exactly one takes
+    /// it (a takeover once removed the lock another waiter had just taken).
+    #[test]
+    fn racing_for_a_stale_lock_exactly_one_wins() {
+        for _round in 0..5 {
+            let d = tempfile::tempdir().unwrap();
+            // Its strata is gone; its child's group ends in a moment, and every waiter
+            // sees that within one poll of the others.
+            let mut child = std::process::Command::new("sleep")
+                .arg("0.3")
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            let stale = Owner {
+                pid: 999_999_999,
+                host: hostname(),
+                started: None,
+                command: "strata up".into(),
+                since: "2020-01-01T00:00:00Z".into(),
+                children: vec![(child.id() as i32, "infra/vpc".into())],
+            };
+            std::fs::write(
+                d.path().join("lock"),
+                serde_json::to_string(&stale).unwrap(),
+            )
+            .unwrap();
+            let n = 8;
+            let start = std::sync::Barrier::new(n);
+            let tried = std::sync::Barrier::new(n);
+            let won = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                s.spawn(|| child.wait().unwrap());
+                for _ in 0..n {
+                    s.spawn(|| {
+                        start.wait();
+                        let got = StackLock::acquire(
+                            d.path(),
+                            "dev",
+                            "strata up",
+                            std::time::Duration::from_secs(5),
+                            &|| None,
+                            &mut |_| {},
+                        );
+                        if let Err(e) = &got {
+                            assert_eq!(e.exit_code(), 3, "{}", e.message);
+                            assert!(e.message.contains("in use"), "{}", e.message);
+                        } else {
+                            won.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        // The winner holds the lock until every other has tried.
+                        tried.wait();
+                        drop(got);
+                    });
+                }
+            });
+            assert_eq!(won.into_inner(), 1, "exactly one strata takes a stale lock");
+            assert!(!d.path().join("lock").exists(), "released");
+        }
+    }
+
+    /// A description naming a live pid whose process started at another time is a lock
+    /// left behind by a process whose pid was reused (a restarted container): taken over.
+    #[test]
+    fn a_reused_pid_does_not_keep_the_lock() {
+        let d = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let started = start_time(me).expect("procfs");
+        let stale = Owner {
+            pid: me,
+            host: hostname(),
+            started: Some(started + 1),
+            command: "strata up".into(),
+            since: "2020-01-01T00:00:00Z".into(),
+            children: vec![],
+        };
+        std::fs::write(
+            d.path().join("lock"),
+            serde_json::to_string(&stale).unwrap(),
+        )
+        .unwrap();
+        let mut warnings = Vec::new();
+        let l = StackLock::acquire(
+            d.path(),
+            "dev",
+            "strata up",
+            std::time::Duration::ZERO,
+            &|| None,
+            &mut |w| warnings.push(w),
+        )
+        .unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let now: Owner =
+            serde_json::from_str(&std::fs::read_to_string(d.path().join("lock")).unwrap()).unwrap();
+        assert_eq!((now.pid, now.started), (me, Some(started)));
+        drop(l);
+        // The same pid with the same start time is a live owner: refused, left alone.
+        let live = Owner {
+            started: Some(started),
+            ..stale
+        };
+        let text = serde_json::to_string(&live).unwrap();
+        std::fs::write(d.path().join("lock"), &text).unwrap();
+        let e = StackLock::acquire(
+            d.path(),
+            "dev",
+            "strata up",
+            std::time::Duration::ZERO,
+            &|| None,
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert_eq!(e.exit_code(), 3, "{}", e.message);
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("lock")).unwrap(),
+            text
+        );
+    }
+
+    /// A signal ends the wait for a dead owner's children at once: exit 128+n, and the
+    /// lock is left naming them (and free), so the next strata waits for them too.
+    #[test]
+    fn a_signal_ends_the_orphan_wait() {
+        let d = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let stale = Owner {
+            pid: 999_999_999,
+            host: hostname(),
+            started: None,
+            command: "strata up".into(),
+            since: "2020-01-01T00:00:00Z".into(),
+            children: vec![(child.id() as i32, "infra/vpc".into())],
+        };
+        let text = serde_json::to_string(&stale).unwrap();
+        std::fs::write(d.path().join("lock"), &text).unwrap();
+        let t0 = std::time::Instant::now();
+        let e = StackLock::acquire(
+            d.path(),
+            "dev",
+            "strata up",
+            std::time::Duration::from_secs(30),
+            &|| Some(libc::SIGTERM),
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(t0.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(e.exit_code(), 143, "{}", e.message);
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("lock")).unwrap(),
+            text
+        );
+        let again = StackLock::acquire(
+            d.path(),
+            "dev",
+            "strata up",
+            std::time::Duration::ZERO,
+            &|| None,
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(
+            again.message.contains("its children still run"),
+            "{}",
+            again.message
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

@@ -2,18 +2,130 @@
 //! the first stops scheduling and forwards exactly one SIGINT to each running child; a
 //! second (or the end of the grace period) kills them. The run then exits 128+n.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use signal_hook::SigId;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use super::events::RunEvent;
 use crate::engine::Control;
+use crate::error::{Error, Result};
 
 /// Installs the handlers; strata no longer dies on Ctrl-C while they are installed.
 pub fn install() -> std::io::Result<Signals> {
     Signals::new([SIGINT, SIGTERM, SIGHUP])
+}
+
+/// The first of those signals that arrived, for the stages between the lock and the
+/// scheduler (the orphan wait, write, fingerprinting): they look at it without taking
+/// it from the [`Signals`] that `execute`'s watcher reads. Installed with them.
+#[derive(Debug)]
+pub struct Caught {
+    first: Arc<AtomicUsize>,
+    ids: Vec<SigId>,
+}
+
+impl Caught {
+    pub fn register() -> std::io::Result<Caught> {
+        let first = Arc::new(AtomicUsize::new(0));
+        let mut ids = Vec::new();
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            let flag = first.clone();
+            // SAFETY: the action only does an atomic compare-and-swap, which is
+            // async-signal-safe, and allocates nothing.
+            let id = unsafe {
+                signal_hook::low_level::register(sig, move || {
+                    let _ =
+                        flag.compare_exchange(0, sig as usize, Ordering::SeqCst, Ordering::SeqCst);
+                })
+            }?;
+            ids.push(id);
+        }
+        Ok(Caught { first, ids })
+    }
+
+    /// The first signal that arrived, if any.
+    pub fn signal(&self) -> Option<i32> {
+        match self.first.load(Ordering::SeqCst) {
+            0 => None,
+            n => Some(n as i32),
+        }
+    }
+
+    /// `Err` (exit 128+n) once a signal arrived; `stage` says where the run stopped.
+    pub fn check(&self, stage: &str) -> Result<()> {
+        match self.signal() {
+            None => Ok(()),
+            Some(sig) => Err(stopped_before_start(sig, stage)),
+        }
+    }
+
+    /// Runs `f` on a thread of its own and waits for it, but gives up within 50 ms of a
+    /// signal (the thread is left to the process's exit): for work that may take long
+    /// and changes nothing, such as hashing every project's files.
+    pub fn until_signal<T: Send + 'static>(
+        &self,
+        stage: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T> {
+        self.check(stage)?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name(stage.to_string())
+            .spawn(move || {
+                let _ = tx.send(f());
+            })
+            .map_err(|e| Error::failed(format!("cannot start a thread: {e}")))?;
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(v) => return Ok(v),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => self.check(stage)?,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Error::failed(format!(
+                        "{stage} failed (its thread panicked)"
+                    )));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Caught {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
+/// How a run that a signal stopped says so: "stopped by SIGTERM", ...
+pub fn stopped_by(sig: i32) -> &'static str {
+    match sig {
+        SIGTERM => "stopped by SIGTERM",
+        SIGHUP => "stopped by SIGHUP (the terminal closed)",
+        _ => "interrupted",
+    }
+}
+
+/// A run stopped by `sig` before any project started (exit 128+n).
+pub fn stopped_before_start(sig: i32, stage: &str) -> Error {
+    Error::signal(
+        sig,
+        format!(
+            "{} {stage}: no project ran, and the stack lock is released.",
+            capitalized(stopped_by(sig))
+        ),
+    )
+}
+
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 /// Watches for signals until `done` is set.

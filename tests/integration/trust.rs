@@ -366,3 +366,221 @@ fn parallel_kubeconfig_hooks_keep_every_entry() {
     assert_eq!(contexts.len(), 16, "{doc:?}");
     assert!(!ws.exists("home/.kube/config.lock"));
 }
+
+/// A stale lock (its strata is gone) whose recorded child group still runs: the dead
+/// strata's `sleep <secs>` in a process group of its own (as `setsid sleep` would be).
+/// The caller reaps it, so the group really ends.
+fn stale_lock_with_a_live_child(ws: &Ws, project: &str, secs: u32) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let child = std::process::Command::new("sleep")
+        .arg(secs.to_string())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let host = String::from_utf8(
+        std::process::Command::new("hostname")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    ws.write(
+        ".strata/dev/lock",
+        &serde_json::json!({
+            "pid": dead_pid,
+            "host": host.trim(),
+            "command": "strata up",
+            "since": "2020-01-01T00:00:00Z",
+            "children": [[child.id(), project]],
+        })
+        .to_string(),
+    );
+    child
+}
+
+/// Issue 25: two strata waiting for the same stale lock must not both take it. Exactly
+/// one runs the project; the other waits for it or is refused, and no two `pulumi up`s
+/// of the stack overlap.
+#[test]
+fn two_waiters_for_a_stale_lock_never_both_run() {
+    let mut ws = Ws::new();
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: net\n"));
+    ws.pulumi_project(
+        "net",
+        "net",
+        "resources:\n  thing:\n    type: fake:index:Thing\n    properties:\n      label: x\n",
+    );
+    ws.set_env("FAKE_PULUMI_DELAY_MS", "1500");
+    ws.set_env("STRATA_LOCK_WAIT_SECONDS", "30");
+    let mut orphan = stale_lock_with_a_live_child(&ws, "net", 3);
+    let args = ["up", "-p", "t", "-s", "dev"];
+    let (a, b) = std::thread::scope(|s| {
+        s.spawn(|| orphan.wait().unwrap());
+        let a = s.spawn(|| ws.strata(&args));
+        let b = s.spawn(|| ws.strata(&args));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let runs = [&a, &b];
+    let ran: Vec<&&Run> = runs
+        .iter()
+        .filter(|r| r.stdout.contains("[net] up started"))
+        .collect();
+    assert!(!ran.is_empty(), "nobody ran: {a:?}\n{b:?}");
+    for r in runs {
+        if r.code == 3 {
+            // Refused: it says who holds the stack and ran nothing.
+            assert!(r.stderr.contains("in use"), "{r:?}");
+            assert!(!r.stdout.contains("up started"), "{r:?}");
+        } else {
+            // Or it waited for the other and ran after it (checked below).
+            assert_eq!(r.code, 0, "each run succeeds or is refused: {a:?}\n{b:?}");
+        }
+    }
+    // The fake's call log: no two real `up`s (not the probe that finds no stack) overlap.
+    let calls = ws.calls();
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    for c in calls.iter().filter(|c| c["event"] == "end") {
+        if c["command"] != "up" || c["exit_code"] == 6 {
+            continue;
+        }
+        let pid = &c["pid"];
+        let start = calls
+            .iter()
+            .find(|s| s["event"] == "start" && &s["pid"] == pid)
+            .and_then(|s| s["time_ms"].as_u64())
+            .expect("a start line for each end line");
+        spans.push((start, c["time_ms"].as_u64().expect("end time")));
+    }
+    assert!(!spans.is_empty(), "no `pulumi up` ran: {calls:?}");
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "two `pulumi up`s of stack dev overlapped: {spans:?}\n{a:?}\n{b:?}"
+        );
+    }
+}
+
+/// Whether some process holds the kernel lock of `path` (a free lock is taken and let go).
+fn lock_held(path: &std::path::Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    // SAFETY: flock on a descriptor `f` owns; closing `f` lets go of it.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    rc != 0
+}
+
+/// Issue 25: the signal handlers are installed with the lock, so every stage after it
+/// must answer them. A strata waiting for a dead owner's children (up to
+/// STRATA_LOCK_WAIT_SECONDS) ends on SIGTERM within a moment, exit 143, the lock free, and
+/// the stale lock still names the dead owner's child, so the next run waits for it too.
+#[test]
+fn sigterm_during_the_orphan_wait_exits_143_and_frees_the_lock() {
+    let mut ws = Ws::new();
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    ws.set_env("STRATA_LOCK_WAIT_SECONDS", "60");
+    let mut orphan = stale_lock_with_a_live_child(&ws, "a", 60);
+    let mut run = ws.spawn(&["up", "-p", "t", "-s", "dev"]);
+    // In the wait, it holds the kernel lock (its notice is printed with the header).
+    let (status, took) = sigterm_once_locked(&ws, &mut run);
+    let out = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let Some(status) = status else {
+        let _ = orphan.kill();
+        let _ = orphan.wait();
+        panic!("SIGTERM during the orphan wait was ignored for 5 s: {err}");
+    };
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(err.contains("SIGTERM"), "{err}");
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "answered after {took:?}: {err}"
+    );
+    assert!(
+        !lock_held(&ws.path(".strata/dev/lock")),
+        "the lock is free after SIGTERM: {err}"
+    );
+    // Not taken over: the dead owner and its child are still named for the next run.
+    assert!(
+        ws.read(".strata/dev/lock")
+            .contains(&format!("{}", orphan.id())),
+        "{err}"
+    );
+    orphan.kill().unwrap();
+    orphan.wait().unwrap();
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// Sends SIGTERM to `run` once it holds the stack lock; its exit status (None: still
+/// running 5 s later, then killed) and how long it took to answer.
+fn sigterm_once_locked(
+    ws: &Ws,
+    run: &mut std::process::Child,
+) -> (Option<std::process::ExitStatus>, std::time::Duration) {
+    let lock = ws.path(".strata/dev/lock");
+    let t0 = std::time::Instant::now();
+    while !lock_held(&lock) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60) && run.try_wait().unwrap().is_none(),
+            "strata never took the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let sent = std::time::Instant::now();
+    loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            return (Some(s), sent.elapsed());
+        }
+        if sent.elapsed() > std::time::Duration::from_secs(5) {
+            let _ = run.kill();
+            let _ = run.wait();
+            return (None, sent.elapsed());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Issue 25: fingerprinting the projects comes after the lock, so it answers a signal
+/// too: a project folder whose symlinks make the walk endless (`a -> .`, `b -> .`) must
+/// not swallow SIGTERM. Whichever stage the signal finds (the project itself sleeps),
+/// strata exits 143 within a moment and frees the lock.
+#[test]
+fn sigterm_while_fingerprinting_exits_143_and_frees_the_lock() {
+    let ws = Ws::new();
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: x\n"));
+    ws.command_project(
+        "x",
+        "sleep 30; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    for l in ["a", "b"] {
+        std::os::unix::fs::symlink(".", ws.path(&format!("projects/x/{l}"))).unwrap();
+    }
+    let mut run = ws.spawn(&["up", "-p", "t", "-s", "dev"]);
+    let (status, took) = sigterm_once_locked(&ws, &mut run);
+    let out = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let status = status.unwrap_or_else(|| panic!("SIGTERM was ignored for 5 s: {err}"));
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "answered after {took:?}: {err}"
+    );
+    assert!(!lock_held(&ws.path(".strata/dev/lock")), "the lock is free");
+    assert!(!ws.exists(".strata/dev/lock"), "and removed: {err}");
+}
