@@ -3,7 +3,7 @@
 //! `stack init` only for a new stack, `stack output --show-secrets` only for a needed
 //! secret output.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
@@ -282,6 +282,12 @@ impl Engine for PulumiEngine {
         {
             self.stack_init(job, control, report, &mut procs)?;
         }
+        if matches!(
+            job.op,
+            Operation::Up | Operation::Destroy | Operation::Refresh
+        ) {
+            self.clear_stale_lock(job, control, report, &mut procs)?;
+        }
         if !job.secret_config.is_empty() && job.op != Operation::Destroy {
             self.set_secret_config(job, control, report, &mut procs)?;
         }
@@ -388,6 +394,49 @@ impl PulumiEngine {
             return Ok(());
         }
         Err(failure(job, "stack init", &exit, &seen, control, *procs))
+    }
+
+    /// A Pulumi update killed outright (strata and its child both SIGKILLed, a machine
+    /// that lost power) leaves its lock file in a file backend, and every later
+    /// operation on that stack fails with "the stack is currently locked". strata holds
+    /// the stack's own lock, and took it only once no child of an earlier strata was
+    /// alive; so a Pulumi lock whose process is gone from this host is stale, and
+    /// `pulumi cancel` (which on a file backend deletes the lock files) clears it. A lock
+    /// held by a live process, or one from another host, is left alone: the operation
+    /// then fails and says which command clears it.
+    fn clear_stale_lock(
+        &self,
+        job: &Job,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        procs: &mut u32,
+    ) -> Result<(), Failure> {
+        let locks = pulumi_locks(job);
+        if locks.is_empty() || locks.iter().any(|l| !l.stale()) {
+            return Ok(());
+        }
+        for l in &locks {
+            report(Progress::Line(format!(
+                "the stack was left locked by Pulumi process {} (since {}), which is gone: an update was interrupted; clearing the lock with `pulumi cancel`",
+                l.pid, l.timestamp
+            )));
+        }
+        let argv = self.base(job, &["cancel", "--yes"], false);
+        let (out, err) = self.capture(job, &argv, None, control, report, procs)?;
+        if out.exit.success() {
+            return Ok(());
+        }
+        Err(Failure::Failed {
+            message: format!(
+                "could not clear the stale Pulumi lock of {} ({}): {}. {}",
+                job.path,
+                exit_text(&out.exit),
+                error_line(err.lines()),
+                cancel_hint(job)
+            ),
+            exit_code: out.exit.code,
+            processes: *procs,
+        })
     }
 
     /// Sets each secret config value with `pulumi config set --secret KEY`, the value on
@@ -506,14 +555,26 @@ fn failure(
         .cloned()
         .unwrap_or_else(|| error_line(tail.iter().map(String::as_str)));
     let code_text = exit_text(exit);
+    let locked = tail
+        .iter()
+        .chain(state.errors.iter())
+        .any(|l| l.contains("the stack is currently locked"));
     Failure::Failed {
         message: format!(
-            "pulumi {what} of {} failed ({code_text}){}",
+            "pulumi {what} of {} failed ({code_text}){}{}",
             job.path,
             if detail.is_empty() {
                 String::new()
             } else {
                 format!(": {}", detail.lines().next().unwrap_or(""))
+            },
+            if locked {
+                format!(
+                    "\n  Another Pulumi process holds the stack's lock (the lines above name it). If it is gone, clear the lock with: {}",
+                    cancel_command(job)
+                )
+            } else {
+                String::new()
             }
         ),
         exit_code: exit.code,
@@ -574,6 +635,46 @@ fn names_missing_stack(line: &str, job: &Job) -> bool {
 /// project-scoped layout (`.pulumi/stacks/<project>/<stack>.json[.gz]`) or the legacy one.
 /// `None` when the backend is not a local file backend.
 fn file_backend_stack_missing(job: &Job) -> Option<bool> {
+    let stacks = file_backend_dir(job)?.join(".pulumi").join("stacks");
+    let candidates = [
+        stacks.join(&job.name).join(format!("{}.json", job.stack)),
+        stacks
+            .join(&job.name)
+            .join(format!("{}.json.gz", job.stack)),
+        stacks.join(format!("{}.json", job.stack)),
+        stacks.join(format!("{}.json.gz", job.stack)),
+    ];
+    Some(!candidates.iter().any(|p| p.exists()))
+}
+
+/// One lock file of a file backend: what Pulumi writes into
+/// `.pulumi/locks/organization/<project>/<stack>/<id>.json`.
+#[derive(Debug, serde::Deserialize)]
+struct PulumiLock {
+    pid: i64,
+    #[serde(default)]
+    hostname: String,
+    #[serde(default)]
+    timestamp: String,
+}
+
+impl PulumiLock {
+    /// Taken by a process of this host that no longer exists.
+    fn stale(&self) -> bool {
+        if self.hostname != crate::run::lock::hostname() || self.pid <= 0 {
+            return false;
+        }
+        let Ok(pid) = i32::try_from(self.pid) else {
+            return false;
+        };
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let rc = unsafe { libc::kill(pid, 0) };
+        rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    }
+}
+
+/// The folder of the job's `file://` backend (`~` and relative paths resolved).
+fn file_backend_dir(job: &Job) -> Option<PathBuf> {
     let url = job.env.get("PULUMI_BACKEND_URL")?;
     let dir = url.strip_prefix("file://")?;
     let dir = dir.split('?').next().unwrap_or(dir);
@@ -584,16 +685,56 @@ fn file_backend_stack_missing(job: &Job) -> Option<bool> {
     if dir.is_empty() {
         return None;
     }
-    let stacks = Path::new(&dir).join(".pulumi").join("stacks");
-    let candidates = [
-        stacks.join(&job.name).join(format!("{}.json", job.stack)),
-        stacks
-            .join(&job.name)
-            .join(format!("{}.json.gz", job.stack)),
-        stacks.join(format!("{}.json", job.stack)),
-        stacks.join(format!("{}.json.gz", job.stack)),
-    ];
-    Some(!candidates.iter().any(|p| p.exists()))
+    Some(job.dir.join(dir))
+}
+
+/// The stack's lock files in a file backend (none elsewhere); unreadable ones count as
+/// held by a live process, so they are never cleared.
+fn pulumi_locks(job: &Job) -> Vec<PulumiLock> {
+    let Some(dir) = file_backend_dir(job) else {
+        return Vec::new();
+    };
+    let dir = dir
+        .join(".pulumi")
+        .join("locks")
+        .join("organization")
+        .join(&job.name)
+        .join(&job.stack);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            std::fs::read_to_string(&p)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or(PulumiLock {
+                    pid: -1,
+                    hostname: String::new(),
+                    timestamp: String::new(),
+                })
+        })
+        .collect()
+}
+
+/// The one command that clears a stack's Pulumi lock, with the backend strata uses.
+fn cancel_command(job: &Job) -> String {
+    let backend = job
+        .env
+        .get("PULUMI_BACKEND_URL")
+        .map(|u| format!("PULUMI_BACKEND_URL={u} "))
+        .unwrap_or_default();
+    format!(
+        "{backend}pulumi cancel --yes --stack {} --cwd {}",
+        stack_arg(job),
+        job.dir.display()
+    )
+}
+
+fn cancel_hint(job: &Job) -> String {
+    format!("Run: {}", cancel_command(job))
 }
 
 #[cfg(test)]

@@ -635,3 +635,126 @@ fn destroy_runs_in_reverse_order_and_a_failing_delete_is_a_failure() {
     assert_ne!(failed.code, 0, "{failed:?}");
     assert_eq!(status_of(&failed, "stuck"), "failed", "{failed:?}");
 }
+
+/// A project whose second resource takes a while, with markers on disk that say how far
+/// its creates got.
+fn slow_project(r: &Real) {
+    r.ws.profile(
+        "slow",
+        "description: one slow project\ninfra_type: test\ninfrastructure:\n  - path: slow\n",
+    );
+    r.ws.pulumi_project(
+        "slow",
+        "rp-slow",
+        "resources:\n  a:\n    type: command:local:Command\n    properties:\n      create: touch \"$STRATA_ROOT/a-done\"\n  b:\n    type: command:local:Command\n    properties:\n      create: touch \"$STRATA_ROOT/b-started\"; sleep 6; touch \"$STRATA_ROOT/b-done\"\n    options:\n      dependsOn: [\"${a}\"]\noutputs:\n  done: ${b.id}\n",
+    );
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !ok() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "waited a minute for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn lock_files(r: &Real) -> Vec<PathBuf> {
+    std::fs::read_dir(r.ws.path(".strata/backend/.pulumi/locks/organization/rp-slow/dev"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `kill -9` of strata and of the Pulumi update it ran: the real file backend keeps the
+/// update's lock file and a pending create in the checkpoint. `up --resume` clears the
+/// lock (its process is gone from this host), and Pulumi finishes the update.
+#[test]
+fn kill_9_in_the_middle_of_a_real_update_then_resume_finishes_without_a_human() {
+    let Some(r) = Real::new("real_pulumi::kill_9_resume") else {
+        return;
+    };
+    slow_project(&r);
+    let mut child = r.ws.spawn(&["up", "--provider", "slow", "--stack", "dev"]);
+    wait_for("b's create to start", || r.ws.exists("b-started"));
+    // Both at once, as a lost machine or the OOM killer would: strata, then every
+    // process group it recorded for its children.
+    let groups = r.ws.read(".strata/dev/lock.children");
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let last: Vec<(i32, String)> = groups
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .next_back()
+        .expect("the children strata recorded");
+    assert!(!last.is_empty(), "{groups}");
+    for (pgid, _) in &last {
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    }
+    wait_for("the killed groups to be gone", || {
+        last.iter().all(|(g, _)| unsafe { libc::kill(-g, 0) } != 0)
+    });
+    assert!(!r.ws.exists("b-done"));
+    assert_eq!(lock_files(&r).len(), 1, "Pulumi's lock is left behind");
+    let checkpoint = r.ws.read(".strata/backend/.pulumi/stacks/rp-slow/dev.json");
+    assert!(checkpoint.contains("pending_operations"), "{checkpoint}");
+
+    let resumed = r.strata(&["up", "--provider", "slow", "--stack", "dev", "--resume"]);
+    assert_eq!(resumed.code, 0, "{resumed:?}");
+    assert!(resumed.all().contains("pulumi cancel"), "{resumed:?}");
+    assert!(lock_files(&r).is_empty());
+    assert!(r.ws.exists("b-done"), "the interrupted create ran again");
+    let steady = r.strata(&["up", "--provider", "slow", "--stack", "dev"]);
+    assert_eq!(steady.code, 0, "{steady:?}");
+}
+
+/// A lock whose process is alive is never cleared: the run fails and names the one
+/// command that clears it.
+#[test]
+fn a_live_pulumi_lock_is_left_alone_and_the_command_to_clear_it_is_named() {
+    let Some(r) = Real::new("real_pulumi::live_lock") else {
+        return;
+    };
+    slow_project(&r);
+    assert_eq!(
+        r.strata(&["up", "--provider", "slow", "--stack", "dev"])
+            .code,
+        0
+    );
+    let mut holder = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let dir =
+        r.ws.path(".strata/backend/.pulumi/locks/organization/rp-slow/dev");
+    std::fs::create_dir_all(&dir).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    std::fs::write(
+        dir.join("0d1f2e3c-live.json"),
+        format!(
+            "{{\"pid\":{},\"username\":\"someone\",\"hostname\":\"{}\",\"timestamp\":\"2026-01-01T00:00:00Z\"}}",
+            holder.id(),
+            host.trim()
+        ),
+    )
+    .unwrap();
+    let run = r.strata(&["up", "--provider", "slow", "--stack", "dev"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        run.all().contains("the stack is currently locked"),
+        "{run:?}"
+    );
+    assert!(
+        run.all().contains("pulumi cancel --yes --stack dev --cwd"),
+        "{run:?}"
+    );
+    assert_eq!(lock_files(&r).len(), 1, "a live holder's lock is kept");
+}
