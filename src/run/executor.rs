@@ -370,13 +370,17 @@ impl<'a> StepRunner<'a> {
     }
 
     /// The keyed hash of a project's outputs (never the values: secret ones included).
+    /// A secret output strata only saw masked (`[secret]`: read by a StackReference, not
+    /// through `inputs:`) has a value it cannot hash, so the hash is this run's own: a
+    /// dependent that reads it is never skipped as unchanged after the project ran.
     fn outputs_hash(&self, outputs: &Map<String, Value>) -> String {
         let sorted: BTreeMap<&String, &Value> = outputs.iter().collect();
-        super::fingerprint::keyed_hash(
-            &self.ctx.fingerprint_salt,
-            "outputs",
-            &serde_json::to_string(&sorted).unwrap_or_default(),
-        )
+        let mut text = serde_json::to_string(&sorted).unwrap_or_default();
+        if outputs.values().any(crate::engine::contains_secret_mask) {
+            text.push_str("\0masked secret output, run ");
+            text.push_str(&self.ctx.run_id);
+        }
+        super::fingerprint::keyed_hash(&self.ctx.fingerprint_salt, "outputs", &text)
     }
 
     /// Preview: the first upstream of `path` that has never been deployed (its outputs

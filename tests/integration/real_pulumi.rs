@@ -758,3 +758,93 @@ fn a_live_pulumi_lock_is_left_alone_and_the_command_to_clear_it_is_named() {
     );
     assert_eq!(lock_files(&r).len(), 1, "a live holder's lock is kept");
 }
+
+/// `--changed`, output-aware, with the real CLI: a change to lp-network's program that
+/// leaves its outputs alone re-runs lp-network only; rotating the registry password
+/// (a secret output lp-app reads through a StackReference) re-runs lp-app too.
+#[test]
+fn changed_follows_outputs_and_a_rotated_secret_output_is_a_change() {
+    let Some(r) = Real::with_local_pulumi("real_pulumi::changed") else {
+        return;
+    };
+    assert_eq!(up(&r).code, 0);
+    let changed = [
+        "up",
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+        "--changed",
+        "--output",
+        "json",
+    ];
+    let nothing = r.strata(&changed);
+    assert_eq!(nothing.code, 0, "{nothing:?}");
+    for p in ALL {
+        assert_eq!(status_of(&nothing, p), "skipped", "{nothing:?}");
+    }
+    r.take_calls();
+
+    // A program change that leaves the outputs alone.
+    let p = r.ws.path("projects/local-pulumi/network/Pulumi.yaml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, text.replace("mkdir -p \"$d\"", "mkdir -p \"$d\" # v2")).unwrap();
+    let run = r.strata(&changed);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        status_of(&run, "local-pulumi/network"),
+        "succeeded",
+        "{run:?}"
+    );
+    for p in &ALL[1..] {
+        assert_eq!(status_of(&run, p), "skipped", "{p}: {run:?}");
+    }
+    let calls = r.take_calls();
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.contains("projects/local-pulumi/network ")),
+        "only lp-network ran Pulumi: {calls:#?}"
+    );
+
+    // A rotated secret: lp-registry re-runs, and so does lp-app, which reads the
+    // password through a StackReference (its hash cannot be read from masked events).
+    let mut set = r.ws.command(&[
+        "secrets",
+        "set",
+        "lp-registry:password",
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+    ]);
+    let mut child = set
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"rotated-Pa55-0b7e\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let run = r.strata(&changed);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        status_of(&run, "local-pulumi/registry"),
+        "succeeded",
+        "{run:?}"
+    );
+    assert_eq!(status_of(&run, "local-pulumi/app"), "succeeded", "{run:?}");
+    assert_eq!(
+        status_of(&run, "local-pulumi/cluster"),
+        "skipped",
+        "{run:?}"
+    );
+    assert_no_clear_secret(&r, &["rotated-Pa55-0b7e", REGISTRY_PASSWORD], &[&run]);
+}
