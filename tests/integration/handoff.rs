@@ -126,7 +126,7 @@ fn every_shipped_workflow_passes_actionlint() {
 /// Runs `tests/support/<script>` with python3 on `args`; `None` (and says why) when the
 /// validator cannot run here (no python3, no jsonschema/PyYAML, no shared tools), which
 /// fails under `CI=true`.
-fn python_check(script: &str, args: &[&Path]) -> Option<(bool, String)> {
+pub(crate) fn python_check(script: &str, args: &[&Path]) -> Option<(bool, String)> {
     if !require_python3() {
         return None;
     }

@@ -848,3 +848,159 @@ fn changed_follows_outputs_and_a_rotated_secret_output_is_a_change() {
     );
     assert_no_clear_secret(&r, &["rotated-Pa55-0b7e", REGISTRY_PASSWORD], &[&run]);
 }
+
+/// Ctrl-C during a real update: strata forwards one SIGINT to Pulumi's process group,
+/// Pulumi cancels gracefully and saves its state, strata exits 130, and the stack is
+/// left consistent: no lock, no pending operation. (The engine waits for the step in
+/// flight, but a pulumi-go-provider provider, as pulumi-command is, aborts its command
+/// when the engine cancels: that create fails and is not recorded, so the next `up`
+/// creates it. The fake instead lets it complete.)
+#[test]
+fn ctrl_c_during_a_real_update_leaves_the_stack_consistent() {
+    let Some(r) = Real::new("real_pulumi::ctrl_c") else {
+        return;
+    };
+    slow_project(&r);
+    let child = r.ws.spawn(&["up", "--provider", "slow", "--stack", "dev"]);
+    wait_for("b's create to start", || r.ws.exists("b-started"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    assert!(
+        text.contains("^C received; cancelling"),
+        "Pulumi got one SIGINT: {text}"
+    );
+    assert!(
+        !text.contains("^C received; terminating"),
+        "and only one: {text}"
+    );
+    let calls = r.take_calls();
+    assert_eq!(
+        calls.iter().filter(|c| c.starts_with("up ")).count(),
+        1,
+        "{calls:#?}"
+    );
+    assert!(lock_files(&r).is_empty(), "no Pulumi lock left: {text}");
+    let checkpoint = r.ws.read(".strata/backend/.pulumi/stacks/rp-slow/dev.json");
+    let doc: Value = serde_json::from_str(&checkpoint).unwrap();
+    let pending = &doc["checkpoint"]["latest"]["pending_operations"];
+    assert!(
+        pending.is_null() || pending.as_array().is_some_and(|a| a.is_empty()),
+        "{pending}"
+    );
+    // a was saved; b, cancelled, is created by the next run, which then is steady.
+    let again = r.strata(&["up", "--provider", "slow", "--stack", "dev", "--resume"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(r.ws.exists("b-done"), "{again:?}");
+    let steady = r.strata(&[
+        "preview",
+        "--provider",
+        "slow",
+        "--stack",
+        "dev",
+        "--expect-no-changes",
+    ]);
+    assert_eq!(steady.code, 0, "{steady:?}");
+}
+
+/// `outputs`, `status`, `report` and `export --format pko` fed by real outputs.
+#[test]
+fn outputs_status_report_and_pko_export_read_the_real_outputs() {
+    let Some(r) = Real::with_local_pulumi("real_pulumi::read_back") else {
+        return;
+    };
+    assert_eq!(up(&r).code, 0);
+    let args = |cmd: &[&'static str]| -> Vec<&'static str> {
+        let mut v = cmd.to_vec();
+        v.extend([
+            "--provider",
+            "local-pulumi",
+            "--stack",
+            "dev",
+            "--output",
+            "json",
+        ]);
+        v
+    };
+    let outputs = r.strata(&args(&["outputs"]));
+    assert_eq!(outputs.code, 0, "{outputs:?}");
+    let o: Value = serde_json::from_str(outputs.stdout.trim()).unwrap();
+    assert_eq!(o["local-pulumi/network"]["cidr"], "10.77.0.0/24", "{o:#}");
+    assert_eq!(o["local-pulumi/network"]["gateway"], "10.77.0.1", "{o:#}");
+    assert_eq!(o["local-pulumi/registry"]["password"], "[secret]", "{o:#}");
+    assert!(
+        o["local-pulumi/cluster"]["kubeconfig"]
+            .as_str()
+            .is_some_and(|k| k.contains("server: https://10.77.0.1:6443")),
+        "{o:#}"
+    );
+    let shown = r.strata(&args(&[
+        "outputs",
+        "local-pulumi/registry",
+        "--show-secrets",
+    ]));
+    assert!(shown.stdout.contains(REGISTRY_PASSWORD), "{shown:?}");
+
+    let status = r.strata(&["status", "--provider", "local-pulumi", "--stack", "dev"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    for p in ALL {
+        let row = status
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(p))
+            .unwrap_or_else(|| panic!("{p}: {status:?}"));
+        assert!(row.contains("up") && row.contains("succeeded"), "{row}");
+    }
+
+    let report = r.strata(&[
+        "report",
+        "--format",
+        "json",
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+    ]);
+    assert_eq!(report.code, 0, "{report:?}");
+    let rep: Value = serde_json::from_str(&report.stdout).unwrap();
+    let projects = rep["projects"].as_array().unwrap();
+    assert_eq!(projects.len(), 6, "{rep:#}");
+    assert!(
+        projects.iter().all(|p| p["status"] == "succeeded"),
+        "{rep:#}"
+    );
+    assert_eq!(
+        rep["critical_path"].as_array().unwrap().last().unwrap(),
+        "local-pulumi/app"
+    );
+
+    let pko = r.ws.path("stacks.yaml");
+    let export = r.strata(&[
+        "export",
+        "--format",
+        "pko",
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+        "-o",
+        pko.to_str().unwrap(),
+    ]);
+    assert_eq!(export.code, 0, "{export:?}");
+    let text = std::fs::read_to_string(&pko).unwrap();
+    // Known outputs arrive as literal config; the secret token only through a Secret.
+    assert!(text.contains("10.77.0.1"), "{text}");
+    assert!(!text.contains("token-dev-"), "{text}");
+    assert!(text.contains("strata-dev-inputs"), "{text}");
+    let crd = crate::support::shared_tool("pulumi.com_stacks.yaml");
+    if let Some((ok, why)) =
+        crate::handoff::python_check("validate_pko.py", &[crd.as_path(), pko.as_path()])
+    {
+        assert!(ok, "the PKO CRD refuses the export: {why}\n{text}");
+    }
+}
