@@ -584,3 +584,63 @@ fn sigterm_while_fingerprinting_exits_143_and_frees_the_lock() {
     assert!(!lock_held(&ws.path(".strata/dev/lock")), "the lock is free");
     assert!(!ws.exists(".strata/dev/lock"), "and removed: {err}");
 }
+
+/// strata and its Pulumi child both killed outright leave Pulumi's lock file (the fake
+/// leaves it as the real file backend does); the resume clears it with `pulumi cancel`
+/// since its process is gone, and runs the project. (The real tier checks the same with
+/// the real CLI: real_pulumi::kill_9_…)
+#[test]
+fn a_stale_pulumi_lock_from_a_killed_update_is_cleared_on_resume() {
+    let mut ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: app\n"));
+    ws.pulumi_project("app", "app", crate::run::BODY);
+    ws.set_env("FAKE_PULUMI_DELAY_MS_APP", "30000");
+    let mut first = ws.spawn(&["up", "-p", "t", "-s", "dev"]);
+    let locks = ws.path(".strata/backend/.pulumi/locks/organization/app/dev");
+    let json_locks = |d: &std::path::Path| -> usize {
+        std::fs::read_dir(d)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let t0 = std::time::Instant::now();
+    while json_locks(&locks) == 0 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "no lock");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let children = ws.read(".strata/dev/lock.children");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let groups: Vec<(i32, String)> = children
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .next_back()
+        .unwrap();
+    for (g, _) in &groups {
+        unsafe { libc::kill(-g, libc::SIGKILL) };
+    }
+    while groups
+        .iter()
+        .any(|(g, _)| unsafe { libc::kill(-g, 0) } == 0)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(json_locks(&locks), 1);
+    ws.set_env("FAKE_PULUMI_DELAY_MS_APP", "0");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--resume"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.all().contains("clearing the lock with `pulumi cancel`"),
+        "{r:?}"
+    );
+    assert_eq!(json_locks(&locks), 0);
+    let cancels = ws
+        .calls()
+        .into_iter()
+        .filter(|c| c["event"] == "start" && c["command"] == "cancel")
+        .count();
+    assert_eq!(cancels, 1);
+}

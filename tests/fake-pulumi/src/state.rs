@@ -342,6 +342,13 @@ impl Backend {
             "timestamp": crate::now_rfc3339(),
         });
         std::fs::write(&path, content.to_string()).map_err(|e| Fail::io("writing", &path, e))?;
+        // The real file backend (gocloud's fileblob) writes each blob's attributes beside
+        // it, lock files included: readers must look at `*.json` only.
+        let attrs = dir.join(format!("{id}.json.attrs"));
+        let _ = std::fs::write(
+            &attrs,
+            r#"{"user.cache_control":"","user.content_disposition":"","user.content_encoding":"","user.content_language":"","user.content_type":"application/json","user.metadata":null}"#,
+        );
         if let Err(e) = self.check_locks(&dir, &path) {
             let _ = std::fs::remove_file(&path);
             return Err(e);
@@ -354,7 +361,7 @@ impl Backend {
             .map(|rd| {
                 rd.flatten()
                     .map(|e| e.path())
-                    .filter(|p| p != mine)
+                    .filter(|p| p != mine && p.extension().is_some_and(|x| x == "json"))
                     .collect()
             })
             .unwrap_or_default();
@@ -406,6 +413,9 @@ pub struct Lock {
 impl Lock {
     pub fn release(self) {
         let _ = std::fs::remove_file(&self.path);
+        let mut attrs = self.path.clone().into_os_string();
+        attrs.push(".attrs");
+        let _ = std::fs::remove_file(attrs);
     }
 }
 
