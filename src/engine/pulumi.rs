@@ -816,6 +816,23 @@ mod tests {
     }
 
     #[test]
+    fn a_pulumi_lock_is_stale_only_when_its_process_is_gone_from_this_host() {
+        let host = crate::run::lock::hostname();
+        let lock = |pid: i64, hostname: &str| PulumiLock {
+            pid,
+            hostname: hostname.to_string(),
+            timestamp: String::new(),
+        };
+        assert!(!lock(std::process::id() as i64, &host).stale(), "alive");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id() as i64;
+        child.wait().unwrap();
+        assert!(lock(dead, &host).stale(), "gone");
+        assert!(!lock(dead, "another-host").stale(), "another host: never");
+        assert!(!lock(-1, &host).stale(), "unreadable: never");
+    }
+
+    #[test]
     fn file_backend_stack_lookup() {
         let d = tempfile::tempdir().unwrap();
         let url = format!("file://{}", d.path().display());
