@@ -188,3 +188,52 @@ fn an_old_store_gets_its_digest_key_on_the_next_up() {
         "{doc}"
     );
 }
+
+/// What a program prints a secret as, beyond the value itself: a line of a multi-line
+/// secret JSON-escaped, a short line (`4711`) on its own, a value in shell quotes. None
+/// of it reaches the terminal or the log; and a one-character passphrase (`x`) or a
+/// two-character one (`pp`) does not mask every `x` of `exit` or the `pp` of `app`.
+#[test]
+fn redaction_catches_escaped_forms_and_spares_words_holding_a_short_secret() {
+    let mut ws = Ws::new();
+    ws.profile(
+        "lab",
+        &format!(
+            "{HEAD}secrets:\n  - key: lab:cert\n    prompt: Cert\n  - key: lab:name\n    prompt: Name\n\
+             infrastructure:\n  - path: infra/app\n"
+        ),
+    );
+    ws.write(
+        "projects/infra/app/print.sh",
+        "cat <<'EOF'\njson: {\"cert\":\"p\\\"w\\\\d=hunter2\"}\npin: 4711\nshell: 'o'\\''brien-s3cret'\nexit code follows; the app is ready\nEOF\nexit 3\n",
+    );
+    ws.command_project("infra/app", "sh print.sh", "true");
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws.set_env("STRATA_PASSPHRASE", "x");
+    ws.set_env("PULUMI_CONFIG_PASSPHRASE", "pp");
+    ws.set_env(
+        "STRATA_SECRET_LAB_CERT",
+        "-----BEGIN CERT-----\np\"w\\d=hunter2\n4711\n-----END CERT-----\n",
+    );
+    ws.set_env("STRATA_SECRET_LAB_NAME", "o'brien-s3cret");
+    let r = ws.strata(&["up", "--provider", "lab", "--project", "infra/app"]);
+    assert_ne!(r.code, 0, "the project fails: {r:?}");
+    let logs: String = ws
+        .files_under(".strata/dev/logs")
+        .iter()
+        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    assert!(logs.contains("json:"), "the project ran: {logs}");
+    for (what, text) in [("terminal", r.all()), ("log", logs)] {
+        for leaked in ["hunter2", "4711", "brien-s3cret"] {
+            assert!(!text.contains(leaked), "{leaked} in the {what}: {text}");
+        }
+        assert!(
+            text.contains("exit code follows; the app is ready"),
+            "a short secret mangled the {what}: {text}"
+        );
+        assert!(!text.contains("e[secret]it"), "{what}: {text}");
+        assert!(!text.contains("a[secret]"), "{what}: {text}");
+    }
+    assert!(r.all().contains("infra/app"), "{r:?}");
+}
