@@ -58,8 +58,8 @@ fn what_strata_dir_gives(ws: &Ws) -> (BTreeSet<String>, Vec<Vec<u8>>, Vec<String
     let hex = regex::Regex::new(r"[0-9a-f]{64}").unwrap();
     let enc = regex::Regex::new(r"encryptionsalt:\s*(\S+)").unwrap();
     let mut digests = BTreeSet::new();
-    let mut salts = vec![Vec::new()];
-    let mut enc_salts = vec![String::new()];
+    let mut salts = Vec::new();
+    let mut enc_salts = Vec::new();
     for (path, bytes) in ws.files_under(".strata") {
         if path.file_name().is_some_and(|n| n == "fingerprint.salt") {
             salts.push(bytes.clone());
@@ -94,9 +94,15 @@ fn a_six_digit_secret_cannot_be_guessed_from_the_state_folder() {
         !digests.is_empty(),
         "no digest found at all: nothing was tested"
     );
+    // The files that hold digests of the secret were written (so they were tried).
+    assert!(ws.exists(".strata/dev/secrets.digest.json"));
+    assert!(ws.exists(".strata/dev/config/infra_2fdb.secrets.json"));
+    assert!(!enc_salts.is_empty(), "no per-project secure config");
     let digests: std::collections::HashSet<[u8; 32]> = digests.iter().map(|d| unhex(d)).collect();
-    // The attacker's prefixes: salt, salt+key, salt+key+encryption salt.
-    let mut prefixes: Vec<Sha256> = Vec::new();
+    // The attacker's prefixes: none (a bare SHA-256), salt, salt+key (the store's digest
+    // and the fingerprints), salt+key+the stack config's encryption salt (the per-project
+    // hashes of secure config).
+    let mut prefixes: Vec<Sha256> = vec![Sha256::new()];
     for salt in &salts {
         prefixes.push(Sha256::new_with_prefix(salt));
         let keyed = Sha256::new_with_prefix(salt).chain_update(b"lab:pin\0");
