@@ -37,6 +37,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
             let keys: Vec<String> = if store::exists(&path) {
                 let key = secrets::key(&ws, &stack, settings.interactive)?;
                 secrets::load_store(&ws, &stack, &key)?
+                    .values
                     .into_keys()
                     .collect()
             } else {
@@ -88,9 +89,9 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
                 &|| None,
                 &mut |w| eprintln!("warning: {w}"),
             )?;
-            let mut values = secrets::load_store(&ws, &stack, &key)?;
-            values.insert(name.clone(), value);
-            secrets::save_store(&ws, &stack, &key, &values)?;
+            let mut stored = secrets::load_store(&ws, &stack, &key)?;
+            stored.values.insert(name.clone(), value);
+            secrets::save_store(&ws, &stack, &key, &mut stored)?;
             eprintln!("stored `{name}` in {}", display_path(&path));
             Ok(0)
         }
@@ -105,14 +106,14 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
                 &|| None,
                 &mut |w| eprintln!("warning: {w}"),
             )?;
-            let mut values = secrets::load_store(&ws, &stack, &key)?;
-            if values.remove(name).is_none() {
+            let mut stored = secrets::load_store(&ws, &stack, &key)?;
+            if stored.values.remove(name).is_none() {
                 return Err(Error::config(format!(
                     "there is no secret `{name}` in {}; `strata secrets list` shows the stored keys.",
                     display_path(&path)
                 )));
             }
-            secrets::save_store(&ws, &stack, &key, &values)?;
+            secrets::save_store(&ws, &stack, &key, &mut stored)?;
             eprintln!("removed `{name}` from {}", display_path(&path));
             Ok(0)
         }

@@ -51,6 +51,17 @@ pub struct Executed {
     pub journal_from: u64,
 }
 
+/// A key no other run has, when the kernel's random source cannot be read.
+fn run_unique_key() -> Vec<u8> {
+    format!(
+        "{}-{}-{:?}",
+        std::process::id(),
+        now_ms(),
+        std::time::Instant::now()
+    )
+    .into_bytes()
+}
+
 pub fn execute(
     r: &Resolved,
     pre: Preflight,
@@ -71,14 +82,22 @@ pub fn execute(
     let mut notices = pre.notices;
     notices.extend(held.notices);
     let env = super::env::child_env(&r.ws, &stack, &r.profile, pre.org.as_deref());
+    let digest_key = secrets.digest_key().map(|k| k.as_bytes().to_vec());
     let redactor = Redactor::new(secrets.redact);
     let fp_salt = fingerprint::salt(&state_dir);
+    // Secret values are digested under the store's own key (see `fingerprint::secret_digest`).
+    // Without one (no store could be written), a key of this run only: its digests match
+    // no other run's, so `--changed` reruns what takes a secret, and nothing is guessable.
+    let secret_key: Vec<u8> = match digest_key {
+        Some(k) => k,
+        None => fingerprint::random_bytes(32).unwrap_or_else(|_| run_unique_key()),
+    };
     // Hashing every project's files (and, for `--changed`, reading their sources) can
     // take a while: on a thread of its own, so a signal is answered at once.
     let (fingerprints, last_outputs, changed) = {
         let (plan, full, profile) = (r.plan.clone(), r.full.clone(), r.profile.clone());
         let (cfg, changed_only) = (stack_config.clone(), r.req.changed);
-        let secret_hashes = fingerprint::hash_secrets(&fp_salt, &secrets.values);
+        let secret_hashes = fingerprint::hash_secrets(&secret_key, &secrets.values);
         let state_dir = state_dir.clone();
         held.caught
             .until_signal("while fingerprinting the projects", move || {
@@ -133,6 +152,7 @@ pub fn execute(
         needed: needed_outputs(&r.profile),
         fingerprints,
         fingerprint_salt: fp_salt,
+        secret_key,
         secret_name: r.profile.secret_name.clone(),
         verbose,
         projects: r

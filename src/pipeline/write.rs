@@ -3,6 +3,8 @@
 //! files are read again under the lock and only the new keys are added, so a run that
 //! finished in between loses nothing.
 
+use std::collections::BTreeMap;
+
 use crate::engine::Operation;
 use crate::error::Result;
 use crate::secrets;
@@ -37,19 +39,27 @@ pub fn write(r: &mut Resolved, a: &mut Answers) -> Result<()> {
         }
         a.stack_config = cfg;
     }
+    // A store written before it held a digest key gets one now (under the lock), so
+    // nothing under `.strata/` lets a reader test guesses of its secrets.
+    let needs_digest_key = a
+        .secrets
+        .read
+        .as_ref()
+        .is_some_and(|read| read.digest_key.is_none() && !read.values.is_empty());
     if a.secrets.added.is_empty()
+        && !needs_digest_key
         && let Some(read) = &a.secrets.read
     {
         // What was read, so `status` and `validate` need not open the store.
         secrets::record_read(&r.ws, &stack, read);
     }
-    if !a.secrets.added.is_empty()
+    if (!a.secrets.added.is_empty() || needs_digest_key)
         && let Some(key) = &a.secrets.key
     {
         let mut stored = secrets::load_store(&r.ws, &stack, key)?;
-        let mut changed = false;
+        let mut changed = stored.digest_key.is_none();
         for (k, v) in &a.secrets.added {
-            match stored.get(k) {
+            match stored.values.get(k) {
                 // Set by a run that finished in between: the store wins.
                 Some(theirs) => {
                     if let Some(mine) = a.secrets.values.get_mut(k) {
@@ -59,13 +69,23 @@ pub fn write(r: &mut Resolved, a: &mut Answers) -> Result<()> {
                     }
                 }
                 None => {
-                    stored.insert(k.clone(), v.clone());
+                    stored.values.insert(k.clone(), v.clone());
                     changed = true;
                 }
             }
         }
         if changed {
-            secrets::save_store(&r.ws, &stack, key, &stored)?;
+            secrets::save_store(&r.ws, &stack, key, &mut stored)?;
+        }
+        // The digests of this run are under the key the store holds now.
+        if let Some(read) = &mut a.secrets.read {
+            read.digest_key = stored.digest_key.clone();
+        } else {
+            a.secrets.read = Some(secrets::Read {
+                store_hash: None,
+                values: BTreeMap::new(),
+                digest_key: stored.digest_key.clone(),
+            });
         }
     }
     if r.ws

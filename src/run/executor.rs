@@ -45,6 +45,8 @@ pub struct Ctx {
     pub needed: BTreeMap<String, Vec<String>>,
     pub fingerprints: BTreeMap<String, String>,
     pub fingerprint_salt: Vec<u8>,
+    /// The key of secret digests (the store's: see `fingerprint::secret_digest`).
+    pub secret_key: Vec<u8>,
     /// Name of the Kubernetes Secret the secrets step writes.
     pub secret_name: String,
     /// `-v`: the children's raw lines (CLI calls, stderr) are shown too.
@@ -817,7 +819,7 @@ impl<'a> StepRunner<'a> {
     fn secret_hash(&self, key: &str, value: &str, cfg: &StackConfig) -> String {
         let salt = cfg.encryption_salt().and_then(|s| s.as_str()).unwrap_or("");
         // The stack config's salt is part of it: a new salt means re-encrypting.
-        super::fingerprint::keyed_hash(&self.ctx.fingerprint_salt, key, &format!("{salt}\0{value}"))
+        super::fingerprint::secret_digest(&self.ctx.secret_key, key, &format!("{salt}\0{value}"))
     }
 
     fn hashes_file(&self, path: &str) -> PathBuf {

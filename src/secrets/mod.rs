@@ -58,28 +58,68 @@ pub fn key(ws: &Workspace, stack: &str, interactive: bool) -> Result<store::Key>
     Ok(store::Key::Passphrase(SecretString::from(pass)))
 }
 
-/// Decrypts the store of `stack` with `key`, and records its digest (so `status` and
-/// `validate` need not decrypt it).
-pub fn load_store(
-    ws: &Workspace,
-    stack: &str,
-    key: &store::Key,
-) -> Result<BTreeMap<String, String>> {
-    let before = digest::current(ws, stack);
-    let values = store::load(&store_path(ws, stack), key).map_err(store_error)?;
-    digest::record(ws, stack, before.as_deref(), &values);
-    Ok(values)
+/// The content of a store: the secrets, and the key of their digests (none in a store
+/// written before strata kept one; [`save_store`] creates it).
+#[derive(Debug, Default, Clone)]
+pub struct Stored {
+    pub values: BTreeMap<String, String>,
+    pub digest_key: Option<String>,
 }
 
-/// Encrypts `values` into the store of `stack`, and records its digest.
+impl Stored {
+    fn from_raw(mut raw: BTreeMap<String, String>) -> Stored {
+        let digest_key = raw
+            .remove(store::DIGEST_KEY_ENTRY)
+            .filter(|k| k.len() >= 32);
+        Stored {
+            values: raw,
+            digest_key,
+        }
+    }
+}
+
+/// Decrypts the store of `stack` with `key`, and records its digest (so `status` and
+/// `validate` need not decrypt it).
+pub fn load_store(ws: &Workspace, stack: &str, key: &store::Key) -> Result<Stored> {
+    let before = digest::current(ws, stack);
+    let stored = Stored::from_raw(store::load(&store_path(ws, stack), key).map_err(store_error)?);
+    digest::record(
+        ws,
+        stack,
+        before.as_deref(),
+        &stored.values,
+        stored.digest_key.as_deref(),
+    );
+    Ok(stored)
+}
+
+/// Encrypts `stored` into the store of `stack` (with a new digest key when it has none),
+/// and records its digest.
 pub fn save_store(
     ws: &Workspace,
     stack: &str,
     key: &store::Key,
-    values: &BTreeMap<String, String>,
+    stored: &mut Stored,
 ) -> Result<()> {
-    store::save(&store_path(ws, stack), key, values).map_err(store_error)?;
-    digest::record(ws, stack, None, values);
+    if stored.digest_key.is_none() {
+        stored.digest_key = Some(store::new_digest_key().map_err(|e| {
+            Error::failed(format!(
+                "cannot read random bytes for the store's digest key: {e}"
+            ))
+        })?);
+    }
+    let mut raw = stored.values.clone();
+    if let Some(k) = &stored.digest_key {
+        raw.insert(store::DIGEST_KEY_ENTRY.to_string(), k.clone());
+    }
+    store::save(&store_path(ws, stack), key, &raw).map_err(store_error)?;
+    digest::record(
+        ws,
+        stack,
+        None,
+        &stored.values,
+        stored.digest_key.as_deref(),
+    );
     Ok(())
 }
 
@@ -89,34 +129,50 @@ pub fn save_store(
 pub struct Read {
     pub store_hash: Option<String>,
     pub values: BTreeMap<String, String>,
+    pub digest_key: Option<String>,
 }
 
 /// Decrypts the store without recording anything.
 fn read_store(ws: &Workspace, stack: &str, key: &store::Key) -> Result<Read> {
     let store_hash = digest::current(ws, stack);
-    let values = store::load(&store_path(ws, stack), key).map_err(store_error)?;
-    Ok(Read { store_hash, values })
+    let stored = Stored::from_raw(store::load(&store_path(ws, stack), key).map_err(store_error)?);
+    Ok(Read {
+        store_hash,
+        values: stored.values,
+        digest_key: stored.digest_key,
+    })
 }
 
-/// The stored secrets when they can be read without asking: `Ok(None)` when the store
-/// exists but no key is set in the environment; empty when there is no store.
-fn load_unprompted(ws: &Workspace, stack: &str) -> Result<Option<Read>> {
+/// The stored secrets when they can be read without asking (with the key that opened
+/// them): `Ok(None)` when the store exists but no key is set in the environment; empty
+/// when there is no store.
+fn load_unprompted(ws: &Workspace, stack: &str) -> Result<Option<(Read, Option<store::Key>)>> {
     let path = store_path(ws, stack);
     if !store::exists(&path) {
-        return Ok(Some(Read {
-            store_hash: Some(String::new()),
-            values: BTreeMap::new(),
-        }));
+        return Ok(Some((
+            Read {
+                store_hash: Some(String::new()),
+                values: BTreeMap::new(),
+                digest_key: None,
+            },
+            None,
+        )));
     }
     match key(ws, stack, false) {
-        Ok(k) => read_store(ws, stack, &k).map(Some),
+        Ok(k) => read_store(ws, stack, &k).map(|r| Some((r, Some(k)))),
         Err(_) => Ok(None),
     }
 }
 
 /// Records the digest of what a run read (the `write` stage, under the lock).
 pub fn record_read(ws: &Workspace, stack: &str, read: &Read) {
-    digest::record(ws, stack, read.store_hash.as_deref(), &read.values);
+    digest::record(
+        ws,
+        stack,
+        read.store_hash.as_deref(),
+        &read.values,
+        read.digest_key.as_deref(),
+    );
 }
 
 pub fn store_error(e: store::StoreError) -> Error {
@@ -140,6 +196,14 @@ pub struct Gathered {
     pub missing: Vec<String>,
     /// The store as it was read, for its digest.
     pub read: Option<Read>,
+}
+
+impl Gathered {
+    /// The key of the secrets' digests: the store's (once the `write` stage has written
+    /// one), else none.
+    pub fn digest_key(&self) -> Option<&str> {
+        self.read.as_ref().and_then(|r| r.digest_key.as_deref())
+    }
 }
 
 /// Variables that carry strata's own secrets: never handed to a child.
@@ -177,10 +241,11 @@ pub fn gather(
     if !asking {
         // Nothing to ask: still learn the stored values (when the key is at hand without
         // a prompt) so they can be redacted.
-        if let Some(read) = load_unprompted(ws, stack)? {
+        if let Some((read, key)) = load_unprompted(ws, stack)? {
             out.values = read.values.clone();
             out.redact.extend(read.values.values().cloned());
             out.read = Some(read);
+            out.key = key;
         }
         return Ok(out);
     }

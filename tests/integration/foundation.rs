@@ -1104,22 +1104,66 @@ fn repo_every_shipped_profile_shows_in_every_format() {
 
 #[test]
 fn repo_local_profile_validates() {
-    // A stack name nobody uses, so no stack config of a real run interferes.
-    let r = repo(&["validate", "-p", "local", "-s", "strata-foundation-test"]);
+    // A copy of the repository's workspace, so no file of a user's run interferes.
+    let copy = workspace_copy(&PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let r = strata_at(
+        copy.path(),
+        &["validate", "-p", "local", "-s", "strata-foundation-test"],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("providers/local.yaml"), "{r:?}");
     assert!(
-        !PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        !copy
+            .path()
             .join("config/pulumi/Pulumi.strata-foundation-test.yaml")
             .exists(),
         "validate must not create the stack config"
     );
     assert!(
-        !PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join(".strata/strata-foundation-test")
-            .exists(),
+        !copy.path().join(".strata/strata-foundation-test").exists(),
         "validate must not create state"
     );
+}
+
+/// The README's first command (`strata up --provider local --stack dev`) leaves
+/// `PULUMI_STACK=dev` in `config/pulumi/environment`, a stack config, a store and
+/// `.strata/` in the clone; the tests of the shipped profiles run on a copy without
+/// them, so the README's second command (`cargo test --workspace`) stays green.
+#[test]
+fn repo_tests_ignore_what_a_users_run_left_in_the_clone() {
+    let clone = workspace_copy(&PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let left = [
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  aws:region: nowhere\n",
+        ),
+        ("config/secrets/dev.age", "not a store"),
+        (".strata/dev/journal.jsonl", "{}\n"),
+        ("projects/local/network/Pulumi.dev.yaml", "config: {}\n"),
+    ];
+    for (rel, text) in left {
+        let p = clone.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let copy = workspace_copy(clone.path());
+    for (rel, _) in left {
+        assert!(!copy.path().join(rel).exists(), "{rel} was copied");
+    }
+    assert!(copy.path().join("providers/local.yaml").is_file());
+    assert!(
+        copy.path()
+            .join("config/pulumi/environment.example")
+            .is_file()
+    );
+    for (provider, code) in [("local", 0), ("aws", 3)] {
+        let r = strata_at(
+            copy.path(),
+            &["validate", "-p", provider, "-s", "strata-foundation-test"],
+        );
+        assert_eq!(r.code, code, "{provider}: {r:?}");
+    }
 }
 
 #[test]

@@ -16,5 +16,6 @@ mod references;
 mod report;
 mod run;
 mod secrets;
+mod secrets_trust;
 mod state;
 mod trust;

@@ -563,7 +563,10 @@ fn terminal_first_run_prompts_and_writes_env_file_stack_config_and_store() {
     let bytes = std::fs::read(ws.path("config/secrets/prod.age")).unwrap();
     let identity = age::scrypt::Identity::new(PASSPHRASE.to_string().into());
     let plain = age::decrypt(&identity, &bytes).expect("decrypt the store with the passphrase");
-    let values: BTreeMap<String, String> = serde_json::from_slice(&plain).unwrap();
+    let mut values: BTreeMap<String, String> = serde_json::from_slice(&plain).unwrap();
+    // Beside it, the random key of the digests strata keeps under `.strata/`.
+    let digest_key = values.remove("strata.digest-key").unwrap_or_default();
+    assert_eq!(digest_key.len(), 64, "{digest_key:?}");
     assert_eq!(
         values,
         BTreeMap::from([("lab:token".to_string(), SECRET.to_string())])

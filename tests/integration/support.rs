@@ -224,14 +224,71 @@ impl Ws {
     }
 }
 
-/// Runs strata against the workspace this repository ships (`--root` = the crate dir),
-/// with a clean environment, a throw-away HOME and stdin closed.
-pub fn repo(args: &[&str]) -> Run {
+/// What a user's run leaves in a workspace and git ignores (see .gitignore): never part
+/// of a copy of the repository's workspace.
+fn left_by_a_run(rel: &Path, is_dir: bool) -> bool {
+    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let s = rel.to_string_lossy();
+    if is_dir {
+        return s == "config/secrets"
+            || [
+                ".git",
+                ".strata",
+                "node_modules",
+                "__pycache__",
+                ".venv",
+                "venv",
+                "target",
+            ]
+            .contains(&name);
+    }
+    s == "config/pulumi/environment"
+        || (name.starts_with("Pulumi.")
+            && (name.ends_with(".yaml") || name.ends_with(".yml"))
+            && name != "Pulumi.yaml"
+            && name != "Pulumi.yml")
+}
+
+fn copy_tree(base: &Path, from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let rel = src.strip_prefix(base).unwrap();
+        let ft = e.file_type().unwrap();
+        if left_by_a_run(rel, ft.is_dir()) {
+            continue;
+        }
+        if ft.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if ft.is_dir() {
+            copy_tree(base, &src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// A copy of the workspace at `from` (its providers/, projects/ and config/) as git
+/// holds it: without what a user's run leaves there (`config/pulumi/environment` with
+/// its `PULUMI_STACK`, stack configs, the secret store, `.strata/`), so a test of the
+/// shipped profiles does not depend on what the README's first command wrote.
+pub fn workspace_copy(from: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for d in ["providers", "projects", "config"] {
+        if from.join(d).is_dir() {
+            copy_tree(from, &from.join(d), &dir.path().join(d));
+        }
+    }
+    dir
+}
+
+/// Runs strata against the workspace at `root`, with a clean environment, a throw-away
+/// HOME and stdin closed.
+pub fn strata_at(root: &Path, args: &[&str]) -> Run {
     let home = tempfile::tempdir().expect("tempdir");
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
         .arg("--root")
-        .arg(&root)
+        .arg(root)
         .args(args)
         .current_dir(home.path())
         .env_clear()
@@ -246,6 +303,13 @@ pub fn repo(args: &[&str]) -> Run {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// Runs strata against the workspace this repository ships, copied
+/// ([`workspace_copy`]) so nothing a user's run left in the clone changes the result.
+pub fn repo(args: &[&str]) -> Run {
+    let copy = workspace_copy(Path::new(env!("CARGO_MANIFEST_DIR")));
+    strata_at(copy.path(), args)
 }
 
 /// A profile header.

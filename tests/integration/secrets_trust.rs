@@ -1,0 +1,245 @@
+//! Secrets, second pass (issue 25): nothing under `.strata/` lets a reader test guesses
+//! of a secret offline, and redaction catches the forms a program prints a secret in.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+use crate::support::*;
+
+const PIN: &str = "428571";
+
+fn unhex(s: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
+    }
+    out
+}
+
+/// A stack with a six-digit secret handed to a Pulumi project (secure config, its
+/// per-project hashes) and to a command project, after one `up`.
+fn deployed_with_pin() -> Ws {
+    let mut ws = Ws::new();
+    ws.profile(
+        "lab",
+        &format!(
+            "{HEAD}secrets:\n  - key: lab:pin\n    prompt: PIN\n\
+             infrastructure:\n  - path: infra/db\n  - path: infra/plain\n    needs: []\n"
+        ),
+    );
+    ws.pulumi_project(
+        "infra/db",
+        "db-app",
+        "resources:\n  conn:\n    type: test:index:Connection\n    properties:\n      password: ${lab:pin}\noutputs:\n  endpoint: db.local\n",
+    );
+    ws.command_project("infra/plain", "echo ran", "true");
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
+    ws.set_env("STRATA_SECRET_LAB_PIN", PIN);
+    // (Not the @secrets step: there is no cluster here.)
+    let r = ws.strata(&[
+        "up",
+        "--provider",
+        "lab",
+        "--project",
+        "infra/db",
+        "--project",
+        "infra/plain",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    ws
+}
+
+/// Everything an attacker with a copy of `.strata/` (a backup, a CI cache) reads: every
+/// hex digest in any file, and every salt strata has written there.
+fn what_strata_dir_gives(ws: &Ws) -> (BTreeSet<String>, Vec<Vec<u8>>, Vec<String>) {
+    let hex = regex::Regex::new(r"[0-9a-f]{64}").unwrap();
+    let enc = regex::Regex::new(r"encryptionsalt:\s*(\S+)").unwrap();
+    let mut digests = BTreeSet::new();
+    let mut salts = Vec::new();
+    let mut enc_salts = Vec::new();
+    for (path, bytes) in ws.files_under(".strata") {
+        if path.file_name().is_some_and(|n| n == "fingerprint.salt") {
+            salts.push(bytes.clone());
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        for m in hex.find_iter(&text) {
+            digests.insert(m.as_str().to_string());
+        }
+        for c in enc.captures_iter(&text) {
+            enc_salts.push(c[1].trim_matches('"').to_string());
+        }
+    }
+    (digests, salts, enc_salts)
+}
+
+/// The secret is not in the clear anywhere under `.strata/`, and no digest there can be
+/// matched by guessing: every six-digit candidate is hashed the ways the old code did
+/// (SHA-256 over the salt beside it, the key and the value; with the stack config's
+/// encryption salt; bare) and compared with every digest found.
+#[test]
+fn a_six_digit_secret_cannot_be_guessed_from_the_state_folder() {
+    let ws = deployed_with_pin();
+    for (path, bytes) in ws.files_under(".strata") {
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(PIN),
+            "{} holds the secret",
+            path.display()
+        );
+    }
+    let (digests, salts, enc_salts) = what_strata_dir_gives(&ws);
+    assert!(
+        !digests.is_empty(),
+        "no digest found at all: nothing was tested"
+    );
+    // The files that hold digests of the secret were written (so they were tried).
+    assert!(ws.exists(".strata/dev/secrets.digest.json"));
+    assert!(ws.exists(".strata/dev/config/infra_2fdb.secrets.json"));
+    assert!(!enc_salts.is_empty(), "no per-project secure config");
+    let digests: std::collections::HashSet<[u8; 32]> = digests.iter().map(|d| unhex(d)).collect();
+    // The attacker's prefixes: none (a bare SHA-256), salt, salt+key (the store's digest
+    // and the fingerprints), salt+key+the stack config's encryption salt (the per-project
+    // hashes of secure config).
+    let mut prefixes: Vec<Sha256> = vec![Sha256::new()];
+    for salt in &salts {
+        prefixes.push(Sha256::new_with_prefix(salt));
+        let keyed = Sha256::new_with_prefix(salt).chain_update(b"lab:pin\0");
+        prefixes.push(keyed.clone());
+        for e in &enc_salts {
+            prefixes.push(keyed.clone().chain_update(e.as_bytes()).chain_update([0]));
+        }
+    }
+    let started = Instant::now();
+    let mut found = Vec::new();
+    let mut guess = *b"000000";
+    for n in 0..1_000_000u32 {
+        let mut m = n;
+        for d in guess.iter_mut().rev() {
+            *d = b'0' + (m % 10) as u8;
+            m /= 10;
+        }
+        for p in &prefixes {
+            let d: [u8; 32] = p.clone().chain_update(guess).finalize().into();
+            if digests.contains(&d) {
+                found.push(String::from_utf8_lossy(&guess).into_owned());
+            }
+        }
+    }
+    let took = started.elapsed();
+    eprintln!(
+        "10^6 guesses x {} prefixes against {} digests took {took:?}",
+        prefixes.len(),
+        digests.len()
+    );
+    assert!(
+        found.is_empty(),
+        "the secret was recovered from .strata/ alone in {took:?}: {found:?}"
+    );
+}
+
+/// A store written before it held a digest key gets one on the next `up` (under the
+/// lock); the key is never listed as a secret, and `status` compares digests under it
+/// without opening the store.
+#[test]
+fn an_old_store_gets_its_digest_key_on_the_next_up() {
+    let mut ws = Ws::new();
+    ws.profile(
+        "lab",
+        &format!(
+            "{HEAD}secrets:\n  - key: lab:pin\n    prompt: PIN\n\
+             infrastructure:\n  - path: infra/plain\n"
+        ),
+    );
+    ws.command_project("infra/plain", "echo ran", "true");
+    ws.env_file("PULUMI_STACK=dev\n");
+    let pass = "the-right-passphrase";
+    ws.set_env("STRATA_PASSPHRASE", pass);
+    let old = serde_json::json!({ "lab:pin": PIN }).to_string();
+    let mut recipient = age::scrypt::Recipient::new(pass.to_string().into());
+    recipient.set_work_factor(10);
+    let bytes = age::encrypt_and_armor(&recipient, old.as_bytes()).unwrap();
+    ws.write("config/secrets/dev.age", &bytes);
+    let r = ws.strata(&["up", "--provider", "lab", "--project", "infra/plain"]);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    let identity = age::scrypt::Identity::new(pass.to_string().into());
+    let plain = age::decrypt(&identity, ws.read("config/secrets/dev.age").as_bytes()).unwrap();
+    let values: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(&plain).unwrap();
+    assert_eq!(values.get("lab:pin").map(String::as_str), Some(PIN));
+    assert_eq!(
+        values.get("strata.digest-key").map(String::len),
+        Some(64),
+        "{:?}",
+        values.keys()
+    );
+    let digest = ws.read(".strata/dev/secrets.digest.json");
+    assert!(digest.contains("\"version\": 2"), "{digest}");
+
+    let list = ws.strata(&["secrets", "list"]);
+    assert_eq!(list.code, 0, "{list:?}");
+    assert!(list.stdout.contains("lab:pin"), "{list:?}");
+    assert!(!list.all().contains("digest-key"), "{list:?}");
+
+    // `status` cannot open the store (a wrong passphrase) and still tells: unchanged.
+    ws.set_env("STRATA_PASSPHRASE", "a-wrong-passphrase");
+    let r = ws.strata(&["status", "--provider", "lab", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        doc["projects"][0]["inputs_changed"],
+        serde_json::Value::Bool(false),
+        "{doc}"
+    );
+}
+
+/// What a program prints a secret as, beyond the value itself: a line of a multi-line
+/// secret JSON-escaped, a short line (`4711`) on its own, a value in shell quotes. None
+/// of it reaches the terminal or the log; and a one-character passphrase (`x`) or a
+/// two-character one (`pp`) does not mask every `x` of `exit` or the `pp` of `app`.
+#[test]
+fn redaction_catches_escaped_forms_and_spares_words_holding_a_short_secret() {
+    let mut ws = Ws::new();
+    ws.profile(
+        "lab",
+        &format!(
+            "{HEAD}secrets:\n  - key: lab:cert\n    prompt: Cert\n  - key: lab:name\n    prompt: Name\n\
+             infrastructure:\n  - path: infra/app\n"
+        ),
+    );
+    ws.write(
+        "projects/infra/app/print.sh",
+        "cat <<'EOF'\njson: {\"cert\":\"p\\\"w\\\\d=hunter2\"}\npin: 4711\nshell: 'o'\\''brien-s3cret'\nexit code follows; the app is ready\nEOF\nexit 3\n",
+    );
+    ws.command_project("infra/app", "sh print.sh", "true");
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws.set_env("STRATA_PASSPHRASE", "x");
+    ws.set_env("PULUMI_CONFIG_PASSPHRASE", "pp");
+    ws.set_env(
+        "STRATA_SECRET_LAB_CERT",
+        "-----BEGIN CERT-----\np\"w\\d=hunter2\n4711\n-----END CERT-----\n",
+    );
+    ws.set_env("STRATA_SECRET_LAB_NAME", "o'brien-s3cret");
+    let r = ws.strata(&["up", "--provider", "lab", "--project", "infra/app"]);
+    assert_ne!(r.code, 0, "the project fails: {r:?}");
+    let logs: String = ws
+        .files_under(".strata/dev/logs")
+        .iter()
+        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    assert!(logs.contains("json:"), "the project ran: {logs}");
+    for (what, text) in [("terminal", r.all()), ("log", logs)] {
+        for leaked in ["hunter2", "4711", "brien-s3cret"] {
+            assert!(!text.contains(leaked), "{leaked} in the {what}: {text}");
+        }
+        assert!(
+            text.contains("exit code follows; the app is ready"),
+            "a short secret mangled the {what}: {text}"
+        );
+        assert!(!text.contains("e[secret]it"), "{what}: {text}");
+        assert!(!text.contains("a[secret]"), "{what}: {text}");
+    }
+    assert!(r.all().contains("infra/app"), "{r:?}");
+}
