@@ -20,25 +20,47 @@ pub const SKIP_DIRS: &[&str] = &[
     "target",
 ];
 
-fn hash_dir(h: &mut Sha256, root: &Path, dir: &Path) {
+/// How deep the walk goes below a project folder; deeper folders are hashed by name only.
+const MAX_DEPTH: usize = 64;
+
+fn hash_dir(h: &mut Sha256, root: &Path, dir: &Path, depth: usize) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
-    let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
+    // The entry's own type: a symbolic link is never followed (a link to `.` made the
+    // walk endless), it is hashed as its target's text, as git stores it.
+    let mut entries: Vec<_> = rd
+        .flatten()
+        .map(|e| (e.path(), e.file_type().ok()))
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (p, kind) in entries {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if p.is_dir() {
-            if !SKIP_DIRS.contains(&name) {
-                hash_dir(h, root, &p);
+        let rel = p.strip_prefix(root).unwrap_or(&p);
+        if kind.is_some_and(|k| k.is_symlink()) {
+            h.update(rel.to_string_lossy().as_bytes());
+            h.update(b"\0link\0");
+            if let Ok(target) = std::fs::read_link(&p) {
+                h.update(target.to_string_lossy().as_bytes());
             }
+            continue;
+        }
+        if kind.is_some_and(|k| k.is_dir()) {
+            if SKIP_DIRS.contains(&name) {
+                continue;
+            }
+            if depth >= MAX_DEPTH {
+                h.update(rel.to_string_lossy().as_bytes());
+                h.update(b"\0too deep\0");
+                continue;
+            }
+            hash_dir(h, root, &p, depth + 1);
             continue;
         }
         // Pulumi's own per-stack files in the project folder change on every run.
         if name.starts_with("Pulumi.") && name != "Pulumi.yaml" && name != "Pulumi.yml" {
             continue;
         }
-        let rel = p.strip_prefix(root).unwrap_or(&p);
         h.update(rel.to_string_lossy().as_bytes());
         h.update([0]);
         if let Ok(bytes) = std::fs::read(&p) {
@@ -61,7 +83,7 @@ pub fn fingerprint(
     let mut h = Sha256::new();
     h.update(b"strata-fingerprint-v1\0");
     if let Some(dir) = project_dir {
-        hash_dir(&mut h, dir, dir);
+        hash_dir(&mut h, dir, dir, 0);
     }
     h.update(b"\0entry\0");
     h.update(entry.as_bytes());
@@ -209,6 +231,31 @@ pub fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ln -s . a; ln -s . b` in a project folder made the walk endless (it followed
+    /// links): links are hashed as links, as git does, and never followed.
+    #[test]
+    fn symlinks_are_hashed_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("Pulumi.yaml"), "name: a\n").unwrap();
+        std::os::unix::fs::symlink(".", d.path().join("a")).unwrap();
+        std::os::unix::fs::symlink(".", d.path().join("b")).unwrap();
+        let dir = d.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(fingerprint(Some(&dir), "e", "c", &[]));
+        });
+        let first = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the walk ends");
+        std::fs::remove_file(d.path().join("b")).unwrap();
+        std::os::unix::fs::symlink("elsewhere", d.path().join("b")).unwrap();
+        assert_ne!(
+            first,
+            fingerprint(Some(d.path()), "e", "c", &[]),
+            "a link's target is part of the fingerprint"
+        );
+    }
 
     #[test]
     fn changes_with_files_config_and_secrets_only() {
