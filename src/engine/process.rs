@@ -158,6 +158,16 @@ impl Control {
             .unwrap_or(false)
     }
 
+    /// A child's leader has exited (and is not reaped yet, so its group id cannot have
+    /// been reused): when its project was stopped by its timeout, SIGKILL whatever is
+    /// left in its process group, so no background child of a timed-out project
+    /// outlives it. (A project that ends on its own keeps its background processes.)
+    fn leader_exited(&self, pgid: i32, project: &str) {
+        if self.project_stopped(project) {
+            signal_group(pgid, libc::SIGKILL);
+        }
+    }
+
     fn stop_project(&self, project: &str, kill: bool, sig: i32) {
         let Ok(children) = self.children.lock() else {
             return;
@@ -190,6 +200,25 @@ fn signal_group(pgid: i32, sig: i32) {
         unsafe {
             libc::kill(-pgid, sig);
         }
+    }
+}
+
+/// Whether the child `pid` has exited, without reaping it (`waitid` with `WNOWAIT`): its
+/// pid, and so its process group id, stays taken until it is reaped.
+fn has_exited(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter; waitid(2) writes into it only.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        r == 0 && info.si_pid() == pid
     }
 }
 
@@ -350,8 +379,11 @@ pub fn run_streaming_tagged(
                 }
             }
         }
-        if exited_at.is_none() && handle.try_wait()?.is_some() {
-            exited_at = Some(Instant::now());
+        if exited_at.is_none() && has_exited(pgid) {
+            control.leader_exited(pgid, project);
+            if handle.try_wait()?.is_some() {
+                exited_at = Some(Instant::now());
+            }
         }
         if exited_at.is_some_and(|t| t.elapsed() > Duration::from_secs(2)) {
             break;
@@ -399,6 +431,10 @@ pub fn run_captured(
         .start()?;
     let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
     let _guard = control.register(pgid, project);
+    while pgid > 0 && !has_exited(pgid) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    control.leader_exited(pgid, project);
     let out = handle.wait()?;
     Ok(Captured {
         exit: exit_of(&out.status),
