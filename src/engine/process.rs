@@ -238,8 +238,29 @@ impl Exit {
 /// Makes the child the leader of its own process group, so the terminal's Ctrl-C does not
 /// reach it: strata forwards exactly one SIGINT. (No parent-death signal: Linux sends it
 /// again at each thread of a dying multi-threaded parent, which would be a second SIGINT.)
+/// When strata raised its own open-files soft limit, the child gets the one strata
+/// started with back, as Go's os/exec does: set between fork and exec, the only place it
+/// reaches the child alone (the standard library then forks instead of `posix_spawn`).
 fn own_group(cmd: &mut std::process::Command) -> std::io::Result<()> {
     cmd.process_group(0);
+    if let Some(soft) = crate::util::children_open_files_limit() {
+        let soft = soft as libc::rlim_t;
+        // SAFETY: the closure runs in the forked child before exec and calls only
+        // getrlimit(2) and setrlimit(2), which are async-signal-safe, on a local struct.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && soft < lim.rlim_cur {
+                    lim.rlim_cur = soft;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                }
+                Ok(())
+            });
+        }
+    }
     Ok(())
 }
 

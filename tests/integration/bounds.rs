@@ -43,3 +43,54 @@ fn alias_bombs_in_config_files_are_refused_naming_the_file() {
         "{r:?}"
     );
 }
+
+/// strata raises its own open-files soft limit, but a child gets the limits strata
+/// started with: a program that sizes itself by `ulimit -n` sees what its user set.
+#[test]
+fn children_get_the_open_files_limits_strata_started_with() {
+    use std::os::unix::process::CommandExt;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct passed in.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    let hard = lim.rlim_max;
+    let soft: libc::rlim_t = 256;
+    if hard <= soft {
+        eprintln!("skipped: the open-files hard limit ({hard}) leaves nothing to raise");
+        return;
+    }
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project(
+        "a",
+        "echo \"$(ulimit -Sn) $(ulimit -Hn)\" > \"$STRATA_ROOT/limits\"; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    let mut cmd = ws.command(&["up", "-p", "t", "-s", "dev"]);
+    // SAFETY: setrlimit is async-signal-safe and touches only the struct passed in.
+    unsafe {
+        cmd.pre_exec(move || {
+            let l = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run strata");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let hard = if hard == libc::RLIM_INFINITY {
+        "unlimited".to_string()
+    } else {
+        hard.to_string()
+    };
+    assert_eq!(ws.read("limits").trim(), format!("{soft} {hard}"));
+}
