@@ -94,3 +94,39 @@ fn children_get_the_open_files_limits_strata_started_with() {
     };
     assert_eq!(ws.read("limits").trim(), format!("{soft} {hard}"));
 }
+
+/// An env file with CR-only line endings is refused, naming the file, before any of it
+/// is used; a PULUMI_STACK that is not a valid stack name is never quoted (it may hold a
+/// token that a broken line pulled into it).
+#[test]
+fn cr_only_env_files_are_refused_and_bad_stack_names_never_quoted() {
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    ws.env_file("PULUMI_STACK=dev\rTOKEN=tok-7f3a9c\rOTHER=1\r");
+    for args in [
+        &["up", "-p", "t"][..],
+        &["up", "-p", "t", "-s", "dev"],
+        &["validate", "-p", "t"],
+    ] {
+        let r = ws.strata(args);
+        assert_eq!(r.code, 3, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("config/pulumi/environment") && r.stderr.contains("CR"),
+            "{args:?}: {r:?}"
+        );
+        assert!(!r.all().contains("tok-7f3a9c"), "{args:?}: {r:?}");
+    }
+
+    // A value that is not a stack name, from the file: named, never quoted.
+    ws.env_file("PULUMI_STACK=\"dev TOKEN=tok-7f3a9c\"\n");
+    for args in [&["up", "-p", "t"][..], &["up", "-p", "t", "-s", "dev"]] {
+        let r = ws.strata(args);
+        assert_eq!(r.code, 3, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("PULUMI_STACK") && r.stderr.contains("not a valid stack name"),
+            "{args:?}: {r:?}"
+        );
+        assert!(!r.all().contains("tok-7f3a9c"), "{args:?}: {r:?}");
+    }
+}
