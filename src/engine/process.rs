@@ -222,6 +222,28 @@ fn has_exited(pid: i32) -> bool {
     }
 }
 
+/// Blocks until the child `pid` has exited, without reaping it (see [`has_exited`]).
+fn wait_exited(pid: i32) {
+    if pid <= 0 {
+        return;
+    }
+    loop {
+        // SAFETY: as in `has_exited`.
+        let r = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
 /// How a child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exit {
@@ -452,9 +474,7 @@ pub fn run_captured(
         .start()?;
     let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
     let _guard = control.register(pgid, project);
-    while pgid > 0 && !has_exited(pgid) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_exited(pgid);
     control.leader_exited(pgid, project);
     let out = handle.wait()?;
     Ok(Captured {
