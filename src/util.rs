@@ -155,8 +155,18 @@ pub fn did_you_mean<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) 
         .unwrap_or_default()
 }
 
+/// The open-files soft limit strata started with, when it raised it (0: not raised).
+static STARTED_WITH_SOFT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The open-files soft limit a child gets: the one strata started with, when strata
+/// raised its own (a child is the user's program, run under the user's limits).
+pub fn children_open_files_limit() -> Option<u64> {
+    Some(STARTED_WITH_SOFT.load(std::sync::atomic::Ordering::SeqCst)).filter(|s| *s != 0)
+}
+
 /// Raises the open-files soft limit to the hard limit (hundreds of projects, each with
 /// pipes and a log, can exceed the usual soft 1024). Returns the soft limit in force.
+/// Children get the soft limit strata started with back ([`children_open_files_limit`]).
 pub fn raise_open_files_limit() -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -173,6 +183,13 @@ pub fn raise_open_files_limit() -> u64 {
                 rlim_max: lim.rlim_max,
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                // Only the first raise is remembered: a later call sees its own.
+                let _ = STARTED_WITH_SOFT.compare_exchange(
+                    0,
+                    lim.rlim_cur.max(1),
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
                 lim.rlim_cur = lim.rlim_max;
             }
         }

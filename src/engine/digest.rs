@@ -24,9 +24,13 @@ impl Changes {
         self.counts.get(op).copied().unwrap_or(0)
     }
 
-    /// True when the preview would create, update, delete or replace anything.
+    /// True when the preview would create, update, delete, replace or import anything
+    /// (an import takes a resource under the stack's management: a change too).
     pub fn any(&self) -> bool {
-        CHANGING.iter().any(|op| self.count(op) > 0)
+        CHANGING
+            .iter()
+            .chain(&["import", "import-replacement"])
+            .any(|op| self.count(op) > 0)
     }
 
     /// `+2 ~1 -0 ±0`.
@@ -220,6 +224,18 @@ mod tests {
         let d = parse(text).unwrap();
         assert_eq!(d.errors, vec!["boom".to_string()]);
         assert!(!d.changes.any());
+    }
+
+    /// An import takes a resource under management: the stack changes (issue 25).
+    #[test]
+    fn an_import_is_a_change() {
+        for op in ["import", "import-replacement"] {
+            let d = parse(&format!(
+                r#"{{"steps": [{{"op": "{op}", "urn": "urn:pulumi:dev::vpc::aws:ec2/vpc:Vpc::main"}}], "changeSummary": {{"{op}": 1, "same": 2}}}}"#
+            ))
+            .unwrap();
+            assert!(d.changes.any(), "{op}");
+        }
     }
 
     #[test]

@@ -158,6 +158,16 @@ impl Control {
             .unwrap_or(false)
     }
 
+    /// A child's leader has exited (and is not reaped yet, so its group id cannot have
+    /// been reused): when its project was stopped by its timeout, SIGKILL whatever is
+    /// left in its process group, so no background child of a timed-out project
+    /// outlives it. (A project that ends on its own keeps its background processes.)
+    fn leader_exited(&self, pgid: i32, project: &str) {
+        if self.project_stopped(project) {
+            signal_group(pgid, libc::SIGKILL);
+        }
+    }
+
     fn stop_project(&self, project: &str, kill: bool, sig: i32) {
         let Ok(children) = self.children.lock() else {
             return;
@@ -193,6 +203,47 @@ fn signal_group(pgid: i32, sig: i32) {
     }
 }
 
+/// Whether the child `pid` has exited, without reaping it (`waitid` with `WNOWAIT`): its
+/// pid, and so its process group id, stays taken until it is reaped.
+fn has_exited(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter; waitid(2) writes into it only.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        r == 0 && info.si_pid() == pid
+    }
+}
+
+/// Blocks until the child `pid` has exited, without reaping it (see [`has_exited`]).
+fn wait_exited(pid: i32) {
+    if pid <= 0 {
+        return;
+    }
+    loop {
+        // SAFETY: as in `has_exited`.
+        let r = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
 /// How a child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exit {
@@ -209,8 +260,29 @@ impl Exit {
 /// Makes the child the leader of its own process group, so the terminal's Ctrl-C does not
 /// reach it: strata forwards exactly one SIGINT. (No parent-death signal: Linux sends it
 /// again at each thread of a dying multi-threaded parent, which would be a second SIGINT.)
+/// When strata raised its own open-files soft limit, the child gets the one strata
+/// started with back, as Go's os/exec does: set between fork and exec, the only place it
+/// reaches the child alone (the standard library then forks instead of `posix_spawn`).
 fn own_group(cmd: &mut std::process::Command) -> std::io::Result<()> {
     cmd.process_group(0);
+    if let Some(soft) = crate::util::children_open_files_limit() {
+        let soft = soft as libc::rlim_t;
+        // SAFETY: the closure runs in the forked child before exec and calls only
+        // getrlimit(2) and setrlimit(2), which are async-signal-safe, on a local struct.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && soft < lim.rlim_cur {
+                    lim.rlim_cur = soft;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                }
+                Ok(())
+            });
+        }
+    }
     Ok(())
 }
 
@@ -350,8 +422,11 @@ pub fn run_streaming_tagged(
                 }
             }
         }
-        if exited_at.is_none() && handle.try_wait()?.is_some() {
-            exited_at = Some(Instant::now());
+        if exited_at.is_none() && has_exited(pgid) {
+            control.leader_exited(pgid, project);
+            if handle.try_wait()?.is_some() {
+                exited_at = Some(Instant::now());
+            }
         }
         if exited_at.is_some_and(|t| t.elapsed() > Duration::from_secs(2)) {
             break;
@@ -399,6 +474,8 @@ pub fn run_captured(
         .start()?;
     let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
     let _guard = control.register(pgid, project);
+    wait_exited(pgid);
+    control.leader_exited(pgid, project);
     let out = handle.wait()?;
     Ok(Captured {
         exit: exit_of(&out.status),

@@ -68,6 +68,9 @@ struct StackSpec {
 struct ConfigMapRef {
     name: String,
     key: String,
+    /// Always true: the ConfigMap holds the output's JSON, so a structured output (an
+    /// object, a list) reaches the stack as structured config, and a string as a string.
+    json: bool,
 }
 
 #[derive(Serialize)]
@@ -203,6 +206,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                         ConfigMapRef {
                             name: holder.clone(),
                             key: k.clone(),
+                            json: true,
                         },
                     );
                     to_fill.push(format!(
@@ -297,7 +301,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         );
         if !to_fill.is_empty() {
             notes.push(format!(
-                "- Create the ConfigMap `{holder}` with these keys, each the upstream output it names (`strata outputs <upstream> --output json` once it is deployed): {}.",
+                "- Create the ConfigMap `{holder}` with these keys, each holding its JSON of the upstream output it names, a string in quotes (`\"vpc-123\"`), as `strata outputs <upstream> --output json` prints it once it is deployed (spec.configRef reads them with `json: true`, so objects and lists stay structured): {}.",
                 to_fill.join(", ")
             ));
         }
@@ -530,6 +534,9 @@ mod tests {
         );
         assert_eq!(spec["configRef"]["later"]["name"], "strata-dev-inputs");
         assert_eq!(spec["configRef"]["later"]["key"], "infra_eks.later");
+        // The value may be structured (an object, a list): the ConfigMap holds its JSON.
+        assert_eq!(spec["configRef"]["later"]["json"], true, "{text}");
+        assert!(text.contains("its JSON"), "{text}");
         assert!(
             text.contains("Create the ConfigMap `strata-dev-inputs`"),
             "{text}"

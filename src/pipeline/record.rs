@@ -174,12 +174,12 @@ pub fn finish(
             if let Some(e) = summary_failed {
                 return Err(e);
             }
-            let changing: Vec<&str> = rows
-                .iter()
-                .filter(|row| row.changes.as_ref().is_some_and(|c| c.any()))
-                .map(|row| row.project.as_str())
-                .collect();
-            if r.req.preview.expect_no_changes && !changing.is_empty() {
+            let changing = if r.req.preview.expect_no_changes {
+                pending_changes(r, &done)
+            } else {
+                Vec::new()
+            };
+            if !changing.is_empty() {
                 eprintln!(
                     "--expect-no-changes: {} project{} would change: {}",
                     changing.len(),
@@ -191,6 +191,42 @@ pub fn finish(
             Ok(exit::OK)
         }
     }
+}
+
+/// `--expect-no-changes`: the projects of a preview that would change something, each
+/// with why. A project changes when its preview counts a change (an import included),
+/// when it is blocked behind a project never deployed (it would be created after it),
+/// and, for a command project (whose preview has no counts), when no `up` of it has
+/// succeeded since its last destroy (it would be created).
+fn pending_changes(r: &Resolved, done: &Executed) -> Vec<String> {
+    let deployed = crate::run::journal::last_success(
+        &crate::run::journal::Journal::new(&r.ws.state_dir(r.stack())).read(),
+    );
+    let mut out = Vec::new();
+    for &i in &done.plan.order {
+        let (node, res) = (&done.plan.nodes[i], &done.results[i]);
+        let why = if res.changes.as_ref().is_some_and(|c| c.any()) {
+            None
+        } else if res.status == Status::Blocked {
+            Some(match &res.upstream {
+                Some(u) => format!("blocked behind {u}"),
+                None => "blocked".to_string(),
+            })
+        } else if node.kind == NodeKind::Command
+            && matches!(res.status, Status::Succeeded | Status::Skipped)
+            && !res.unchanged
+            && !deployed.contains_key(&node.path)
+        {
+            Some("never deployed: would be created".to_string())
+        } else {
+            continue;
+        };
+        out.push(match why {
+            Some(w) => format!("{} ({w})", node.path),
+            None => node.path.clone(),
+        });
+    }
+    out
 }
 
 /// `--summary-file FILE` and `$GITHUB_STEP_SUMMARY` (appended to, like GitHub's own

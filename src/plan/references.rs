@@ -176,6 +176,14 @@ fn yaml_pieces(s: &str) -> Vec<Piece> {
 
 /// Stack references of a Pulumi YAML program (`text` of `file`).
 pub fn in_yaml(text: &str, file: &Path) -> Vec<Reference> {
+    use crate::workspace::yaml;
+    // Any YAML file of the project is read: one nested too deep or made of aliases is
+    // not parsed (loading the project refuses its Pulumi.yaml with the reason).
+    if yaml::too_deep(text, yaml::MAX_DEPTH).is_some()
+        || yaml::expands_past(text, yaml::expansion_limit(text.len()))
+    {
+        return Vec::new();
+    }
     let Ok(doc) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
         return Vec::new();
     };

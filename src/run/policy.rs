@@ -127,14 +127,20 @@ fn one_try(
     });
     let timed_out = control.project_stopped(&job.path);
     control.resume_project(&job.path);
-    match result {
-        Err(f) if timed_out => Err(Failure::Failed {
-            message: format!("timed out after {}", humantime::format_duration(limit)),
-            exit_code: None,
-            processes: failure_processes(&f),
-        }),
-        other => other,
+    if !timed_out {
+        return result;
     }
+    // Past its deadline a try has timed out whatever it exited with: a program that
+    // traps the SIGINT and exits 0 did not finish its work.
+    let processes = match &result {
+        Ok(o) => o.processes,
+        Err(f) => failure_processes(f),
+    };
+    Err(Failure::Failed {
+        message: format!("timed out after {}", humantime::format_duration(limit)),
+        exit_code: None,
+        processes,
+    })
 }
 
 /// The first `on` pattern that matches a line of the try's output or its failure.
@@ -301,5 +307,53 @@ mod tests {
         );
         assert_eq!(tries, 2);
         assert!(matches!(res, Err(Failure::Failed { processes: 2, .. })));
+    }
+
+    /// Ends well once its project is cancelled, as a program that traps SIGINT and
+    /// exits 0 does.
+    struct ExitsZeroOnCancel;
+
+    impl Engine for ExitsZeroOnCancel {
+        fn run(
+            &self,
+            job: &Job,
+            c: &Control,
+            _report: &mut dyn FnMut(Progress),
+        ) -> Result<Outcome, Failure> {
+            while !c.project_stopped(&job.path) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(Outcome {
+                processes: 1,
+                ..Outcome::default()
+            })
+        }
+    }
+
+    #[test]
+    fn past_the_deadline_a_try_times_out_whatever_it_exits_with() {
+        let policy = Policy {
+            timeout: Some(Duration::from_millis(50)),
+            retry: None,
+            grace: Duration::from_secs(5),
+        };
+        let (res, tries) = run(
+            &ExitsZeroOnCancel,
+            &job(),
+            &Control::new(),
+            &policy,
+            &mut |_| {},
+            &mut |_| {},
+        );
+        assert_eq!(tries, 1);
+        match res {
+            Err(Failure::Failed {
+                message, processes, ..
+            }) => {
+                assert!(message.contains("timed out after 50ms"), "{message}");
+                assert_eq!(processes, 1);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -36,6 +36,20 @@ impl EnvFile {
             }
             Err(e) => return Err(Error::io("read", path, e)),
         };
+        // A CR not followed by LF (classic Mac line endings): the parser would read the
+        // lines around it as one, and the first variable's value would swallow the rest.
+        if let Some(at) = text
+            .as_bytes()
+            .windows(2)
+            .position(|w| w[0] == b'\r' && w[1] != b'\n')
+            .or_else(|| text.ends_with('\r').then(|| text.len() - 1))
+        {
+            let line = 1 + text[..at].matches('\n').count();
+            return Err(Error::config(format!(
+                "{}: line {line}: a line ends with CR alone (old Mac line endings), so the lines around it would be read as one.\n  Save the file with LF (or CRLF) line endings.",
+                display_path(path)
+            )));
+        }
         let vars = parse(&text).map_err(|(line, what)| {
             Error::config(format!(
                 "{}: line {line}: {what}\n  Each line must be KEY=VALUE (dotenv syntax), a comment starting with #, or empty.",
@@ -183,6 +197,33 @@ mod tests {
         assert_eq!(f.get("PULUMI_STACK"), Some("dev"));
         assert_eq!(f.get("A"), Some("x y"));
         assert_eq!(f.get("B"), Some("single"));
+    }
+
+    #[test]
+    fn cr_only_line_endings_are_refused_naming_the_file_and_line() {
+        let d = tempfile::tempdir().unwrap();
+        for (text, line) in [
+            ("PULUMI_STACK=dev\rTOKEN=t0k\r", 1),
+            ("A=1\nB=2\rC=3\n", 2),
+            ("A=1\nB=2\r", 2),
+        ] {
+            let p = write(d.path(), text);
+            let e = EnvFile::load(&p).unwrap_err().to_string();
+            assert!(
+                e.contains("environment")
+                    && e.contains(&format!("line {line}:"))
+                    && e.contains("CR"),
+                "{e}"
+            );
+            assert!(!e.contains("t0k"), "{e}");
+        }
+        // CRLF is fine.
+        let p = write(d.path(), "PULUMI_STACK=dev\r\nA=1\r\n");
+        let f = EnvFile::load(&p).unwrap();
+        assert_eq!(
+            (f.get("PULUMI_STACK"), f.get("A")),
+            (Some("dev"), Some("1"))
+        );
     }
 
     #[test]

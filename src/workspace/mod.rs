@@ -101,8 +101,33 @@ impl Workspace {
 
     fn stack(&self, flag: Option<&str>, enforce_file: bool) -> Result<Option<String>> {
         let from_file = self.env_file.get("PULUMI_STACK").filter(|s| !s.is_empty());
+        let file_hint = || {
+            format!(
+                "It comes from PULUMI_STACK in {} (or the environment); fix it there.",
+                display_path(&self.env_file.path)
+            )
+        };
+        // The file's value is checked before any message could show it: a value that is
+        // not a stack name may be anything (a broken line can pull a token into it).
+        if let Some(file) = from_file
+            && !valid_stack_name(file)
+            && (enforce_file || flag.is_none())
+        {
+            return Err(Error::config(format!(
+                "PULUMI_STACK in {} is not a valid stack name: {}.\n  {}",
+                display_path(&self.env_file.path),
+                why_not_a_stack_name(file),
+                file_hint()
+            )));
+        }
         let stack = match (flag, from_file) {
             (Some(f), Some(file)) if enforce_file && f != file => {
+                if !valid_stack_name(f) {
+                    return Err(Error::config(format!(
+                        "--stack is not a valid stack name: {}.\n  Pass another --stack.",
+                        why_not_a_stack_name(f)
+                    )));
+                }
                 return Err(Error::config(format!(
                     "--stack {f} differs from PULUMI_STACK={file} in {}.\n  That file holds the settings of stack `{file}`. Drop --stack to use `{file}`, or change PULUMI_STACK in the file to `{f}`.",
                     display_path(&self.env_file.path)
@@ -119,17 +144,16 @@ impl Workspace {
         if let Some(s) = &stack
             && !valid_stack_name(s)
         {
-            let shown: String = s.chars().take(40).collect();
-            let why = format!(
-                "`{shown}{}` is not a valid stack name: Pulumi allows at most 100 characters, letters, digits, `-`, `_` and `.` (not only dots).",
-                if s.chars().count() > 40 { "…" } else { "" }
-            );
+            // Never quoted: only what is wrong with it.
+            let why = why_not_a_stack_name(s);
             return Err(if flag.is_some() {
-                Error::config(format!("{why}\n  Pass another --stack."))
+                Error::config(format!(
+                    "--stack is not a valid stack name: {why}.\n  Pass another --stack."
+                ))
             } else {
                 Error::config(format!(
-                    "{why}\n  It comes from PULUMI_STACK in {} (or the environment); fix it there.",
-                    display_path(&self.env_file.path)
+                    "PULUMI_STACK is not a valid stack name: {why}.\n  {}",
+                    file_hint()
                 ))
             });
         }
@@ -219,6 +243,32 @@ pub fn no_stack_error(ws: &Workspace) -> Error {
 
 /// Pulumi's rule (`tokens.IsName`, at most 100 characters): letters, digits, `-`, `_`
 /// and `.`; not only dots (a stack name is also a folder name under `.strata/`).
+/// What is wrong with a stack name, without quoting it (it may be anything).
+pub fn why_not_a_stack_name(s: &str) -> String {
+    const RULE: &str =
+        "Pulumi allows at most 100 characters, letters, digits, `-`, `_` and `.` (not only dots)";
+    let n = s.chars().count();
+    let what = if s.is_empty() {
+        "it is empty".to_string()
+    } else if s.len() > 100 {
+        format!("it is {n} characters long")
+    } else if s.contains(['\n', '\r']) {
+        "it spans several lines".to_string()
+    } else if s.chars().all(|c| c == '.') {
+        "it is only dots".to_string()
+    } else {
+        let bad = s
+            .chars()
+            .filter(|c| !(c.is_ascii_alphanumeric() || "-_.".contains(*c)))
+            .count();
+        format!(
+            "{bad} of its {n} characters {} not allowed",
+            if bad == 1 { "is" } else { "are" }
+        )
+    };
+    format!("{what}; {RULE}")
+}
+
 pub fn valid_stack_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 100

@@ -29,14 +29,153 @@ pub fn read(file: &Path, what: &str) -> Result<String> {
     Ok(text)
 }
 
-/// Refuses text nested deeper than [`MAX_DEPTH`] (flow `[`/`{` or block levels).
+/// Refuses text nested deeper than [`MAX_DEPTH`] (flow `[`/`{` or block levels), and
+/// text whose aliases expand it past [`expansion_limit`].
 pub fn check(file: &Path, text: &str) -> Result<()> {
-    match too_deep(text, MAX_DEPTH) {
-        None => Ok(()),
-        Some(line) => Err(Error::config(format!(
+    if let Some(line) = too_deep(text, MAX_DEPTH) {
+        return Err(Error::config(format!(
             "{}: line {line}: nested more than {MAX_DEPTH} levels deep. No profile or stack config needs that; check the file (it may not be what you meant to use).",
             display_path(file)
-        ))),
+        )));
+    }
+    if expands_past(text, expansion_limit(text.len())) {
+        return Err(Error::config(format!(
+            "{}: its YAML aliases (`*name`) expand it to more than {} times its size. No profile or stack config needs that; write the values out, or check the file (it may not be what you meant to use).",
+            display_path(file),
+            EXPANSION_FACTOR
+        )));
+    }
+    Ok(())
+}
+
+/// Aliases may make a document at most this many times heavier than its text (plus
+/// [`EXPANSION_FLOOR`]): a YAML-alias bomb ("billion laughs") is refused after reading
+/// that much, in well under a second, instead of being expanded in memory.
+pub const EXPANSION_FACTOR: usize = 4;
+/// What any small file may expand to, whatever its size.
+pub const EXPANSION_FLOOR: usize = 512 << 10;
+
+/// The most a document of `len` bytes may weigh once its aliases are expanded (each node
+/// weighs 1, and a scalar its length more). A document without aliases weighs less than
+/// twice its length.
+pub fn expansion_limit(len: usize) -> u64 {
+    (EXPANSION_FLOOR + EXPANSION_FACTOR.saturating_mul(len)) as u64
+}
+
+/// Whether `text`, with its aliases expanded, weighs more than `limit`. The document is
+/// walked as the parser replays it (an alias replays its anchor's events), and the walk
+/// stops as soon as the budget is spent, so this costs at most `limit`, never the
+/// expansion. A text that does not parse is not refused here: its parser says why.
+pub fn expands_past(text: &str, limit: u64) -> bool {
+    use serde::de::DeserializeSeed;
+    let budget = Budget {
+        left: std::cell::Cell::new(limit),
+        spent: std::cell::Cell::new(false),
+    };
+    let _ = Walk(&budget).deserialize(serde_yaml::Deserializer::from_str(text));
+    budget.spent.get()
+}
+
+struct Budget {
+    left: std::cell::Cell<u64>,
+    spent: std::cell::Cell<bool>,
+}
+
+impl Budget {
+    fn charge<E: serde::de::Error>(&self, weight: usize) -> std::result::Result<(), E> {
+        let w = weight as u64 + 1;
+        if self.left.get() < w {
+            self.spent.set(true);
+            return Err(E::custom("expansion budget spent"));
+        }
+        self.left.set(self.left.get() - w);
+        Ok(())
+    }
+}
+
+/// Visits every node of a document, charging the budget.
+#[derive(Clone, Copy)]
+struct Walk<'a>(&'a Budget);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Walk<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> std::result::Result<(), E> {
+        self.0.charge(0)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> std::result::Result<(), E> {
+        self.0.charge(0)
+    }
+    fn visit_i128<E: serde::de::Error>(self, _: i128) -> std::result::Result<(), E> {
+        self.0.charge(0)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> std::result::Result<(), E> {
+        self.0.charge(0)
+    }
+    fn visit_u128<E: serde::de::Error>(self, _: u128) -> std::result::Result<(), E> {
+        self.0.charge(0)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> std::result::Result<(), E> {
+        self.0.charge(0)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<(), E> {
+        self.0.charge(v.len())
+    }
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> std::result::Result<(), E> {
+        self.0.charge(v.len())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<(), E> {
+        self.0.charge(0)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> std::result::Result<(), E> {
+        self.0.charge(0)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        use serde::de::DeserializeSeed;
+        self.deserialize(d)
+    }
+    fn visit_newtype_struct<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<(), D::Error> {
+        use serde::de::DeserializeSeed;
+        self.deserialize(d)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<(), A::Error> {
+        self.0.charge(0)?;
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<(), A::Error> {
+        self.0.charge(0)?;
+        while map.next_key_seed(self)?.is_some() {
+            map.next_value_seed(self)?;
+        }
+        Ok(())
+    }
+    /// A tagged value (`!Tag value`).
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(
+        self,
+        data: A,
+    ) -> std::result::Result<(), A::Error> {
+        use serde::de::VariantAccess;
+        let ((), variant) = data.variant_seed(self)?;
+        variant.newtype_variant_seed(self)
     }
 }
 
@@ -123,6 +262,51 @@ pub fn scrub(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Three levels of a hundred aliases: a million scalars from 2 KB.
+    fn laughs() -> String {
+        let row = |item: &str| vec![item; 100].join(", ");
+        format!(
+            "a: &a [{}]\nb: &b [{}]\nc: [{}]\n",
+            row("x"),
+            row("*a"),
+            row("*b")
+        )
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_and_ordinary_aliases_pass() {
+        let f = Path::new("providers/aws.yaml");
+        let e = check(f, &laughs()).unwrap_err().to_string();
+        assert!(
+            e.contains("providers/aws.yaml") && e.contains("aliases"),
+            "{e}"
+        );
+        // A long string repeated by aliases weighs its length each time.
+        let long = format!(
+            "s: &s \"{}\"\nl: [{}]\n",
+            "y".repeat(100_000),
+            vec!["*s"; 200].join(", ")
+        );
+        assert!(check(f, &long).is_err());
+        // Defaults shared by anchors, as people write them, are fine.
+        let mut ok = String::from(
+            "defaults: &d {region: eu-west-1, size: m5.large, tags: {team: platform}}\n",
+        );
+        for i in 0..200 {
+            ok.push_str(&format!("e{i}: *d\n"));
+        }
+        assert!(check(f, &ok).is_ok());
+        // A large file without aliases is never refused, nor one that does not parse.
+        let big: String = (0..20_000).map(|i| format!("k{i}: \"v{i}\"\n")).collect();
+        assert!(!expands_past(&big, expansion_limit(big.len())));
+        assert!(!expands_past("a: [1, 2\n", 10));
+        // Tagged values are walked too.
+        assert!(expands_past(
+            &laughs().replace("c: [", "c: !T ["),
+            1_000_000
+        ));
+    }
 
     #[test]
     fn depth_is_bounded_for_flow_and_block_nesting() {

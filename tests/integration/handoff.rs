@@ -458,6 +458,12 @@ fn pko_export_wires_inputs_into_stack_config() {
         Some("strata-dev-inputs"),
         "{text}"
     );
+    // An output may be structured: PKO parses the ConfigMap value as JSON (issue 25).
+    assert_eq!(
+        app["configRef"]["where"]["json"].as_bool(),
+        Some(true),
+        "{text}"
+    );
     assert!(
         text.contains("Create the ConfigMap `strata-dev-inputs`"),
         "{text}"

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod bounds;
 mod crash;
 mod export;
 mod firsthour;

@@ -174,3 +174,56 @@ fn a_pulumi_project_is_retried_through_the_cli() {
     assert_eq!(ups, 3, "three tries of `pulumi up`");
     assert!(r.stdout.contains("after 3 attempts"), "{r:?}");
 }
+
+/// Past its deadline a project is timed out whatever its exit code: one that traps the
+/// SIGINT and exits 0 still fails "timed out", and the background child it left in its
+/// process group does not outlive the run (issue 25).
+#[test]
+fn a_timeout_holds_when_the_project_exits_0_after_sigint() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: slow\n    timeout: 1s\n"),
+    );
+    ws.command_project(
+        "slow",
+        "trap 'exit 0' INT; sleep 30 & echo $! > \"$STRATA_ROOT/child\"; wait",
+        "true",
+    );
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
+    let slow = r
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "project_finished" && e["project"] == "slow")
+        .unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(slow["status"], "failed", "{slow}");
+    assert!(
+        slow["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("timed out after 1s"),
+        "{slow}"
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let pid: i32 = ws.read("child").trim().parse().unwrap();
+    // Dead, or a zombie nobody has reaped yet: not running.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(')').next().map(|t| t.trim().to_string()))
+            .is_some_and(|t| !t.starts_with('Z') && !t.starts_with('X'))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let still = alive();
+    if still {
+        // SAFETY: ends the stray child this test made.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(
+        !still,
+        "the project's background child {pid} outlived the run"
+    );
+}

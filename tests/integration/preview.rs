@@ -353,3 +353,56 @@ fn a_preview_beside_a_held_lock_runs_without_saving_its_answers() {
     );
     assert!(r.stdout.contains("+3 ~0 -0 ±0"), "{}", r.stdout);
 }
+
+/// `--expect-no-changes` on an environment that was never deployed: a command project
+/// that would be created (it has no counts, but no `up` of it ever succeeded) and every
+/// project blocked behind it are changes, so the run exits 4 and names them (issue 25).
+/// Once deployed, the same preview passes.
+#[test]
+fn expect_no_changes_counts_what_would_be_created_and_what_is_blocked_behind_it() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: net\n  - path: cluster\n  - path: tools\n    needs: []\n"
+        ),
+    );
+    for p in ["net", "cluster"] {
+        ws.write(
+            &format!("projects/{p}/Strata.yaml"),
+            &format!(
+                "up: printf '{{}}' > \"$STRATA_OUTPUTS_FILE\"\ndestroy: \"true\"\npreview: echo would create {p}\n"
+            ),
+        );
+    }
+    // No `preview:` command: never deployed, it would be created all the same.
+    ws.command_project("tools", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    let r = ws.strata(&[
+        "preview",
+        "-p",
+        "t",
+        "-s",
+        "dev",
+        "--output",
+        "json",
+        "--expect-no-changes",
+    ]);
+    let f = finished(&r);
+    assert_eq!(f["cluster"]["status"], "blocked", "{r:?}");
+    assert_eq!(r.code, 4, "a never-deployed environment has changes: {r:?}");
+    for p in ["net", "cluster", "tools"] {
+        assert!(r.stderr.contains(p), "{p} is named: {}", r.stderr);
+    }
+    ok(&ws, "up", &[]);
+    let r = ws.strata(&[
+        "preview",
+        "-p",
+        "t",
+        "-s",
+        "dev",
+        "--output",
+        "json",
+        "--expect-no-changes",
+    ]);
+    assert_eq!(r.code, 0, "deployed, nothing pending: {r:?}");
+}

@@ -1,0 +1,132 @@
+//! Bad input, bounded (issue 25): configuration files that would take the parser
+//! minutes and gigabytes, limits a child inherits, line endings that hide a line.
+
+use crate::support::*;
+
+/// A billion-laughs style document: three levels of a hundred aliases each, a million
+/// scalars once expanded, in under 2 KB.
+fn laughs(indent: &str) -> String {
+    let row = |item: &str| vec![item; 100].join(", ");
+    format!(
+        "{indent}a: &a [{}]\n{indent}b: &b [{}]\n{indent}c: [{}]\n",
+        row("x"),
+        row("*a"),
+        row("*b")
+    )
+}
+
+/// A stack config and a Pulumi.yaml made of aliases are refused at once, by a
+/// configuration error (exit 3) that names the file and says why.
+#[test]
+fn alias_bombs_in_config_files_are_refused_naming_the_file() {
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    ws.write(
+        "config/pulumi/Pulumi.dev.yaml",
+        &format!("config:\n{}", laughs("  t:")),
+    );
+    let r = ws.strata(&["validate", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("Pulumi.dev.yaml") && r.stderr.contains("alias"),
+        "{r:?}"
+    );
+
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: vpc\n"));
+    ws.pulumi_project("vpc", "vpc", &format!("variables:\n{}", laughs("  ")));
+    let r = ws.strata(&["validate", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("vpc/Pulumi.yaml") && r.stderr.contains("alias"),
+        "{r:?}"
+    );
+}
+
+/// strata raises its own open-files soft limit, but a child gets the limits strata
+/// started with: a program that sizes itself by `ulimit -n` sees what its user set.
+#[test]
+fn children_get_the_open_files_limits_strata_started_with() {
+    use std::os::unix::process::CommandExt;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct passed in.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    let hard = lim.rlim_max;
+    let soft: libc::rlim_t = 256;
+    if hard <= soft {
+        eprintln!("skipped: the open-files hard limit ({hard}) leaves nothing to raise");
+        return;
+    }
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project(
+        "a",
+        "echo \"$(ulimit -Sn) $(ulimit -Hn)\" > \"$STRATA_ROOT/limits\"; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    let mut cmd = ws.command(&["up", "-p", "t", "-s", "dev"]);
+    // SAFETY: setrlimit is async-signal-safe and touches only the struct passed in.
+    unsafe {
+        cmd.pre_exec(move || {
+            let l = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run strata");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let hard = if hard == libc::RLIM_INFINITY {
+        "unlimited".to_string()
+    } else {
+        hard.to_string()
+    };
+    assert_eq!(ws.read("limits").trim(), format!("{soft} {hard}"));
+}
+
+/// An env file with CR-only line endings is refused, naming the file, before any of it
+/// is used; a PULUMI_STACK that is not a valid stack name is never quoted (it may hold a
+/// token that a broken line pulled into it).
+#[test]
+fn cr_only_env_files_are_refused_and_bad_stack_names_never_quoted() {
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    ws.env_file("PULUMI_STACK=dev\rTOKEN=tok-7f3a9c\rOTHER=1\r");
+    for args in [
+        &["up", "-p", "t"][..],
+        &["up", "-p", "t", "-s", "dev"],
+        &["validate", "-p", "t"],
+    ] {
+        let r = ws.strata(args);
+        assert_eq!(r.code, 3, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("config/pulumi/environment") && r.stderr.contains("CR"),
+            "{args:?}: {r:?}"
+        );
+        assert!(!r.all().contains("tok-7f3a9c"), "{args:?}: {r:?}");
+    }
+
+    // A value that is not a stack name, from the file: named, never quoted.
+    ws.env_file("PULUMI_STACK=\"dev TOKEN=tok-7f3a9c\"\n");
+    for args in [&["up", "-p", "t"][..], &["up", "-p", "t", "-s", "dev"]] {
+        let r = ws.strata(args);
+        assert_eq!(r.code, 3, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("PULUMI_STACK") && r.stderr.contains("not a valid stack name"),
+            "{args:?}: {r:?}"
+        );
+        assert!(!r.all().contains("tok-7f3a9c"), "{args:?}: {r:?}");
+    }
+}
