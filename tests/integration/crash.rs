@@ -35,6 +35,30 @@ fn local_workspace() -> Ws {
         doc["up"] = serde_yaml::Value::String(wrapped);
         std::fs::write(&f, serde_yaml::to_string(&doc).unwrap()).unwrap();
     }
+    // The hooks record their spans too (as `hook:<project>`): a hook of a killed run
+    // that still runs must not overlap the resumed run's.
+    let profile = ws.path("providers/local.yaml");
+    let mut doc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    let mut hooks = 0;
+    for stage in ["infrastructure", "kubernetes"] {
+        for entry in doc[stage].as_sequence_mut().into_iter().flatten() {
+            let path = entry["path"].as_str().unwrap_or("").to_string();
+            let Some(on_success) = entry.get_mut("on_success") else {
+                continue;
+            };
+            for hook in on_success.as_sequence_mut().into_iter().flatten() {
+                if let Some(run) = hook["run"].as_str() {
+                    hook["run"] = serde_yaml::Value::String(format!(
+                        "echo \"start hook:{path} $$ $(date +%s%N)\" >> \"$STRATA_ROOT/spans.log\"; {run}; echo \"end hook:{path} $$ $(date +%s%N)\" >> \"$STRATA_ROOT/spans.log\""
+                    ));
+                    hooks += 1;
+                }
+            }
+        }
+    }
+    assert!(hooks >= 2, "the local profile's hooks are wrapped: {hooks}");
+    std::fs::write(&profile, serde_yaml::to_string(&doc).unwrap()).unwrap();
     ws
 }
 
@@ -57,9 +81,12 @@ fn spans(ws: &Ws) -> BTreeMap<String, Vec<(u128, u128)>> {
     for l in ws.read_opt("spans.log").lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
         let [what, project, pid, t] = f[..] else {
-            continue;
+            panic!("unreadable span line {l:?}");
         };
-        let t: u128 = t.parse().unwrap_or(0);
+        let t: u128 = t
+            .parse()
+            .unwrap_or_else(|_| panic!("unreadable timestamp in span line {l:?}"));
+        assert!(what == "start" || what == "end", "span line {l:?}");
         let key = (project.to_string(), pid.to_string());
         match what {
             "start" => {
@@ -137,6 +164,8 @@ fn kill_9_at_random_points_then_resume_never_runs_a_project_twice_at_once() {
     let (mut kills, mut exited_first) = (0, 0);
     for round in 1..=rounds {
         let delay = rng.next_ms(1600);
+        let before: BTreeMap<String, usize> =
+            spans(&ws).into_iter().map(|(p, v)| (p, v.len())).collect();
         let mut child = ws.spawn(&up);
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_millis(delay) {
@@ -152,11 +181,45 @@ fn kill_9_at_random_points_then_resume_never_runs_a_project_twice_at_once() {
             exited_first += 1;
         }
         let _ = child.wait();
-        let mut r = ws.strata(&resume);
-        if r.code == 3 && r.stderr.contains("nothing to resume") {
-            r = ws.strata(&up); // killed before its first record
-        }
+        let r = if round == 1 {
+            // Two resumes at once: one runs; the other is refused while it holds the lock
+            // (or, started after it finished, finds nothing to resume or runs nothing
+            // twice). Never both at once, which the overlap check below would see.
+            let other = ws.spawn(&resume);
+            let mine = ws.strata(&resume);
+            let out = other.wait_with_output().unwrap();
+            let theirs = Run {
+                code: out.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            };
+            let refused = |r: &Run| {
+                r.code == 3
+                    && (r.stderr.contains("in use") || r.stderr.contains("nothing to resume"))
+            };
+            for r in [&mine, &theirs] {
+                assert!(r.code == 0 || refused(r), "round {round}: a resume: {r:?}");
+            }
+            if mine.code == 0 { mine } else { theirs }
+        } else {
+            ws.strata(&resume)
+        };
+        let r = if r.code == 3 && r.stderr.contains("nothing to resume") {
+            ws.strata(&up) // killed before its first record
+        } else {
+            r
+        };
         assert_eq!(r.code, 0, "round {round} (kill after {delay} ms): {r:?}");
+        let after = spans(&ws);
+        let projects = after.keys().filter(|p| !p.starts_with("hook:")).count();
+        assert_eq!(projects, 6, "every project recorded its spans: {after:?}");
+        // Each round runs every project at least once (the first `up` or the resume).
+        for (p, v) in after.iter().filter(|(p, _)| !p.starts_with("hook:")) {
+            assert!(
+                v.len() > before.get(p).copied().unwrap_or(0),
+                "round {round}: {p} did not run: {v:?}"
+            );
+        }
         let last = last_up_status(&ws);
         assert_eq!(last.len(), 6, "round {round}: {last:?}");
         assert!(
@@ -169,8 +232,22 @@ fn kill_9_at_random_points_then_resume_never_runs_a_project_twice_at_once() {
             "round {round}: runs overlapped: {found:?}"
         );
     }
-    let ups: usize = spans(&ws).values().map(Vec::len).sum();
+    let all = spans(&ws);
+    let hook_runs: usize = all
+        .iter()
+        .filter(|(p, _)| p.starts_with("hook:"))
+        .map(|(_, v)| v.len())
+        .sum();
+    assert!(
+        hook_runs >= rounds,
+        "the hooks ran and were counted: {all:?}"
+    );
+    let ups: usize = all
+        .iter()
+        .filter(|(p, _)| !p.starts_with("hook:"))
+        .map(|(_, v)| v.len())
+        .sum();
     println!(
-        "crash test: {rounds} rounds, {kills} kills (SIGKILL), {exited_first} runs finished before their kill point, {ups} project runs, 0 overlaps"
+        "crash test: {rounds} rounds, {kills} kills (SIGKILL), {exited_first} runs finished before their kill point, {ups} project runs, {hook_runs} hook runs, two resumes at once in round 1, 0 overlaps"
     );
 }

@@ -170,10 +170,10 @@ fn spans(log: &str) -> Vec<(String, u64, u64)> {
     let mut out = Vec::new();
     for l in log.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() != 3 {
-            continue;
-        }
-        let t: u64 = f[2].parse().unwrap_or(0);
+        assert_eq!(f.len(), 3, "unreadable span line {l:?}");
+        let t: u64 = f[2]
+            .parse()
+            .unwrap_or_else(|_| panic!("unreadable timestamp in span line {l:?}"));
         match f[0] {
             "start" => {
                 open.insert(f[1].to_string(), t);
