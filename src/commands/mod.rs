@@ -138,7 +138,12 @@ pub fn current_fingerprints(loaded: &Loaded, stack: &str) -> Option<BTreeMap<Str
             None => (BTreeMap::new(), true),
         }
     };
-    let mut fps = crate::run::fingerprint::of_plan(&loaded.plan, &loaded.profile, cfg, &hashes);
+    let extra = crate::run::fingerprint::Extra {
+        root: &loaded.ws.root,
+        env: &loaded.ws.env_file.vars,
+    };
+    let mut fps =
+        crate::run::fingerprint::of_plan(&loaded.plan, &loaded.profile, cfg, &hashes, &extra);
     if stale {
         let profile_wide = !loaded.profile.secrets.is_empty();
         fps.retain(|path, _| {

@@ -99,9 +99,15 @@ pub fn execute(
         let (cfg, changed_only) = (stack_config.clone(), r.req.changed);
         let secret_hashes = fingerprint::hash_secrets(&secret_key, &secrets.values);
         let state_dir = state_dir.clone();
+        let (root, env_vars) = (r.ws.root.clone(), r.ws.env_file.vars.clone());
         held.caught
             .until_signal("while fingerprinting the projects", move || {
-                let fingerprints = fingerprint::of_plan(&plan, &profile, &cfg, &secret_hashes);
+                let extra = fingerprint::Extra {
+                    root: &root,
+                    env: &env_vars,
+                };
+                let fingerprints =
+                    fingerprint::of_plan(&plan, &profile, &cfg, &secret_hashes, &extra);
                 // What is deployed now as this journal knows it: each project's last
                 // success and the outputs it left.
                 let last = journal::last_success(&Journal::new(&state_dir).read());

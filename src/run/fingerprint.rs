@@ -106,6 +106,63 @@ pub fn hash_secrets(key: &[u8], values: &BTreeMap<String, String>) -> BTreeMap<S
         .collect()
 }
 
+/// Whether an environment-file variable stays out of fingerprints: `PULUMI_STACK`,
+/// strata's own `STRATA_*` settings, the profile's `credentials:` and names that hold
+/// secrets (a rotated key changes no infrastructure,
+/// and its value must not be guessable from `.strata/`).
+pub fn secret_like_env(name: &str, profile: &Profile) -> bool {
+    let upper = name.to_ascii_uppercase();
+    // Not secret, but not an input either: the stack (already the stack's own) and
+    // strata's own settings.
+    if upper == "PULUMI_STACK" || upper.starts_with("STRATA_") {
+        return true;
+    }
+    profile.credentials.iter().any(|c| c == name)
+        || [
+            "TOKEN",
+            "SECRET",
+            "PASSWORD",
+            "PASSPHRASE",
+            "PRIVATE",
+            "CREDENTIAL",
+        ]
+        .iter()
+        .any(|w| upper.contains(w))
+        || upper.ends_with("_KEY")
+        || upper.ends_with("_KEY_ID")
+}
+
+/// What a project reads besides its folder and the stack config: the environment
+/// file's values (less [`secret_like_env`]) and the `watch:` paths (from `root`).
+pub struct Extra<'a> {
+    pub root: &'a Path,
+    pub env: &'a BTreeMap<String, String>,
+}
+
+/// The text of the watched paths: each one's files, or "missing".
+fn watched_text(root: &Path, paths: &[&String]) -> String {
+    let mut h = Sha256::new();
+    for p in paths {
+        let full = root.join(p);
+        h.update(p.as_bytes());
+        match std::fs::symlink_metadata(&full) {
+            Ok(m) if m.is_dir() => {
+                h.update(b"\0dir\0");
+                hash_dir(&mut h, &full, &full, 0);
+            }
+            Ok(_) => {
+                h.update(b"\0file\0");
+                if let Ok(bytes) = std::fs::read(&full) {
+                    h.update((bytes.len() as u64).to_le_bytes());
+                    h.update(&bytes);
+                }
+            }
+            Err(_) => h.update(b"\0missing\0"),
+        }
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The input fingerprint of every step of the plan; `secret_hashes` maps each secret
 /// key to the keyed hash of its value ([`hash_secrets`]).
 pub fn of_plan(
@@ -113,8 +170,15 @@ pub fn of_plan(
     profile: &Profile,
     cfg: &StackConfig,
     secret_hashes: &BTreeMap<String, String>,
+    extra: &Extra,
 ) -> BTreeMap<String, String> {
-    let config_text = serde_yaml::to_string(cfg.config()).unwrap_or_default();
+    let mut config_text = serde_yaml::to_string(cfg.config()).unwrap_or_default();
+    config_text.push_str("\0environment\0");
+    for (k, v) in extra.env {
+        if !secret_like_env(k, profile) {
+            config_text.push_str(&format!("{k}={v}\n"));
+        }
+    }
     let profile_keys: Vec<&String> = profile.secrets.iter().map(|s| &s.key).collect();
     let all_secrets = profile.all_secrets();
     let all_keys: Vec<&String> = all_secrets.iter().map(|(s, _)| &s.key).collect();
@@ -128,6 +192,10 @@ pub fn of_plan(
                         "inputs": e.inputs,
                         "on_success": e.on_success,
                         "kind": p.kind_str(),
+                        "watch": watched_text(
+                            extra.root,
+                            &profile.watch.iter().chain(e.watch.iter()).collect::<Vec<_>>(),
+                        ),
                     })
                     .to_string(),
                     e.secrets
@@ -255,6 +323,25 @@ mod tests {
             fingerprint(Some(d.path()), "e", "c", &[]),
             "a link's target is part of the fingerprint"
         );
+    }
+
+    #[test]
+    fn secret_looking_environment_values_stay_out() {
+        let profile = crate::workspace::profile::tests_support::minimal(&["DO_ACCESS"]);
+        for name in [
+            "AWS_SECRET_ACCESS_KEY",
+            "GITHUB_TOKEN",
+            "DB_PASSWORD",
+            "DO_ACCESS",
+            "PULUMI_STACK",
+            "STRATA_PASSPHRASE",
+            "LINODE_API_KEY",
+        ] {
+            assert!(secret_like_env(name, &profile), "{name}");
+        }
+        for name in ["AWS_REGION", "LOCAL_TIER", "KUBECONFIG"] {
+            assert!(!secret_like_env(name, &profile), "{name}");
+        }
     }
 
     #[test]

@@ -139,6 +139,8 @@ struct RawEntry {
     timeout: Option<String>,
     #[serde(default)]
     retry: Option<RawRetry>,
+    #[serde(default)]
+    watch: Vec<String>,
 }
 
 /// `retry:` as written: `{attempts: 3, delay: 30s, on: [regex, ...]}`.
@@ -178,6 +180,8 @@ struct RawProfile {
     #[serde(default)]
     secrets: Vec<SecretItem>,
     #[serde(default)]
+    watch: Vec<String>,
+    #[serde(default)]
     infrastructure: Vec<RawEntry>,
     #[serde(default)]
     kubernetes: Vec<RawEntry>,
@@ -205,6 +209,9 @@ pub struct Entry {
     /// `timeout:`: the operation is cancelled like Ctrl-C after this long, and fails.
     pub timeout: Option<std::time::Duration>,
     pub retry: Option<Retry>,
+    /// `watch:`: files or folders outside the project folder that it reads (paths from
+    /// the workspace root), part of its fingerprint.
+    pub watch: Vec<String>,
     /// The file the entry was written in (profile or fragment).
     pub file: PathBuf,
 }
@@ -226,6 +233,8 @@ pub struct Profile {
     pub secret_name_set: bool,
     pub config: Vec<ConfigItem>,
     pub secrets: Vec<SecretItem>,
+    /// `watch:` at the top: what every project of the profile reads besides its folder.
+    pub watch: Vec<String>,
     /// Infrastructure entries, then kubernetes entries, each list in composed order.
     pub entries: Vec<Entry>,
 }
@@ -322,6 +331,8 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
             .unwrap_or_else(|| "strata-secrets".to_string()),
         config: raw.config,
         secrets: raw.secrets,
+        watch: check_watch(&raw.watch)
+            .map_err(|why| Error::config(format!("{}: `watch:` {why}", display_path(file))))?,
         entries,
     };
     check(&profile)?;
@@ -564,6 +575,8 @@ fn flatten(
                     .map_err(|why| Error::config(format!("{where_} ({path}): `retry:` {why}")))?,
             ),
         };
+        let watch = check_watch(&raw.watch)
+            .map_err(|why| Error::config(format!("{where_} ({path}): `watch:` {why}")))?;
         out.push((
             Entry {
                 path,
@@ -578,12 +591,35 @@ fn flatten(
                 on_success: raw.on_success.clone(),
                 timeout,
                 retry,
+                watch,
                 file: file.to_path_buf(),
             },
             placement,
         ));
     }
     Ok(())
+}
+
+/// `watch:` paths: relative to the workspace root, inside it (no `..`, not absolute).
+fn check_watch(paths: &[String]) -> std::result::Result<Vec<String>, String> {
+    paths
+        .iter()
+        .map(|p| {
+            let t = p.trim().trim_end_matches('/');
+            let path = Path::new(t);
+            if t.is_empty()
+                || path.is_absolute()
+                || path
+                    .components()
+                    .any(|c| !matches!(c, std::path::Component::Normal(_)))
+            {
+                return Err(format!(
+                    "`{p}` must be a path inside the workspace, relative to its root (for example `projects/local/lib.sh`), without `..`"
+                ));
+            }
+            Ok(t.to_string())
+        })
+        .collect()
 }
 
 /// A duration as written in a profile (`45m`, `30s`, `1h 30m`); zero is refused.
@@ -728,6 +764,29 @@ fn check_key(file: &Path, list: &str, key: &str) -> Result<()> {
 }
 
 #[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    /// A profile with no entries and these `credentials:`.
+    pub fn minimal(credentials: &[&str]) -> Profile {
+        Profile {
+            name: "t".into(),
+            file: PathBuf::from("providers/t.yaml"),
+            description: String::new(),
+            infra_type: "test".into(),
+            credentials: credentials.iter().map(|s| s.to_string()).collect(),
+            infer_needs: false,
+            secret_name: "strata-secrets".into(),
+            secret_name_set: false,
+            config: Vec::new(),
+            secrets: Vec::new(),
+            watch: Vec::new(),
+            entries: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -746,6 +805,18 @@ mod tests {
     }
 
     const HEAD: &str = "description: d\ninfra_type: T\n";
+
+    #[test]
+    fn watch_paths_stay_inside_the_workspace() {
+        assert_eq!(
+            check_watch(&["projects/local/lib.sh".into(), "lib/".into()]).unwrap(),
+            ["projects/local/lib.sh", "lib"]
+        );
+        for bad in ["../secrets", "/etc/passwd", "projects/../../x", ""] {
+            let e = check_watch(&[bad.to_string()]).unwrap_err();
+            assert!(e.contains("inside the workspace"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn parses_core_syntax() {

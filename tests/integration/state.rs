@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -1794,4 +1795,89 @@ fn a_failing_hooks_output_is_in_the_failure_summary() {
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stdout.contains("│ hook-broke-here"), "{r:?}");
+}
+
+/// Issue 25: all six `local` projects source `projects/local/lib.sh`; after editing it,
+/// `up --changed` skipped all six as unchanged. The profile's `watch:` makes it part of
+/// each fingerprint. An environment-file value is an input too; a secret-looking one is
+/// not (a rotated token changes no infrastructure).
+#[test]
+fn changed_sees_watched_files_and_environment_values() {
+    let ws = Ws::new();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (from, to) in [
+        ("providers/local.yaml", "providers/local.yaml"),
+        ("projects/local", "projects/local"),
+    ] {
+        copy_tree(&repo.join(from), &ws.path(to));
+    }
+    let up = [
+        "up",
+        "--provider",
+        "local",
+        "--stack",
+        "dev",
+        "--output",
+        "json",
+    ];
+    let changed = [
+        "up",
+        "--provider",
+        "local",
+        "--stack",
+        "dev",
+        "--changed",
+        "--output",
+        "json",
+    ];
+    assert_eq!(ws.strata(&up).code, 0);
+    let ran = |r: &Run| -> usize {
+        r.events()
+            .iter()
+            .filter(|e| e["event"] == "project_finished" && e["status"] == "succeeded")
+            .count()
+    };
+    let r = ws.strata(&changed);
+    assert_eq!((r.code, ran(&r)), (0, 0), "{r:?}");
+
+    let lib = ws.path("projects/local/lib.sh");
+    let text = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(&lib, format!("{text}\n# a helper changed\n")).unwrap();
+    let r = ws.strata(&changed);
+    assert_eq!(
+        (r.code, ran(&r)),
+        (0, 6),
+        "lib.sh is read by all six: {r:?}"
+    );
+
+    ws.write(
+        "config/pulumi/environment",
+        &format!(
+            "{}LOCAL_TIER=gold\n",
+            ws.read_opt("config/pulumi/environment")
+        ),
+    );
+    let r = ws.strata(&changed);
+    assert_eq!((r.code, ran(&r)), (0, 6), "an environment value: {r:?}");
+    ws.write(
+        "config/pulumi/environment",
+        &format!(
+            "{}API_TOKEN=t-1\n",
+            ws.read_opt("config/pulumi/environment")
+        ),
+    );
+    let r = ws.strata(&changed);
+    assert_eq!((r.code, ran(&r)), (0, 0), "a token is not an input: {r:?}");
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    if from.is_file() {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+        return;
+    }
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        copy_tree(&e.path(), &to.join(e.file_name()));
+    }
 }
