@@ -477,6 +477,31 @@ impl PulumiEngine {
         Ok(())
     }
 
+    /// The stack's outputs as `stack output --json` prints them (secrets as `"[secret]"`),
+    /// read from the checkpoint of a `file://` backend without starting a process;
+    /// `None` (ask the CLI) for any other backend, a compressed or unreadable
+    /// checkpoint, or an output holding anything but plain values and secrets.
+    pub fn stack_outputs_from_file(job: &Job) -> Option<Map<String, Value>> {
+        let path = file_backend_dir(job)?
+            .join(".pulumi")
+            .join("stacks")
+            .join(&job.name)
+            .join(format!("{}.json", job.stack));
+        let doc: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+        let resources = doc.pointer("/checkpoint/latest/resources")?.as_array()?;
+        let Some(stack) = resources
+            .iter()
+            .find(|r| r["type"] == "pulumi:pulumi:Stack")
+        else {
+            return Some(Map::new());
+        };
+        let mut out = Map::new();
+        for (k, v) in stack["outputs"].as_object().cloned().unwrap_or_default() {
+            out.insert(k, masked(v)?);
+        }
+        Some(out)
+    }
+
     /// `pulumi stack output --json [--show-secrets]` of the job's project and stack.
     pub fn stack_outputs(
         &self,
@@ -634,7 +659,7 @@ fn names_missing_stack(line: &str, job: &Job) -> bool {
 /// On a `file://` backend, whether the stack's checkpoint is absent, in Pulumi's
 /// project-scoped layout (`.pulumi/stacks/<project>/<stack>.json[.gz]`) or the legacy one.
 /// `None` when the backend is not a local file backend.
-fn file_backend_stack_missing(job: &Job) -> Option<bool> {
+pub fn file_backend_stack_missing(job: &Job) -> Option<bool> {
     let stacks = file_backend_dir(job)?.join(".pulumi").join("stacks");
     let candidates = [
         stacks.join(&job.name).join(format!("{}.json", job.stack)),
@@ -645,6 +670,24 @@ fn file_backend_stack_missing(job: &Job) -> Option<bool> {
         stacks.join(format!("{}.json.gz", job.stack)),
     ];
     Some(!candidates.iter().any(|p| p.exists()))
+}
+
+/// A checkpoint value as `stack output --json` shows it: a secret as `"[secret]"`;
+/// `None` for an asset, archive or resource reference (the CLI renders those).
+fn masked(v: Value) -> Option<Value> {
+    Some(match v {
+        Value::Object(o) => match o.get(super::SECRET_SIG_KEY).and_then(Value::as_str) {
+            Some(super::SECRET_SIG) => Value::String("[secret]".into()),
+            Some(_) => return None,
+            None => Value::Object(
+                o.into_iter()
+                    .map(|(k, v)| masked(v).map(|v| (k, v)))
+                    .collect::<Option<Map<String, Value>>>()?,
+            ),
+        },
+        Value::Array(a) => Value::Array(a.into_iter().map(masked).collect::<Option<Vec<_>>>()?),
+        other => other,
+    })
 }
 
 /// One lock file of a file backend: what Pulumi writes into

@@ -298,18 +298,28 @@ impl<'a> StepRunner<'a> {
                     return Err(("the pulumi CLI is needed to read outputs".into(), false));
                 };
                 let job = self.job_for(upstream, Operation::Up).ok_or_else(never)?;
-                let mut procs = 0;
-                let masked = engine
-                    .stack_outputs(&job, self.control, log, false, &mut procs)
-                    .map_err(|f| {
-                        if f.is_missing_stack() {
-                            never()
-                        } else {
-                            (f.message().to_string(), false)
+                // On a file backend the checkpoint holds them: no process.
+                if crate::engine::pulumi::file_backend_stack_missing(&job) == Some(true) {
+                    return Err(never());
+                }
+                let masked =
+                    match crate::engine::pulumi::PulumiEngine::stack_outputs_from_file(&job) {
+                        Some(m) => m,
+                        None => {
+                            let mut procs = 0;
+                            let masked = engine
+                                .stack_outputs(&job, self.control, log, false, &mut procs)
+                                .map_err(|f| {
+                                    if f.is_missing_stack() {
+                                        never()
+                                    } else {
+                                        (f.message().to_string(), false)
+                                    }
+                                });
+                            self.processes.fetch_add(procs, Ordering::SeqCst);
+                            masked?
                         }
-                    });
-                self.processes.fetch_add(procs, Ordering::SeqCst);
-                let masked = masked?;
+                    };
                 if masked.is_empty() && !self.journal_says_deployed(upstream) {
                     // A stack that exists but was never brought up (a preview, a failed
                     // first up) has no outputs yet: as good as not deployed, unless this

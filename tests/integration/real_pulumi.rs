@@ -438,8 +438,27 @@ fn preview_counts_equal_the_real_previews_fresh_and_after_a_change() {
     let p = r.ws.path("projects/local-pulumi/logstore/Pulumi.yaml");
     let text = std::fs::read_to_string(&p).unwrap();
     std::fs::write(&p, text.replace("logs of ", "log store of ")).unwrap();
+    r.take_calls();
     let changed = r.strata(&args);
     assert_eq!(changed.code, 0, "{changed:?}");
+    // Upstream outputs come from the file backend's checkpoints: one `preview` per
+    // project, and `stack output --show-secrets` only for the secret input lp-ingress
+    // takes from lp-cluster.
+    let calls = r.take_calls();
+    assert_eq!(
+        calls.iter().filter(|c| c.starts_with("preview ")).count(),
+        6,
+        "{calls:#?}"
+    );
+    let reads: Vec<&String> = calls
+        .iter()
+        .filter(|c| c.starts_with("stack output"))
+        .collect();
+    assert_eq!(reads.len(), 1, "{calls:#?}");
+    assert!(
+        reads[0].contains("--show-secrets") && reads[0].contains("projects/local-pulumi/cluster "),
+        "{calls:#?}"
+    );
     let rows = preview_counts(&changed);
     for (project, status, counts) in &rows {
         assert_eq!(status, "succeeded", "{project}: {changed:?}");
