@@ -432,19 +432,15 @@ impl FakeApi {
         }
         // What the real server adds to every namespace.
         object["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
-        object["spec"] = json!({"finalizers": ["kubernetes"]});
         if let Some(manager) = request.query.get("fieldManager") {
-            let fields = leaves(&object)
-                .into_keys()
-                .filter(|p| {
-                    p[0] != "apiVersion" && p[0] != "kind" && p[..2] != ["metadata", "name"]
-                })
-                .collect();
+            let fields = leaves(&object).into_keys().collect();
             self.owners
                 .entry(key.clone())
                 .or_default()
                 .insert(manager.clone(), ("Update".to_string(), fields));
         }
+        // The creator owns the label, not the finalizer the server adds.
+        object["spec"] = json!({"finalizers": ["kubernetes"]});
         let stored = self.with_server_fields(object, None, &key);
         self.objects.insert(key, stored.clone());
         Response {
