@@ -54,7 +54,7 @@ export GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -mod=mod"
 # reading early, and pipefail would count the writer's SIGPIPE as a mismatch.)
 version_of() { "$@" 2>/dev/null | head -n 1 || true; }
 if [ "$(version_of "$dest/kube-apiserver" --version)" != "Kubernetes v$KUBE_VERSION" ]; then
-    log "building kube-apiserver v$KUBE_VERSION (cold: see README, tens of minutes on 2 cores)"
+    log "building kube-apiserver v$KUBE_VERSION (cold: about 25 minutes on 2 busy cores)"
     t0=$(date +%s)
     info=$(cd "$work" && go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION") ||
         fail "go mod download k8s.io/kubernetes@v$KUBE_VERSION failed"
@@ -104,7 +104,7 @@ fi
 
 # --- etcd -----------------------------------------------------------------------------
 if [ "$(version_of "$dest/etcd" --version)" != "etcd Version: $ETCD_VERSION" ]; then
-    log "building etcd v$ETCD_VERSION (cold: a few minutes on 2 cores)"
+    log "building etcd v$ETCD_VERSION (cold: 1-5 minutes on 2 cores)"
     t0=$(date +%s)
     src="$work/etcd"
     mkdir -p "$src"
