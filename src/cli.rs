@@ -236,6 +236,11 @@ pub struct UpArgs {
     /// Skip projects whose inputs are unchanged since their last successful `up`
     #[arg(long)]
     pub changed: bool,
+
+    /// Let the secrets step take over fields of its Secrets that another field manager
+    /// set (server-side apply's force); without it such a conflict fails the step
+    #[arg(long)]
+    pub force_conflicts: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -42,6 +42,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 args: a.run.clone(),
                 resume: a.resume,
                 changed: a.changed,
+                force_conflicts: a.force_conflicts,
                 preview: Default::default(),
             },
         ),
@@ -53,6 +54,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 args: a.run.clone(),
                 resume: false,
                 changed: false,
+                force_conflicts: false,
                 preview: a.preview.clone(),
             },
         ),
@@ -69,6 +71,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     args: a.clone(),
                     resume: false,
                     changed: false,
+                    force_conflicts: false,
                     preview: Default::default(),
                 },
             )

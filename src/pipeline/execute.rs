@@ -189,6 +189,7 @@ pub fn execute(
         refresh: r.req.preview.refresh,
         last_outputs,
         conditional: changed.conditional,
+        force_conflicts: r.req.force_conflicts,
     };
     let control = Control::new();
     if let Some(lock) = &held.lock {

@@ -21,6 +21,8 @@ pub struct Request {
     pub args: RunArgs,
     pub resume: bool,
     pub changed: bool,
+    /// `up --force-conflicts`: the secrets step applies with force.
+    pub force_conflicts: bool,
     /// `preview` only.
     pub preview: PreviewOptions,
 }

@@ -63,6 +63,8 @@ pub struct Ctx {
     /// `--changed`: steps that run only if an upstream that runs leaves other outputs
     /// than they last ran with (upstream → that outputs hash).
     pub conditional: BTreeMap<String, BTreeMap<String, String>>,
+    /// `up --force-conflicts`: the secrets step takes over fields another manager set.
+    pub force_conflicts: bool,
 }
 
 impl Ctx {
@@ -931,6 +933,7 @@ impl<'a> StepRunner<'a> {
                 &ctx.secret_name,
                 &ctx.secrets,
                 &stale,
+                ctx.force_conflicts,
             )
             .await
         });

@@ -1,10 +1,13 @@
 //! Writes the stack's secrets into the cluster as Kubernetes Secrets (server-side apply).
 //!
 //! A secret key `monitoring:adminpass` becomes the data key `adminpass` of the
-//! Secret `<secret_name>` in the namespace `monitoring` (created if missing).
-//! Everything is applied with field manager `strata` and `force`, so a re-run
-//! changes nothing and a key dropped from the map is dropped from the Secret.
-//! Reports and errors name namespaces and keys, never values.
+//! Secret `<secret_name>` in the namespace `monitoring`. The Secret is applied with
+//! field manager `strata`, so a re-run changes nothing and a key dropped from the map
+//! is dropped from the Secret. A field of it that another manager set to another value
+//! is a conflict, reported with that manager's name; only `force` (`strata up
+//! --force-conflicts`) takes it over. A namespace that does not exist is created (the
+//! apply answers 404 for it), so a user allowed Secrets in existing namespaces needs no
+//! permission on Namespaces. Reports and errors name namespaces and keys, never values.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -12,7 +15,7 @@ use std::path::Path;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -71,6 +74,18 @@ pub enum KubeError {
 
     #[error("cannot create a Kubernetes client from the kubeconfig {location}: {detail}")]
     Client { location: String, detail: String },
+
+    #[error(
+        "cannot write the Secret `{secret_name}` in namespace `{namespace}`: another field \
+         manager set fields of it to other values ({detail}); strata does not take them over \
+         silently: change them back or remove them with the tool that set them, or run \
+         `strata up --force-conflicts` to make strata their manager"
+    )]
+    Conflict {
+        namespace: String,
+        secret_name: String,
+        detail: String,
+    },
 
     #[error("cannot {action}: {detail}{hint}")]
     Api {
@@ -193,11 +208,14 @@ pub async fn client_from_kubeconfig(
 /// Applies one Secret `secret_name` per namespace prefix of `secrets`, and
 /// deletes the strata Secret from each of `managed_namespaces` that has no
 /// secrets any more. Keys are validated before anything is sent.
+/// With `force`, fields another field manager owns are taken over (server-side
+/// apply's force); without it, such a conflict is an error naming the manager.
 pub async fn apply_secrets(
     client: Client,
     secret_name: &str,
     secrets: &BTreeMap<String, String>,
     managed_namespaces: &[String],
+    force: bool,
 ) -> Result<ApplyReport, KubeError> {
     if !is_dns_subdomain(secret_name) {
         return Err(KubeError::InvalidSecretName {
@@ -205,8 +223,10 @@ pub async fn apply_secrets(
         });
     }
     let grouped = group_by_namespace(secrets)?;
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut params = PatchParams::apply(FIELD_MANAGER);
+    if force {
+        params = params.force();
+    }
 
     let mut report = ApplyReport {
         secret_name: secret_name.to_string(),
@@ -215,29 +235,30 @@ pub async fn apply_secrets(
     };
 
     for (namespace, data) in &grouped {
-        namespaces
-            .patch(
-                namespace,
-                &params,
-                &Patch::Apply(namespace_object(namespace)),
-            )
-            .await
-            .map_err(|e| api_error(format!("create the namespace `{namespace}`"), e))?;
-
         let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
         let action = || format!("write the Secret `{secret_name}` in namespace `{namespace}`");
         let before = api
             .get_opt(secret_name)
             .await
             .map_err(|e| api_error(action(), e))?;
-        let after = api
-            .patch(
-                secret_name,
-                &params,
-                &Patch::Apply(secret_object(namespace, secret_name, data)),
-            )
-            .await
-            .map_err(|e| api_error(action(), e))?;
+        let patch = Patch::Apply(secret_object(namespace, secret_name, data));
+        let applied = match api.patch(secret_name, &params, &patch).await {
+            // The namespace does not exist (a GET of the Secret just answers 404 for the
+            // Secret): create it, then apply again.
+            Err(kube::Error::Api(status)) if is_namespace_missing(&status, namespace) => {
+                create_namespace(&client, namespace).await?;
+                api.patch(secret_name, &params, &patch).await
+            }
+            other => other,
+        };
+        let after = applied.map_err(|e| match e {
+            kube::Error::Api(status) if status.is_conflict() => KubeError::Conflict {
+                namespace: namespace.clone(),
+                secret_name: secret_name.to_string(),
+                detail: conflicts(&status),
+            },
+            e => api_error(action(), e),
+        })?;
         let outcome = match before {
             None => Outcome::Created,
             Some(before)
@@ -267,6 +288,64 @@ pub async fn apply_secrets(
         });
     }
     Ok(report)
+}
+
+/// The fields of a 409 apply conflict by the manager that set them, on one line:
+/// `` `ops-console` set .data.a, .data.b ``. The server's message lists them one per
+/// line, so it is the fallback only.
+fn conflicts(status: &kube::core::Status) -> String {
+    let mut by_manager: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for cause in status.details.iter().flat_map(|d| &d.causes) {
+        let manager = cause
+            .message
+            .split('"')
+            .nth(1)
+            .unwrap_or("another manager")
+            .to_string();
+        by_manager
+            .entry(manager)
+            .or_default()
+            .push(cause.field.clone());
+    }
+    if by_manager.is_empty() {
+        return status
+            .message
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
+    by_manager
+        .iter()
+        .map(|(manager, fields)| format!("`{manager}` set {}", fields.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Whether an apply's 404 is about the namespace (`namespaces "x" not found`) rather than
+/// the object.
+fn is_namespace_missing(status: &kube::core::Status, namespace: &str) -> bool {
+    status.is_not_found()
+        && status
+            .details
+            .as_ref()
+            .is_some_and(|d| d.kind == "namespaces" && d.name == namespace)
+}
+
+/// Creates a namespace (field manager `strata`); one that appeared meanwhile is fine.
+async fn create_namespace(client: &Client, namespace: &str) -> Result<(), KubeError> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    match api.create(&params, &namespace_object(namespace)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(()),
+        Err(e) => Err(api_error(
+            format!("create the namespace `{namespace}` (it does not exist)"),
+            e,
+        )),
+    }
 }
 
 /// Deletes the Secret if it is strata's (by label), guarded by its uid.
@@ -373,12 +452,19 @@ fn secret_object(namespace: &str, name: &str, data: &BTreeMap<String, &str>) -> 
 
 fn api_error(action: String, error: kube::Error) -> KubeError {
     let (detail, hint) = match &error {
+        kube::Error::Api(status) if status.code == 403 => match forbidden(&status.message) {
+            Some(refusal) => (
+                format!("the API server refused it (403 Forbidden): {refusal}"),
+                FORBIDDEN_HINT,
+            ),
+            None => (
+                format!("the API server answered 403 Forbidden: {}", status.message),
+                FORBIDDEN_HINT,
+            ),
+        },
         kube::Error::Api(status) => {
             let hint = match status.code {
                 401 => "; the kubeconfig's credentials were refused, refresh them",
-                403 => {
-                    "; the kubeconfig's user lacks permission (it needs to apply Namespaces and Secrets)"
-                }
                 _ => "",
             };
             let reason = if status.reason.is_empty() {
@@ -421,6 +507,34 @@ fn api_error(action: String, error: kube::Error) -> KubeError {
         detail,
         hint,
     }
+}
+
+const FORBIDDEN_HINT: &str = "; the kubeconfig's user needs get, patch and delete on Secrets \
+     in each namespace strata writes to (a Role and RoleBinding there), and create on \
+     Namespaces for a namespace that does not exist yet";
+
+/// The API server's RBAC refusal (`secrets "s" is forbidden: User "u" cannot get
+/// resource "secrets" in API group "" in the namespace "ns"`) in words: the user, the
+/// verb, the resource and the namespace.
+fn forbidden(message: &str) -> Option<String> {
+    let quoted = |text: &str, after: &str| -> Option<String> {
+        let rest = &text[text.find(after)? + after.len()..];
+        let rest = rest.strip_prefix('"')?;
+        Some(rest[..rest.find('"')?].to_string())
+    };
+    let user = quoted(message, "User ")?;
+    let verb = message
+        .split(" cannot ")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .to_string();
+    let resource = quoted(message, "resource ")?;
+    let place = match quoted(message, "in the namespace ") {
+        Some(namespace) => format!("in namespace `{namespace}`"),
+        None => "at the cluster scope".to_string(),
+    };
+    Some(format!("user `{user}` may not `{verb}` {resource} {place}"))
 }
 
 fn kubeconfig_error(location: &str, error: kube::config::KubeconfigError) -> KubeError {
@@ -514,7 +628,7 @@ mod tests {
     use super::fake_kube::{self, FakeApi, FakeKube};
     use super::*;
     use kube::client::Body;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     const NAME: &str = "strata-secrets";
 
@@ -560,7 +674,7 @@ mod tests {
     ) -> (Result<ApplyReport, KubeError>, FakeApi) {
         let (client, server) = mock(api);
         let managed: Vec<String> = managed.iter().map(|s| s.to_string()).collect();
-        let result = apply_secrets(client, NAME, secrets, &managed).await;
+        let result = apply_secrets(client, NAME, secrets, &managed, false).await;
         let api = server.await.expect("mock server");
         (result, api)
     }
@@ -595,7 +709,8 @@ mod tests {
             request.query.get("fieldManager").map(String::as_str),
             Some("strata")
         );
-        assert_eq!(request.query.get("force").map(String::as_str), Some("true"));
+        // Conflicts are reported, not taken over (`--force-conflicts` does that).
+        assert_eq!(request.query.get("force"), None);
     }
 
     fn stored_data(api: &FakeApi, namespace: &str) -> BTreeMap<String, String> {
@@ -619,28 +734,35 @@ mod tests {
 
         let requests = api.requests();
         let lines: Vec<String> = requests.iter().map(|r| r.line()).collect();
+        // The namespaces do not exist: each apply answers 404 for its namespace, which
+        // is then created (by POST, so no permission on other namespaces is needed).
         assert_eq!(
             lines,
             [
-                "PATCH /api/v1/namespaces/apps",
                 "GET /api/v1/namespaces/apps/secrets/strata-secrets",
                 "PATCH /api/v1/namespaces/apps/secrets/strata-secrets",
-                "PATCH /api/v1/namespaces/monitoring",
+                "POST /api/v1/namespaces",
+                "PATCH /api/v1/namespaces/apps/secrets/strata-secrets",
                 "GET /api/v1/namespaces/monitoring/secrets/strata-secrets",
+                "PATCH /api/v1/namespaces/monitoring/secrets/strata-secrets",
+                "POST /api/v1/namespaces",
                 "PATCH /api/v1/namespaces/monitoring/secrets/strata-secrets",
             ]
         );
-        assert_apply(&requests[0], "/api/v1/namespaces/apps");
         assert_eq!(
-            requests[0].json(),
+            requests[2].json(),
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
         );
+        assert_eq!(
+            requests[2].query.get("fieldManager").map(String::as_str),
+            Some("strata")
+        );
         assert_apply(
-            &requests[5],
+            &requests[7],
             "/api/v1/namespaces/monitoring/secrets/strata-secrets",
         );
         assert_eq!(
-            requests[5].json(),
+            requests[7].json(),
             json!({
                 "apiVersion": "v1",
                 "kind": "Secret",
@@ -708,7 +830,7 @@ mod tests {
             .iter()
             .map(|r| r.method.clone())
             .collect();
-        assert_eq!(methods, ["PATCH", "GET", "PATCH", "PATCH", "GET", "PATCH"]);
+        assert_eq!(methods, ["GET", "PATCH", "GET", "PATCH"]);
     }
 
     #[tokio::test]
@@ -773,7 +895,6 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "PATCH /api/v1/namespaces/apps",
                 "GET /api/v1/namespaces/apps/secrets/strata-secrets",
                 "PATCH /api/v1/namespaces/apps/secrets/strata-secrets",
                 "GET /api/v1/namespaces/gone/secrets/strata-secrets",
@@ -821,7 +942,7 @@ mod tests {
             assert!(api.requests().is_empty(), "{key}: requests were sent");
         }
         let (client, server) = mock(FakeApi::new());
-        let err = apply_secrets(client, "Not_Valid", &secrets(), &[])
+        let err = apply_secrets(client, "Not_Valid", &secrets(), &[], false)
             .await
             .unwrap_err();
         assert!(matches!(err, KubeError::InvalidSecretName { .. }), "{err}");
@@ -840,11 +961,70 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("403"), "{shown}");
-        assert!(shown.contains("permission"), "{shown}");
+        assert!(
+            shown.contains("user `fake` may not `patch` secrets in namespace `monitoring`"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("needs get, patch and delete on Secrets"),
+            "{shown}"
+        );
         for value in secrets().values() {
             assert!(!shown.contains(value.as_str()), "{shown}");
             assert!(!shown.contains(&b64(value)), "{shown}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_field_another_manager_set_is_a_conflict_unless_forced() {
+        let (first, mut api) = run(FakeApi::new(), &secrets(), &[]).await;
+        first.unwrap();
+        api.edit(
+            "monitoring",
+            NAME,
+            "token",
+            "edited-by-hand",
+            "kubectl-edit",
+        );
+        let start = api.requests().len();
+        let managed = ["apps", "monitoring"];
+        let (result, api) = run(api, &secrets(), &managed).await;
+        let err = result.unwrap_err();
+        assert!(matches!(err, KubeError::Conflict { .. }), "{err:?}");
+        let message = err.to_string();
+        for words in [
+            "cannot write the Secret `strata-secrets` in namespace `monitoring`",
+            "(`kubectl-edit` set .data.token)",
+            "--force-conflicts",
+        ] {
+            assert!(message.contains(words), "{message}");
+        }
+        assert!(!message.contains("t0ken-value") && !message.contains("edited-by-hand"));
+        assert_eq!(stored_data(&api, "monitoring")["token"], "edited-by-hand");
+        assert_eq!(api.requests()[start + 3].query.get("force"), None);
+
+        let (client, server) = mock(api);
+        let managed: Vec<String> = managed.iter().map(|s| s.to_string()).collect();
+        let report = apply_secrets(client, NAME, &secrets(), &managed, true)
+            .await
+            .unwrap();
+        let api = server.await.unwrap();
+        assert_eq!(report.applied[1].outcome, Outcome::Updated);
+        assert_eq!(stored_data(&api, "monitoring")["token"], "t0ken-value");
+        let last = api.requests().pop().unwrap();
+        assert_eq!(last.query.get("force").map(String::as_str), Some("true"));
+        let key = format!("namespaces/monitoring/secrets/{NAME}");
+        let managers: Vec<Value> = api.objects()[&key]["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["manager"].clone())
+            .collect();
+        assert_eq!(
+            managers,
+            [json!("strata")],
+            "the token moved over to strata"
+        );
     }
 
     #[tokio::test]
@@ -857,7 +1037,9 @@ mod tests {
         let client = client_from_kubeconfig(Some(&kubeconfig), None, &BTreeMap::new())
             .await
             .unwrap();
-        let report = apply_secrets(client, NAME, &secrets(), &[]).await.unwrap();
+        let report = apply_secrets(client, NAME, &secrets(), &[], false)
+            .await
+            .unwrap();
         assert_eq!(report.applied.len(), 2);
         assert_eq!(kube.namespaces(), ["apps", "monitoring"]);
         assert_eq!(
@@ -875,7 +1057,7 @@ mod tests {
         let client = client_from_kubeconfig(Some(&kubeconfig), Some("fake"), &BTreeMap::new())
             .await
             .unwrap();
-        let report = apply_secrets(client, NAME, &secrets(), &["apps".into()])
+        let report = apply_secrets(client, NAME, &secrets(), &["apps".into()], false)
             .await
             .unwrap();
         assert!(!report.changed());
@@ -907,12 +1089,12 @@ mod tests {
         let client = client_from_kubeconfig(Some(&kubeconfig), None, &BTreeMap::new())
             .await
             .unwrap();
-        let err = apply_secrets(client, NAME, &secrets(), &[])
+        let err = apply_secrets(client, NAME, &secrets(), &[], false)
             .await
             .unwrap_err();
         let message = err.to_string();
         assert!(
-            message.starts_with("cannot create the namespace `apps`"),
+            message.starts_with("cannot write the Secret `strata-secrets` in namespace `apps`"),
             "{message}"
         );
         assert!(message.contains("reachable"), "{message}");

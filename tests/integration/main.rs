@@ -12,6 +12,7 @@ mod handoff;
 mod pipeline;
 mod policy;
 mod preview;
+mod real_kube;
 mod real_pulumi;
 mod references;
 mod report;

@@ -1035,8 +1035,6 @@ fn secrets_step_applies_namespaces_and_secret_server_side() {
         );
     }
     for path in [
-        "/api/v1/namespaces/monitoring",
-        "/api/v1/namespaces/apps",
         "/api/v1/namespaces/monitoring/secrets/strata-secrets",
         "/api/v1/namespaces/apps/secrets/strata-secrets",
     ] {
@@ -1045,13 +1043,19 @@ fn secrets_step_applies_namespaces_and_secret_server_side() {
             "no server-side apply of {path}: {reqs:?}"
         );
     }
-    // The namespace is applied before its Secret.
-    let pos = |path: &str| {
-        reqs.iter()
-            .position(|r| r.method == "PATCH" && r.path == path)
-            .unwrap()
-    };
-    assert!(pos("/api/v1/namespaces/apps") < pos("/api/v1/namespaces/apps/secrets/strata-secrets"));
+    // The namespaces did not exist: each is created (a POST naming field manager
+    // `strata`) when the apply of its Secret answers 404 for it, then applied again.
+    let created: Vec<String> = reqs
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/api/v1/namespaces")
+        .map(|r| r.json()["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(created, ["apps", "monitoring"], "{reqs:?}");
+    let secret = kube.secret("apps", "strata-secrets").unwrap();
+    assert_eq!(
+        secret["metadata"]["managedFields"][0]["manager"],
+        json!("strata")
+    );
 
     // A second up changes nothing in the cluster.
     let objects = kube.objects();

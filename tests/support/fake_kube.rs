@@ -2,10 +2,17 @@
 //!
 //! It speaks just enough HTTP/1.1 (plain, no TLS) on 127.0.0.1 for what
 //! strata does with `kube`: server-side apply (`PATCH` with
-//! `application/apply-patch+yaml`), `GET` and `DELETE` of Namespaces and
-//! Secrets, and lists of both. Server-side apply is modelled for a single
-//! field manager: the applied object replaces what that manager set before,
-//! and the `resourceVersion` only changes when the applied object changes.
+//! `application/apply-patch+yaml`) of Secrets, `POST` of Namespaces, `GET` and
+//! `DELETE` of both, and lists of both. Server-side apply is modelled as the real
+//! API server does it (checked against kube-apiserver 1.34 by
+//! tests/integration/real_kube.rs): each field manager owns the leaf fields it
+//! applied (listed in `metadata.managedFields`); a field another manager owns with
+//! another value is a 409 conflict naming it, unless `force=true` moves it over;
+//! a field the manager applied before and no longer applies is removed when nobody
+//! else owns it; a no-op apply keeps the `resourceVersion`. An apply into a
+//! namespace that does not exist is a 404 about the namespace; a `GET` there is a
+//! 404 about the Secret. [`FakeApi::edit`] changes fields as another manager's
+//! update (a `kubectl edit`) would.
 //!
 //! ```ignore
 //! let kube = FakeKube::start();
@@ -18,7 +25,7 @@
 //! a `tower_test` mock.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -82,13 +89,17 @@ struct Failure {
     status: u16,
 }
 
+/// Field manager → (operation, the leaf field paths it owns).
+type Owners = BTreeMap<String, (String, BTreeSet<Vec<String>>)>;
+
 /// The in-memory API server.
 #[derive(Debug, Default)]
 pub struct FakeApi {
     /// `namespaces/<ns>` and `namespaces/<ns>/secrets/<name>` → stored object.
     objects: BTreeMap<String, Value>,
-    /// The last applied object (without server fields), by the same keys.
-    applied: BTreeMap<String, Value>,
+    /// Who owns which leaf fields of each object, by the same keys: manager →
+    /// (operation, field paths).
+    owners: BTreeMap<String, Owners>,
     requests: Vec<Request>,
     failures: Vec<Failure>,
     next_version: u64,
@@ -144,7 +155,35 @@ impl FakeApi {
                 format!("namespaces/{ns}/secrets/{name}")
             }
         };
-        let stored = self.with_server_fields(object, None);
+        let stored = self.with_server_fields(object, None, &key);
+        self.objects.insert(key, stored);
+    }
+
+    /// Sets the Secret's `data[data_key]` (base64-encoded here) as an update by
+    /// `manager` would (e.g. `kubectl edit`): that manager then owns the field.
+    pub fn edit(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        data_key: &str,
+        value: &str,
+        manager: &str,
+    ) {
+        let key = format!("namespaces/{namespace}/secrets/{name}");
+        let mut object = self.objects.get(&key).cloned().expect("the Secret to edit");
+        object["data"][data_key] = json!(encode_base64(value.as_bytes()));
+        let path = vec!["data".to_string(), data_key.to_string()];
+        let owners = self.owners.entry(key.clone()).or_default();
+        for (_, fields) in owners.values_mut() {
+            fields.remove(&path);
+        }
+        owners
+            .entry(manager.to_string())
+            .or_insert_with(|| ("Update".to_string(), BTreeSet::new()))
+            .1
+            .insert(path);
+        owners.retain(|_, (_, fields)| !fields.is_empty());
+        let stored = self.with_server_fields(object, None, &key);
         self.objects.insert(key, stored);
     }
 
@@ -154,6 +193,9 @@ impl FakeApi {
             f.method.eq_ignore_ascii_case(&request.method)
                 && request.path.contains(&f.path_contains)
         }) {
+            if failure.status == 403 {
+                return forbidden(&request);
+            }
             return status(failure.status, "InternalError", "injected failure", None);
         }
 
@@ -161,6 +203,9 @@ impl FakeApi {
         match parts.as_slice() {
             ["api", "v1", "namespaces"] if request.method == "GET" => {
                 self.list("NamespaceList", |key| !key.contains("/secrets/"))
+            }
+            ["api", "v1", "namespaces"] if request.method == "POST" => {
+                self.create_namespace(&request)
             }
             ["api", "v1", "namespaces", ns] => {
                 let key = format!("namespaces/{ns}");
@@ -171,7 +216,10 @@ impl FakeApi {
                 self.list("SecretList", |key| key.starts_with(&prefix))
             }
             ["api", "v1", "namespaces", ns, "secrets", name] => {
-                if !self.objects.contains_key(&format!("namespaces/{ns}")) {
+                // Only a write is refused for the namespace; a read just finds nothing.
+                if request.method != "GET"
+                    && !self.objects.contains_key(&format!("namespaces/{ns}"))
+                {
                     return not_found("namespaces", ns);
                 }
                 let key = format!("namespaces/{ns}/secrets/{name}");
@@ -219,13 +267,19 @@ impl FakeApi {
                 None => not_found(plural, name),
             },
             "DELETE" => {
-                self.applied.remove(&key);
+                self.owners.remove(&key);
                 match self.objects.remove(&key) {
                     Some(object) => ok(object),
                     None => not_found(plural, name),
                 }
             }
-            "PATCH" => self.apply(request, key, kind, name, namespace),
+            "PATCH" if kind == "Secret" => self.apply(request, key, kind, name, namespace),
+            "PATCH" => status(
+                405,
+                "MethodNotAllowed",
+                "the fake applies Secrets only",
+                None,
+            ),
             _ => status(405, "MethodNotAllowed", "method not allowed", None),
         }
     }
@@ -284,17 +338,74 @@ impl FakeApi {
             }
             applied.entry("type").or_insert_with(|| json!("Opaque"));
         }
+        let manager = request.query["fieldManager"].clone();
+        let force = request.query.get("force").is_some_and(|f| f == "true");
         let applied = Value::Object(applied);
-
-        if self.applied.get(&key) == Some(&applied)
-            && let Some(object) = self.objects.get(&key)
-        {
-            return ok(object.clone());
-        }
+        let wanted = leaves(&applied);
         let existing = self.objects.get(&key).cloned();
+        let current = existing.as_ref().map(leaves).unwrap_or_default();
+        let mut owners = self.owners.get(&key).cloned().unwrap_or_default();
+
+        // Fields another manager owns with another value.
+        let mut conflicts: Vec<(String, Vec<String>)> = Vec::new();
+        for (other, (_, fields)) in owners.iter().filter(|(m, _)| **m != manager) {
+            for (path, value) in &wanted {
+                if fields.contains(path) && current.get(path) != Some(value) {
+                    conflicts.push((other.clone(), path.clone()));
+                }
+            }
+        }
+        if !conflicts.is_empty() && !force {
+            return conflict(&conflicts);
+        }
+        for (other, path) in &conflicts {
+            if let Some((_, fields)) = owners.get_mut(other) {
+                fields.remove(path);
+            }
+        }
+        // What this manager applied before and no longer does, and nobody else owns.
+        let before = owners
+            .get(&manager)
+            .map(|(_, fields)| fields.clone())
+            .unwrap_or_default();
+        let mut object = existing.clone().unwrap_or_else(|| json!({}));
+        for path in before.iter().filter(|p| !wanted.contains_key(*p)) {
+            if !owners
+                .iter()
+                .any(|(m, (_, fields))| *m != manager && fields.contains(path))
+            {
+                remove_path(&mut object, path);
+            }
+        }
+        for (path, value) in &wanted {
+            set_path(&mut object, path, value.clone());
+        }
+        for (field, value) in ["apiVersion", "kind"]
+            .iter()
+            .zip([&applied["apiVersion"], &applied["kind"]])
+        {
+            object[*field] = value.clone();
+        }
+        object["metadata"]["name"] = applied["metadata"]["name"].clone();
+        if let Some(ns) = namespace {
+            object["metadata"]["namespace"] = json!(ns);
+        }
+        owners.insert(
+            manager,
+            ("Apply".to_string(), wanted.keys().cloned().collect()),
+        );
+        owners.retain(|_, (_, fields)| !fields.is_empty());
+
+        // A no-op apply changes nothing, not even the resourceVersion.
+        if let Some(existing) = &existing
+            && leaves(existing) == leaves(&object)
+            && self.owners.get(&key) == Some(&owners)
+        {
+            return ok(existing.clone());
+        }
+        self.owners.insert(key.clone(), owners);
         let created = existing.is_none();
-        let stored = self.with_server_fields(applied.clone(), existing.as_ref());
-        self.applied.insert(key.clone(), applied);
+        let stored = self.with_server_fields(object, existing.as_ref(), &key);
         self.objects.insert(key, stored.clone());
         Response {
             status: if created { 201 } else { 200 },
@@ -302,9 +413,50 @@ impl FakeApi {
         }
     }
 
+    /// `POST /api/v1/namespaces`: 201, or 409 when it exists.
+    fn create_namespace(&mut self, request: &Request) -> Response {
+        let Ok(mut object) = serde_json::from_str::<Value>(&request.body) else {
+            return invalid("the body is not a JSON object");
+        };
+        let Some(name) = object["metadata"]["name"].as_str().map(str::to_string) else {
+            return invalid("metadata.name: Required value");
+        };
+        let key = format!("namespaces/{name}");
+        if self.objects.contains_key(&key) {
+            return status(
+                409,
+                "AlreadyExists",
+                &format!("namespaces \"{name}\" already exists"),
+                Some(json!({"name": name, "kind": "namespaces"})),
+            );
+        }
+        // What the real server adds to every namespace.
+        object["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+        if let Some(manager) = request.query.get("fieldManager") {
+            let fields = leaves(&object).into_keys().collect();
+            self.owners
+                .entry(key.clone())
+                .or_default()
+                .insert(manager.clone(), ("Update".to_string(), fields));
+        }
+        // The creator owns the label, not the finalizer the server adds.
+        object["spec"] = json!({"finalizers": ["kubernetes"]});
+        let stored = self.with_server_fields(object, None, &key);
+        self.objects.insert(key, stored.clone());
+        Response {
+            status: 201,
+            body: stored,
+        }
+    }
+
     /// The applied object plus what the server owns: uid, creation time and a
     /// fresh resourceVersion (uid and creation time kept from `existing`).
-    fn with_server_fields(&mut self, mut object: Value, existing: Option<&Value>) -> Value {
+    fn with_server_fields(
+        &mut self,
+        mut object: Value,
+        existing: Option<&Value>,
+        key: &str,
+    ) -> Value {
         let version = self.next_version;
         self.next_version += 1;
         let meta = &mut object["metadata"];
@@ -322,8 +474,205 @@ impl FakeApi {
         if object["kind"] == json!("Namespace") {
             object["status"] = json!({"phase": "Active"});
         }
+        let managed: Vec<Value> = self
+            .owners
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(|(manager, (operation, fields))| {
+                json!({
+                    "manager": manager,
+                    "operation": operation,
+                    "apiVersion": "v1",
+                    "time": "2024-01-01T00:00:00Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": fields_v1(fields),
+                })
+            })
+            .collect();
+        if managed.is_empty() {
+            if let Some(meta) = object["metadata"].as_object_mut() {
+                meta.remove("managedFields");
+            }
+        } else {
+            object["metadata"]["managedFields"] = json!(managed);
+        }
         object
     }
+}
+
+/// The leaf fields of an object a manager can own, by path; not apiVersion, kind,
+/// metadata.name, metadata.namespace, nor what the server sets.
+fn leaves(object: &Value) -> BTreeMap<Vec<String>, Value> {
+    fn walk(value: &Value, path: &mut Vec<String>, out: &mut BTreeMap<Vec<String>, Value>) {
+        match value {
+            Value::Object(map) if !map.is_empty() => {
+                for (k, v) in map {
+                    path.push(k.clone());
+                    walk(v, path, out);
+                    path.pop();
+                }
+            }
+            _ => {
+                out.insert(path.clone(), value.clone());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(object, &mut Vec::new(), &mut out);
+    out.retain(|path, _| {
+        let first = path[0].as_str();
+        let meta = |field: &str| first == "metadata" && path.get(1).is_some_and(|f| f == field);
+        !matches!(first, "apiVersion" | "kind" | "status")
+            && ![
+                "name",
+                "namespace",
+                "uid",
+                "resourceVersion",
+                "creationTimestamp",
+                "managedFields",
+            ]
+            .iter()
+            .any(|f| meta(f))
+    });
+    out
+}
+
+fn set_path(object: &mut Value, path: &[String], value: Value) {
+    let mut at = object;
+    for part in &path[..path.len() - 1] {
+        if !at[part.as_str()].is_object() {
+            at[part.as_str()] = json!({});
+        }
+        at = &mut at[part.as_str()];
+    }
+    at[path[path.len() - 1].as_str()] = value;
+}
+
+fn remove_path(object: &mut Value, path: &[String]) {
+    let mut at = object;
+    for part in &path[..path.len() - 1] {
+        match at.get_mut(part.as_str()) {
+            Some(next) => at = next,
+            None => return,
+        }
+    }
+    if let Some(map) = at.as_object_mut() {
+        map.remove(&path[path.len() - 1]);
+    }
+}
+
+/// `fieldsV1` as the real server writes it: `{"f:data": {"f:key": {}}, ...}`.
+fn fields_v1(fields: &BTreeSet<Vec<String>>) -> Value {
+    let mut out = json!({});
+    for path in fields {
+        let prefixed: Vec<String> = path.iter().map(|p| format!("f:{p}")).collect();
+        set_path(&mut out, &prefixed, json!({}));
+    }
+    out
+}
+
+/// 409 as the real server words it: `Apply failed with 1 conflict: conflict with
+/// "ops-console" using v1: .data.adminpass`, or for more, one line per field
+/// (`Apply failed with 2 conflicts: conflicts with "ops-console" using v1:\n- .data.a\n-
+/// .data.b`), and one cause per field in `details.causes`.
+fn conflict(conflicts: &[(String, Vec<String>)]) -> Response {
+    let field = |path: &Vec<String>| format!(".{}", path.join("."));
+    let message = match conflicts {
+        [(manager, path)] => format!(
+            "Apply failed with 1 conflict: conflict with \"{manager}\" using v1: {}",
+            field(path)
+        ),
+        _ => {
+            let mut by_manager: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+            for (manager, path) in conflicts {
+                by_manager.entry(manager).or_default().push(field(path));
+            }
+            let groups: Vec<String> = by_manager
+                .iter()
+                .map(|(manager, fields)| match fields.as_slice() {
+                    [one] => format!("conflict with \"{manager}\" using v1: {one}"),
+                    _ => format!(
+                        "conflicts with \"{manager}\" using v1:\n- {}",
+                        fields.join("\n- ")
+                    ),
+                })
+                .collect();
+            format!(
+                "Apply failed with {} conflicts: {}",
+                conflicts.len(),
+                groups.join("\n")
+            )
+        }
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(manager, path)| {
+            json!({
+                "reason": "FieldManagerConflict",
+                "message": format!("conflict with \"{manager}\" using v1"),
+                "field": field(path),
+            })
+        })
+        .collect();
+    status(409, "Conflict", &message, Some(json!({"causes": causes})))
+}
+
+/// Standard base64 with padding.
+pub fn encode_base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                A[((n >> (18 - 6 * i)) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+/// 403 as RBAC words it, for the user `fake`.
+fn forbidden(request: &Request) -> Response {
+    let verb = match request.method.as_str() {
+        "GET" => "get",
+        "POST" => "create",
+        "PUT" => "update",
+        "DELETE" => "delete",
+        _ => "patch",
+    };
+    let parts: Vec<&str> = request.path.trim_matches('/').split('/').collect();
+    let (resource, name, namespace) = match parts.as_slice() {
+        ["api", "v1", "namespaces", ns, resource, name] => (*resource, *name, Some(*ns)),
+        ["api", "v1", "namespaces", ns, resource] => (*resource, "", Some(*ns)),
+        ["api", "v1", "namespaces", name] => ("namespaces", *name, None),
+        _ => ("namespaces", "", None),
+    };
+    let place = match namespace {
+        Some(ns) => format!("in the namespace \"{ns}\""),
+        None => "at the cluster scope".to_string(),
+    };
+    let subject = if name.is_empty() {
+        format!("{resource} is forbidden")
+    } else {
+        format!("{resource} \"{name}\" is forbidden")
+    };
+    status(
+        403,
+        "Forbidden",
+        &format!(
+            "{subject}: User \"fake\" cannot {verb} resource \"{resource}\" in API group \"\" {place}"
+        ),
+        Some(json!({"name": name, "kind": resource})),
+    )
 }
 
 fn ok(body: Value) -> Response {
@@ -610,6 +959,7 @@ fn reason_phrase(status: u16) -> &'static str {
         400 => "Bad Request",
         403 => "Forbidden",
         404 => "Not Found",
+        409 => "Conflict",
         405 => "Method Not Allowed",
         415 => "Unsupported Media Type",
         500 => "Internal Server Error",

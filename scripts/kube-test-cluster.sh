@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# A throwaway Kubernetes control plane for tests, on loopback only: etcd and
+# kube-apiserver (built by scripts/install-kube.sh), no kubelet, controller manager or
+# scheduler. Everything lives in DIR; `stop DIR` ends what `start DIR` started, by pid.
+#
+#   scripts/kube-test-cluster.sh start DIR [--watch PID]
+#   scripts/kube-test-cluster.sh stop DIR
+#
+# start: etcd in DIR/etcd on free 127.0.0.1 ports; kube-apiserver on a free 127.0.0.1
+# port with a serving certificate for 127.0.0.1/localhost signed by a CA generated here
+# (openssl), `--authorization-mode=RBAC` and a static token file with three users:
+#
+#   admin    group system:masters                      DIR/admin.kubeconfig
+#   writer   may get/list/create/update/patch/delete    DIR/writer.kubeconfig
+#            Secrets in namespace `team` only (a Role and RoleBinding the admin creates
+#            through the API)
+#   reader   may do nothing                             DIR/reader.kubeconfig
+#
+# It waits (bounded, STRATA_KUBE_START_TIMEOUT seconds, default 120) for /readyz, then
+# writes DIR/cluster.env (SERVER, CA_FILE, ADMIN_TOKEN, WRITER_TOKEN, READER_TOKEN,
+# NAMESPACE, ETCD_PID, APISERVER_PID, ...) and prints DIR on stdout. Progress and errors
+# go to stderr; on failure it stops what it started and shows the end of the logs
+# (DIR/etcd.log, DIR/kube-apiserver.log).
+# --watch PID: a watchdog stops the cluster when process PID ends (a test binary that
+# was killed before its Drop guard ran).
+#
+# The binaries: STRATA_KUBE_BIN_DIR, else ${XDG_CACHE_HOME:-~/.cache}/strata/kube/current.
+set -euo pipefail
+
+NAMESPACE=team
+say() { echo "kube-test-cluster: $*" >&2; }
+fail() {
+    say "error: $*"
+    exit 1
+}
+
+usage() { fail "usage: $0 start DIR [--watch PID] | stop DIR"; }
+[ $# -ge 2 ] || usage
+cmd=$1
+dir=$2
+shift 2
+
+# Kills the process of pidfile $1 if it is still the one we started (its command line
+# names DIR), TERM then KILL after 10 s.
+stop_pid() {
+    local file=$1 pid _
+    [ -f "$file" ] || return 0
+    pid=$(cat "$file")
+    if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$dir"; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 100); do
+            [ -d "/proc/$pid" ] || break
+            # A zombie child of ours is gone for our purposes.
+            [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" = Z ] && break
+            sleep 0.1
+        done
+        if [ -d "/proc/$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
+    fi
+    rm -f "$file"
+}
+
+stop_all() {
+    stop_pid "$dir/kube-apiserver.pid"
+    stop_pid "$dir/etcd.pid"
+    # Not the watchdog when it is the one stopping.
+    if [ "${STRATA_KUBE_WATCHDOG:-}" != 1 ]; then
+        stop_pid "$dir/watchdog.pid"
+    fi
+}
+
+case "$cmd" in
+stop)
+    [ -d "$dir" ] || exit 0
+    dir=$(cd "$dir" && pwd)
+    stop_all
+    exit 0
+    ;;
+start) ;;
+*) usage ;;
+esac
+
+watch_pid=
+if [ "${1:-}" = "--watch" ]; then
+    watch_pid=${2:?--watch needs a pid}
+fi
+
+cache="${STRATA_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/kube}"
+bin="${STRATA_KUBE_BIN_DIR:-$cache/current}"
+for b in etcd kube-apiserver; do
+    [ -x "$bin/$b" ] || fail "$bin/$b is missing: build it with scripts/install-kube.sh, or set STRATA_KUBE_BIN_DIR"
+done
+for t in openssl curl base64; do
+    command -v "$t" >/dev/null 2>&1 || fail "$t is not installed (apt-get install $t)"
+done
+
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+chmod 700 "$dir"
+trap 'say "start failed; stopping what was started"; stop_all' ERR
+
+# --- free ports on 127.0.0.1 ------------------------------------------------------------
+declare -a taken=()
+listening() { # is PORT listened on (any address)?
+    local hex
+    hex=$(printf '%04X' "$1")
+    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+free_port() {
+    local p _
+    for _ in $(seq 1 200); do
+        p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
+        listening "$p" && continue
+        [[ " ${taken[*]:-} " == *" $p "* ]] && continue
+        taken+=("$p")
+        echo "$p"
+        return 0
+    done
+    fail "no free port found"
+}
+
+# --- certificates and tokens --------------------------------------------------------------
+pki=$dir/pki
+mkdir -p "$pki"
+(
+    cd "$pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 \
+        -subj "/CN=strata-test-ca" >/dev/null 2>&1
+    openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr \
+        -subj "/CN=kube-apiserver" >/dev/null 2>&1
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >ext.cnf
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+        -out apiserver.crt -days 2 -extfile ext.cnf >/dev/null 2>&1
+    openssl genrsa -out sa.key 2048 >/dev/null 2>&1
+    openssl rsa -in sa.key -pubout -out sa.pub >/dev/null 2>&1
+) || fail "openssl could not generate the certificates"
+token() { openssl rand -hex 16; }
+admin_token=$(token)
+writer_token=$(token)
+reader_token=$(token)
+cat >"$dir/tokens.csv" <<EOF
+$admin_token,admin,uid-admin,"system:masters"
+$writer_token,writer,uid-writer
+$reader_token,reader,uid-reader
+EOF
+chmod 600 "$dir/tokens.csv"
+
+# --- etcd ---------------------------------------------------------------------------------
+start_etcd() {
+    etcd_port=$(free_port)
+    peer_port=$(free_port)
+    rm -rf "$dir/etcd"
+    setsid "$bin/etcd" --name strata-test --data-dir "$dir/etcd" \
+        --listen-client-urls "http://127.0.0.1:$etcd_port" \
+        --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+        --listen-peer-urls "http://127.0.0.1:$peer_port" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+        --initial-cluster "strata-test=http://127.0.0.1:$peer_port" \
+        --unsafe-no-fsync --log-level warn \
+        </dev/null >"$dir/etcd.log" 2>&1 &
+    echo $! >"$dir/etcd.pid"
+}
+
+# --- kube-apiserver -------------------------------------------------------------------------
+start_apiserver() {
+    api_port=$(free_port)
+    setsid "$bin/kube-apiserver" \
+        --etcd-servers "http://127.0.0.1:$etcd_port" \
+        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+        --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+        --cert-dir "$dir/certs" \
+        --token-auth-file "$dir/tokens.csv" \
+        --authorization-mode RBAC \
+        --service-account-issuer https://kubernetes.default.svc.cluster.local \
+        --service-account-key-file "$pki/sa.pub" \
+        --service-account-signing-key-file "$pki/sa.key" \
+        --service-cluster-ip-range 10.96.0.0/24 \
+        --endpoint-reconciler-type none \
+        --enable-priority-and-fairness=false \
+        --profiling=false \
+        </dev/null >"$dir/kube-apiserver.log" 2>&1 &
+    echo $! >"$dir/kube-apiserver.pid"
+}
+
+alive() { [ -d "/proc/$(cat "$dir/$1.pid")" ] && [ "$(cut -d' ' -f3 "/proc/$(cat "$dir/$1.pid")/stat")" != Z ]; }
+tail_log() {
+    say "the end of $dir/$1.log:"
+    tail -n 20 "$dir/$1.log" >&2 || true
+}
+
+started=$(date +%s)
+timeout=${STRATA_KUBE_START_TIMEOUT:-120}
+server=
+for attempt in 1 2 3; do
+    start_etcd
+    start_apiserver
+    server="https://127.0.0.1:$api_port"
+    ready=0
+    while [ $(($(date +%s) - started)) -lt "$timeout" ]; do
+        if ! alive etcd || ! alive kube-apiserver; then
+            break
+        fi
+        if [ "$(curl -s --max-time 5 --cacert "$pki/ca.crt" "$server/readyz" 2>/dev/null)" = ok ]; then
+            ready=1
+            break
+        fi
+        sleep 0.5
+    done
+    [ "$ready" = 1 ] && break
+    if alive etcd && alive kube-apiserver; then
+        tail_log kube-apiserver
+        stop_all
+        fail "kube-apiserver was not ready within ${timeout}s ($server/readyz)"
+    fi
+    # A port taken meanwhile, most likely: try other ports.
+    say "attempt $attempt: $(alive etcd || echo 'etcd exited') $(alive kube-apiserver || echo 'kube-apiserver exited')"
+    tail_log etcd
+    tail_log kube-apiserver
+    stop_all
+    [ "$attempt" = 3 ] && fail "etcd or kube-apiserver exited three times (logs above)"
+done
+trap - ERR
+
+# --- RBAC, through the API as the admin -----------------------------------------------------
+api() { # api METHOD PATH JSON
+    local out code
+    out=$(curl -sS --max-time 20 --cacert "$pki/ca.crt" -H "Authorization: Bearer $admin_token" \
+        -H 'Content-Type: application/json' -X "$1" "$server$2" --data-binary "$3" -w '\n%{http_code}') ||
+        {
+            stop_all
+            fail "$1 $2 failed"
+        }
+    code=${out##*$'\n'}
+    case "$code" in
+    200 | 201) ;;
+    *)
+        stop_all
+        fail "$1 $2 answered $code: ${out%$'\n'*}"
+        ;;
+    esac
+}
+api POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"$NAMESPACE\"}}"
+api POST "/apis/rbac.authorization.k8s.io/v1/namespaces/$NAMESPACE/roles" \
+    "{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"Role\",\"metadata\":{\"name\":\"secret-writer\"},\"rules\":[{\"apiGroups\":[\"\"],\"resources\":[\"secrets\"],\"verbs\":[\"get\",\"list\",\"watch\",\"create\",\"update\",\"patch\",\"delete\"]}]}"
+api POST "/apis/rbac.authorization.k8s.io/v1/namespaces/$NAMESPACE/rolebindings" \
+    "{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"RoleBinding\",\"metadata\":{\"name\":\"writer-writes-secrets\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"secret-writer\"},\"subjects\":[{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"User\",\"name\":\"writer\"}]}"
+
+# --- kubeconfigs ------------------------------------------------------------------------------
+ca_data=$(base64 -w0 <"$pki/ca.crt")
+for user in admin writer reader; do
+    var=${user}_token
+    cat >"$dir/$user.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: strata-test
+  cluster:
+    server: $server
+    certificate-authority-data: $ca_data
+users:
+- name: $user
+  user:
+    token: ${!var}
+contexts:
+- name: $user
+  context:
+    cluster: strata-test
+    user: $user
+current-context: $user
+EOF
+    chmod 600 "$dir/$user.kubeconfig"
+done
+
+cat >"$dir/cluster.env" <<EOF
+SERVER=$server
+CA_FILE=$pki/ca.crt
+ADMIN_TOKEN=$admin_token
+WRITER_TOKEN=$writer_token
+READER_TOKEN=$reader_token
+NAMESPACE=$NAMESPACE
+ETCD_URL=http://127.0.0.1:$etcd_port
+ETCD_PID=$(cat "$dir/etcd.pid")
+APISERVER_PID=$(cat "$dir/kube-apiserver.pid")
+EOF
+chmod 600 "$dir/cluster.env"
+
+if [ -n "$watch_pid" ]; then
+    self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+    # shellcheck disable=SC2016 # expanded by the watchdog's shell
+    STRATA_KUBE_WATCHDOG=1 setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
+        watchdog "$watch_pid" "$self" "$dir" </dev/null >/dev/null 2>&1 &
+    echo $! >"$dir/watchdog.pid"
+fi
+
+say "ready in $(($(date +%s) - started)) s: $server (etcd $etcd_port), kubeconfigs in $dir"
+echo "$dir"
