@@ -46,6 +46,14 @@ pub struct Reference {
     pub line: usize,
 }
 
+impl Reference {
+    /// Whether the scanner could not tell which project's stack this reads: then the
+    /// program may read any stack (a name in a variable, arguments built elsewhere).
+    pub fn unreadable(&self) -> bool {
+        self.project == Some(Part::Unknown)
+    }
+}
+
 /// A piece of a name: text, or a placeholder.
 #[derive(Debug, Clone, PartialEq)]
 enum Piece {
