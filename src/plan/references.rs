@@ -771,6 +771,25 @@ pub fn targets(
         .collect()
 }
 
+/// Where each project has a reference the scanner cannot read: `file:line`, the file
+/// relative to the project folder.
+pub fn unreadable(
+    found: &std::collections::BTreeMap<String, Vec<Found>>,
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    found
+        .iter()
+        .map(|(path, refs)| {
+            let at: Vec<String> = refs
+                .iter()
+                .filter(|f| f.reference.unreadable())
+                .map(|f| format!("{}:{}", f.reference.file.display(), f.reference.line))
+                .collect();
+            (path.clone(), at)
+        })
+        .filter(|(_, at)| !at.is_empty())
+        .collect()
+}
+
 /// Folders never read, beyond those the fingerprint skips: build output and vendored code.
 const MORE_SKIP_DIRS: &[&str] = &["dist", "build", "vendor"];
 

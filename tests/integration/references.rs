@@ -312,3 +312,31 @@ fn an_unreadable_reference_is_unknown_for_validate_and_changed() {
         "{r:?}"
     );
 }
+
+/// `show` lists a reference it cannot read where it lists the others: the JSON as
+/// `unreadable_references` (file:line, relative to the project), the tree as `reads ?`.
+#[test]
+fn show_marks_an_unreadable_reference() {
+    let ws = workspace(false, "${pulumi.organization}");
+    ws.write(
+        "projects/app/main.go",
+        "package main\nfunc main() {\n\tpulumi.NewStackReference(ctx, \"x\", &pulumi.StackReferenceArgs{Name: name})\n}\n",
+    );
+    let doc = show_json(&ws);
+    assert_eq!(
+        project(&doc, "app")["references"],
+        serde_json::json!(["net"])
+    );
+    assert_eq!(
+        project(&doc, "app")["unreadable_references"],
+        serde_json::json!(["main.go:3"]),
+        "{doc}"
+    );
+    assert!(project(&doc, "net").get("unreadable_references").is_none());
+    let tree = ws.strata(&["show", "-p", "t"]);
+    assert!(
+        tree.stdout.contains("reads   net, ? (main.go:3)"),
+        "{}",
+        tree.stdout
+    );
+}
