@@ -874,6 +874,16 @@ mod tests {
     }
 
     #[test]
+    fn pulumi_yaml_name_that_is_no_string_is_unknown() {
+        let text = "name: app\nruntime: yaml\nresources:\n  net:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name:\n        fn::invoke:\n          function: x\n  dev:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: ${stackName}\n";
+        let refs = in_yaml(text, Path::new("Pulumi.yaml"));
+        assert_eq!(refs.len(), 2, "{refs:#?}");
+        assert!(refs[0].unreadable(), "not the resource's name: {refs:#?}");
+        assert_eq!(refs[0].line, 4);
+        assert!(refs[1].unreadable(), "{refs:#?}");
+    }
+
+    #[test]
     fn python() {
         let text = r#"import pulumi
 from pulumi import StackReference
