@@ -12,6 +12,7 @@ pub fn run(g: &GlobalArgs, args: &ShowArgs, json: bool) -> Result<i32> {
         with_deps: args.with_deps,
         from: args.from.clone(),
     })?;
+    let found = crate::plan::references::of_plan(&loaded.plan);
     let header = render::Header {
         provider: &loaded.profile.name,
         infra_type: &loaded.profile.infra_type,
@@ -23,9 +24,8 @@ pub fn run(g: &GlobalArgs, args: &ShowArgs, json: bool) -> Result<i32> {
             .map(|(s, _)| s.key.clone())
             .collect(),
         secret_name: &loaded.profile.secret_name,
-        references: &crate::plan::references::targets(&crate::plan::references::of_plan(
-            &loaded.plan,
-        )),
+        references: &crate::plan::references::targets(&found),
+        unreadable: &crate::plan::references::unreadable(&found),
     };
     let format = args.format.unwrap_or(if json {
         ShowFormat::Json

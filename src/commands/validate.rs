@@ -104,10 +104,11 @@ pub fn run(g: &GlobalArgs, settings: &Settings, strict: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// Stack references found in the code, checked against the graph: a project that reads
-/// a stack not ordered before it, a reference to a project the profile does not have,
-/// and a literal organization other than `organization` on a self-managed backend,
-/// where Pulumi only knows that one (MARA issue #223).
+/// Stack references found in the code, checked against the graph: a reference the
+/// scanner cannot read, a project that reads a stack not ordered before it, a reference
+/// to a project the profile does not have, and a literal organization other than
+/// `organization` on a self-managed backend, where Pulumi only knows that one (MARA
+/// issue #223).
 fn check_references(
     ws: &workspace::Workspace,
     plan: &Plan,
@@ -146,6 +147,20 @@ fn check_references(
                 None => path.clone(),
             };
             match (&f.target, &f.reference.project) {
+                _ if f.reference.unreadable() => {
+                    warned += 1;
+                    // `${?}`: nothing of the name was read.
+                    let name = match f.reference.name.as_str() {
+                        "${?}" => String::new(),
+                        n => format!(": `{n}`"),
+                    };
+                    r.warn(
+                        "references",
+                        format!(
+                            "{path} has a stack reference strata cannot read ({at}{name}): it may read any stack, so its order is not checked and `up --changed` does not skip {path} while another project runs"
+                        ),
+                    );
+                }
                 (Some(t), _) if plan.index_of(t).is_some_and(|j| !ancestors.contains(&j)) => {
                     warned += 1;
                     r.warn(

@@ -127,7 +127,7 @@ pub fn execute(
                         &last,
                         &last_outputs,
                         &fingerprints,
-                        &known_reads(&full, &profile),
+                        &reads(&full, &profile),
                     )
                 } else {
                     Changed::default()
@@ -385,15 +385,22 @@ pub fn needed_outputs(profile: &crate::workspace::Profile) -> BTreeMap<String, V
     needed
 }
 
-/// The projects each Pulumi project reads, where that is fully known: its `inputs:`
-/// and the stack references in its code, when every reference names its project
-/// (one the scanner cannot read makes the project look at all it needs). Command
-/// projects and projects with no inputs and no references are not in the map.
-fn known_reads(
-    plan: &Plan,
-    profile: &crate::workspace::Profile,
-) -> BTreeMap<String, std::collections::BTreeSet<String>> {
-    use crate::plan::references::{self, Part};
+/// What a Pulumi project reads, as far as its `inputs:` and the stack references in
+/// its code tell.
+#[derive(Debug, Clone, PartialEq)]
+enum Reads {
+    /// Exactly these projects (paths); the outputs of its other needs do not matter.
+    Only(std::collections::BTreeSet<String>),
+    /// Any stack: a reference the scanner cannot read (a name in a variable).
+    Anything,
+}
+
+/// What each Pulumi project reads: only what its inputs and references name, when every
+/// reference names its project; anything, when one of them cannot be read. Command
+/// projects and projects with no inputs and no references are not in the map (their
+/// needs are what they read).
+fn reads(plan: &Plan, profile: &crate::workspace::Profile) -> BTreeMap<String, Reads> {
+    use crate::plan::references;
     let found = references::of_plan(plan);
     let mut out = BTreeMap::new();
     for n in plan.nodes.iter().filter(|n| n.kind == NodeKind::Pulumi) {
@@ -405,10 +412,8 @@ fn known_reads(
         if refs.is_empty() && inputs.is_empty() {
             continue;
         }
-        if refs
-            .iter()
-            .any(|f| f.target.is_none() && !matches!(f.reference.project, Some(Part::Literal(_))))
-        {
+        if refs.iter().any(|f| f.reference.unreadable()) {
+            out.insert(n.path.clone(), Reads::Anything);
             continue;
         }
         let set = refs
@@ -416,7 +421,7 @@ fn known_reads(
             .filter_map(|f| f.target.clone())
             .chain(inputs.into_iter().map(String::from))
             .collect();
-        out.insert(n.path.clone(), set);
+        out.insert(n.path.clone(), Reads::Only(set));
     }
     out
 }
@@ -435,18 +440,52 @@ struct Changed {
 
 /// `--changed` is output-aware. A step whose fingerprint is the one of its last success
 /// is dropped when what it needs was dropped too and left the outputs it last ran with;
-/// when some of what it needs runs, it is kept, conditionally (see [`Changed`]).
+/// when some of what it needs runs, it is kept, conditionally (see [`Changed`]). A
+/// project that may read anything ([`Reads::Anything`]) is never kept conditionally, and
+/// is dropped only when no other Pulumi project runs.
 fn changed_plan(
     plan: &Plan,
     last: &BTreeMap<String, Record>,
     last_outputs: &BTreeMap<String, String>,
     fps: &BTreeMap<String, String>,
-    reads: &BTreeMap<String, std::collections::BTreeSet<String>>,
+    reads: &BTreeMap<String, Reads>,
 ) -> Changed {
+    let anything = |i: usize| reads.get(&plan.nodes[i].path) == Some(&Reads::Anything);
+    // Projects that may read anything, kept because some other Pulumi project runs;
+    // keeping one may keep its dependents, so decide again until nothing changes.
+    let mut forced = std::collections::BTreeSet::new();
+    loop {
+        let (skip, out) = changed_once(plan, last, last_outputs, fps, reads, &forced);
+        let runs = |i: usize| !skip[i] && plan.nodes[i].kind == NodeKind::Pulumi;
+        let more: Vec<usize> = (0..plan.nodes.len())
+            .filter(|&i| skip[i] && anything(i))
+            .filter(|&i| (0..plan.nodes.len()).any(|j| j != i && runs(j)))
+            .collect();
+        if more.is_empty() {
+            return out;
+        }
+        forced.extend(more);
+    }
+}
+
+/// One pass of [`changed_plan`], with the steps of `forced` kept: which steps are
+/// skipped, and the decision.
+fn changed_once(
+    plan: &Plan,
+    last: &BTreeMap<String, Record>,
+    last_outputs: &BTreeMap<String, String>,
+    fps: &BTreeMap<String, String>,
+    reads: &BTreeMap<String, Reads>,
+    forced: &std::collections::BTreeSet<usize>,
+) -> (Vec<bool>, Changed) {
     let mut skip = vec![false; plan.nodes.len()];
     let mut out = Changed::default();
     for &i in &plan.order {
         let n = &plan.nodes[i];
+        if forced.contains(&i) {
+            continue;
+        }
+        let anything = reads.get(&n.path) == Some(&Reads::Anything);
         let Some(Record::Project {
             fingerprint: Some(f),
             ended_at,
@@ -465,7 +504,9 @@ fn changed_plan(
             let u = &plan.nodes[j];
             // Where what a project reads is known, the outputs of the others do not
             // matter to it (they still run first).
-            if reads.get(&n.path).is_some_and(|r| !r.contains(&u.path)) {
+            if let Some(Reads::Only(r)) = reads.get(&n.path)
+                && !r.contains(&u.path)
+            {
                 continue;
             }
             let seen = upstream_outputs.as_ref().map(|m| m.get(&u.path));
@@ -475,7 +516,9 @@ fn changed_plan(
                 // are enough.
                 (true, false, None) => {}
                 (true, false, Some(seen)) => same &= seen == last_outputs.get(&u.path),
-                (false, false, Some(Some(seen))) => {
+                // Unchanged outputs of this upstream say nothing about what a project
+                // that may read anything reads.
+                (false, false, Some(Some(seen))) if !anything => {
                     conditional.insert(u.path.clone(), seen.clone());
                 }
                 _ => same = false,
@@ -496,5 +539,5 @@ fn changed_plan(
     }
     let keep: Vec<bool> = skip.iter().map(|s| !s).collect();
     out.plan = Some(plan.subplan(&keep));
-    out
+    (skip, out)
 }

@@ -17,6 +17,8 @@ pub struct Header<'a> {
     pub secret_name: &'a str,
     /// Stack references found in the code: project path → the paths it reads.
     pub references: &'a BTreeMap<String, Vec<String>>,
+    /// References the scanner cannot read: project path → `file:line` of each.
+    pub unreadable: &'a BTreeMap<String, Vec<String>>,
 }
 
 /// The references of node `i` that are not also needs (drawn dashed), as node indices.
@@ -107,8 +109,24 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
             if !needs.is_empty() {
                 let _ = writeln!(out, "{pad}needs   {}", needs.join(", "));
             }
-            if let Some(refs) = h.references.get(&node.path).filter(|r| !r.is_empty()) {
-                let _ = writeln!(out, "{pad}reads   {}", refs.join(", "));
+            // What it reads: the projects, then `? (file:line)` for each reference the
+            // scanner cannot read.
+            let reads: Vec<String> = h
+                .references
+                .get(&node.path)
+                .into_iter()
+                .flatten()
+                .cloned()
+                .chain(
+                    h.unreadable
+                        .get(&node.path)
+                        .into_iter()
+                        .flatten()
+                        .map(|at| format!("? ({at})")),
+                )
+                .collect();
+            if !reads.is_empty() {
+                let _ = writeln!(out, "{pad}reads   {}", reads.join(", "));
             }
             if node.kind == NodeKind::Builtin && !h.secret_keys.is_empty() {
                 let _ = writeln!(out, "{pad}keys    {}", h.secret_keys.join(", "));
@@ -299,6 +317,9 @@ struct JsonProject<'a> {
     /// Projects whose stacks its code references (paths).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     references: Vec<&'a str>,
+    /// Stack references its code makes that the scanner cannot read (`file:line`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unreadable_references: Vec<&'a str>,
 }
 
 /// The JSON object of DESIGN.md: provider, stack, projects (path, name, stage, needs,
@@ -321,6 +342,13 @@ pub fn json(plan: &Plan, h: &Header) -> String {
                 on_success: n.entry.iter().flat_map(|e| e.on_success.iter()).collect(),
                 references: h
                     .references
+                    .get(&n.path)
+                    .into_iter()
+                    .flatten()
+                    .map(String::as_str)
+                    .collect(),
+                unreadable_references: h
+                    .unreadable
                     .get(&n.path)
                     .into_iter()
                     .flatten()

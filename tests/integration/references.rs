@@ -235,3 +235,108 @@ fn changed_looks_only_at_what_a_project_reads_when_that_is_known() {
     ran.sort();
     assert_eq!(ran, ["app", "net"], "{r:?}");
 }
+
+/// A stack reference the scanner cannot read (issue 25: a name held in a variable) is
+/// unknown, never absent: `validate` names its file and line, and `up --changed` does
+/// not skip its project because the upstreams' outputs look unchanged, while a project
+/// whose references are all known is skipped.
+#[test]
+fn an_unreadable_reference_is_unknown_for_validate_and_changed() {
+    let ws = workspace(false, "${pulumi.organization}");
+    // `known` reads net through a reference strata reads; `blind` reads a stack whose
+    // name is in a variable (its Python source, beside the YAML program the fake
+    // runs); `solo` reads one too and needs nothing.
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: net\n    needs: []\n  - path: known\n    needs: [net]\n  - path: blind\n    needs: [net]\n  - path: solo\n    needs: []\n"
+        ),
+    );
+    ws.pulumi_project(
+        "known",
+        "known",
+        "resources:\n  netRef:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: ${pulumi.organization}/net/${pulumi.stack}\noutputs:\n  k: known\n",
+    );
+    let blind = "resources:\n  t:\n    type: fake:index:Thing\n    properties:\n      x: b\noutputs:\n  b: ${t.x}\n";
+    ws.pulumi_project("blind", "blind", blind);
+    ws.write(
+        "projects/blind/__main__.py",
+        "import pulumi\nnet = pulumi.StackReference(\"net\", stack_name=net_stack)\n",
+    );
+    ws.pulumi_project("solo", "solo", blind);
+    ws.write(
+        "projects/solo/index.ts",
+        "import * as pulumi from \"@pulumi/pulumi\";\nconst args = { name: stackName };\nconst net = new pulumi.StackReference(\"net\", args);\n",
+    );
+
+    let r = ws.strata(&["validate", "-p", "t"]);
+    assert_eq!(r.code, 0, "a warning is not a failure: {r:?}");
+    assert!(
+        r.stdout.contains("projects/blind/__main__.py:2") && r.stdout.contains("cannot read"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("projects/solo/index.ts:3"), "{r:?}");
+    assert!(!r.stdout.contains("all ordered"), "{r:?}");
+    let r = ws.strata(&["validate", "-p", "t", "--strict"]);
+    assert_eq!(r.code, 3, "{r:?}");
+
+    let r = ws.strata(&["up", "-p", "t"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // net's program changes, its outputs do not.
+    ws.pulumi_project(
+        "net",
+        "net",
+        "# edited\nresources:\n  vpc:\n    type: fake:index:Thing\n    properties:\n      x: vpc-1\noutputs:\n  vpc: ${vpc.x}\n",
+    );
+    let r = ws.strata(&["up", "-p", "t", "--changed", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut ran: Vec<String> = r
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "project_finished" && e["status"] == "succeeded")
+        .map(|e| e["project"].as_str().unwrap().to_string())
+        .collect();
+    ran.sort();
+    assert_eq!(
+        ran,
+        ["blind", "net", "solo"],
+        "known is skipped (net left the same outputs), blind and solo may read anything: {r:?}"
+    );
+    // Nothing runs: nothing changed, nothing they could read changed either.
+    let r = ws.strata(&["up", "-p", "t", "--changed", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !r.events()
+            .iter()
+            .any(|e| e["event"] == "project_finished" && e["status"] == "succeeded"),
+        "{r:?}"
+    );
+}
+
+/// `show` lists a reference it cannot read where it lists the others: the JSON as
+/// `unreadable_references` (file:line, relative to the project), the tree as `reads ?`.
+#[test]
+fn show_marks_an_unreadable_reference() {
+    let ws = workspace(false, "${pulumi.organization}");
+    ws.write(
+        "projects/app/main.go",
+        "package main\nfunc main() {\n\tpulumi.NewStackReference(ctx, \"x\", &pulumi.StackReferenceArgs{Name: name})\n}\n",
+    );
+    let doc = show_json(&ws);
+    assert_eq!(
+        project(&doc, "app")["references"],
+        serde_json::json!(["net"])
+    );
+    assert_eq!(
+        project(&doc, "app")["unreadable_references"],
+        serde_json::json!(["main.go:3"]),
+        "{doc}"
+    );
+    assert!(project(&doc, "net").get("unreadable_references").is_none());
+    let tree = ws.strata(&["show", "-p", "t"]);
+    assert!(
+        tree.stdout.contains("reads   net, ? (main.go:3)"),
+        "{}",
+        tree.stdout
+    );
+}
