@@ -16,7 +16,7 @@
 # non-zero, naming the tool, when one cannot be installed.
 set -euo pipefail
 
-KUBECTL_VERSION=v0.34.13 # k8s.io/kubectl; the release is Kubernetes v1.34.13
+KUBECTL_VERSION=v0.34.4 # k8s.io/kubectl: the release of scripts/install-kube.sh's API server (v1.34.4), so a cold build shares its compiled packages
 TOOLS_DIR=${STRATA_TOOLS_DIR:-$HOME/.cache/strata/tools}
 
 say() { printf 'install-tools: %s\n' "$*" >&2; }
