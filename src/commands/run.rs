@@ -27,23 +27,31 @@ pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
         return Ok(exit::FAILED);
     }
     let held = if r.req.op == Operation::Preview {
-        // A preview changes nothing and takes no stack lock; only answers it has to
-        // save are written, under the lock, which is released before it runs.
-        // While another strata holds the lock, they are used for this preview only.
-        if !answers.writes_anything() {
-            write::write(&mut r, &mut answers)?;
+        // A preview changes nothing and takes no stack lock for its run; what it writes
+        // (its answers, the digest of the store it opened) is written under the lock,
+        // taken without waiting and released before it runs. While another strata
+        // holds the lock, nothing is written: the answers serve this preview only.
+        // A preview with nothing to write takes no lock at all.
+        let writes = answers.writes_anything() || answers.secrets.read.is_some();
+        let saving = if writes {
+            lock::try_acquire(&r).map(Some)
         } else {
-            match lock::try_acquire(&r) {
-                Ok(saving) => {
-                    write::write(&mut r, &mut answers)?;
-                    drop(saving);
-                }
-                Err(e) if e.exit_code() == exit::CONFIG => pre.notices.push(format!(
-                    "note: the answers of this preview are not saved: {}",
-                    e.message.lines().next().unwrap_or("the stack is in use")
-                )),
-                Err(e) => return Err(e),
+            Ok(None)
+        };
+        match saving {
+            Ok(saving) => {
+                write::write(&mut r, &mut answers)?;
+                drop(saving);
             }
+            Err(e) if e.exit_code() == exit::CONFIG => {
+                if answers.writes_anything() {
+                    pre.notices.push(format!(
+                        "note: the answers of this preview are not saved: {}",
+                        e.message.lines().next().unwrap_or("the stack is in use")
+                    ))
+                }
+            }
+            Err(e) => return Err(e),
         }
         lock::signals_only()?
     } else {

@@ -243,3 +243,41 @@ fn redaction_catches_escaped_forms_and_spares_words_holding_a_short_secret() {
     }
     assert!(r.all().contains("infra/app"), "{r:?}");
 }
+
+/// Issue 25: a preview's write stage recorded `secrets.digest.json` without the stack
+/// lock, beside an `up` that holds it. A preview writes only under the lock, taken
+/// without waiting; while another run holds it, it writes nothing.
+#[test]
+fn a_preview_beside_a_running_up_writes_no_digest() {
+    let mut ws = deployed_with_pin();
+    ws.set_env("FAKE_PULUMI_DELAY_MS_DB_APP", "15000");
+    let mut up = ws.spawn(&["up", "--provider", "lab", "--project", "infra/db"]);
+    let calls = ws.path("calls.jsonl");
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&calls)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"start\""))
+        .any(|l| l.contains("\"up\"") && l.contains("db-app"))
+        || ws.read_opt(".strata/dev/lock").is_empty()
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the up never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::remove_file(ws.path(".strata/dev/secrets.digest.json")).unwrap();
+    ws.set_env("FAKE_PULUMI_DELAY_MS_DB_APP", "0");
+    let r = ws.strata(&["preview", "--provider", "lab", "--project", "infra/db"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        up.try_wait().unwrap().is_none(),
+        "the up still held the lock during the preview"
+    );
+    assert!(
+        !ws.exists(".strata/dev/secrets.digest.json"),
+        "the preview wrote the digest while the up held the lock: {r:?}"
+    );
+    assert!(up.wait().unwrap().success());
+}
