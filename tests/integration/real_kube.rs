@@ -32,34 +32,14 @@ const API: &str = "api-REAL-VALUE-c07e";
 
 /// The folder holding the real binaries, or `None` (skipped) outside CI.
 fn real_bin_dir(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("STRATA_KUBE_BIN_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let home = std::env::var_os("HOME")?;
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| Path::new(&home).join(".cache"));
-            Some(cache.join("strata/kube/current"))
-        });
-    let absent: Vec<&str> = BINARIES
-        .iter()
-        .copied()
-        .filter(|b| !dir.as_ref().is_some_and(|d| d.join(b).is_file()))
-        .collect();
-    if absent.is_empty() {
-        return dir;
-    }
-    let what = format!(
-        "{test}: the real Kubernetes API server is not installed ({} missing in {}): {HINT}",
-        absent.join(", "),
-        dir.map(|d| d.display().to_string())
-            .unwrap_or_else(|| "no folder".into())
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("required under CI=true: {what}");
-    }
-    eprintln!("skipped: {what}");
-    None
+    crate::support::real_bin_dir(
+        test,
+        "the real Kubernetes API server",
+        "STRATA_KUBE_BIN_DIR",
+        "kube",
+        &BINARIES,
+        HINT,
+    )
 }
 
 fn script(name: &str) -> PathBuf {

@@ -20,34 +20,14 @@ const REGISTRY_PASSWORD: &str = "reg-Pa55-9f1c2e77";
 
 /// The folder holding the real binaries, or `None` (skipped) outside CI.
 fn real_bin_dir(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("STRATA_PULUMI_BIN_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let home = std::env::var_os("HOME")?;
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| Path::new(&home).join(".cache"));
-            Some(cache.join("strata/pulumi/current"))
-        });
-    let missing: Vec<&str> = BINARIES
-        .iter()
-        .copied()
-        .filter(|b| !dir.as_ref().is_some_and(|d| d.join(b).is_file()))
-        .collect();
-    if missing.is_empty() {
-        return dir;
-    }
-    let what = format!(
-        "{test}: the real Pulumi is not installed ({} missing in {}): {HINT}",
-        missing.join(", "),
-        dir.map(|d| d.display().to_string())
-            .unwrap_or_else(|| "no folder".into())
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("required under CI=true: {what}");
-    }
-    eprintln!("skipped: {what}");
-    None
+    crate::support::real_bin_dir(
+        test,
+        "the real Pulumi",
+        "STRATA_PULUMI_BIN_DIR",
+        "pulumi",
+        &BINARIES,
+        HINT,
+    )
 }
 
 /// A workspace whose `pulumi` is the real CLI (behind a wrapper that logs each call).
@@ -89,11 +69,11 @@ impl Real {
     fn with_local_pulumi(test: &str) -> Option<Real> {
         let r = Real::new(test)?;
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        copy_dir(
+        crate::support::copy_path(
             &repo.join("providers/local-pulumi.yaml"),
             &r.ws.path("providers/local-pulumi.yaml"),
         );
-        copy_dir(
+        crate::support::copy_path(
             &repo.join("projects/local-pulumi"),
             &r.ws.path("projects/local-pulumi"),
         );
@@ -149,18 +129,6 @@ impl Real {
 fn calls_for(calls: &[String], project: &str) -> usize {
     let needle = format!("projects/{project} ");
     calls.iter().filter(|c| c.contains(&needle)).count()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    if from.is_file() {
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(from, to).unwrap();
-        return;
-    }
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        copy_dir(&e.path(), &to.join(e.file_name()));
-    }
 }
 
 fn finished(r: &Run) -> Vec<(String, String)> {

@@ -1809,7 +1809,7 @@ fn changed_sees_watched_files_and_environment_values() {
         ("providers/local.yaml", "providers/local.yaml"),
         ("projects/local", "projects/local"),
     ] {
-        copy_tree(&repo.join(from), &ws.path(to));
+        copy_path(&repo.join(from), &ws.path(to));
     }
     let up = [
         "up",
@@ -1868,16 +1868,4 @@ fn changed_sees_watched_files_and_environment_values() {
     );
     let r = ws.strata(&changed);
     assert_eq!((r.code, ran(&r)), (0, 0), "a token is not an input: {r:?}");
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    if from.is_file() {
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(from, to).unwrap();
-        return;
-    }
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        copy_tree(&e.path(), &to.join(e.file_name()));
-    }
 }

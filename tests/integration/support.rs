@@ -453,3 +453,56 @@ pub fn check_mermaid(ws: &Ws, text: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The folder of real binaries a tier runs against (the real Pulumi, the real API
+/// server): `env_var`, else `<cache>/strata/<cache_dir>/current` (the link the install
+/// script keeps). When one of `binaries` is missing: under `CI=true` the test fails with
+/// `hint`; elsewhere it prints `skipped: …` and gets `None`.
+pub fn real_bin_dir(
+    test: &str,
+    what: &str,
+    env_var: &str,
+    cache_dir: &str,
+    binaries: &[&str],
+    hint: &str,
+) -> Option<PathBuf> {
+    let dir = std::env::var_os(env_var).map(PathBuf::from).or_else(|| {
+        let home = std::env::var_os("HOME")?;
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(&home).join(".cache"));
+        Some(cache.join("strata").join(cache_dir).join("current"))
+    });
+    let absent: Vec<&str> = binaries
+        .iter()
+        .copied()
+        .filter(|b| !dir.as_ref().is_some_and(|d| d.join(b).is_file()))
+        .collect();
+    if absent.is_empty() {
+        return dir;
+    }
+    let text = format!(
+        "{test}: {what} is not installed ({} missing in {}): {hint}",
+        absent.join(", "),
+        dir.map(|d| d.display().to_string())
+            .unwrap_or_else(|| "no folder".into())
+    );
+    if under_ci() {
+        panic!("required under CI=true: {text}");
+    }
+    eprintln!("skipped: {text}");
+    None
+}
+
+/// Copies a file or a folder (recursively) to `to`.
+pub fn copy_path(from: &Path, to: &Path) {
+    if from.is_file() {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+        return;
+    }
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        copy_path(&e.path(), &to.join(e.file_name()));
+    }
+}
