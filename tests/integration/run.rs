@@ -858,7 +858,7 @@ const SLOW: &[&str] = &["alpha", "bravo", "charlie"];
 fn ctrl_c_workspace() -> Ws {
     let mut ws = workspace(CTRL_C, CTRL_C_PATHS);
     for p in SLOW {
-        ws.set_env(&format!("FAKE_PULUMI_DELAY_MS_{}", hook_key(p)), "6000");
+        ws.set_env(&format!("FAKE_PULUMI_DELAY_MS_{}", hook_key(p)), "15000");
     }
     ws
 }
