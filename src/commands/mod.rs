@@ -141,9 +141,12 @@ pub fn current_fingerprints(loaded: &Loaded, stack: &str) -> Option<BTreeMap<Str
             None => (BTreeMap::new(), true),
         }
     };
+    let cache_file = loaded.ws.state_dir(stack).join("fingerprint.cache");
     let extra = crate::run::fingerprint::Extra {
         root: &loaded.ws.root,
         env: &loaded.ws.env_file.vars,
+        // Read, never written: `status` takes no lock.
+        cache: Some((&cache_file, false)),
     };
     let mut fps =
         crate::run::fingerprint::of_plan(&loaded.plan, &loaded.profile, cfg, &hashes, &extra);

@@ -100,11 +100,15 @@ pub fn execute(
         let secret_hashes = fingerprint::hash_secrets(&secret_key, &secrets.values);
         let state_dir = state_dir.clone();
         let (root, env_vars) = (r.ws.root.clone(), r.ws.env_file.vars.clone());
+        let locked = held.lock.is_some();
         held.caught
             .until_signal("while fingerprinting the projects", move || {
+                let cache_file = state_dir.join("fingerprint.cache");
                 let extra = fingerprint::Extra {
                     root: &root,
                     env: &env_vars,
+                    // Written only by a run that holds the stack lock.
+                    cache: Some((&cache_file, locked)),
                 };
                 let fingerprints =
                     fingerprint::of_plan(&plan, &profile, &cfg, &secret_hashes, &extra);

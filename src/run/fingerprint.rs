@@ -23,7 +23,71 @@ pub const SKIP_DIRS: &[&str] = &[
 /// How deep the walk goes below a project folder; deeper folders are hashed by name only.
 const MAX_DEPTH: usize = 64;
 
-fn hash_dir(h: &mut Sha256, root: &Path, dir: &Path, depth: usize) {
+/// The content hash of each file a fingerprint read, by path, with the size and
+/// modification time it had (`.strata/<stack>/fingerprint.cache`): a file whose size and
+/// mtime are unchanged is not read again, as git's index and Cargo do. A file modified
+/// less than two seconds before it was hashed is not kept (a later write within the same
+/// mtime tick would go unseen: git's "racily clean" entries).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct FileHashes {
+    files: BTreeMap<String, (u64, i128, String)>,
+    #[serde(skip)]
+    dirty: bool,
+}
+
+impl FileHashes {
+    pub fn load(path: &Path) -> FileHashes {
+        std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Writes the cache when it changed (best effort: it is only a cache).
+    pub fn save(&self, path: &Path) {
+        if self.dirty
+            && let Ok(text) = serde_json::to_vec(self)
+        {
+            let _ = crate::util::write_atomic(path, &text, Some(0o600));
+        }
+    }
+
+    /// The SHA-256 of the file at `p` (hex), from the cache when its size and mtime match.
+    fn hash(&mut self, p: &Path) -> Option<String> {
+        let meta = std::fs::symlink_metadata(p).ok()?;
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(-1);
+        let key = p.to_string_lossy().into_owned();
+        if let Some((size, at, hex)) = self.files.get(&key)
+            && *size == meta.len()
+            && *at == mtime
+            && mtime >= 0
+        {
+            return Some(hex.clone());
+        }
+        let bytes = std::fs::read(p).ok()?;
+        let hex: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(0);
+        if mtime >= 0 && now - mtime > 2_000_000_000 {
+            self.files
+                .insert(key, (bytes.len() as u64, mtime, hex.clone()));
+            self.dirty = true;
+        }
+        Some(hex)
+    }
+}
+
+fn hash_dir(h: &mut Sha256, root: &Path, dir: &Path, depth: usize, cache: &mut FileHashes) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
@@ -54,7 +118,7 @@ fn hash_dir(h: &mut Sha256, root: &Path, dir: &Path, depth: usize) {
                 h.update(b"\0too deep\0");
                 continue;
             }
-            hash_dir(h, root, &p, depth + 1);
+            hash_dir(h, root, &p, depth + 1, cache);
             continue;
         }
         // Pulumi's own per-stack files in the project folder change on every run.
@@ -63,9 +127,8 @@ fn hash_dir(h: &mut Sha256, root: &Path, dir: &Path, depth: usize) {
         }
         h.update(rel.to_string_lossy().as_bytes());
         h.update([0]);
-        if let Ok(bytes) = std::fs::read(&p) {
-            h.update((bytes.len() as u64).to_le_bytes());
-            h.update(&bytes);
+        if let Some(hex) = cache.hash(&p) {
+            h.update(hex.as_bytes());
         }
     }
 }
@@ -80,10 +143,26 @@ pub fn fingerprint(
     config: &str,
     secrets: &[(String, String)],
 ) -> String {
+    fingerprint_cached(
+        project_dir,
+        entry,
+        config,
+        secrets,
+        &mut FileHashes::default(),
+    )
+}
+
+fn fingerprint_cached(
+    project_dir: Option<&Path>,
+    entry: &str,
+    config: &str,
+    secrets: &[(String, String)],
+    cache: &mut FileHashes,
+) -> String {
     let mut h = Sha256::new();
-    h.update(b"strata-fingerprint-v1\0");
+    h.update(b"strata-fingerprint-v2\0");
     if let Some(dir) = project_dir {
-        hash_dir(&mut h, dir, dir, 0);
+        hash_dir(&mut h, dir, dir, 0, cache);
     }
     h.update(b"\0entry\0");
     h.update(entry.as_bytes());
@@ -137,10 +216,12 @@ pub fn secret_like_env(name: &str, profile: &Profile) -> bool {
 pub struct Extra<'a> {
     pub root: &'a Path,
     pub env: &'a BTreeMap<String, String>,
+    /// The [`FileHashes`] file, and whether this command may write it (under the lock).
+    pub cache: Option<(&'a Path, bool)>,
 }
 
 /// The text of the watched paths: each one's files, or "missing".
-fn watched_text(root: &Path, paths: &[&String]) -> String {
+fn watched_text(root: &Path, paths: &[&String], cache: &mut FileHashes) -> String {
     let mut h = Sha256::new();
     for p in paths {
         let full = root.join(p);
@@ -148,13 +229,12 @@ fn watched_text(root: &Path, paths: &[&String]) -> String {
         match std::fs::symlink_metadata(&full) {
             Ok(m) if m.is_dir() => {
                 h.update(b"\0dir\0");
-                hash_dir(&mut h, &full, &full, 0);
+                hash_dir(&mut h, &full, &full, 0, cache);
             }
             Ok(_) => {
                 h.update(b"\0file\0");
-                if let Ok(bytes) = std::fs::read(&full) {
-                    h.update((bytes.len() as u64).to_le_bytes());
-                    h.update(&bytes);
+                if let Some(hex) = cache.hash(&full) {
+                    h.update(hex.as_bytes());
                 }
             }
             Err(_) => h.update(b"\0missing\0"),
@@ -182,6 +262,10 @@ pub fn of_plan(
     let profile_keys: Vec<&String> = profile.secrets.iter().map(|s| &s.key).collect();
     let all_secrets = profile.all_secrets();
     let all_keys: Vec<&String> = all_secrets.iter().map(|(s, _)| &s.key).collect();
+    let mut cache = extra
+        .cache
+        .map(|(file, _)| FileHashes::load(file))
+        .unwrap_or_default();
     let mut out = BTreeMap::new();
     for n in &plan.nodes {
         let (dir, entry_text, keys): (Option<&Path>, String, Vec<&String>) =
@@ -195,6 +279,7 @@ pub fn of_plan(
                         "watch": watched_text(
                             extra.root,
                             &profile.watch.iter().chain(e.watch.iter()).collect::<Vec<_>>(),
+                            &mut cache,
                         ),
                     })
                     .to_string(),
@@ -216,8 +301,11 @@ pub fn of_plan(
             .collect();
         out.insert(
             n.path.clone(),
-            fingerprint(dir, &entry_text, &config_text, &pairs),
+            fingerprint_cached(dir, &entry_text, &config_text, &pairs, &mut cache),
         );
+    }
+    if let Some((file, true)) = extra.cache {
+        cache.save(file);
     }
     out
 }
@@ -342,6 +430,45 @@ mod tests {
         for name in ["AWS_REGION", "LOCAL_TIER", "KUBECONFIG"] {
             assert!(!secret_like_env(name, &profile), "{name}");
         }
+    }
+
+    /// A file whose size and mtime are unchanged is not read again; any other is.
+    #[test]
+    fn files_are_hashed_once_per_size_and_mtime() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("main.yaml");
+        std::fs::write(&f, "aaaa").unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let set_mtime = |t| {
+            std::fs::File::options()
+                .write(true)
+                .open(&f)
+                .unwrap()
+                .set_modified(t)
+                .unwrap()
+        };
+        set_mtime(old);
+        let mut cache = FileHashes::default();
+        let fp = |c: &mut FileHashes| fingerprint_cached(Some(d.path()), "e", "c", &[], c);
+        let first = fp(&mut cache);
+        assert_eq!(first, fingerprint(Some(d.path()), "e", "c", &[]));
+        assert!(cache.dirty, "an old file is kept");
+        // Same size, same mtime: the cache answers (the new bytes are not read).
+        std::fs::write(&f, "bbbb").unwrap();
+        set_mtime(old);
+        assert_eq!(fp(&mut cache), first);
+        // A new mtime: read again.
+        set_mtime(old + std::time::Duration::from_secs(1));
+        assert_ne!(fp(&mut cache), first);
+        // A file just written is hashed but not kept.
+        let mut fresh = FileHashes::default();
+        std::fs::write(&f, "cccc").unwrap();
+        fp(&mut fresh);
+        assert!(!fresh.dirty, "{:?}", fresh.files);
+        // Saved and loaded.
+        let file = d.path().join("cache.json");
+        cache.save(&file);
+        assert_eq!(FileHashes::load(&file).files, cache.files);
     }
 
     #[test]
