@@ -388,13 +388,66 @@ impl<'a> StepRunner<'a> {
     /// through `inputs:`) has a value it cannot hash, so the hash is this run's own: a
     /// dependent that reads it is never skipped as unchanged after the project ran.
     fn outputs_hash(&self, outputs: &Map<String, Value>) -> String {
-        let sorted: BTreeMap<&String, &Value> = outputs.iter().collect();
+        // A secret of the store that an output repeats in clear (a command project that
+        // echoes it) is hashed under the store's own key first: the salt beside the
+        // journal must not let a reader of `.strata/` test guesses of it.
+        let mut secrets: Vec<&String> = self
+            .ctx
+            .secrets
+            .values()
+            .filter(|v| !v.is_empty())
+            .collect();
+        secrets.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        let masked: Map<String, Value> = outputs
+            .iter()
+            .map(|(k, v)| (k.clone(), self.mask_secrets(v, &secrets)))
+            .collect();
+        let sorted: BTreeMap<&String, &Value> = masked.iter().collect();
         let mut text = serde_json::to_string(&sorted).unwrap_or_default();
         if outputs.values().any(crate::engine::contains_secret_mask) {
             text.push_str("\0masked secret output, run ");
             text.push_str(&self.ctx.run_id);
         }
         super::fingerprint::keyed_hash(&self.ctx.fingerprint_salt, "outputs", &text)
+    }
+
+    /// `v` with every occurrence of each of `secrets` (longest first) replaced by its
+    /// digest under the store's key.
+    fn mask_secrets(&self, v: &Value, secrets: &[&String]) -> Value {
+        match v {
+            Value::String(s) => {
+                let mut out = s.clone();
+                for secret in secrets {
+                    if out.contains(secret.as_str()) {
+                        let d = super::fingerprint::secret_digest(
+                            &self.ctx.secret_key,
+                            "output",
+                            secret,
+                        );
+                        out = out.replace(secret.as_str(), &format!("[secret:{d}]"));
+                    }
+                }
+                Value::String(out)
+            }
+            Value::Array(a) => {
+                Value::Array(a.iter().map(|x| self.mask_secrets(x, secrets)).collect())
+            }
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, x)| (k.clone(), self.mask_secrets(x, secrets)))
+                    .collect(),
+            ),
+            other => {
+                let text = other.to_string();
+                match secrets.iter().find(|s| text == ***s) {
+                    Some(secret) => Value::String(format!(
+                        "[secret:{}]",
+                        super::fingerprint::secret_digest(&self.ctx.secret_key, "output", secret)
+                    )),
+                    None => other.clone(),
+                }
+            }
+        }
     }
 
     /// Preview: the first upstream of `path` that has never been deployed (its outputs

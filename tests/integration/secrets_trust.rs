@@ -2,6 +2,8 @@
 //! of a secret offline, and redaction catches the forms a program prints a secret in.
 
 use std::collections::BTreeSet;
+
+use serde_json::Value;
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
@@ -283,4 +285,46 @@ fn a_preview_beside_a_running_up_writes_no_digest() {
         "the preview wrote the digest while the up held the lock: {r:?}"
     );
     assert!(up.wait().unwrap().success());
+}
+
+/// A command project that repeats a secret in its outputs: the outputs hash the journal
+/// keeps must not be testable with the salt beside it (the right guess does not match).
+#[test]
+fn an_output_that_repeats_a_secret_is_not_guessable_from_the_journal() {
+    let mut ws = Ws::new();
+    ws.profile(
+        "lab",
+        &format!(
+            "{HEAD}secrets:\n  - key: lab:pin\n    prompt: PIN\ninfrastructure:\n  - path: infra/echo\n"
+        ),
+    );
+    ws.command_project(
+        "infra/echo",
+        "printf '{\"pin\": \"%s\"}' \"$STRATA_SECRET_LAB_PIN\" > \"$STRATA_OUTPUTS_FILE\"",
+        "true",
+    );
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
+    ws.set_env("STRATA_SECRET_LAB_PIN", PIN);
+    let r = ws.strata(&["up", "--provider", "lab"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let salt = std::fs::read(ws.path(".strata/dev/fingerprint.salt")).unwrap();
+    let recorded: Vec<String> = ws
+        .read(".strata/dev/journal.jsonl")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["outputs_hash"].as_str().map(String::from))
+        .collect();
+    assert_eq!(recorded.len(), 1, "the run recorded its outputs hash");
+    // The attacker's guess, made the way the hash was made before.
+    let mut h = Sha256::new();
+    h.update(&salt);
+    h.update(b"outputs");
+    h.update([0]);
+    h.update(format!("{{\"pin\":\"{PIN}\"}}").as_bytes());
+    let guess: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    assert_ne!(
+        recorded[0], guess,
+        "the PIN is testable from .strata/ alone"
+    );
 }
