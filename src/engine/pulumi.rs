@@ -428,11 +428,11 @@ impl PulumiEngine {
         }
         Err(Failure::Failed {
             message: format!(
-                "could not clear the stale Pulumi lock of {} ({}): {}. {}",
+                "could not clear the stale Pulumi lock of {} ({}): {}. Run: {}",
                 job.path,
                 exit_text(&out.exit),
                 error_line(err.lines()),
-                cancel_hint(job)
+                cancel_command(job)
             ),
             exit_code: out.exit.code,
             processes: *procs,
@@ -774,10 +774,6 @@ fn cancel_command(job: &Job) -> String {
         stack_arg(job),
         job.dir.display()
     )
-}
-
-fn cancel_hint(job: &Job) -> String {
-    format!("Run: {}", cancel_command(job))
 }
 
 #[cfg(test)]

@@ -52,18 +52,6 @@ pub fn absolute_file_backend(url: &str, root: &Path) -> String {
     }
 }
 
-/// The folder of a `file://` backend, when it is one.
-pub fn file_backend_dir(env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    let url = env.get("PULUMI_BACKEND_URL")?;
-    let rest = url.strip_prefix("file://")?;
-    let path = rest.split('?').next().unwrap_or(rest);
-    if path.starts_with('/') {
-        Some(PathBuf::from(path))
-    } else {
-        None
-    }
-}
-
 /// A self-managed backend (file, s3, gs, azblob, postgres...) rather than the Pulumi
 /// Cloud service (http/https). Self-managed backends use the passphrase secrets provider
 /// by default.
