@@ -134,10 +134,20 @@ pub enum Command {
 pub struct ExportArgs {
     /// The engine to export for
     #[arg(long, value_enum)]
-    pub format: crate::export::Format,
+    pub format: ExportFormat,
     /// Write to FILE instead of stdout
     #[arg(short = 'o', long = "out", value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// A GitHub Actions workflow: one job per project, `needs:` from the graph
+    GithubActions,
+    /// Pulumi Kubernetes Operator `Stack` resources with `spec.prerequisites`
+    Pko,
+    /// An Argo Workflows `Workflow` with one DAG task per project
+    Argo,
 }
 
 #[derive(Debug, Args, Clone)]

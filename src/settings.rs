@@ -2,7 +2,16 @@
 
 use std::io::IsTerminal;
 
-use crate::cli::{GlobalArgs, OutputFormat};
+/// What the user asked of the output and of prompting (`--output`, `-q`, `-v`,
+/// `--non-interactive`), before the surroundings are looked at.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Asked {
+    /// `--output json`: JSON Lines events on stdout.
+    pub json: bool,
+    pub quiet: bool,
+    pub verbose: bool,
+    pub non_interactive: bool,
+}
 
 /// How a run reports progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,11 +29,13 @@ pub enum Display {
 /// The one pure decision of how to report: JSON when asked; progress bars only on a
 /// capable terminal outside CI (`TERM=dumb` — Emacs shells, some CI — cannot redraw
 /// lines); plain lines otherwise.
-pub fn display(output: OutputFormat, stderr_is_terminal: bool, is_ci: bool, dumb: bool) -> Display {
-    match output {
-        OutputFormat::Json => Display::Json,
-        OutputFormat::Human if stderr_is_terminal && !is_ci && !dumb => Display::Progress,
-        OutputFormat::Human => Display::Plain,
+pub fn display(json: bool, stderr_is_terminal: bool, is_ci: bool, dumb: bool) -> Display {
+    if json {
+        Display::Json
+    } else if stderr_is_terminal && !is_ci && !dumb {
+        Display::Progress
+    } else {
+        Display::Plain
     }
 }
 
@@ -68,7 +79,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn resolve(g: &GlobalArgs) -> Settings {
+    pub fn resolve(g: Asked) -> Settings {
         let var = |k: &str| std::env::var(k).ok();
         let ci = is_ci(var("CI").as_deref());
         let dumb = var("TERM").as_deref() == Some("dumb");
@@ -86,7 +97,7 @@ impl Settings {
             dumb,
         ));
         let shown = display(
-            g.output,
+            g.json,
             std::io::stderr().is_terminal() && !g.verbose,
             ci,
             dumb,
@@ -98,7 +109,7 @@ impl Settings {
                 _ if g.quiet => Display::Quiet,
                 other => other,
             },
-            json: g.output == OutputFormat::Json,
+            json: g.json,
             verbose: g.verbose,
         }
     }
@@ -110,14 +121,14 @@ mod tests {
 
     #[test]
     fn display_decision() {
-        use OutputFormat::{Human, Json as J};
-        assert_eq!(display(J, true, false, false), Display::Json);
-        assert_eq!(display(J, false, true, false), Display::Json);
-        assert_eq!(display(Human, true, false, false), Display::Progress);
-        assert_eq!(display(Human, true, true, false), Display::Plain);
-        assert_eq!(display(Human, false, false, false), Display::Plain);
+        let (json, human) = (true, false);
+        assert_eq!(display(json, true, false, false), Display::Json);
+        assert_eq!(display(json, false, true, false), Display::Json);
+        assert_eq!(display(human, true, false, false), Display::Progress);
+        assert_eq!(display(human, true, true, false), Display::Plain);
+        assert_eq!(display(human, false, false, false), Display::Plain);
         assert_eq!(
-            display(Human, true, false, true),
+            display(human, true, false, true),
             Display::Plain,
             "TERM=dumb"
         );

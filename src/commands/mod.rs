@@ -1,6 +1,7 @@
 //! One module per command; `dispatch` picks it. Shared loading lives here.
 
 mod docs;
+mod export;
 pub mod outputs;
 mod providers;
 mod report;
@@ -13,75 +14,101 @@ mod validate;
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use crate::cli::{Cli, Command, GlobalArgs};
+use crate::cli::{Cli, Command, GlobalArgs, OutputFormat, PreviewOptions, RunArgs};
 use crate::engine::Operation;
 use crate::error::{Error, Result};
+use crate::pipeline::{self, Request};
 use crate::plan::Plan;
+use crate::settings::Asked;
 use crate::settings::Settings;
-use crate::workspace::{Profile, StackConfig, Workspace};
+use crate::workspace::{Profile, StackConfig, Target, Workspace};
 
-/// Runs the parsed command; returns the exit code.
+/// Runs the parsed command; returns the exit code. The command line stops here: what
+/// the commands pass on are the domain's own types.
 pub fn dispatch(cli: Cli) -> Result<i32> {
-    let settings = Settings::resolve(&cli.global);
+    let settings = Settings::resolve(asked(&cli.global));
+    let target = &target(&cli.global);
+    let run = |op, args: &RunArgs| Request {
+        op,
+        args: run_options(args),
+        resume: false,
+        changed: false,
+        force_conflicts: false,
+        preview: Default::default(),
+    };
     match &cli.command {
-        Command::Providers => providers::run(&cli.global, &settings),
-        Command::Show(args) => show::run(&cli.global, args, settings.json),
-        Command::Validate(a) => validate::run(&cli.global, &settings, a.strict),
-        Command::Secrets(c) => secrets::run(&cli.global, &settings, c),
-        Command::Outputs(a) => outputs::run(&cli.global, &settings, a),
-        Command::Status => status::run(&cli.global, &settings),
-        Command::Export(a) => crate::export::run(&cli.global, a.format, a.out.as_deref()),
-        Command::Report(a) => report::run(&cli.global, &settings, a),
+        Command::Providers => providers::run(target, &settings),
+        Command::Show(args) => show::run(target, args, settings.json),
+        Command::Validate(a) => validate::run(target, &settings, a.strict),
+        Command::Secrets(c) => secrets::run(target, &settings, c),
+        Command::Outputs(a) => outputs::run(target, &settings, a),
+        Command::Status => status::run(target, &settings),
+        Command::Export(a) => export::run(target, a),
+        Command::Report(a) => report::run(target, &settings, a),
         Command::Completions { shell } => docs::completions(*shell),
         Command::Man => docs::man(),
         Command::Up(a) => run::run(
-            &cli.global,
+            target,
             &settings,
-            crate::pipeline::Request {
-                op: Operation::Up,
-                args: a.run.clone(),
+            Request {
                 resume: a.resume,
                 changed: a.changed,
                 force_conflicts: a.force_conflicts,
-                preview: Default::default(),
+                ..run(Operation::Up, &a.run)
             },
         ),
         Command::Preview(a) => run::run(
-            &cli.global,
+            target,
             &settings,
-            crate::pipeline::Request {
-                op: Operation::Preview,
-                args: a.run.clone(),
-                resume: false,
-                changed: false,
-                force_conflicts: false,
-                preview: a.preview.clone(),
+            Request {
+                preview: preview_options(&a.preview),
+                ..run(Operation::Preview, &a.run)
             },
         ),
-        Command::Refresh(a) | Command::Destroy(a) => {
-            let op = match &cli.command {
-                Command::Refresh(_) => Operation::Refresh,
-                _ => Operation::Destroy,
-            };
-            run::run(
-                &cli.global,
-                &settings,
-                crate::pipeline::Request {
-                    op,
-                    args: a.clone(),
-                    resume: false,
-                    changed: false,
-                    force_conflicts: false,
-                    preview: Default::default(),
-                },
-            )
-        }
+        Command::Refresh(a) => run::run(target, &settings, run(Operation::Refresh, a)),
+        Command::Destroy(a) => run::run(target, &settings, run(Operation::Destroy, a)),
     }
 }
 
-/// Opens the workspace named by the global options.
-pub fn open_workspace(g: &GlobalArgs) -> Result<Workspace> {
-    crate::pipeline::resolve::open_workspace(g)
+fn asked(g: &GlobalArgs) -> Asked {
+    Asked {
+        json: g.output == OutputFormat::Json,
+        quiet: g.quiet,
+        verbose: g.verbose,
+        non_interactive: g.non_interactive,
+    }
+}
+
+fn target(g: &GlobalArgs) -> Target {
+    Target {
+        root: g.root.clone(),
+        stack: g.stack.clone(),
+        provider: g.provider.clone(),
+    }
+}
+
+fn run_options(a: &RunArgs) -> pipeline::RunOptions {
+    pipeline::RunOptions {
+        projects: a.projects.clone(),
+        with_deps: a.with_deps,
+        from: a.from.clone(),
+        parallel: a.parallel,
+        keep_going: a.keep_going,
+        yes: a.yes,
+    }
+}
+
+fn preview_options(a: &PreviewOptions) -> pipeline::PreviewOptions {
+    pipeline::PreviewOptions {
+        expect_no_changes: a.expect_no_changes,
+        refresh: a.refresh,
+        summary_file: a.summary_file.clone(),
+    }
+}
+
+/// Opens the workspace the command points at.
+pub fn open_workspace(target: &Target) -> Result<Workspace> {
+    crate::pipeline::resolve::open_workspace(target)
 }
 
 /// The workspace, stack, stack config, profile and full plan of a command.
@@ -96,14 +123,14 @@ pub struct Loaded {
 /// Loads everything a command plans with. The stack config is read only when the
 /// provider must come from it or `read_stack_config` asks for it.
 /// Read-only: any `--stack` is accepted, whatever the env file names.
-pub fn load(g: &GlobalArgs, read_stack_config: bool) -> Result<Loaded> {
-    let ws = open_workspace(g)?;
-    let stack = ws.stack_to_read(g.stack.as_deref())?;
-    let stack_config = match (&stack, read_stack_config || g.provider.is_none()) {
+pub fn load(target: &Target, read_stack_config: bool) -> Result<Loaded> {
+    let ws = open_workspace(target)?;
+    let stack = ws.stack_to_read(target.stack.as_deref())?;
+    let stack_config = match (&stack, read_stack_config || target.provider.is_none()) {
         (Some(s), true) => StackConfig::load(&ws.stack_config_path(s))?,
         _ => None,
     };
-    let provider = ws.select_provider(g.provider.as_deref(), stack_config.as_ref())?;
+    let provider = ws.select_provider(target.provider.as_deref(), stack_config.as_ref())?;
     let profile = ws.profile(&provider)?;
     let projects = ws.projects(&profile)?;
     let plan = Plan::build(&profile, projects)?;

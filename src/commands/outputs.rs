@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::cli::{GlobalArgs, OutputsArgs};
+use crate::cli::OutputsArgs;
 use crate::engine::pulumi::PulumiEngine;
 use crate::engine::{Control, Job, Operation};
 use crate::error::{Error, Result};
@@ -11,9 +11,10 @@ use crate::plan::NodeKind;
 use crate::settings::Settings;
 use crate::util::slug;
 use crate::workspace::ProjectKind;
+use crate::workspace::Target;
 
-pub fn run(g: &GlobalArgs, settings: &Settings, args: &OutputsArgs) -> Result<i32> {
-    let loaded = super::load(g, true)?;
+pub fn run(target: &Target, settings: &Settings, args: &OutputsArgs) -> Result<i32> {
+    let loaded = super::load(target, true)?;
     let Some(stack) = loaded.stack.clone() else {
         return Err(crate::workspace::no_stack_error(&loaded.ws));
     };

@@ -1,12 +1,12 @@
 //! `strata providers`: the profiles of the workspace, sorted, with descriptions.
 
-use crate::cli::GlobalArgs;
 use crate::error::Result;
 use crate::settings::Settings;
+use crate::workspace::Target;
 use crate::workspace::profile;
 
-pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
-    let ws = super::open_workspace(g)?;
+pub fn run(target: &Target, settings: &Settings) -> Result<i32> {
+    let ws = super::open_workspace(target)?;
     let list = profile::list(&ws.providers_dir())?;
     let mut rows = Vec::new();
     let mut broken = 0;

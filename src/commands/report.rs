@@ -3,17 +3,18 @@
 
 use std::path::Path;
 
-use crate::cli::{GlobalArgs, ReportArgs, ReportFormat};
+use crate::cli::{ReportArgs, ReportFormat};
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::report::{self, Journal};
 use crate::settings::{Display, Settings};
 use crate::util::display_path;
+use crate::workspace::Target;
 use crate::workspace::Workspace;
 
-pub fn run(g: &GlobalArgs, settings: &Settings, args: &ReportArgs) -> Result<i32> {
-    let ws = super::open_workspace(g)?;
-    let Some(stack) = ws.stack_to_read(g.stack.as_deref())? else {
+pub fn run(target: &Target, settings: &Settings, args: &ReportArgs) -> Result<i32> {
+    let ws = super::open_workspace(target)?;
+    let Some(stack) = ws.stack_to_read(target.stack.as_deref())? else {
         return Err(crate::workspace::no_stack_error(&ws));
     };
     let state_dir = ws.state_dir(&stack);

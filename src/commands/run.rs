@@ -1,20 +1,20 @@
 //! `up`, `preview`, `refresh`, `destroy`: the run pipeline's stages, in order.
 
-use crate::cli::GlobalArgs;
 use crate::engine::Operation;
 use crate::error::{Result, exit};
 use crate::pipeline::{Request, ask, execute, lock, preflight, record, resolve, write};
 use crate::run::report::Reporter;
 use crate::settings::Settings;
+use crate::workspace::Target;
 
-pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {
-    let mut r = resolve::resolve(g, settings, &req, None)?;
+pub fn run(target: &Target, settings: &Settings, req: Request) -> Result<i32> {
+    let mut r = resolve::resolve(target, settings, &req, None)?;
     let mut pre = preflight::check(&r)?;
     if r.stack.is_none() {
         // A first run on a terminal with no stack named anywhere: the one question that
         // comes before the rest is resolved (the stack's own config may exist).
         let name = ask::stack_name()?;
-        r = resolve::resolve(g, settings, &req, Some(name))?;
+        r = resolve::resolve(target, settings, &req, Some(name))?;
         pre = preflight::check(&r)?;
     }
     if let Some(why) = &r.nothing_to_do {

@@ -3,19 +3,20 @@
 
 use std::io::{IsTerminal, Read};
 
-use crate::cli::{GlobalArgs, SecretsCommand};
+use crate::cli::SecretsCommand;
 use crate::error::{Error, Result};
 use crate::run::lock::StackLock;
 use crate::secrets::{self, store};
 use crate::settings::Settings;
 use crate::util::display_path;
+use crate::workspace::Target;
 
-pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<i32> {
-    let ws = super::open_workspace(g)?;
+pub fn run(target: &Target, settings: &Settings, cmd: &SecretsCommand) -> Result<i32> {
+    let ws = super::open_workspace(target)?;
     // `secrets list` only reads: any --stack; `set` and `rm` write that stack's store.
     let stack = match cmd {
-        SecretsCommand::List => ws.stack_to_read(g.stack.as_deref())?,
-        _ => ws.resolve_stack(g.stack.as_deref())?,
+        SecretsCommand::List => ws.stack_to_read(target.stack.as_deref())?,
+        _ => ws.resolve_stack(target.stack.as_deref())?,
     };
     let Some(stack) = stack else {
         return Err(crate::workspace::no_stack_error(&ws));
@@ -24,7 +25,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, cmd: &SecretsCommand) -> Result<
     match cmd {
         SecretsCommand::List => {
             // Which project declares each key, when the profile can be told.
-            let owners: std::collections::BTreeMap<String, String> = super::load(g, true)
+            let owners: std::collections::BTreeMap<String, String> = super::load(target, true)
                 .ok()
                 .map(|l| {
                     l.profile

@@ -1,12 +1,13 @@
 //! `strata show`: the execution order as a tree, DOT, Mermaid or JSON. Needs no stack
 //! config and prompts for nothing.
 
-use crate::cli::{GlobalArgs, ShowArgs, ShowFormat};
+use crate::cli::{ShowArgs, ShowFormat};
 use crate::error::Result;
 use crate::plan::{Selection, render};
+use crate::workspace::Target;
 
-pub fn run(g: &GlobalArgs, args: &ShowArgs, json: bool) -> Result<i32> {
-    let loaded = super::load(g, false)?;
+pub fn run(target: &Target, args: &ShowArgs, json: bool) -> Result<i32> {
+    let loaded = super::load(target, false)?;
     let plan = loaded.plan.select(&Selection {
         projects: args.projects.clone(),
         with_deps: args.with_deps,

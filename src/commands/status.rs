@@ -1,14 +1,14 @@
 //! `strata status`: the last operation of every project of the stack, its result, when,
 //! how long, and whether its inputs changed since (by fingerprint).
 
-use crate::cli::GlobalArgs;
 use crate::error::Result;
 use crate::run::journal::{self, Journal, Record};
 use crate::settings::Settings;
 use crate::util::human_duration;
+use crate::workspace::Target;
 
-pub fn run(g: &GlobalArgs, settings: &Settings) -> Result<i32> {
-    let loaded = super::load(g, true)?;
+pub fn run(target: &Target, settings: &Settings) -> Result<i32> {
+    let loaded = super::load(target, true)?;
     let Some(stack) = loaded.stack.clone() else {
         return Err(crate::workspace::no_stack_error(&loaded.ws));
     };

@@ -2,11 +2,11 @@
 //! line (env file, stack, stack config, profile, projects, graph, pulumi CLI, backend
 //! passphrase, credentials, config, secrets); every problem at once; changes nothing.
 
-use crate::cli::GlobalArgs;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::settings::Settings;
 use crate::util::display_path;
+use crate::workspace::Target;
 use crate::workspace::{self, StackConfig, profile::ValueType};
 
 /// What was checked: (status `ok`/`note`/`warning`/`problem`, what, text).
@@ -67,13 +67,13 @@ impl Report {
     }
 }
 
-pub fn run(g: &GlobalArgs, settings: &Settings, strict: bool) -> Result<i32> {
+pub fn run(target: &Target, settings: &Settings, strict: bool) -> Result<i32> {
     let mut r = Report {
         checks: Vec::new(),
         problems: 0,
         warnings: 0,
     };
-    let outcome = check(g, settings, &mut r);
+    let outcome = check(target, settings, &mut r);
     if settings.json {
         super::print(&r.json(outcome.as_ref().err().map(|e| e.message.as_str())))?;
     } else {
@@ -215,8 +215,8 @@ fn check_references(
     }
 }
 
-fn check(g: &GlobalArgs, settings: &Settings, r: &mut Report) -> Result<()> {
-    let ws = super::open_workspace(g)?;
+fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
+    let ws = super::open_workspace(target)?;
     r.ok("workspace", display_path(&ws.root));
     if ws.env_file.exists {
         r.ok(
@@ -233,8 +233,8 @@ fn check(g: &GlobalArgs, settings: &Settings, r: &mut Report) -> Result<()> {
             format!("{}: absent (optional)", display_path(&ws.env_file.path)),
         );
     }
-    let stack = ws.resolve_stack(g.stack.as_deref())?;
-    let source = if g.stack.is_some() {
+    let stack = ws.resolve_stack(target.stack.as_deref())?;
+    let source = if target.stack.is_some() {
         "--stack"
     } else if ws.env_file.get("PULUMI_STACK").is_some() {
         "PULUMI_STACK of the env file"
@@ -277,7 +277,7 @@ fn check(g: &GlobalArgs, settings: &Settings, r: &mut Report) -> Result<()> {
             None
         }
     };
-    let provider = ws.select_provider(g.provider.as_deref(), stack_config.as_ref())?;
+    let provider = ws.select_provider(target.provider.as_deref(), stack_config.as_ref())?;
     let profile = ws.profile(&provider)?;
     r.ok(
         "provider",

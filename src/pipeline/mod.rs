@@ -11,18 +11,47 @@ pub mod record;
 pub mod resolve;
 pub mod write;
 
-use crate::cli::{PreviewOptions, RunArgs};
+use std::path::PathBuf;
+
 use crate::engine::Operation;
 
 /// What the user asked of a run.
 #[derive(Debug, Clone)]
 pub struct Request {
     pub op: Operation,
-    pub args: RunArgs,
+    pub args: RunOptions,
     pub resume: bool,
     pub changed: bool,
     /// `up --force-conflicts`: the secrets step applies with force.
     pub force_conflicts: bool,
     /// `preview` only.
     pub preview: PreviewOptions,
+}
+
+/// Which projects a run takes and how it runs them (`--project`, `-j`, …).
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Only these projects (path or Pulumi project name); empty: all.
+    pub projects: Vec<String>,
+    /// With `projects`: also the projects they need (for destroy: their dependents).
+    pub with_deps: bool,
+    /// Start at this project, skipping what is ordered before it.
+    pub from: Option<String>,
+    /// Projects at once.
+    pub parallel: u16,
+    /// After a failure, still run what does not depend on it.
+    pub keep_going: bool,
+    /// Confirmation given in advance (destroy).
+    pub yes: bool,
+}
+
+/// What a preview is asked to do beyond previewing.
+#[derive(Debug, Clone, Default)]
+pub struct PreviewOptions {
+    /// Exit 4 when any project would change.
+    pub expect_no_changes: bool,
+    /// Refresh each stack's state before its preview.
+    pub refresh: bool,
+    /// Where to write the Markdown summary.
+    pub summary_file: Option<PathBuf>,
 }

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeSet;
 
-use crate::cli::GlobalArgs;
 use crate::engine::Operation;
 use crate::error::{Error, Result};
 use crate::plan::{Plan, Selection};
@@ -11,7 +10,7 @@ use crate::run::journal::{Journal, Record};
 use crate::settings::Settings;
 use crate::util::display_path;
 use crate::workspace::profile::{ConfigItem, SecretItem};
-use crate::workspace::{self, Profile, StackConfig, Workspace};
+use crate::workspace::{self, Profile, StackConfig, Target, Workspace};
 
 use super::Request;
 
@@ -35,25 +34,25 @@ pub struct Resolved {
 
 /// Opens the workspace named by `--root`/`STRATA_ROOT`, else the nearest ancestor with
 /// a `providers/` folder.
-pub fn open_workspace(g: &GlobalArgs) -> Result<Workspace> {
+pub fn open_workspace(target: &Target) -> Result<Workspace> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::failed(format!("cannot read the current directory: {e}")))?;
-    let root = workspace::find_root(g.root.as_deref(), &cwd)?;
+    let root = workspace::find_root(target.root.as_deref(), &cwd)?;
     let process_env = std::env::vars().collect();
     Workspace::open(root, process_env)
 }
 
 /// Resolves a run for `stack` (or the stack the flags and files name).
 pub fn resolve(
-    g: &GlobalArgs,
+    target: &Target,
     settings: &Settings,
     req: &Request,
     stack: Option<String>,
 ) -> Result<Resolved> {
-    let ws = open_workspace(g)?;
+    let ws = open_workspace(target)?;
     let stack = match stack {
         Some(s) => Some(s),
-        None => ws.resolve_stack(g.stack.as_deref())?,
+        None => ws.resolve_stack(target.stack.as_deref())?,
     };
     if stack.is_none() && !settings.interactive {
         return Err(workspace::no_stack_error(&ws));
@@ -62,7 +61,7 @@ pub fn resolve(
         Some(s) => StackConfig::load(&ws.stack_config_path(s))?,
         None => None,
     };
-    let provider = ws.select_provider(g.provider.as_deref(), stack_config.as_ref())?;
+    let provider = ws.select_provider(target.provider.as_deref(), stack_config.as_ref())?;
     let profile = ws.profile(&provider)?;
     let projects = ws.projects(&profile)?;
     let full = Plan::build(&profile, projects)?;

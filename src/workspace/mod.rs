@@ -30,6 +30,15 @@ pub struct Workspace {
 
 /// Where the root is: `--root`/`STRATA_ROOT`, else the nearest ancestor of `cwd` that has
 /// a `providers/` folder.
+/// What the user pointed a command at: the workspace root, the stack and the provider
+/// profile, each `None` when left to the files (`-C`, `-s` and `-p` on the command line).
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    pub root: Option<PathBuf>,
+    pub stack: Option<String>,
+    pub provider: Option<String>,
+}
+
 pub fn find_root(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf> {
     if let Some(dir) = flag {
         let dir = if dir.is_absolute() {

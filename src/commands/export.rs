@@ -1,0 +1,124 @@
+//! `strata export`: loads the plan like `strata show` (no stack config, no prompts),
+//! reads what `inputs:` need for the formats that carry values, and prints the export of
+//! [`crate::export`], or writes it to a file.
+
+use crate::cli::{ExportArgs, ExportFormat};
+use crate::error::{Error, Result};
+use crate::export::{self, ExportContext, Format, InputValue, InputValues, pko};
+use crate::plan::NodeKind;
+use crate::workspace::Target;
+
+use super::Loaded;
+use super::outputs::Reader;
+
+/// `strata export`: loads the plan like `strata show` (no stack config, no prompts) and
+/// prints the export, or writes it to `out`. Returns the exit code.
+pub fn run(target: &Target, args: &ExportArgs) -> Result<i32> {
+    let format = match args.format {
+        ExportFormat::GithubActions => Format::GithubActions,
+        ExportFormat::Pko => Format::Pko,
+        ExportFormat::Argo => Format::Argo,
+    };
+    let out = args.out.as_deref();
+    let loaded = super::load(target, false)?;
+    let Some(stack) = loaded.stack.as_deref() else {
+        return Err(Error::config(
+            "strata export needs a stack: pass -s/--stack NAME, or set PULUMI_STACK in config/pulumi/environment.",
+        ));
+    };
+    let (inputs, unread) = if format == Format::Pko {
+        read_input_values(&loaded, stack)
+    } else {
+        Default::default()
+    };
+    if let Some(why) = unread {
+        eprintln!(
+            "note: the outputs that `inputs:` read could not all be read ({why}); those inputs point at the ConfigMap the header names"
+        );
+    }
+    let ctx = ExportContext {
+        provider: &loaded.profile.name,
+        stack,
+        infra_type: &loaded.profile.infra_type,
+        credentials: &loaded.profile.credentials,
+        inputs: Some(&inputs),
+    };
+    let text = export::render(&loaded.plan, format, &ctx)?;
+    if format == Format::Pko {
+        let left = pko::left_out(&loaded.plan);
+        if !left.is_empty() {
+            eprintln!(
+                "note: left out of the Pulumi Kubernetes Operator export (command projects, which the operator cannot run; run them with strata): {}",
+                left.join(", ")
+            );
+        }
+    }
+    match out {
+        None => super::print(&text)?,
+        Some(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+            }
+            std::fs::write(path, &text).map_err(|e| Error::io("write", path, e))?;
+            eprintln!(
+                "wrote {} ({} export of profile {}, stack {stack})",
+                crate::util::display_path(path),
+                format.as_str(),
+                ctx.provider
+            );
+        }
+    }
+    Ok(0)
+}
+
+/// Reads the outputs every `inputs:` entry of `plan` refers to, masked: secret outputs
+/// stay `Secret`. Best effort: without the pulumi CLI or a passphrase the Pulumi
+/// upstreams are `Unknown`, and the reason is returned.
+fn read_input_values(loaded: &Loaded, stack: &str) -> (InputValues, Option<String>) {
+    let mut wanted: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for n in &loaded.plan.nodes {
+        for i in n.entry.iter().flat_map(|e| &e.inputs) {
+            wanted.entry(&i.project).or_default().push(&i.output);
+        }
+    }
+    let mut values = InputValues::new();
+    if wanted.is_empty() {
+        return (values, None);
+    }
+    let pulumi_upstreams = wanted.keys().any(|p| {
+        loaded
+            .plan
+            .nodes
+            .iter()
+            .any(|n| n.path == *p && n.kind == NodeKind::Pulumi)
+    });
+    let (reader, mut why) = if pulumi_upstreams {
+        match Reader::with_pulumi(loaded, stack) {
+            Ok(r) => (r, None),
+            Err(e) => (
+                Reader::without_pulumi(loaded, stack),
+                Some(e.message.lines().next().unwrap_or("").to_string()),
+            ),
+        }
+    } else {
+        (Reader::without_pulumi(loaded, stack), None)
+    };
+    for (project, outputs) in wanted {
+        let got = match reader.read(project, false) {
+            Ok(m) => m,
+            Err(e) => {
+                why.get_or_insert(e.message.lines().next().unwrap_or("").to_string());
+                None
+            }
+        };
+        for output in outputs {
+            let v = match got.as_ref().and_then(|m| m.get(output)) {
+                Some(v) if crate::engine::contains_secret_mask(v) => InputValue::Secret,
+                Some(v) => InputValue::Known(v.clone()),
+                None => InputValue::Unknown,
+            };
+            values.insert((project.to_string(), output.to_string()), v);
+        }
+    }
+    (values, why)
+}
