@@ -5,7 +5,7 @@
 //! rounds (5 here; `scripts/crash-test.sh` runs 50), `CRASH_SEED` the kill points.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -15,8 +15,8 @@ use crate::support::*;
 fn local_workspace() -> Ws {
     let ws = Ws::new();
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    copy_dir(&repo.join("providers"), &ws.path("providers"));
-    copy_dir(&repo.join("projects/local"), &ws.path("projects/local"));
+    copy_path(&repo.join("providers"), &ws.path("providers"));
+    copy_path(&repo.join("projects/local"), &ws.path("projects/local"));
     for e in std::fs::read_dir(ws.path("projects/local"))
         .unwrap()
         .flatten()
@@ -62,45 +62,13 @@ fn local_workspace() -> Ws {
     ws
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if src.is_dir() {
-            copy_dir(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
-/// Per project, the [start, end] of every `up` (end `u128::MAX` while running).
+/// Per project, the [start, end] of every `up` (end `u128::MAX` while running). Lines
+/// are `start|end <project> <pid> <ms>`.
 fn spans(ws: &Ws) -> BTreeMap<String, Vec<(u128, u128)>> {
-    let mut open: BTreeMap<(String, String), u128> = BTreeMap::new();
     let mut out: BTreeMap<String, Vec<(u128, u128)>> = BTreeMap::new();
-    for l in ws.read_opt("spans.log").lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let [what, project, pid, t] = f[..] else {
-            panic!("unreadable span line {l:?}");
-        };
-        let t: u128 = t
-            .parse()
-            .unwrap_or_else(|_| panic!("unreadable timestamp in span line {l:?}"));
-        assert!(what == "start" || what == "end", "span line {l:?}");
-        let key = (project.to_string(), pid.to_string());
-        match what {
-            "start" => {
-                open.insert(key, t);
-            }
-            _ => {
-                if let Some(s) = open.remove(&key) {
-                    out.entry(key.0).or_default().push((s, t));
-                }
-            }
-        }
-    }
-    for ((project, _), s) in open {
-        out.entry(project).or_default().push((s, u128::MAX));
+    for (key, s, e) in crate::support::spans(&ws.read_opt("spans.log")) {
+        assert_eq!(key.len(), 2, "project and pid: {key:?}");
+        out.entry(key[0].clone()).or_default().push((s, e));
     }
     out
 }

@@ -1282,19 +1282,6 @@ fn human_output_off_a_terminal_is_plain_prefixed_lines() {
 // The local profile, end to end, without pulumi
 // ---------------------------------------------------------------------------------
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let p = e.path();
-        let dest = to.join(e.file_name());
-        if p.is_dir() {
-            copy_dir(&p, &dest);
-        } else {
-            std::fs::copy(&p, &dest).unwrap();
-        }
-    }
-}
-
 #[test]
 fn the_local_profile_runs_end_to_end_without_pulumi() {
     let ws = Ws::without_pulumi();
@@ -1304,7 +1291,7 @@ fn the_local_profile_runs_end_to_end_without_pulumi() {
         ws.path("providers/local.yaml"),
     )
     .unwrap();
-    copy_dir(&repo.join("projects/local"), &ws.path("projects/local"));
+    copy_path(&repo.join("projects/local"), &ws.path("projects/local"));
 
     let r = ws.strata(&["up", "--provider", "local", "--stack", "t"]);
     assert_eq!(r.code, 0, "{r:?}");

@@ -494,6 +494,38 @@ pub fn real_bin_dir(
     None
 }
 
+/// The spans of a log that test projects append to: lines `start KEY… MS` and
+/// `end KEY… MS` (`date +%s%3N`), paired by KEY. A span still open at the end ends at
+/// `u128::MAX`. Any other line fails the test: a torn or foreign line must not pass as
+/// no overlap.
+pub fn spans(log: &str) -> Vec<(Vec<String>, u128, u128)> {
+    let mut open: std::collections::BTreeMap<Vec<String>, u128> = Default::default();
+    let mut out = Vec::new();
+    for l in log.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (Some(what), Some(t), true) = (f.first(), f.last(), f.len() >= 3) else {
+            panic!("unreadable span line {l:?}");
+        };
+        let t: u128 = t
+            .parse()
+            .unwrap_or_else(|_| panic!("unreadable timestamp in span line {l:?}"));
+        let key: Vec<String> = f[1..f.len() - 1].iter().map(|s| s.to_string()).collect();
+        match *what {
+            "start" => {
+                open.insert(key, t);
+            }
+            "end" => {
+                if let Some(s) = open.remove(&key) {
+                    out.push((key, s, t));
+                }
+            }
+            _ => panic!("span line {l:?}"),
+        }
+    }
+    out.extend(open.into_iter().map(|(key, s)| (key, s, u128::MAX)));
+    out
+}
+
 /// Copies a file or a folder (recursively) to `to`.
 pub fn copy_path(from: &Path, to: &Path) {
     if from.is_file() {

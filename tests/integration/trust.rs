@@ -163,35 +163,6 @@ fn a_background_process_holding_the_pipes_is_not_waited_for() {
     assert!(text.contains("\"project\":\"b\""), "b ran after a: {text}");
 }
 
-/// Milliseconds since the epoch, as `date +%s%3N` prints them.
-fn spans(log: &str) -> Vec<(String, u64, u64)> {
-    // Lines: `start <run> <ms>` / `end <run> <ms>`.
-    let mut open: std::collections::BTreeMap<String, u64> = Default::default();
-    let mut out = Vec::new();
-    for l in log.lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        assert_eq!(f.len(), 3, "unreadable span line {l:?}");
-        let t: u64 = f[2]
-            .parse()
-            .unwrap_or_else(|_| panic!("unreadable timestamp in span line {l:?}"));
-        match f[0] {
-            "start" => {
-                open.insert(f[1].to_string(), t);
-            }
-            "end" => {
-                if let Some(s) = open.remove(f[1]) {
-                    out.push((f[1].to_string(), s, t));
-                }
-            }
-            _ => {}
-        }
-    }
-    for (run, s) in open {
-        out.push((run, s, u64::MAX));
-    }
-    out
-}
-
 /// strata killed with SIGKILL leaves its children running; `up --resume` must not start
 /// the same project again while the orphan runs (two updates of one stack at once). The
 /// lock names the children's process groups; the takeover waits for them.
