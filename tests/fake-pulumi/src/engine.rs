@@ -14,6 +14,7 @@ use crate::display::{Display, Mode};
 use crate::error::{Fail, Result, code};
 use crate::eval;
 use crate::output;
+use crate::plan::{self, Plan, Recorder};
 use crate::program::{self, Kind, Program, STACK_REF_TYPE, STACK_TYPE};
 use crate::secret;
 use crate::signals;
@@ -64,6 +65,8 @@ enum Outcome {
     Ok,
     Failed,
     Cancelled,
+    /// The update would leave its plan (`up --plan`): exit 1, no "update failed" line.
+    Rejected,
 }
 
 /// `FAKE_PULUMI_<NAME>_<P>`, else `FAKE_PULUMI_<NAME>`.
@@ -112,6 +115,15 @@ pub fn run(ctx: &Ctx, op: Op) -> Result<()> {
     };
     let streams = ctx.json() && !dry_only;
     check_expected_config(&key, &st.project, &config, streams)?;
+    // `up --plan FILE` reads its plan before the engine starts.
+    let plan = match ctx
+        .args
+        .value("plan")
+        .filter(|p| op == Op::Up && !p.is_empty())
+    {
+        Some(path) => Some(plan::read(path, &crypter)?),
+        None => None,
+    };
     let old = decrypt_state(&st.state)?;
 
     if !dry_only && interactive && !ctx.yes() && !confirm(op) {
@@ -143,6 +155,12 @@ pub fn run(ctx: &Ctx, op: Op) -> Result<()> {
         program: &program,
         old,
         dry_only,
+        plan: plan.as_ref(),
+        plan_config: cfg
+            .entries()
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::to_value(v).unwrap_or(Value::Null)))
+            .collect(),
     };
     let result = runner.run_all(skip_preview);
     if let Some(l) = lock {
@@ -239,6 +257,10 @@ struct Runner<'a> {
     old: Vec<Resource>,
     /// Only the dry run (preview, or `--preview-only`).
     dry_only: bool,
+    /// `up --plan FILE`: every pass is constrained to it.
+    plan: Option<&'a Plan>,
+    /// The stack config file's `config:` as written, for `preview --save-plan`.
+    plan_config: Map<String, Value>,
 }
 
 /// What one pass leaves behind.
@@ -247,6 +269,8 @@ struct Pass {
     /// The stack's resources afterwards (meaningful when not a dry run).
     resources: Vec<Resource>,
     changed: bool,
+    /// What the preview planned, when `--save-plan` asked for it.
+    recorded: Option<Recorder>,
 }
 
 impl Runner<'_> {
@@ -280,8 +304,23 @@ impl Runner<'_> {
                         "no changes were expected but changes occurred",
                     ));
                 }
+                if let (Some(rec), Some(path)) = (pass.recorded, self.save_plan_path()) {
+                    rec.write(
+                        path,
+                        self.plan_config.clone(),
+                        self.crypter,
+                        self.ctx.show_secrets(),
+                    )?;
+                    if !self.ctx.json() {
+                        eprintln!(
+                            "Update plan written to '{path}'\nRun `pulumi up --plan='{path}'` \
+                             to constrain the update to the operations planned by this preview"
+                        );
+                    }
+                }
                 Ok(())
             }
+            Outcome::Rejected => Err(Fail::bail(code::ERROR)),
             Outcome::Failed => {
                 let code = std::env::var("FAKE_PULUMI_FAIL_CODE")
                     .ok()
@@ -294,6 +333,14 @@ impl Runner<'_> {
                 Err(Fail::new(code::CANCELLED, format!("{what} canceled")))
             }
         }
+    }
+
+    /// `preview --save-plan FILE`.
+    fn save_plan_path(&self) -> Option<&str> {
+        self.ctx
+            .args
+            .value("save-plan")
+            .filter(|p| self.op == Op::Preview && !p.is_empty())
     }
 
     fn save(&self, pass: &Pass) -> Result<()> {
@@ -358,6 +405,8 @@ impl Runner<'_> {
             dry_run,
             slice: Duration::ZERO,
             stack_urn,
+            check: self.plan.map(Plan::checker),
+            record: (dry_run && self.save_plan_path().is_some()).then(Recorder::default),
         };
         let pass = match self.op {
             Op::Up | Op::Preview => run.update(),
@@ -376,6 +425,10 @@ struct PassRun<'a, 'b> {
     /// How long each step takes (the hook's delay spread over the steps).
     slice: Duration,
     stack_urn: String,
+    /// `up --plan`: this pass's copy of the plan (its steps are consumed).
+    check: Option<Plan>,
+    /// `preview --save-plan`: what this pass plans.
+    record: Option<Recorder>,
 }
 
 impl PassRun<'_, '_> {
@@ -509,8 +562,21 @@ impl PassRun<'_, '_> {
         let mut outcome = Outcome::Ok;
         let mut changed = stack_op != "same";
         let now = now_rfc3339();
+        // The stack registers first: its step is checked against the plan first.
+        if let Some(Err(e)) = self
+            .check
+            .as_mut()
+            .map(|c| c.check_step(&self.stack_urn, stack_op))
+        {
+            let urn = self.stack_urn.clone();
+            self.d.diag(&urn, "error", &e);
+            outcome = Outcome::Rejected;
+        }
 
         for (idx, node) in r.program.nodes.iter().enumerate() {
+            if outcome != Outcome::Ok {
+                break;
+            }
             if signals::cancelled() {
                 outcome = Outcome::Cancelled;
                 break;
@@ -588,6 +654,22 @@ impl PassRun<'_, '_> {
                 (Some(p), false) if p.inputs == res.inputs => "same",
                 (Some(_), false) => "update",
             };
+            // Under a plan, a resource whose inputs or step leave it fails before its step
+            // starts (no resourcePreEvent, no resOpFailedEvent). StackReference reads are
+            // not in plans and are not checked.
+            if !is_ref && let Some(c) = self.check.as_mut() {
+                let verdict = c
+                    .check_goal(&res_urn, prev.map(|p| &p.inputs), &res.inputs)
+                    .and_then(|()| c.check_step(&res_urn, op));
+                if let Err(e) = verdict {
+                    self.d.diag(&res_urn, "error", &e);
+                    outcome = Outcome::Rejected;
+                    break;
+                }
+            }
+            if !is_ref && let Some(rec) = self.record.as_mut() {
+                rec.resource(&res, prev.map(|p| &p.inputs), op);
+            }
             let fails_here = fail && Some(idx) == fail_at;
             // A step that fails is doing something: an unchanged resource is being updated.
             let op = if fails_here && op == "same" {
@@ -628,6 +710,15 @@ impl PassRun<'_, '_> {
                     outcome = Outcome::Cancelled;
                     break;
                 }
+                if let Some(Err(e)) = self.check.as_mut().map(|c| c.check_step(&x.urn, "delete")) {
+                    let urn = self.stack_urn.clone();
+                    self.d.diag(&urn, "error", &e);
+                    outcome = Outcome::Rejected;
+                    break;
+                }
+                if let Some(rec) = self.record.as_mut() {
+                    rec.delete(&x.urn);
+                }
                 changed = true;
                 self.d.pre("delete", Some(x), None);
                 let interrupted = self.pause();
@@ -647,12 +738,26 @@ impl PassRun<'_, '_> {
             } else if fail && fail_at.is_none() {
                 outcome = Outcome::Failed;
             } else {
+                let empty = Map::new();
+                let old_outputs = old_stack.map(|s| &s.outputs).unwrap_or(&empty);
                 match self.stack_outputs(&values) {
+                    // The real CLI fails such an update without saying why.
+                    Ok(outs)
+                        if self.check.as_ref().is_some_and(|c| {
+                            c.check_outputs(&self.stack_urn, old_outputs, &outs)
+                                .is_err()
+                        }) =>
+                    {
+                        outcome = Outcome::Rejected;
+                    }
                     Ok(outs) => {
                         if Some(&outs) != old_stack.map(|s| &s.outputs) {
                             changed = true;
                         }
                         stack_res.outputs = outs.clone();
+                        if let Some(rec) = self.record.as_mut() {
+                            rec.stack(&stack_res, old_stack.map(|s| &s.outputs), stack_op);
+                        }
                         self.d.done(stack_op, old_stack, Some(&stack_res));
                         stack_outputs = Some(outs);
                     }
@@ -680,6 +785,7 @@ impl PassRun<'_, '_> {
             outcome,
             resources,
             changed,
+            recorded: self.record.take(),
         }
     }
 
@@ -742,6 +848,7 @@ impl PassRun<'_, '_> {
             outcome,
             resources: r.old.clone(),
             changed: false,
+            recorded: None,
         }
     }
 
@@ -791,6 +898,7 @@ impl PassRun<'_, '_> {
                 .cloned()
                 .collect(),
             changed: !deleted.is_empty(),
+            recorded: None,
         }
     }
 }

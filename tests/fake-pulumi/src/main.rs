@@ -16,6 +16,7 @@ mod error;
 mod eval;
 mod flags;
 mod output;
+mod plan;
 mod program;
 mod project;
 mod secret;

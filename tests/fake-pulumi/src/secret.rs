@@ -68,10 +68,25 @@ pub fn encrypt_tree(v: &Value, c: &Crypter) -> Value {
     })
 }
 
-/// Ciphertext secrets → in-memory form. Errs on a secret that does not decrypt.
+/// In-memory secrets → `{SIG: SECRET_SIG, "plaintext": "<JSON>"}`, the form
+/// `preview --save-plan --show-secrets` writes.
+pub fn plaintext_tree(v: &Value) -> Value {
+    map_tree(v, &mut |s| {
+        let plain = reveal(s.get("value")?);
+        Some(json!({ SIG: SECRET_SIG, "plaintext": plain.to_string() }))
+    })
+}
+
+/// Ciphertext (or plaintext-form) secrets → in-memory form. Errs on a secret that does
+/// not decrypt.
 pub fn decrypt_tree(v: &Value, c: &Crypter) -> Result<Value, String> {
     let mut err = None;
     let out = map_tree(v, &mut |s| {
+        if let Some(text) = s.get("plaintext").and_then(Value::as_str) {
+            return Some(wrap(
+                serde_json::from_str(text).unwrap_or(Value::String(text.to_string())),
+            ));
+        }
         let ct = s.get("ciphertext").and_then(Value::as_str)?;
         match c.decrypt(ct) {
             Ok(text) => Some(wrap(
