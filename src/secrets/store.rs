@@ -30,7 +30,7 @@ pub const DIGEST_KEY_ENTRY: &str = "strata.digest-key";
 /// A new digest key: 32 random bytes, hex.
 pub fn new_digest_key() -> io::Result<String> {
     let bytes = crate::run::fingerprint::random_bytes(32)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::util::hex(&bytes))
 }
 
 /// What the store is encrypted to.
