@@ -211,7 +211,7 @@ pub(crate) fn dns_label(text: &str, max: usize) -> String {
 /// Eight hex digits of the SHA-256 of `text`.
 fn short_hash(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
-    digest[..4].iter().map(|b| format!("{b:02x}")).collect()
+    crate::util::hex(&digest[..4])
 }
 
 /// Makes `wanted` unique among `taken` by adding `-2`, `-3`, ...; `fit` cuts a base so

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use sha2::{Digest, Sha256};
 
 use crate::plan::Plan;
+use crate::util::hex;
 use crate::workspace::{Profile, StackConfig};
 
 /// Folders never hashed: VCS data and dependency caches that do not change the program.
@@ -70,10 +71,7 @@ impl FileHashes {
             return Some(hex.clone());
         }
         let bytes = std::fs::read(p).ok()?;
-        let hex: String = Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hex = crate::util::sha256_hex(&bytes);
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as i128)
@@ -173,7 +171,7 @@ fn fingerprint_cached(
         h.update(hash.as_bytes());
     }
     let digest = h.finalize();
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&digest)
 }
 
 /// The keyed hash of every secret value (what fingerprints and the store's digest hold),
@@ -240,7 +238,7 @@ fn watched_text(root: &Path, paths: &[&String], cache: &mut FileHashes) -> Strin
             Err(_) => h.update(b"\0missing\0"),
         }
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex(&h.finalize())
 }
 
 /// The input fingerprint of every step of the plan; `secret_hashes` maps each secret
@@ -327,11 +325,7 @@ pub fn hmac_sha256(key: &[u8], message: &[&[u8]]) -> String {
     let inner = inner.finalize();
     let mut outer = Sha256::new_with_prefix(pad(0x5c));
     outer.update(inner);
-    outer
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&outer.finalize())
 }
 
 /// The digest of a secret value wherever strata keeps one (the store's digest, the
@@ -360,7 +354,7 @@ pub fn keyed_hash(salt: &[u8], key: &str, value: &str) -> String {
     h.update(key.as_bytes());
     h.update([0]);
     h.update(value.as_bytes());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex(&h.finalize())
 }
 
 /// The per-stack random salt for keyed secret hashes (created on first use, mode 0600).

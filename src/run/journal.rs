@@ -163,18 +163,12 @@ struct IndexHead {
 
 /// The hash of the journal bytes just before `end` (see [`IndexHead::before`]).
 fn window_hash(f: &mut std::fs::File, end: u64) -> Option<String> {
-    use sha2::{Digest, Sha256};
     use std::io::{Read, Seek, SeekFrom};
     let start = end.saturating_sub(256);
     f.seek(SeekFrom::Start(start)).ok()?;
     let mut buf = vec![0u8; (end - start) as usize];
     f.read_exact(&mut buf).ok()?;
-    Some(
-        Sha256::digest(&buf)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-    )
+    Some(crate::util::sha256_hex(&buf))
 }
 
 impl Journal {

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 use crate::run::fingerprint;
 use crate::workspace::Workspace;
@@ -38,12 +37,7 @@ fn path(ws: &Workspace, stack: &str) -> PathBuf {
 /// SHA-256 of the store file, `""` when it does not exist.
 fn store_hash(store: &Path) -> Option<String> {
     match std::fs::read(store) {
-        Ok(bytes) => Some(
-            Sha256::digest(&bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-        ),
+        Ok(bytes) => Some(crate::util::sha256_hex(&bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(String::new()),
         Err(_) => None,
     }

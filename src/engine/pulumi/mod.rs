@@ -1,7 +1,11 @@
 //! The Pulumi engine: one project through the real `pulumi` CLI (duct). One process per
 //! project in the steady state: `up --json` streams events that carry the outputs;
 //! `stack init` only for a new stack, `stack output --show-secrets` only for a needed
-//! secret output.
+//! secret output. A failure put into words is `failure`'s; what is read from a `file://`
+//! backend without a process is `file_backend`'s.
+
+mod failure;
+mod file_backend;
 
 use std::path::PathBuf;
 
@@ -11,25 +15,8 @@ use super::digest::{self, Changes};
 use super::events::EventState;
 use super::process::{Captured, Control, Exit, Stream, run_captured, run_streaming_tagged};
 use super::{Engine, Failure, Job, Operation, Outcome, Progress, contains_secret_mask};
-
-/// Pulumi's documented exit codes (CLI 3.226+), for messages.
-pub fn describe_exit(code: i32) -> &'static str {
-    match code {
-        1 => "Pulumi reported an error",
-        2 => "configuration error: a config value is missing or invalid",
-        3 => {
-            "authentication failed: run `pulumi login`, or set PULUMI_ACCESS_TOKEN or the cloud credentials (for example in config/pulumi/environment)"
-        }
-        4 => "a resource operation failed",
-        6 => "the stack was not found",
-        8 => "the operation was cancelled",
-        // CLIs before 3.226 exit 255 on every error; 3.226+ keep it for internal ones.
-        255 => {
-            "an error (CLIs older than 3.226 exit 255 on every error; the error line says what went wrong)"
-        }
-        _ => "Pulumi failed",
-    }
-}
+use failure::{cancel_command, error_line, exit_text, failure};
+use file_backend::{file_backend_dir, pulumi_locks};
 
 /// What one CLI process printed: its engine events and its last lines.
 #[derive(Default)]
@@ -477,31 +464,6 @@ impl PulumiEngine {
         Ok(())
     }
 
-    /// The stack's outputs as `stack output --json` prints them (secrets as `"[secret]"`),
-    /// read from the checkpoint of a `file://` backend without starting a process;
-    /// `None` (ask the CLI) for any other backend, a compressed or unreadable
-    /// checkpoint, or an output holding anything but plain values and secrets.
-    pub fn stack_outputs_from_file(job: &Job) -> Option<Map<String, Value>> {
-        let path = file_backend_dir(job)?
-            .join(".pulumi")
-            .join("stacks")
-            .join(&job.name)
-            .join(format!("{}.json", job.stack));
-        let doc: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-        let resources = doc.pointer("/checkpoint/latest/resources")?.as_array()?;
-        let Some(stack) = resources
-            .iter()
-            .find(|r| r["type"] == "pulumi:pulumi:Stack")
-        else {
-            return Some(Map::new());
-        };
-        let mut out = Map::new();
-        for (k, v) in stack["outputs"].as_object().cloned().unwrap_or_default() {
-            out.insert(k, masked(v)?);
-        }
-        Some(out)
-    }
-
     /// `pulumi stack output --json [--show-secrets]` of the job's project and stack.
     pub fn stack_outputs(
         &self,
@@ -545,90 +507,6 @@ impl PulumiEngine {
         }
     }
 }
-
-fn failure(
-    job: &Job,
-    what: &str,
-    exit: &Exit,
-    seen: &Seen,
-    control: &Control,
-    procs: u32,
-) -> Failure {
-    let Seen { state, tail, .. } = seen;
-    let cancelled = control.is_cancelled() || exit.code == Some(8);
-    if cancelled {
-        return Failure::Cancelled {
-            message: format!(
-                "pulumi {what} of {} was cancelled{}",
-                job.path,
-                if control.is_killed() {
-                    format!(
-                        "; it was killed, so the stack may be locked: run `pulumi cancel --stack {} --cwd {}` if the next run says an update is in progress",
-                        job.stack,
-                        job.dir.display()
-                    )
-                } else {
-                    String::new()
-                }
-            ),
-            processes: procs,
-        };
-    }
-    let detail = state
-        .errors
-        .first()
-        .cloned()
-        .unwrap_or_else(|| error_line(tail.iter().map(String::as_str)));
-    let code_text = exit_text(exit);
-    let locked = tail
-        .iter()
-        .chain(state.errors.iter())
-        .any(|l| l.contains("the stack is currently locked"));
-    Failure::Failed {
-        message: format!(
-            "pulumi {what} of {} failed ({code_text}){}{}",
-            job.path,
-            if detail.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", detail.lines().next().unwrap_or(""))
-            },
-            if locked {
-                format!(
-                    "\n  Another Pulumi process holds the stack's lock (the lines above name it). If it is gone, clear the lock with: {}",
-                    cancel_command(job)
-                )
-            } else {
-                String::new()
-            }
-        ),
-        exit_code: exit.code,
-        processes: procs,
-    }
-}
-
-/// "exit 4: a resource operation failed", or the signal that ended the process.
-fn exit_text(exit: &Exit) -> String {
-    match (exit.code, exit.signal) {
-        (Some(c), _) => format!("exit {c}: {}", describe_exit(c)),
-        (None, Some(s)) => format!("killed by signal {s}"),
-        _ => "unknown exit".to_string(),
-    }
-}
-
-/// The line that says what went wrong: the last `error:` line (Pulumi puts details such
-/// as a lock file's path after it), else the last non-empty line.
-fn error_line<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> String {
-    lines
-        .clone()
-        .rev()
-        .find(|l| l.trim_start().starts_with("error:"))
-        .or_else(|| lines.rev().find(|l| !l.trim().is_empty()))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
 /// The `--stack` of every call. On Pulumi Cloud with a known organization it is
 /// `org/project/stack`: `stack init --stack dev` would create the stack in the CLI's
 /// default organization, which may not be the one stack references name (MARA #223).
@@ -672,217 +550,5 @@ pub fn file_backend_stack_missing(job: &Job) -> Option<bool> {
     Some(!candidates.iter().any(|p| p.exists()))
 }
 
-/// A checkpoint value as `stack output --json` shows it: a secret as `"[secret]"`;
-/// `None` for an asset, archive or resource reference (the CLI renders those).
-fn masked(v: Value) -> Option<Value> {
-    Some(match v {
-        Value::Object(o) => match o.get(super::SECRET_SIG_KEY).and_then(Value::as_str) {
-            Some(super::SECRET_SIG) => Value::String("[secret]".into()),
-            Some(_) => return None,
-            None => Value::Object(
-                o.into_iter()
-                    .map(|(k, v)| masked(v).map(|v| (k, v)))
-                    .collect::<Option<Map<String, Value>>>()?,
-            ),
-        },
-        Value::Array(a) => Value::Array(a.into_iter().map(masked).collect::<Option<Vec<_>>>()?),
-        other => other,
-    })
-}
-
-/// One lock file of a file backend: what Pulumi writes into
-/// `.pulumi/locks/organization/<project>/<stack>/<id>.json`.
-#[derive(Debug, serde::Deserialize)]
-struct PulumiLock {
-    pid: i64,
-    #[serde(default)]
-    hostname: String,
-    #[serde(default)]
-    timestamp: String,
-}
-
-impl PulumiLock {
-    /// Taken by a process of this host that no longer exists.
-    fn stale(&self) -> bool {
-        if self.hostname != crate::run::lock::hostname() || self.pid <= 0 {
-            return false;
-        }
-        let Ok(pid) = i32::try_from(self.pid) else {
-            return false;
-        };
-        // SAFETY: kill with signal 0 only checks whether the process exists.
-        let rc = unsafe { libc::kill(pid, 0) };
-        rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-    }
-}
-
-/// The folder of the job's `file://` backend (`~` and relative paths resolved).
-fn file_backend_dir(job: &Job) -> Option<PathBuf> {
-    let url = job.env.get("PULUMI_BACKEND_URL")?;
-    let dir = url.strip_prefix("file://")?;
-    let dir = dir.split('?').next().unwrap_or(dir);
-    let dir = match dir.strip_prefix('~') {
-        Some(rest) => format!("{}{rest}", job.env.get("HOME")?),
-        None => dir.to_string(),
-    };
-    if dir.is_empty() {
-        return None;
-    }
-    Some(job.dir.join(dir))
-}
-
-/// The stack's lock files in a file backend (none elsewhere); unreadable ones count as
-/// held by a live process, so they are never cleared.
-fn pulumi_locks(job: &Job) -> Vec<PulumiLock> {
-    let Some(dir) = file_backend_dir(job) else {
-        return Vec::new();
-    };
-    let dir = dir
-        .join(".pulumi")
-        .join("locks")
-        .join("organization")
-        .join(&job.name)
-        .join(&job.stack);
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .map(|p| {
-            std::fs::read_to_string(&p)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or(PulumiLock {
-                    pid: -1,
-                    hostname: String::new(),
-                    timestamp: String::new(),
-                })
-        })
-        .collect()
-}
-
-/// The one command that clears a stack's Pulumi lock, with the backend strata uses.
-fn cancel_command(job: &Job) -> String {
-    let backend = job
-        .env
-        .get("PULUMI_BACKEND_URL")
-        .map(|u| format!("PULUMI_BACKEND_URL={u} "))
-        .unwrap_or_default();
-    format!(
-        "{backend}pulumi cancel --yes --stack {} --cwd {}",
-        stack_arg(job),
-        job.dir.display()
-    )
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exit_codes_have_messages() {
-        assert!(describe_exit(3).contains("pulumi login"));
-        assert!(describe_exit(6).contains("not found"));
-        assert!(describe_exit(8).contains("cancelled"));
-    }
-
-    fn job(backend: &str) -> Job {
-        Job {
-            path: "infra/vpc".into(),
-            name: "aws-vpc".into(),
-            dir: "/tmp".into(),
-            op: Operation::Up,
-            stack: "dev".into(),
-            env: [("PULUMI_BACKEND_URL".to_string(), backend.to_string())].into(),
-            config_file: "/tmp/c.yaml".into(),
-            inputs: Default::default(),
-            needed_outputs: vec![],
-            scratch_dir: "/tmp".into(),
-            secret_config: Default::default(),
-            refresh: false,
-        }
-    }
-
-    #[test]
-    fn missing_stack_is_exit_6_or_an_old_clis_own_error_line() {
-        let j = job("https://api.pulumi.com");
-        let exit = |code| Exit {
-            code: Some(code),
-            signal: None,
-        };
-        let own = ["error: no stack named 'dev' found"];
-        assert!(PulumiEngine::is_missing_stack(&j, &exit(6), []));
-        assert!(PulumiEngine::is_missing_stack(&j, &exit(255), own));
-        assert!(PulumiEngine::is_missing_stack(
-            &j,
-            &exit(255),
-            ["error: no stack named 'acme/aws-vpc/dev' found"]
-        ));
-        // A resource failure that quotes the text is a failure.
-        assert!(!PulumiEngine::is_missing_stack(&j, &exit(4), own));
-        assert!(!PulumiEngine::is_missing_stack(&j, &exit(1), own));
-        for line in [
-            "  aws:s3:Bucket b: error: no stack named 'dev' found",
-            "error: deleting: no stack named 'dev' found",
-            "error: no stack named 'prod' found",
-            "stack not found",
-        ] {
-            assert!(
-                !PulumiEngine::is_missing_stack(&j, &exit(255), [line]),
-                "{line}"
-            );
-        }
-        // On a file backend the checkpoint decides: it exists, so the stack exists.
-        let dir = tempfile::tempdir().unwrap();
-        let stacks = dir.path().join(".pulumi/stacks/aws-vpc");
-        std::fs::create_dir_all(&stacks).unwrap();
-        std::fs::write(stacks.join("dev.json"), "{}").unwrap();
-        let f = job(&format!("file://{}", dir.path().display()));
-        assert!(!PulumiEngine::is_missing_stack(&f, &exit(6), own));
-    }
-
-    #[test]
-    fn the_error_line_is_the_last_error_line() {
-        let lines = [
-            "Updating",
-            "error: the stack is locked",
-            "  /x/locks/1.json",
-            "",
-        ];
-        assert_eq!(error_line(lines.into_iter()), "error: the stack is locked");
-        assert_eq!(error_line(["a", "b", ""].into_iter()), "b");
-    }
-
-    #[test]
-    fn a_pulumi_lock_is_stale_only_when_its_process_is_gone_from_this_host() {
-        let host = crate::run::lock::hostname();
-        let lock = |pid: i64, hostname: &str| PulumiLock {
-            pid,
-            hostname: hostname.to_string(),
-            timestamp: String::new(),
-        };
-        assert!(!lock(std::process::id() as i64, &host).stale(), "alive");
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id() as i64;
-        child.wait().unwrap();
-        assert!(lock(dead, &host).stale(), "gone");
-        assert!(!lock(dead, "another-host").stale(), "another host: never");
-        assert!(!lock(-1, &host).stale(), "unreadable: never");
-    }
-
-    #[test]
-    fn file_backend_stack_lookup() {
-        let d = tempfile::tempdir().unwrap();
-        let url = format!("file://{}", d.path().display());
-        assert_eq!(file_backend_stack_missing(&job(&url)), Some(true));
-        let f = d.path().join(".pulumi/stacks/aws-vpc/dev.json");
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(&f, "{}").unwrap();
-        assert_eq!(file_backend_stack_missing(&job(&url)), Some(false));
-        assert_eq!(
-            file_backend_stack_missing(&job("https://api.pulumi.com")),
-            None
-        );
-    }
-}
+mod tests;

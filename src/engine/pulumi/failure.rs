@@ -1,0 +1,122 @@
+//! What a failed Pulumi process is told as: its exit code in words, the line that says
+//! what went wrong, a cancellation, and the command that clears a stuck lock.
+
+use super::{Seen, stack_arg};
+use crate::engine::process::{Control, Exit};
+use crate::engine::{Failure, Job};
+
+/// Pulumi's documented exit codes (CLI 3.226+), for messages.
+pub(super) fn describe_exit(code: i32) -> &'static str {
+    match code {
+        1 => "Pulumi reported an error",
+        2 => "configuration error: a config value is missing or invalid",
+        3 => {
+            "authentication failed: run `pulumi login`, or set PULUMI_ACCESS_TOKEN or the cloud credentials (for example in config/pulumi/environment)"
+        }
+        4 => "a resource operation failed",
+        6 => "the stack was not found",
+        8 => "the operation was cancelled",
+        // CLIs before 3.226 exit 255 on every error; 3.226+ keep it for internal ones.
+        255 => {
+            "an error (CLIs older than 3.226 exit 255 on every error; the error line says what went wrong)"
+        }
+        _ => "Pulumi failed",
+    }
+}
+
+pub(super) fn failure(
+    job: &Job,
+    what: &str,
+    exit: &Exit,
+    seen: &Seen,
+    control: &Control,
+    procs: u32,
+) -> Failure {
+    let Seen { state, tail, .. } = seen;
+    let cancelled = control.is_cancelled() || exit.code == Some(8);
+    if cancelled {
+        return Failure::Cancelled {
+            message: format!(
+                "pulumi {what} of {} was cancelled{}",
+                job.path,
+                if control.is_killed() {
+                    format!(
+                        "; it was killed, so the stack may be locked: run `pulumi cancel --stack {} --cwd {}` if the next run says an update is in progress",
+                        job.stack,
+                        job.dir.display()
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            processes: procs,
+        };
+    }
+    let detail = state
+        .errors
+        .first()
+        .cloned()
+        .unwrap_or_else(|| error_line(tail.iter().map(String::as_str)));
+    let code_text = exit_text(exit);
+    let locked = tail
+        .iter()
+        .chain(state.errors.iter())
+        .any(|l| l.contains("the stack is currently locked"));
+    Failure::Failed {
+        message: format!(
+            "pulumi {what} of {} failed ({code_text}){}{}",
+            job.path,
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", detail.lines().next().unwrap_or(""))
+            },
+            if locked {
+                format!(
+                    "\n  Another Pulumi process holds the stack's lock (the lines above name it). If it is gone, clear the lock with: {}",
+                    cancel_command(job)
+                )
+            } else {
+                String::new()
+            }
+        ),
+        exit_code: exit.code,
+        processes: procs,
+    }
+}
+
+/// "exit 4: a resource operation failed", or the signal that ended the process.
+pub(super) fn exit_text(exit: &Exit) -> String {
+    match (exit.code, exit.signal) {
+        (Some(c), _) => format!("exit {c}: {}", describe_exit(c)),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown exit".to_string(),
+    }
+}
+
+/// The line that says what went wrong: the last `error:` line (Pulumi puts details such
+/// as a lock file's path after it), else the last non-empty line.
+pub(super) fn error_line<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> String {
+    lines
+        .clone()
+        .rev()
+        .find(|l| l.trim_start().starts_with("error:"))
+        .or_else(|| lines.rev().find(|l| !l.trim().is_empty()))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// The one command that clears a stack's Pulumi lock, with the backend strata uses.
+pub(super) fn cancel_command(job: &Job) -> String {
+    let backend = job
+        .env
+        .get("PULUMI_BACKEND_URL")
+        .map(|u| format!("PULUMI_BACKEND_URL={u} "))
+        .unwrap_or_default();
+    format!(
+        "{backend}pulumi cancel --yes --stack {} --cwd {}",
+        stack_arg(job),
+        job.dir.display()
+    )
+}

@@ -1,0 +1,217 @@
+//! Unit tests of the execution graph: building, cycles, order, waves, selection.
+
+use super::*;
+
+fn plan_of(profile_yaml: &str) -> Result<Plan> {
+    crate::plan::testing::plan_of(profile_yaml, &[])
+}
+
+fn order(p: &Plan) -> Vec<&str> {
+    p.order.iter().map(|&i| p.nodes[i].path.as_str()).collect()
+}
+
+fn wave(p: &Plan, path: &str) -> usize {
+    p.nodes[p.index_of(path).unwrap()].wave
+}
+
+const HEAD: &str = "description: d\ninfra_type: T\n";
+
+#[test]
+fn plain_list_runs_in_written_order() {
+    let p = plan_of(&format!(
+        "{HEAD}infrastructure:\n  - path: c\n  - path: a\n  - path: b\n"
+    ))
+    .unwrap();
+    assert_eq!(order(&p), ["c", "a", "b"]);
+    assert_eq!((wave(&p, "c"), wave(&p, "a"), wave(&p, "b")), (1, 2, 3));
+}
+
+#[test]
+fn empty_needs_runs_beside() {
+    let p = plan_of(&format!(
+        "{HEAD}infrastructure:\n  - path: vpc\n  - path: eks\n  - path: ecr\n    needs: []\n"
+    ))
+    .unwrap();
+    assert_eq!(wave(&p, "vpc"), 1);
+    assert_eq!(wave(&p, "ecr"), 1);
+    assert_eq!(wave(&p, "eks"), 2);
+    assert_eq!(
+        order(&p),
+        ["vpc", "eks", "ecr"],
+        "ties keep the written order"
+    );
+}
+
+#[test]
+fn explicit_needs_replace_previous() {
+    let p = plan_of(&format!(
+        "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: [a]\n"
+    ))
+    .unwrap();
+    assert_eq!(p.needs_paths(p.index_of("c").unwrap()), ["a"]);
+    assert_eq!(wave(&p, "c"), 2);
+}
+
+#[test]
+fn inputs_are_implied_needs() {
+    let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n    needs: []\n  - path: c\n    needs: []\n    inputs:\n      'x:y': b:out\n"
+        ))
+        .unwrap();
+    assert_eq!(p.needs_paths(p.index_of("c").unwrap()), ["b"]);
+}
+
+#[test]
+fn kubernetes_waits_for_all_infrastructure_and_secrets_step() {
+    let p = plan_of(&format!(
+            "{HEAD}secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n  - path: a\n  - path: b\n    needs: []\nkubernetes:\n  - path: k1\n  - path: k2\n    needs: []\n"
+        ))
+        .unwrap();
+    let s = p.index_of(SECRETS_STEP).unwrap();
+    assert_eq!(p.needs_paths(s), ["a", "b"]);
+    assert_eq!(p.needs_paths(p.index_of("k1").unwrap()), [SECRETS_STEP]);
+    assert_eq!(p.needs_paths(p.index_of("k2").unwrap()), [SECRETS_STEP]);
+    assert_eq!(wave(&p, SECRETS_STEP), 2);
+    assert_eq!(wave(&p, "k2"), 3);
+}
+
+#[test]
+fn no_secrets_step_where_no_kubernetes_project_reads_the_secret() {
+    // Only an infrastructure entry's secret, or no kubernetes stage: no step.
+    for yaml in [
+        "infrastructure:\n  - path: a\n    secrets:\n      - key: ns:pw\n        prompt: pw\nkubernetes:\n  - path: k\n",
+        "secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n  - path: a\n",
+    ] {
+        let p = plan_of(&format!("{HEAD}{yaml}")).unwrap();
+        assert!(p.index_of(SECRETS_STEP).is_none(), "{yaml}");
+    }
+    // A kubernetes entry's secret, or a named Secret: the step is there.
+    for yaml in [
+        "infrastructure:\n  - path: a\nkubernetes:\n  - path: k\n    secrets:\n      - key: ns:pw\n        prompt: pw\n",
+        "secret_name: app-secrets\ninfrastructure:\n  - path: a\n    secrets:\n      - key: ns:pw\n        prompt: pw\nkubernetes:\n  - path: k\n",
+    ] {
+        let p = plan_of(&format!("{HEAD}{yaml}")).unwrap();
+        assert!(p.index_of(SECRETS_STEP).is_some(), "{yaml}");
+    }
+}
+
+#[test]
+fn without_secrets_kubernetes_needs_infrastructure_sinks() {
+    let p = plan_of(&format!(
+        "{HEAD}infrastructure:\n  - path: a\n  - path: b\nkubernetes:\n  - path: k\n"
+    ))
+    .unwrap();
+    assert!(p.index_of(SECRETS_STEP).is_none());
+    assert_eq!(p.needs_paths(p.index_of("k").unwrap()), ["b"]);
+}
+
+#[test]
+fn cycle_is_printed() {
+    let e = plan_of(&format!(
+        "{HEAD}infrastructure:\n  - path: a\n    needs: [c]\n  - path: b\n  - path: c\n"
+    ))
+    .unwrap_err();
+    assert_eq!(e.exit_code(), 3);
+    assert!(e.message.contains("a → b → c → a"), "{}", e.message);
+}
+
+#[test]
+fn cross_stage_cycle_explains_barrier() {
+    let e = plan_of(&format!(
+        "{HEAD}infrastructure:\n  - path: a\n    needs: [k]\nkubernetes:\n  - path: k\n"
+    ))
+    .unwrap_err();
+    assert!(e.message.contains("cycle"), "{}", e.message);
+    assert!(
+        e.message.contains("infrastructure entry cannot need"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn selection_project_with_deps_and_from() {
+    let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n  - path: d\n    needs: [a]\n"
+        ))
+        .unwrap();
+    let only = p
+        .select(&Selection {
+            projects: vec!["c".into()],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(order(&only), ["c"]);
+    let deps = p
+        .select(&Selection {
+            projects: vec!["c".into()],
+            with_deps: true,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(order(&deps), ["a", "b", "c"]);
+    let from = p
+        .select(&Selection {
+            from: Some("b".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(order(&p), ["a", "b", "c", "d"]);
+    assert_eq!(order(&from), ["b", "c", "d"]);
+    assert!(
+        p.select(&Selection {
+            projects: vec!["zzz".into()],
+            ..Default::default()
+        })
+        .is_err()
+    );
+}
+
+#[test]
+fn subplan_bridges_unselected_prerequisites() {
+    let p = plan_of(&format!(
+        "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n"
+    ))
+    .unwrap();
+    let sub = p.subplan(&[true, false, true]);
+    assert_eq!(sub.needs_paths(sub.index_of("c").unwrap()), ["a"]);
+}
+
+#[test]
+fn reverse_runs_dependents_first() {
+    let p = plan_of(&format!(
+            "{HEAD}infrastructure:\n  - path: vpc\n  - path: eks\n  - path: ecr\n    needs: []\nkubernetes:\n  - path: app\n"
+        ))
+        .unwrap();
+    let r = p.reversed();
+    let o = order(&r);
+    assert_eq!(o[0], "app");
+    let pos = |x: &str| o.iter().position(|y| *y == x).unwrap();
+    assert!(pos("eks") < pos("vpc"));
+    assert!(pos("app") < pos("ecr"));
+    // destroy --project vpc --with-deps takes its dependents along.
+    let sel = r
+        .select(&Selection {
+            projects: vec!["vpc".into()],
+            with_deps: true,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(order(&sel), ["app", "eks", "vpc"]);
+}
+
+#[test]
+fn project_resolves_by_pulumi_name() {
+    let p = plan_of(&format!("{HEAD}infrastructure:\n  - path: x/vpc\n")).unwrap();
+    assert_eq!(p.resolve("vpc").unwrap(), 0);
+    assert_eq!(p.resolve("projects/x/vpc/").unwrap(), 0);
+}
+
+#[test]
+fn critical_path_sums_the_longest_chain() {
+    let p = plan_of(&format!(
+        "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n"
+    ))
+    .unwrap();
+    assert_eq!(p.critical_path(|_| 10), 20);
+}

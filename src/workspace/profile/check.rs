@@ -1,0 +1,97 @@
+//! The checks of a composed profile as a whole: each path once, `needs:` and `inputs:`
+//! naming entries of the profile, config and secret keys well-formed and unique.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use super::{Entry, Profile, is_valid_key};
+use crate::error::{Error, Result};
+use crate::util::display_path;
+
+/// Checks that paths are unique, references known, keys well-formed.
+pub(super) fn check(profile: &Profile) -> Result<()> {
+    let mut seen: BTreeMap<&str, &Entry> = BTreeMap::new();
+    for e in &profile.entries {
+        if let Some(first) = seen.insert(e.path.as_str(), e) {
+            return Err(Error::config(format!(
+                "{}: `{}` is listed twice (in the {} list of {} and the {} list of {}). Each project may appear once.",
+                display_path(&profile.file),
+                e.path,
+                first.stage.key(),
+                display_path(&first.file),
+                e.stage.key(),
+                display_path(&e.file)
+            )));
+        }
+    }
+    for e in &profile.entries {
+        for n in e.needs.iter().flatten() {
+            if !seen.contains_key(n.as_str()) {
+                return Err(Error::config(format!(
+                    "{}: entry `{}` needs `{n}`, which is not an entry of profile `{}`.\n  Known paths: {}.",
+                    display_path(&e.file),
+                    e.path,
+                    profile.name,
+                    seen.keys().copied().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+        for i in &e.inputs {
+            if !seen.contains_key(i.project.as_str()) {
+                return Err(Error::config(format!(
+                    "{}: entry `{}` takes input `{}` from `{}`, which is not an entry of profile `{}`.",
+                    display_path(&e.file),
+                    e.path,
+                    i.key,
+                    i.project,
+                    profile.name
+                )));
+            }
+            if i.project == e.path {
+                return Err(Error::config(format!(
+                    "{}: entry `{}` takes input `{}` from itself.",
+                    display_path(&e.file),
+                    e.path,
+                    i.key
+                )));
+            }
+        }
+    }
+    let mut keys = BTreeSet::new();
+    for item in &profile.config {
+        check_key(&profile.file, "config", &item.key)?;
+        if !keys.insert(item.key.as_str()) {
+            return Err(Error::config(format!(
+                "{}: config key `{}` is declared twice.",
+                display_path(&profile.file),
+                item.key
+            )));
+        }
+    }
+    let mut secret_keys = BTreeSet::new();
+    for (s, owner) in profile.all_secrets() {
+        check_key(&profile.file, "secrets", &s.key)?;
+        if !secret_keys.insert(s.key.as_str()) {
+            return Err(Error::config(format!(
+                "{}: secret `{}` is declared twice{}.",
+                display_path(&profile.file),
+                s.key,
+                owner
+                    .map(|o| format!(" (again by `{o}`)"))
+                    .unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn check_key(file: &Path, list: &str, key: &str) -> Result<()> {
+    if is_valid_key(key) {
+        Ok(())
+    } else {
+        Err(Error::config(format!(
+            "{}: `{list}` key `{key}` must look like `namespace:name` (letters, digits, - _ .).",
+            display_path(file)
+        )))
+    }
+}

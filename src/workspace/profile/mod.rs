@@ -1,0 +1,331 @@
+//! Provider profiles (`providers/<name>.yaml`): the model of a composed profile, and
+//! loading one (the YAML as written in `raw`, composition in `compose`, checks in `check`).
+
+mod check;
+mod compose;
+mod raw;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_yaml::Value;
+
+use crate::error::{Error, Result};
+use crate::util::display_path;
+use raw::{RawProfile, check_watch, read_yaml};
+
+/// The two stages of a profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Infrastructure,
+    Kubernetes,
+}
+
+impl Stage {
+    pub fn key(self) -> &'static str {
+        match self {
+            Stage::Infrastructure => "infrastructure",
+            Stage::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+/// The type a config value must parse as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueType {
+    #[default]
+    String,
+    Int,
+    Bool,
+    List,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigItem {
+    pub key: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub default: Option<Value>,
+    #[serde(default, rename = "type")]
+    pub value_type: ValueType,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretItem {
+    pub key: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
+/// An `on_success` hook: `- kubeconfig: {output: NAME}` or `- run: COMMAND`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "lowercase", try_from = "RawHook")]
+pub enum Hook {
+    /// Merge a kubeconfig from an output into the user's kubeconfig.
+    Kubeconfig(KubeconfigHook),
+    /// A shell command.
+    Run(String),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KubeconfigHook {
+    pub output: String,
+    /// The name the incoming context, cluster and user get (`name:`, or `context:`);
+    /// default `<stack>-<project folder>`.
+    #[serde(default, alias = "name")]
+    pub context: Option<String>,
+}
+
+/// The YAML shape of a hook: a map with exactly one of the known keys.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHook {
+    #[serde(default)]
+    kubeconfig: Option<KubeconfigHook>,
+    #[serde(default)]
+    run: Option<String>,
+}
+
+impl TryFrom<RawHook> for Hook {
+    type Error = String;
+    fn try_from(raw: RawHook) -> std::result::Result<Self, String> {
+        match (raw.kubeconfig, raw.run) {
+            (Some(k), None) => Ok(Hook::Kubeconfig(k)),
+            (None, Some(r)) => Ok(Hook::Run(r)),
+            _ => Err(
+                "a hook is exactly one of `kubeconfig: {output: NAME}` or `run: COMMAND`".into(),
+            ),
+        }
+    }
+}
+
+impl Hook {
+    pub fn describe(&self) -> String {
+        match self {
+            Hook::Kubeconfig(k) => match &k.context {
+                Some(c) => format!("kubeconfig (output {}, context {c})", k.output),
+                None => format!("kubeconfig (output {})", k.output),
+            },
+            Hook::Run(cmd) => format!("run: {}", cmd.lines().next().unwrap_or("")),
+        }
+    }
+}
+
+/// `retry:` of an entry: a failed operation whose output matches one of `on` is run
+/// again, up to `attempts` tries in all, waiting `delay` before the second (doubling).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Retry {
+    pub attempts: u32,
+    pub delay: std::time::Duration,
+    /// Regexes, checked when the profile is loaded.
+    pub on: Vec<String>,
+}
+
+/// An `inputs:` item: config `key` <- `output` of `project`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Input {
+    pub key: String,
+    pub project: String,
+    pub output: String,
+}
+
+/// A resolved entry of a composed list.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub path: String,
+    pub description: Option<String>,
+    pub stage: Stage,
+    /// `None`: the previous entry of the composed list.
+    pub needs: Option<Vec<String>>,
+    pub inputs: Vec<Input>,
+    pub secrets: Vec<SecretItem>,
+    pub on_success: Vec<Hook>,
+    /// `timeout:`: the operation is cancelled like Ctrl-C after this long, and fails.
+    pub timeout: Option<std::time::Duration>,
+    pub retry: Option<Retry>,
+    /// `watch:`: files or folders outside the project folder that it reads (paths from
+    /// the workspace root), part of its fingerprint.
+    pub watch: Vec<String>,
+    /// The file the entry was written in (profile or fragment).
+    pub file: PathBuf,
+}
+
+/// A provider profile, composed.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub file: PathBuf,
+    pub description: String,
+    pub infra_type: String,
+    /// Environment variables the provider reads its credentials from (preflight warns
+    /// when none is set; export turns them into CI secrets).
+    pub credentials: Vec<String>,
+    /// `infer_needs: true`: stack references found in the code are added as needs.
+    pub infer_needs: bool,
+    pub secret_name: String,
+    /// Whether the profile names `secret_name` itself (it then asks for the Secret).
+    pub secret_name_set: bool,
+    pub config: Vec<ConfigItem>,
+    pub secrets: Vec<SecretItem>,
+    /// `watch:` at the top: what every project of the profile reads besides its folder.
+    pub watch: Vec<String>,
+    /// Infrastructure entries, then kubernetes entries, each list in composed order.
+    pub entries: Vec<Entry>,
+}
+
+impl Profile {
+    pub fn entry(&self, path: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.path == path)
+    }
+
+    /// Every secret of the profile and of its entries (profile-level first).
+    pub fn all_secrets(&self) -> Vec<(&SecretItem, Option<&str>)> {
+        let mut out: Vec<(&SecretItem, Option<&str>)> =
+            self.secrets.iter().map(|s| (s, None)).collect();
+        for e in &self.entries {
+            out.extend(e.secrets.iter().map(|s| (s, Some(e.path.as_str()))));
+        }
+        out
+    }
+
+    /// Whether the built-in `@secrets` step writes the stack's secrets into the cluster:
+    /// only when a Kubernetes stage can read that Secret (the profile's own secrets, which
+    /// every project gets, or a Kubernetes entry's) or the profile names `secret_name`.
+    /// Secrets only infrastructure entries declare reach them as Pulumi config; nothing
+    /// in the cluster reads them.
+    pub fn writes_cluster_secret(&self) -> bool {
+        let k8s: Vec<&Entry> = self
+            .entries
+            .iter()
+            .filter(|e| e.stage == Stage::Kubernetes)
+            .collect();
+        if k8s.is_empty() || self.all_secrets().is_empty() {
+            return false;
+        }
+        self.secret_name_set
+            || !self.secrets.is_empty()
+            || k8s.iter().any(|e| !e.secrets.is_empty())
+    }
+}
+
+/// Names of the profiles in `providers/` (sorted), with their file paths.
+pub fn list(providers_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let rd = std::fs::read_dir(providers_dir)
+        .map_err(|e| Error::io("read the providers folder", providers_dir, e))?;
+    let mut out = Vec::new();
+    for entry in rd.flatten() {
+        let p = entry.path();
+        if p.is_file()
+            && let Some(ext) = p.extension().and_then(|e| e.to_str())
+            && (ext == "yaml" || ext == "yml")
+            && let Some(stem) = p.file_stem().and_then(|s| s.to_str())
+        {
+            out.push((stem.to_string(), p));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Loads and composes the profile `name` from `providers_dir`.
+pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
+    let available = list(providers_dir)?;
+    let Some((_, file)) = available.iter().find(|(n, _)| n == name) else {
+        let names: Vec<&str> = available.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(Error::config(format!(
+            "unknown provider `{name}`: there is no {}.{}\n  Available providers: {}.\n  Pick one with --provider NAME (see `strata providers`).",
+            display_path(&providers_dir.join(format!("{name}.yaml"))),
+            crate::util::did_you_mean(name, names.iter().copied()),
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        )));
+    };
+    let raw: RawProfile = read_yaml(file)?;
+    let mut entries = Vec::new();
+    for (stage, list) in [
+        (Stage::Infrastructure, &raw.infrastructure),
+        (Stage::Kubernetes, &raw.kubernetes),
+    ] {
+        let composed = compose::compose(providers_dir, file, stage, list)?;
+        entries.extend(composed);
+    }
+    let profile = Profile {
+        name: name.to_string(),
+        file: file.clone(),
+        description: raw.description,
+        infra_type: raw.infra_type,
+        credentials: raw.credentials,
+        infer_needs: raw.infer_needs,
+        secret_name_set: raw.secret_name.is_some(),
+        secret_name: raw
+            .secret_name
+            .unwrap_or_else(|| "strata-secrets".to_string()),
+        config: raw.config,
+        secrets: raw.secrets,
+        watch: check_watch(&raw.watch)
+            .map_err(|why| Error::config(format!("{}: `watch:` {why}", display_path(file))))?,
+        entries,
+    };
+    check::check(&profile)?;
+    Ok(profile)
+}
+
+/// Just the description of a profile, for `strata providers` (no composition).
+pub fn describe(file: &Path) -> Result<(String, String)> {
+    #[derive(Deserialize)]
+    struct Head {
+        description: Option<String>,
+        infra_type: Option<String>,
+    }
+    let head: Head = read_yaml(file)?;
+    Ok((
+        head.description.unwrap_or_default(),
+        head.infra_type.unwrap_or_default(),
+    ))
+}
+
+/// A config or secret key: `namespace:name`, letters, digits, `-`, `_`, `.`.
+pub fn is_valid_key(key: &str) -> bool {
+    key.split_once(':').is_some_and(|(ns, k)| {
+        !ns.is_empty()
+            && !k.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    /// A profile with no entries and these `credentials:`.
+    pub fn minimal(credentials: &[&str]) -> Profile {
+        Profile {
+            name: "t".into(),
+            file: PathBuf::from("providers/t.yaml"),
+            description: String::new(),
+            infra_type: "test".into(),
+            credentials: credentials.iter().map(|s| s.to_string()).collect(),
+            infer_needs: false,
+            secret_name: "strata-secrets".into(),
+            secret_name_set: false,
+            config: Vec::new(),
+            secrets: Vec::new(),
+            watch: Vec::new(),
+            entries: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

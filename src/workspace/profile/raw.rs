@@ -1,0 +1,176 @@
+//! The profile as written: its YAML shapes, read with errors that say how to fix them,
+//! and the parsers of single fields (durations, `retry:`, `watch:`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{ConfigItem, Hook, Retry, SecretItem};
+use crate::error::{Error, Result};
+use crate::util::display_path;
+
+/// One entry as written in a profile or fragment.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEntry {
+    #[serde(default)]
+    pub(super) include: Option<String>,
+    #[serde(default)]
+    pub(super) path: Option<String>,
+    #[serde(default)]
+    pub(super) description: Option<String>,
+    #[serde(default)]
+    pub(super) needs: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) inputs: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(super) secrets: Vec<SecretItem>,
+    #[serde(default)]
+    pub(super) on_success: Vec<Hook>,
+    #[serde(default)]
+    pub(super) after: Option<String>,
+    #[serde(default)]
+    pub(super) before: Option<String>,
+    #[serde(default)]
+    pub(super) timeout: Option<String>,
+    #[serde(default)]
+    pub(super) retry: Option<RawRetry>,
+    #[serde(default)]
+    pub(super) watch: Vec<String>,
+}
+
+/// `retry:` as written: `{attempts: 3, delay: 30s, on: [regex, ...]}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRetry {
+    pub(super) attempts: u32,
+    #[serde(default)]
+    pub(super) delay: Option<String>,
+    #[serde(default)]
+    pub(super) on: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProfile {
+    pub(super) description: String,
+    pub(super) infra_type: String,
+    #[serde(default)]
+    pub(super) credentials: Vec<String>,
+    #[serde(default)]
+    pub(super) infer_needs: bool,
+    #[serde(default)]
+    pub(super) secret_name: Option<String>,
+    #[serde(default)]
+    pub(super) config: Vec<ConfigItem>,
+    #[serde(default)]
+    pub(super) secrets: Vec<SecretItem>,
+    #[serde(default)]
+    pub(super) watch: Vec<String>,
+    #[serde(default)]
+    pub(super) infrastructure: Vec<RawEntry>,
+    #[serde(default)]
+    pub(super) kubernetes: Vec<RawEntry>,
+}
+
+pub(super) fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T> {
+    let text = crate::workspace::yaml::read(file, "A profile")?;
+    serde_yaml::from_str(&text).map_err(|e| {
+        let msg = crate::workspace::yaml::scrub(&e.to_string());
+        let (what, hint) = if msg.contains("unknown field") {
+            (
+                msg.clone(),
+                "Check the spelling against the profile syntax in the README (unknown fields are refused so typos cannot pass silently).",
+            )
+        } else if msg.contains("invalid type") && msg.contains("expected struct") {
+            let at = msg
+                .find(" at line ")
+                .map(|i| msg[i..].to_string())
+                .unwrap_or_default();
+            (
+                format!("this is not a mapping of profile fields{at}"),
+                "A profile is a YAML mapping with `description:`, `infra_type:` and the `infrastructure:`/`kubernetes:` lists (see the README); a fragment under providers/common/ is a list of entries.",
+            )
+        } else if msg.contains("missing field") {
+            (
+                msg.clone(),
+                "Add the field; `description:` and `infra_type:` are required in a profile, `path:` in an entry.",
+            )
+        } else if msg.contains("invalid type") {
+            (
+                msg.clone(),
+                "Check the value's type against the profile syntax in the README.",
+            )
+        } else {
+            (
+                msg.clone(),
+                "This is not valid YAML: check indentation, brackets and quotes around that place.",
+            )
+        };
+        Error::config(format!("{}: {what}\n  {hint}", display_path(file)))
+    })
+}
+/// `watch:` paths: relative to the workspace root, inside it (no `..`, not absolute).
+pub(super) fn check_watch(paths: &[String]) -> std::result::Result<Vec<String>, String> {
+    paths
+        .iter()
+        .map(|p| {
+            let t = p.trim().trim_end_matches('/');
+            let path = Path::new(t);
+            if t.is_empty()
+                || path.is_absolute()
+                || path
+                    .components()
+                    .any(|c| !matches!(c, std::path::Component::Normal(_)))
+            {
+                return Err(format!(
+                    "`{p}` must be a path inside the workspace, relative to its root (for example `projects/local/lib.sh`), without `..`"
+                ));
+            }
+            Ok(t.to_string())
+        })
+        .collect()
+}
+
+/// A duration as written in a profile (`45m`, `30s`, `1h 30m`); zero is refused.
+pub(super) fn parse_duration(text: &str) -> std::result::Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(text.trim()).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err("it must be longer than zero".into());
+    }
+    Ok(d)
+}
+
+pub(super) fn parse_retry(raw: &RawRetry) -> std::result::Result<Retry, String> {
+    if raw.attempts < 1 {
+        return Err(format!(
+            "`attempts: {}` must be at least 1 (the number of tries in all).",
+            raw.attempts
+        ));
+    }
+    let delay = match &raw.delay {
+        None => std::time::Duration::ZERO,
+        Some(d) => humantime::parse_duration(d.trim()).map_err(|e| {
+            format!("`delay: {d}` is not a duration ({e}); write it like `30s` or `2m`.")
+        })?,
+    };
+    if raw.on.is_empty() {
+        return Err(
+            "`on:` lists no pattern, so nothing would ever be retried; list the regexes of the errors to retry (for example `on: [\"TooManyRequests\"]`).".into(),
+        );
+    }
+    for pattern in &raw.on {
+        if let Err(e) = regex::Regex::new(pattern) {
+            return Err(format!(
+                "pattern `{pattern}` in `on:` is not a valid regex: {}",
+                e.to_string().lines().last().unwrap_or("invalid")
+            ));
+        }
+    }
+    Ok(Retry {
+        attempts: raw.attempts,
+        delay,
+        on: raw.on.clone(),
+    })
+}

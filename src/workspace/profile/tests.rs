@@ -1,0 +1,230 @@
+//! Unit tests of profile loading: parsing, composition and the checks.
+
+use super::*;
+
+fn ws(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for (p, t) in files {
+        let path = d.path().join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    d
+}
+
+fn paths(p: &Profile) -> Vec<&str> {
+    p.entries.iter().map(|e| e.path.as_str()).collect()
+}
+
+const HEAD: &str = "description: d\ninfra_type: T\n";
+
+#[test]
+fn watch_paths_stay_inside_the_workspace() {
+    assert_eq!(
+        check_watch(&["projects/local/lib.sh".into(), "lib/".into()]).unwrap(),
+        ["projects/local/lib.sh", "lib"]
+    );
+    for bad in ["../secrets", "/etc/passwd", "projects/../../x", ""] {
+        let e = check_watch(&[bad.to_string()]).unwrap_err();
+        assert!(e.contains("inside the workspace"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn parses_core_syntax() {
+    let d = ws(&[(
+        "aws.yaml",
+        &format!(
+            "{HEAD}config:\n  - key: aws:region\n    prompt: Region\n    default: us-west-2\n  - key: eks:min\n    prompt: Min\n    default: 3\n    type: int\nsecrets:\n  - key: prom:pass\n    prompt: Pass\ninfrastructure:\n  - path: a\n    inputs: {{ 'x:y': 'b:out' }}\n    on_success:\n      - kubeconfig: {{ output: kc }}\n      - run: echo hi\n  - path: b\n    needs: []\nkubernetes:\n  - path: k\n"
+        ),
+    )]);
+    let p = load(d.path(), "aws").unwrap();
+    assert_eq!(paths(&p), ["a", "b", "k"]);
+    assert_eq!(p.config[1].value_type, ValueType::Int);
+    assert_eq!(p.entries[0].inputs[0].project, "b");
+    assert_eq!(p.entries[0].on_success.len(), 2);
+    assert_eq!(p.entries[1].needs, Some(vec![]));
+    assert_eq!(p.entries[2].stage, Stage::Kubernetes);
+    assert_eq!(p.secret_name, "strata-secrets");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Any text as a profile: a profile or a configuration error, never a panic.
+    #[test]
+    fn any_profile_text_loads_or_is_refused(body in "\\PC{0,300}", nest in 0usize..200) {
+        let text = format!("{HEAD}{body}\ninfrastructure: {}{}\n", "[".repeat(nest), "]".repeat(nest));
+        let d = ws(&[("p.yaml", text.as_str())]);
+        if let Err(e) = load(d.path(), "p") {
+            proptest::prop_assert_eq!(e.exit_code(), 3);
+        }
+    }
+}
+
+#[test]
+fn parses_credentials_timeout_and_retry() {
+    let d = ws(&[(
+        "aws.yaml",
+        &format!(
+            "{HEAD}credentials: [AWS_ACCESS_KEY_ID]\ninfer_needs: true\ninfrastructure:\n  - path: a\n    timeout: 45m\n    retry: {{ attempts: 3, delay: 30s, on: [\"TooManyRequests\", \"reset$\"] }}\n  - path: b\n"
+        ),
+    )]);
+    let p = load(d.path(), "aws").unwrap();
+    assert_eq!(p.credentials, ["AWS_ACCESS_KEY_ID"]);
+    assert!(p.infer_needs);
+    let a = &p.entries[0];
+    assert_eq!(a.timeout, Some(std::time::Duration::from_secs(45 * 60)));
+    let r = a.retry.as_ref().unwrap();
+    assert_eq!((r.attempts, r.delay.as_secs()), (3, 30));
+    assert_eq!(r.on.len(), 2);
+    assert_eq!(
+        (p.entries[1].timeout, p.entries[1].retry.clone()),
+        (None, None)
+    );
+}
+
+#[test]
+fn bad_timeout_and_retry_are_config_errors() {
+    for (yaml, needle) in [
+        ("timeout: soon", "`timeout: soon` is not a duration"),
+        ("timeout: 0s", "longer than zero"),
+        ("retry: { attempts: 0, on: [x] }", "at least 1"),
+        ("retry: { attempts: 2 }", "lists no pattern"),
+        ("retry: { attempts: 2, on: [\"(\"] }", "not a valid regex"),
+        (
+            "retry: { attempts: 2, delay: later, on: [x] }",
+            "`delay: later`",
+        ),
+    ] {
+        let d = ws(&[(
+            "aws.yaml",
+            &format!("{HEAD}infrastructure:\n  - path: a\n    {yaml}\n"),
+        )]);
+        let e = load(d.path(), "aws").unwrap_err();
+        assert_eq!(e.exit_code(), 3, "{yaml}");
+        assert!(e.message.contains(needle), "{yaml}: {}", e.message);
+        assert!(e.message.contains("aws.yaml"), "{}", e.message);
+    }
+}
+
+#[test]
+fn unknown_field_is_an_error_with_line() {
+    let d = ws(&[(
+        "aws.yaml",
+        &format!("{HEAD}infrastructure:\n  - path: a\n    need: [b]\n"),
+    )]);
+    let e = load(d.path(), "aws").unwrap_err();
+    assert_eq!(e.exit_code(), 3);
+    assert!(e.message.contains("unknown field `need`"), "{}", e.message);
+    assert!(e.message.contains("line 5"), "{}", e.message);
+    assert!(e.message.contains("aws.yaml"), "{}", e.message);
+}
+
+#[test]
+fn unknown_provider_lists_available() {
+    let d = ws(&[("aws.yaml", HEAD), ("do.yaml", HEAD)]);
+    let e = load(d.path(), "gcp").unwrap_err();
+    assert!(e.message.contains("aws, do"), "{}", e.message);
+}
+
+#[test]
+fn include_and_insertions_compose() {
+    let d = ws(&[
+        (
+            "common/k.yaml",
+            "- path: ns\n- path: ingress\n  needs: [ns]\n- path: app\n",
+        ),
+        (
+            "do.yaml",
+            &format!(
+                "{HEAD}kubernetes:\n  - include: common/k.yaml\n  - path: creds\n    after: ns\n  - path: first\n    before: ns\n  - path: dns\n    after: ingress\n"
+            ),
+        ),
+    ]);
+    let p = load(d.path(), "do").unwrap();
+    assert_eq!(paths(&p), ["first", "ns", "creds", "ingress", "dns", "app"]);
+    let ingress = p.entry("ingress").unwrap();
+    assert_eq!(
+        ingress.needs.as_deref(),
+        Some(&["ns".to_string(), "creds".to_string()][..])
+    );
+    // app had no needs: it follows dns by position now.
+    assert!(p.entry("app").unwrap().needs.is_none());
+    assert!(p.entry("creds").unwrap().needs.is_none());
+}
+
+#[test]
+fn insertion_anchor_must_exist() {
+    let d = ws(&[(
+        "do.yaml",
+        &format!("{HEAD}kubernetes:\n  - path: a\n  - path: x\n    after: nope\n"),
+    )]);
+    let e = load(d.path(), "do").unwrap_err();
+    assert!(e.message.contains("after `nope`"), "{}", e.message);
+}
+
+#[test]
+fn include_cycle_is_reported() {
+    let d = ws(&[
+        ("common/a.yaml", "- include: common/a.yaml\n"),
+        (
+            "p.yaml",
+            &format!("{HEAD}kubernetes:\n  - include: common/a.yaml\n"),
+        ),
+    ]);
+    let e = load(d.path(), "p").unwrap_err();
+    assert!(e.message.contains("includes itself"), "{}", e.message);
+}
+
+#[test]
+fn duplicate_path_is_an_error() {
+    let d = ws(&[(
+        "p.yaml",
+        &format!("{HEAD}infrastructure:\n  - path: a\nkubernetes:\n  - path: a\n"),
+    )]);
+    let e = load(d.path(), "p").unwrap_err();
+    assert!(e.message.contains("listed twice"), "{}", e.message);
+}
+
+#[test]
+fn needs_unknown_path_is_an_error() {
+    let d = ws(&[(
+        "p.yaml",
+        &format!("{HEAD}infrastructure:\n  - path: a\n    needs: [ghost]\n"),
+    )]);
+    let e = load(d.path(), "p").unwrap_err();
+    assert!(e.message.contains("needs `ghost`"), "{}", e.message);
+}
+
+#[test]
+fn bad_input_source_is_an_error() {
+    let d = ws(&[(
+        "p.yaml",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n    inputs:\n      'x:y': a-without-output\n"
+        ),
+    )]);
+    let e = load(d.path(), "p").unwrap_err();
+    assert!(
+        e.message.contains("<project path>:<output>"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn hooks_reject_unknown_kinds() {
+    let d = ws(&[(
+        "p.yaml",
+        &format!("{HEAD}infrastructure:\n  - path: a\n    on_success:\n      - shell: x\n"),
+    )]);
+    let e = load(d.path(), "p").unwrap_err();
+    assert!(e.message.contains("shell"), "{}", e.message);
+}
+
+#[test]
+fn list_is_sorted_and_skips_fragments() {
+    let d = ws(&[("z.yaml", HEAD), ("a.yaml", HEAD), ("common/k.yaml", "[]")]);
+    let names: Vec<String> = list(d.path()).unwrap().into_iter().map(|x| x.0).collect();
+    assert_eq!(names, ["a", "z"]);
+}
