@@ -7,6 +7,7 @@ pub mod commands;
 pub mod engine;
 pub mod error;
 pub mod export;
+pub mod kube;
 pub mod pipeline;
 pub mod plan;
 pub mod report;

@@ -6,7 +6,6 @@ pub mod executor;
 pub mod fingerprint;
 pub mod hooks;
 pub mod journal;
-pub mod kubeconfig;
 pub mod lock;
 pub mod markdown;
 pub mod policy;
