@@ -2,3 +2,4 @@
 //! the cluster (the built-in secrets step writes Kubernetes Secrets into it).
 
 pub mod kubeconfig;
+pub mod secrets;

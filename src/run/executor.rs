@@ -979,9 +979,9 @@ impl<'a> StepRunner<'a> {
         };
         let result = rt.block_on(async {
             let client =
-                crate::secrets::kubernetes::client_from_kubeconfig(Some(&target), None, &ctx.env)
+                crate::kube::secrets::client::client_from_kubeconfig(Some(&target), None, &ctx.env)
                     .await?;
-            crate::secrets::kubernetes::apply_secrets(
+            crate::kube::secrets::apply::apply_secrets(
                 client,
                 &ctx.secret_name,
                 &ctx.secrets,
