@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod display;
 pub mod engine;
 pub mod error;
 pub mod export;

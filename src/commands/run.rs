@@ -1,10 +1,10 @@
 //! `up`, `preview`, `refresh`, `destroy`: the run pipeline's stages, in order.
 
 use crate::cli::GlobalArgs;
+use crate::display::Reporter;
 use crate::engine::Operation;
 use crate::error::{Result, exit};
 use crate::pipeline::{Request, ask, execute, lock, preflight, record, resolve, write};
-use crate::run::report::Reporter;
 use crate::settings::Settings;
 
 pub fn run(g: &GlobalArgs, settings: &Settings, req: Request) -> Result<i32> {

@@ -1,5 +1,5 @@
-//! Running many projects: the scheduler, its events and reporters, the journal, the
-//! stack lock, hooks and fingerprints.
+//! Running many projects: the scheduler and its events, the journal, the stack lock,
+//! hooks and fingerprints. The events are rendered by [`crate::display`].
 
 pub mod events;
 pub mod executor;
@@ -7,8 +7,6 @@ pub mod fingerprint;
 pub mod hooks;
 pub mod journal;
 pub mod lock;
-pub mod markdown;
 pub mod policy;
-pub mod report;
 pub mod scheduler;
 pub mod signals;
