@@ -6,7 +6,8 @@ use std::path::Path;
 use crate::cli::{GlobalArgs, ReportArgs, ReportFormat};
 use crate::error::Result;
 use crate::plan::Plan;
-use crate::report::{self, Journal};
+use crate::report::journal::Journal;
+use crate::report::{self, model};
 use crate::settings::{Display, Settings};
 use crate::util::display_path;
 use crate::workspace::Workspace;
@@ -21,22 +22,22 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &ReportArgs) -> Result<i32
     let run_id = journal.select(args.run.as_deref())?;
     // The graph of the profile the run used, if it still resolves.
     let plan = plan_of(&ws, journal.provider_of(&run_id));
-    let r = report::build(
+    let r = model::build(
         &journal,
         &run_id,
         plan.as_ref().map_err(Clone::clone),
         &ws.root,
     );
-    let format = args.format.unwrap_or(if settings.json {
-        ReportFormat::Json
-    } else {
-        ReportFormat::Html
-    });
+    let format = match args.format {
+        Some(f) => format_of(f),
+        None if settings.json => report::Format::Json,
+        None => report::Format::Html,
+    };
     let text = report::render(&r, format);
     let out = match args.out.as_deref() {
         Some(p) if p == Path::new("-") => None,
         Some(p) => Some(p.to_path_buf()),
-        None if format == ReportFormat::Html => Some(report::default_path(&state_dir)),
+        None if format == report::Format::Html => Some(report::default_path(&state_dir)),
         None => None,
     };
     let Some(path) = out else {
@@ -62,7 +63,7 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &ReportArgs) -> Result<i32
                 r.operation,
                 r.stack,
                 r.status,
-                if format == ReportFormat::Html {
+                if format == report::Format::Html {
                     "; open it in a browser"
                 } else {
                     ""
@@ -71,6 +72,15 @@ pub fn run(g: &GlobalArgs, settings: &Settings, args: &ReportArgs) -> Result<i32
         }
     }
     Ok(0)
+}
+
+/// The report's own format for the one `--format` names: clap stays at the door.
+fn format_of(format: ReportFormat) -> report::Format {
+    match format {
+        ReportFormat::Html => report::Format::Html,
+        ReportFormat::Mermaid => report::Format::Mermaid,
+        ReportFormat::Json => report::Format::Json,
+    }
 }
 
 /// The full plan of `provider`'s profile, or why there is none (first line).

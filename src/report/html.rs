@@ -4,7 +4,8 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::{Graph, Report, Step, changes_text, offset_text};
+use super::model::{Graph, Report, Step};
+use super::{changes_text, offset_text};
 use crate::util::human_duration;
 
 const SUCCEEDED: &str = "#2da44e";
