@@ -49,21 +49,6 @@ pub fn render(r: &Report, format: Format) -> String {
     }
 }
 
-/// `+2 ~1 -1 +-1` for a preview's change counts (other kinds by name).
-pub fn changes_text(changes: &[(String, u64)]) -> String {
-    changes
-        .iter()
-        .map(|(k, n)| match k.as_str() {
-            "create" => format!("+{n}"),
-            "update" => format!("~{n}"),
-            "delete" => format!("-{n}"),
-            "replace" => format!("+-{n}"),
-            other => format!("{other} {n}"),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Where `strata report` writes the HTML report of a stack by default.
 pub fn default_path(state_dir: &Path) -> PathBuf {
     state_dir.join("report.html")
@@ -98,15 +83,6 @@ pub fn write_after_run(
     let path = default_path(state_dir);
     write(&path, &html::render(&report))?;
     Ok(path)
-}
-
-/// A duration from the start of the run: `+0.35s`, `+1m05s`.
-pub fn offset_text(ms: u64) -> String {
-    if ms < 60_000 {
-        format!("+{:.2}s", ms as f64 / 1000.0)
-    } else {
-        format!("+{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
-    }
 }
 
 #[cfg(test)]
@@ -189,13 +165,6 @@ pub(crate) mod tests {
         for f in [Format::Html, Format::Mermaid, Format::Json] {
             assert!(!render(&r, f).is_empty());
         }
-    }
-
-    #[test]
-    fn offsets_read_well() {
-        assert_eq!(offset_text(0), "+0.00s");
-        assert_eq!(offset_text(1234), "+1.23s");
-        assert_eq!(offset_text(65_000), "+1m05s");
     }
 
     proptest::proptest! {

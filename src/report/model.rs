@@ -546,7 +546,7 @@ fn change_counts(changes: Option<&Value>) -> Vec<(String, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::changes_text;
+    use crate::report::html::changes_text;
     use crate::report::tests::{at, journal_of, project_line, run_line, sample};
 
     fn paths(r: &Report, idx: &[usize]) -> Vec<String> {
