@@ -5,9 +5,11 @@
 pub mod bundle;
 pub mod cli;
 pub mod commands;
+pub mod display;
 pub mod engine;
 pub mod error;
 pub mod export;
+pub mod kube;
 pub mod pipeline;
 pub mod plan;
 pub mod report;

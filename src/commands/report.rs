@@ -6,7 +6,8 @@ use std::path::Path;
 use crate::cli::{ReportArgs, ReportFormat};
 use crate::error::Result;
 use crate::plan::Plan;
-use crate::report::{self, Journal};
+use crate::report::journal::Journal;
+use crate::report::{self, model};
 use crate::settings::{Display, Settings};
 use crate::util::display_path;
 use crate::workspace::Target;
@@ -22,22 +23,22 @@ pub fn run(target: &Target, settings: &Settings, args: &ReportArgs) -> Result<i3
     let run_id = journal.select(args.run.as_deref())?;
     // The graph of the profile the run used, if it still resolves.
     let plan = plan_of(&ws, journal.provider_of(&run_id));
-    let r = report::build(
+    let r = model::build(
         &journal,
         &run_id,
         plan.as_ref().map_err(Clone::clone),
         &ws.root,
     );
-    let format = args.format.unwrap_or(if settings.json {
-        ReportFormat::Json
-    } else {
-        ReportFormat::Html
-    });
+    let format = match args.format {
+        Some(f) => format_of(f),
+        None if settings.json => report::Format::Json,
+        None => report::Format::Html,
+    };
     let text = report::render(&r, format);
     let out = match args.out.as_deref() {
         Some(p) if p == Path::new("-") => None,
         Some(p) => Some(p.to_path_buf()),
-        None if format == ReportFormat::Html => Some(report::default_path(&state_dir)),
+        None if format == report::Format::Html => Some(report::default_path(&state_dir)),
         None => None,
     };
     let Some(path) = out else {
@@ -63,7 +64,7 @@ pub fn run(target: &Target, settings: &Settings, args: &ReportArgs) -> Result<i3
                 r.operation,
                 r.stack,
                 r.status,
-                if format == ReportFormat::Html {
+                if format == report::Format::Html {
                     "; open it in a browser"
                 } else {
                     ""
@@ -72,6 +73,15 @@ pub fn run(target: &Target, settings: &Settings, args: &ReportArgs) -> Result<i3
         }
     }
     Ok(0)
+}
+
+/// The report's own format for the one `--format` names: clap stays at the door.
+fn format_of(format: ReportFormat) -> report::Format {
+    match format {
+        ReportFormat::Html => report::Format::Html,
+        ReportFormat::Mermaid => report::Format::Mermaid,
+        ReportFormat::Json => report::Format::Json,
+    }
 }
 
 /// The full plan of `provider`'s profile, or why there is none (first line).

@@ -1,9 +1,9 @@
 //! `up`, `preview`, `refresh`, `destroy`: the run pipeline's stages, in order.
 
+use crate::display::Reporter;
 use crate::engine::Operation;
 use crate::error::{Result, exit};
 use crate::pipeline::{Request, ask, execute, lock, preflight, record, resolve, write};
-use crate::run::report::Reporter;
 use crate::settings::Settings;
 use crate::workspace::Target;
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::display::Reporter;
 use crate::engine::Control;
 use crate::engine::Operation;
 use crate::engine::command::CommandEngine;
@@ -17,7 +18,6 @@ use crate::plan::Plan;
 use crate::run::events::{RunEvent, Status};
 use crate::run::executor::{Ctx, StepRunner};
 use crate::run::journal::{self, Journal, Record};
-use crate::run::report::Reporter;
 use crate::run::scheduler::{self, StepResult};
 use crate::run::{fingerprint, signals};
 use crate::secrets::redact::Redactor;

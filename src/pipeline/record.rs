@@ -1,12 +1,12 @@
 //! Record: the end of a run — the summary (every project with its status and duration,
 //! the tail of each failure's log), the `run_finished` event, and the exit code.
 
+use crate::display::summary::{self, Row};
+use crate::display::{Reporter, markdown};
 use crate::engine::Operation;
 use crate::error::{Error, Result, exit};
 use crate::plan::NodeKind;
 use crate::run::events::{Counts, RunEvent, Status};
-use crate::run::markdown;
-use crate::run::report::{self, Reporter, Row};
 use crate::settings::Settings;
 use crate::util::{human_duration, now_ms};
 
@@ -108,7 +108,7 @@ pub fn finish(
         }
         println!("{headline}");
     } else if !settings.json {
-        let text = report::summary(&rows, &headline, &|l| done.redactor.redact(l));
+        let text = summary::summary(&rows, &headline, &|l| done.redactor.redact(l));
         reporter.println(text.trim_end());
     }
     // The run as a timeline, next to its journal (`strata report` draws it again).

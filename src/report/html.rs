@@ -4,7 +4,7 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::{Graph, Report, Step, changes_text, offset_text};
+use super::model::{Graph, Report, Step};
 use crate::util::human_duration;
 
 const SUCCEEDED: &str = "#2da44e";
@@ -530,6 +530,30 @@ fn table(r: &Report) -> Markup {
     }
 }
 
+/// `+2 ~1 -1 +-1` for a preview's change counts (other kinds by name).
+pub fn changes_text(changes: &[(String, u64)]) -> String {
+    changes
+        .iter()
+        .map(|(k, n)| match k.as_str() {
+            "create" => format!("+{n}"),
+            "update" => format!("~{n}"),
+            "delete" => format!("-{n}"),
+            "replace" => format!("+-{n}"),
+            other => format!("{other} {n}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A duration from the start of the run: `+0.35s`, `+1m05s`.
+pub fn offset_text(ms: u64) -> String {
+    if ms < 60_000 {
+        format!("+{:.2}s", ms as f64 / 1000.0)
+    } else {
+        format!("+{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -572,5 +596,12 @@ mod tests {
     fn long_paths_are_shortened_from_the_left() {
         assert_eq!(short("kubernetes/nginx/ingress", 10), "…x/ingress");
         assert_eq!(short("a/b", 10), "a/b");
+    }
+
+    #[test]
+    fn offsets_read_well() {
+        assert_eq!(offset_text(0), "+0.00s");
+        assert_eq!(offset_text(1234), "+1.23s");
+        assert_eq!(offset_text(65_000), "+1m05s");
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Graph, Report};
+use super::model::{Graph, Report};
 
 pub fn render(r: &Report) -> String {
     let projects: Vec<Value> = r

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::{Graph, Report};
+use super::model::{Graph, Report};
 use crate::util::human_duration;
 
 /// Text Mermaid reads as a plain task name or title, and Markdown as plain text: letters,

@@ -814,7 +814,7 @@ impl<'a> StepRunner<'a> {
                     }
                     Some(other) => other.to_string(),
                 };
-                let target = super::kubeconfig::default_target(env);
+                let target = crate::kube::kubeconfig::default_target(env);
                 // Default `<stack>-<project folder>`: one stack never overwrites another's
                 // entries, nor the user's own.
                 let name = k.context.clone().unwrap_or_else(|| {
@@ -824,7 +824,7 @@ impl<'a> StepRunner<'a> {
                         path.rsplit('/').next().unwrap_or(path)
                     )
                 });
-                let report = super::kubeconfig::merge_kubeconfig(&target, &value, &name)
+                let report = crate::kube::kubeconfig::merge_kubeconfig(&target, &value, &name)
                     .map_err(|e| format!("the kubeconfig hook of {path} failed: {e}"))?;
                 on_line(format!(
                     "merged kubeconfig into {} (current context {})",
@@ -944,7 +944,7 @@ impl<'a> StepRunner<'a> {
             }
             Operation::Refresh => return (Status::Succeeded, Some("nothing to refresh".into())),
         }
-        let target = super::kubeconfig::default_target(&ctx.env);
+        let target = crate::kube::kubeconfig::default_target(&ctx.env);
         log(&format!(
             "writing {} secret(s) into Secret `{}` using kubeconfig {}",
             ctx.secrets.len(),
@@ -979,9 +979,9 @@ impl<'a> StepRunner<'a> {
         };
         let result = rt.block_on(async {
             let client =
-                crate::secrets::kubernetes::client_from_kubeconfig(Some(&target), None, &ctx.env)
+                crate::kube::secrets::client::client_from_kubeconfig(Some(&target), None, &ctx.env)
                     .await?;
-            crate::secrets::kubernetes::apply_secrets(
+            crate::kube::secrets::apply::apply_secrets(
                 client,
                 &ctx.secret_name,
                 &ctx.secrets,

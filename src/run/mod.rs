@@ -1,15 +1,12 @@
-//! Running many projects: the scheduler, its events and reporters, the journal, the
-//! stack lock, hooks and fingerprints.
+//! Running many projects: the scheduler and its events, the journal, the stack lock,
+//! hooks and fingerprints. The events are rendered by [`crate::display`].
 
 pub mod events;
 pub mod executor;
 pub mod fingerprint;
 pub mod hooks;
 pub mod journal;
-pub mod kubeconfig;
 pub mod lock;
-pub mod markdown;
 pub mod policy;
-pub mod report;
 pub mod scheduler;
 pub mod signals;

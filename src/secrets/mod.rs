@@ -1,8 +1,8 @@
 //! Secrets: the age-encrypted store, gathering values (store, `STRATA_SECRET_*`,
-//! prompts), writing them into Kubernetes, and redaction everywhere strata writes.
+//! prompts), and redaction everywhere strata writes. Writing them into a cluster is
+//! Kubernetes work: [`crate::kube::secrets`].
 
 pub mod digest;
-pub mod kubernetes;
 pub mod redact;
 pub mod store;
 

@@ -1,0 +1,5 @@
+//! Talking to Kubernetes: the kubeconfig file (the `kubeconfig` hook merges into it) and
+//! the cluster (the built-in secrets step writes Kubernetes Secrets into it).
+
+pub mod kubeconfig;
+pub mod secrets;

@@ -1,0 +1,214 @@
+//! The journal of a stack, read for a report: its records as written (kept whole for the
+//! JSON report), which run to draw, and clear errors for a missing or torn journal.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::run::journal::Record;
+use crate::util::display_path;
+
+/// The journal of a stack (`.strata/<stack>/journal.jsonl`), read for a report.
+pub struct Journal {
+    pub path: PathBuf,
+    pub stack: String,
+    pub(super) lines: Vec<(Value, Record)>,
+    /// Lines that are not a whole record (torn by a crash, or of a kind not known here).
+    pub unreadable: usize,
+}
+
+impl Journal {
+    /// Reads the journal of `stack` in `state_dir`. A missing journal, or one without a
+    /// readable run, is an error that says how to get one.
+    pub fn read(state_dir: &Path, stack: &str) -> Result<Journal> {
+        Journal::read_from(state_dir, stack, 0)
+    }
+
+    /// [`Journal::read`] from byte `from` on: after a run, only what it appended is read,
+    /// so writing its report does not get slower as the journal grows.
+    pub fn read_from(state_dir: &Path, stack: &str, from: u64) -> Result<Journal> {
+        use std::io::{Read, Seek, SeekFrom};
+        let path = state_dir.join("journal.jsonl");
+        let read = std::fs::File::open(&path).and_then(|mut f| {
+            f.seek(SeekFrom::Start(from))?;
+            let mut b = Vec::new();
+            f.read_to_end(&mut b)?;
+            Ok(b)
+        });
+        let bytes = match read {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::config(format!(
+                    "no run is recorded for stack `{stack}` yet ({} does not exist).\n  Run `strata up --stack {stack}` (or preview, refresh, destroy), then `strata report`.",
+                    display_path(&path)
+                )));
+            }
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        Journal::parse(path, stack, &bytes)
+    }
+
+    /// The journal in `bytes` (read from `path`).
+    pub fn parse(path: PathBuf, stack: &str, bytes: &[u8]) -> Result<Journal> {
+        let mut lines = Vec::new();
+        let mut unreadable = 0;
+        for raw in bytes.split(|b| *b == b'\n') {
+            if raw.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let parsed = serde_json::from_slice::<Value>(raw)
+                .ok()
+                .and_then(|v| Some((v.clone(), serde_json::from_value::<Record>(v).ok()?)));
+            match parsed {
+                Some(pair) => lines.push(pair),
+                None => unreadable += 1,
+            }
+        }
+        let journal = Journal {
+            path,
+            stack: stack.to_string(),
+            lines,
+            unreadable,
+        };
+        if journal.runs().is_empty() {
+            let total = journal.lines.len() + unreadable;
+            return Err(Error::config(format!(
+                "{} holds no readable run: {total} line(s), {unreadable} of them not a whole record (torn by a crash, or not written by strata).\n  Run `strata up --stack {stack}` (or preview, refresh, destroy) to record one, then `strata report`.",
+                display_path(&journal.path)
+            )));
+        }
+        Ok(journal)
+    }
+
+    /// The run records, oldest first: (run id, operation, started at, project count).
+    fn runs(&self) -> Vec<(&str, &str, &str, usize)> {
+        self.lines
+            .iter()
+            .filter_map(|(_, l)| match l {
+                Record::Run {
+                    run_id,
+                    operation,
+                    started_at,
+                    projects,
+                    ..
+                } => Some((
+                    run_id.as_str(),
+                    operation.as_str(),
+                    started_at.as_str(),
+                    projects.len(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The provider that run `run_id` used ("" when its record names none).
+    pub fn provider_of(&self, run_id: &str) -> &str {
+        self.lines
+            .iter()
+            .find_map(|(_, l)| match l {
+                Record::Run {
+                    run_id: id,
+                    provider,
+                    ..
+                } if id == run_id => Some(provider.as_str()),
+                _ => None,
+            })
+            .unwrap_or("")
+    }
+
+    /// The id of the run to draw: the last one, or the one `wanted` names (its id or a
+    /// unique start of it). An unknown id is an error (exit 3) listing the recent runs.
+    pub fn select(&self, wanted: Option<&str>) -> Result<String> {
+        let runs = self.runs();
+        let Some(wanted) = wanted else {
+            return Ok(runs.last().map(|r| r.0.to_string()).unwrap_or_default());
+        };
+        if let Some(r) = runs.iter().rev().find(|r| r.0 == wanted) {
+            return Ok(r.0.to_string());
+        }
+        let matching: BTreeSet<&str> = runs
+            .iter()
+            .filter(|r| !wanted.is_empty() && r.0.starts_with(wanted))
+            .map(|r| r.0)
+            .collect();
+        let listing = |ids: &mut dyn Iterator<Item = &(&str, &str, &str, usize)>| -> String {
+            ids.map(|(id, op, at, n)| format!("\n    {id}  {op:<8} {at}  {n} project(s)"))
+                .collect()
+        };
+        match matching.len() {
+            1 => Ok(matching.into_iter().next().unwrap_or_default().to_string()),
+            0 => Err(Error::config(format!(
+                "no run `{wanted}` in {}.\n  Recent runs of stack `{}`, newest first:{}\n  Draw one with `strata report --run ID` (the start of an ID is enough when it is unique).",
+                display_path(&self.path),
+                self.stack,
+                listing(&mut runs.iter().rev().take(10))
+            ))),
+            _ => Err(Error::config(format!(
+                "`{wanted}` is the start of several runs of stack `{}`:{}\n  Name one with more of its ID.",
+                self.stack,
+                listing(&mut runs.iter().rev().filter(|r| matching.contains(r.0)))
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::{journal_of, run_line};
+
+    #[test]
+    fn the_last_run_is_the_default_and_ids_can_be_shortened() {
+        let j = journal_of(&[
+            run_line("20260301T120000.000Z-1", "up", &[]),
+            run_line("20260302T120000.000Z-2", "destroy", &[]),
+        ]);
+        assert_eq!(j.select(None).unwrap(), "20260302T120000.000Z-2");
+        assert_eq!(
+            j.select(Some("20260301")).unwrap(),
+            "20260301T120000.000Z-1"
+        );
+        let e = j.select(Some("2026")).unwrap_err();
+        assert!(e.message.contains("several runs"), "{e}");
+        let e = j.select(Some("nope")).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(
+            e.message.contains("no run `nope`")
+                && e.message.contains("20260302T120000.000Z-2  destroy")
+                && e.message.contains("strata report --run ID"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_empty_or_torn_journal_is_a_clear_error() {
+        for bytes in [
+            &b""[..],
+            b"\n\n",
+            b"{\"record\":\"run\",\"run_id\":\"r",
+            b"\xff\xfe garbage",
+        ] {
+            let e = Journal::parse(PathBuf::from("j.jsonl"), "dev", bytes)
+                .err()
+                .unwrap();
+            assert_eq!(e.exit_code(), 3);
+            assert!(e.message.contains("no readable run"), "{e}");
+        }
+        let e = Journal::read(Path::new("/nonexistent/dev"), "dev")
+            .err()
+            .unwrap();
+        assert!(
+            e.message.contains("no run is recorded for stack `dev`"),
+            "{e}"
+        );
+        // A torn last line after a whole run is skipped.
+        let mut bytes = run_line("r1", "up", &[]).into_bytes();
+        bytes.extend_from_slice(b"\n{\"record\":\"project\",\"run_id\":\"r1\",\"proj");
+        let j = Journal::parse(PathBuf::from("j"), "dev", &bytes).unwrap();
+        assert_eq!(j.unreadable, 1);
+        assert_eq!(j.select(None).unwrap(), "r1");
+    }
+}
