@@ -1,10 +1,9 @@
-//! Running many projects: the scheduler, its events and reporters, the journal, the
-//! stack lock, hooks and fingerprints.
+//! Running many projects: the scheduler, its events and reporters, one step's life
+//! (`step/`: what it receives, how it runs, what it leaves, its hooks), the journal, the
+//! stack lock and fingerprints.
 
 pub mod events;
-pub mod executor;
 pub mod fingerprint;
-pub mod hooks;
 pub mod journal;
 pub mod kubeconfig;
 pub mod lock;
@@ -13,3 +12,4 @@ pub mod policy;
 pub mod report;
 pub mod scheduler;
 pub mod signals;
+pub mod step;

@@ -22,6 +22,8 @@ use crate::util::{display_path, now_ms, rfc3339, slug};
 use crate::workspace::profile::Hook;
 use crate::workspace::{ProjectKind, StackConfig};
 
+pub mod hooks;
+
 /// What every step of one run shares.
 pub struct Ctx {
     pub root: PathBuf,
@@ -725,8 +727,7 @@ impl<'a> StepRunner<'a> {
                 m.insert(node.path.clone(), outputs);
             }
             // Hooks, before any dependent starts.
-            let hook_env =
-                super::hooks::hook_env(&job.env, &outcome.outputs, ctx.stack_config.config());
+            let hook_env = hooks::hook_env(&job.env, &outcome.outputs, ctx.stack_config.config());
             for hook in &entry.on_success {
                 let start = now_ms();
                 let res = self.run_hook(
@@ -802,7 +803,7 @@ impl<'a> StepRunner<'a> {
         self.processes
             .fetch_add(u32::from(matches!(hook, Hook::Run(_))), Ordering::SeqCst);
         match hook {
-            Hook::Run(cmd) => super::hooks::run_command(cmd, dir, env, self.control, path, on_line),
+            Hook::Run(cmd) => hooks::run_command(cmd, dir, env, self.control, path, on_line),
             Hook::Kubeconfig(k) => {
                 let value = match outputs.get(&k.output) {
                     Some(Value::String(s)) => s.clone(),
