@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use crate::engine::Control;
 use crate::engine::Operation;
@@ -261,12 +260,7 @@ pub fn execute(
         });
     }
 
-    let grace = Duration::from_secs(
-        ctx.env
-            .get("STRATA_GRACE_SECONDS")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(90),
-    );
+    let grace = signals::grace(&ctx.env);
     let done = AtomicBool::new(false);
     // A preview changes nothing, so it needs no order: every project starts at once
     // (bounded by -j), reading its upstreams' outputs as they are now, and one failed

@@ -22,6 +22,7 @@ use crate::util::{display_path, now_ms, rfc3339, slug};
 use crate::workspace::profile::Hook;
 use crate::workspace::{ProjectKind, StackConfig};
 
+mod cluster_secrets;
 pub mod hooks;
 
 /// What every step of one run shares.
@@ -137,6 +138,23 @@ impl Ran {
                 )),
                 None,
             )
+        }
+    }
+}
+
+/// The kinds of step a plan holds, each run its own way.
+enum Step {
+    /// A project through its engine.
+    Project,
+    /// The built-in step that writes secrets into the cluster.
+    ClusterSecrets,
+}
+
+impl Step {
+    fn of(kind: NodeKind) -> Step {
+        match kind {
+            NodeKind::Pulumi | NodeKind::Command => Step::Project,
+            NodeKind::Builtin => Step::ClusterSecrets,
         }
     }
 }
@@ -636,16 +654,10 @@ impl<'a> StepRunner<'a> {
                 );
             }
         };
-        let grace = std::time::Duration::from_secs(
-            ctx.env
-                .get("STRATA_GRACE_SECONDS")
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(90),
-        );
         let policy = super::policy::Policy {
             timeout: entry.timeout,
             retry: entry.retry.as_ref(),
-            grace,
+            grace: super::signals::grace(&ctx.env),
         };
         let attempts_allowed = entry.retry.as_ref().map(|r| r.attempts).unwrap_or(1);
         let mut on_retry = |n: &super::policy::RetryNote| {
@@ -921,109 +933,6 @@ impl<'a> StepRunner<'a> {
                 crate::util::write_atomic(&self.hashes_file(path), text.as_bytes(), Some(0o600));
         }
     }
-
-    /// The built-in step: write the secrets into the cluster (up only).
-    fn run_secrets_step(&self, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
-        let ctx = self.ctx;
-        match ctx.op {
-            Operation::Up => {}
-            Operation::Destroy => {
-                return (
-                    Status::Succeeded,
-                    Some("left to the cluster's own teardown".into()),
-                );
-            }
-            Operation::Preview => {
-                return (
-                    Status::Succeeded,
-                    Some(format!(
-                        "would write {} secret(s) into Secret `{}`",
-                        ctx.secrets.len(),
-                        ctx.secret_name
-                    )),
-                );
-            }
-            Operation::Refresh => return (Status::Succeeded, Some("nothing to refresh".into())),
-        }
-        let target = super::kubeconfig::default_target(&ctx.env);
-        log(&format!(
-            "writing {} secret(s) into Secret `{}` using kubeconfig {}",
-            ctx.secrets.len(),
-            ctx.secret_name,
-            target.display()
-        ));
-        let state_file = ctx.state_dir.join("kubernetes-namespaces.json");
-        let previous: Vec<String> = std::fs::read_to_string(&state_file)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default();
-        let wanted: BTreeSet<String> = ctx
-            .secrets
-            .keys()
-            .filter_map(|k| k.split_once(':').map(|(ns, _)| ns.to_string()))
-            .collect();
-        let stale: Vec<String> = previous
-            .into_iter()
-            .filter(|ns| !wanted.contains(ns))
-            .collect();
-        let rt = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => {
-                return (
-                    Status::Failed,
-                    Some(format!("cannot start the Kubernetes client: {e}")),
-                );
-            }
-        };
-        let result = rt.block_on(async {
-            let client =
-                crate::secrets::kubernetes::client_from_kubeconfig(Some(&target), None, &ctx.env)
-                    .await?;
-            crate::secrets::kubernetes::apply_secrets(
-                client,
-                &ctx.secret_name,
-                &ctx.secrets,
-                &stale,
-                ctx.force_conflicts,
-            )
-            .await
-        });
-        match result {
-            Ok(report) => {
-                let namespaces = report.namespaces();
-                let _ = crate::util::write_atomic(
-                    &state_file,
-                    serde_json::to_string(&namespaces)
-                        .unwrap_or_default()
-                        .as_bytes(),
-                    None,
-                );
-                let line = format!(
-                    "{} in {} namespace(s){}",
-                    if report.changed() {
-                        "applied"
-                    } else {
-                        "unchanged"
-                    },
-                    namespaces.len(),
-                    if stale.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", removed from {}", stale.join(", "))
-                    }
-                );
-                log(&line);
-                (Status::Succeeded, Some(line))
-            }
-            Err(e) => (
-                Status::Failed,
-                Some(format!("writing secrets into the cluster failed: {e}")),
-            ),
-        }
-    }
 }
 
 impl Executor for StepRunner<'_> {
@@ -1097,11 +1006,9 @@ impl Executor for StepRunner<'_> {
             upstream,
             changes,
             outputs_hash,
-        } = if node.kind == NodeKind::Builtin {
-            let (s, m) = self.run_secrets_step(&mut log);
-            Ran::new(s, m, None)
-        } else {
-            self.run_project(i, emit, &mut log)
+        } = match Step::of(node.kind) {
+            Step::Project => self.run_project(i, emit, &mut log),
+            Step::ClusterSecrets => cluster_secrets::run(ctx, &mut log),
         };
         let ended = now_ms();
         let message = message.filter(|m| !m.is_empty()).map(|m| ctx.redact(&m));
