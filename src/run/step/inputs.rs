@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Map, Value};
 
-use super::{Outputs, Ran, StepRunner};
+use super::outputs::Outputs;
+use super::{Ran, StepRunner};
 use crate::engine::{Job, Operation, Progress};
 use crate::run::events::Status;
 use crate::util::{display_path, slug};

@@ -1,30 +1,36 @@
-//! One step of a run: a project through its engine (inputs wired from upstream outputs,
-//! a per-project config file when needed, a log file, hooks, a journal record), or the
-//! built-in step that writes secrets into the cluster.
+//! One step of a run, from the scheduler's call to its journal record: the
+//! [`StepRunner`] opens the step's log and runs it as its kind says, a project through
+//! its engine or the built-in step that writes secrets into the cluster
+//! (`cluster_secrets`). A project's step is what it receives (`inputs`), how it runs
+//! (`attempt`), what it leaves (`outputs`) and the hooks after it (`hooks`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Map, Value};
 
 use super::events::{RunEvent, Status};
-use super::journal::{Journal, Record};
+use super::journal::Journal;
 use super::scheduler::{Executor, StepResult};
 use crate::engine::command::CommandEngine;
 use crate::engine::pulumi::PulumiEngine;
-use crate::engine::{Control, Engine, Failure, Job, Operation, Progress};
+use crate::engine::{Control, Job, Operation, Progress};
 use crate::plan::{NodeKind, Plan};
 use crate::secrets::redact::Redactor;
 use crate::util::{display_path, now_ms, rfc3339, slug};
-use crate::workspace::profile::Hook;
 use crate::workspace::{ProjectKind, StackConfig};
 
+mod attempt;
 mod cluster_secrets;
 pub mod hooks;
 mod inputs;
+mod outputs;
+
+use outputs::Outputs;
+pub use outputs::StepRecord;
 
 /// What every step of one run shares.
 pub struct Ctx {
@@ -160,13 +166,6 @@ impl Step {
     }
 }
 
-/// Outputs of a project, and which of them are secret.
-#[derive(Debug, Clone, Default)]
-struct Outputs {
-    values: Map<String, Value>,
-    secret: BTreeSet<String>,
-}
-
 pub struct StepRunner<'a> {
     ctx: &'a Ctx,
     control: &'a Control,
@@ -267,99 +266,6 @@ impl<'a> StepRunner<'a> {
         })
     }
 
-    fn outputs_file(&self, path: &str) -> PathBuf {
-        self.ctx
-            .state_dir
-            .join("outputs")
-            .join(format!("{}.json", slug(path)))
-    }
-
-    /// The outputs hash of `path` now: from this run, else from its last success.
-    fn current_outputs(&self, path: &str) -> Option<String> {
-        self.new_outputs
-            .lock()
-            .ok()
-            .and_then(|m| m.get(path).cloned())
-            .or_else(|| self.ctx.last_outputs.get(path).cloned())
-    }
-
-    /// `--changed`: a conditional step whose upstreams all left the outputs it last ran
-    /// with (decided once they are done).
-    fn upstream_outputs_unchanged(&self, path: &str) -> bool {
-        self.ctx.conditional.get(path).is_some_and(|expected| {
-            expected
-                .iter()
-                .all(|(u, h)| self.current_outputs(u).as_ref() == Some(h))
-        })
-    }
-
-    /// The keyed hash of a project's outputs (never the values: secret ones included).
-    /// A secret output strata only saw masked (`[secret]`: read by a StackReference, not
-    /// through `inputs:`) has a value it cannot hash, so the hash is this run's own: a
-    /// dependent that reads it is never skipped as unchanged after the project ran.
-    fn outputs_hash(&self, outputs: &Map<String, Value>) -> String {
-        // A secret of the store that an output repeats in clear (a command project that
-        // echoes it) is hashed under the store's own key first: the salt beside the
-        // journal must not let a reader of `.strata/` test guesses of it.
-        let mut secrets: Vec<&String> = self
-            .ctx
-            .secrets
-            .values()
-            .filter(|v| !v.is_empty())
-            .collect();
-        secrets.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        let masked: Map<String, Value> = outputs
-            .iter()
-            .map(|(k, v)| (k.clone(), self.mask_secrets(v, &secrets)))
-            .collect();
-        let sorted: BTreeMap<&String, &Value> = masked.iter().collect();
-        let mut text = serde_json::to_string(&sorted).unwrap_or_default();
-        if outputs.values().any(crate::engine::contains_secret_mask) {
-            text.push_str("\0masked secret output, run ");
-            text.push_str(&self.ctx.run_id);
-        }
-        super::fingerprint::keyed_hash(&self.ctx.fingerprint_salt, "outputs", &text)
-    }
-
-    /// `v` with every occurrence of each of `secrets` (longest first) replaced by its
-    /// digest under the store's key.
-    fn mask_secrets(&self, v: &Value, secrets: &[&String]) -> Value {
-        match v {
-            Value::String(s) => {
-                let mut out = s.clone();
-                for secret in secrets {
-                    if out.contains(secret.as_str()) {
-                        let d = super::fingerprint::secret_digest(
-                            &self.ctx.secret_key,
-                            "output",
-                            secret,
-                        );
-                        out = out.replace(secret.as_str(), &format!("[secret:{d}]"));
-                    }
-                }
-                Value::String(out)
-            }
-            Value::Array(a) => {
-                Value::Array(a.iter().map(|x| self.mask_secrets(x, secrets)).collect())
-            }
-            Value::Object(o) => Value::Object(
-                o.iter()
-                    .map(|(k, x)| (k.clone(), self.mask_secrets(x, secrets)))
-                    .collect(),
-            ),
-            other => {
-                let text = other.to_string();
-                match secrets.iter().find(|s| text == ***s) {
-                    Some(secret) => Value::String(format!(
-                        "[secret:{}]",
-                        super::fingerprint::secret_digest(&self.ctx.secret_key, "output", secret)
-                    )),
-                    None => other.clone(),
-                }
-            }
-        }
-    }
-
     fn run_project(
         &self,
         i: usize,
@@ -418,209 +324,37 @@ impl<'a> StepRunner<'a> {
             Err(ran) => return *ran,
         };
 
-        let engine: &dyn Engine = match (&project.kind, self.pulumi) {
-            (ProjectKind::Command(_), _) => self.command,
-            (ProjectKind::Pulumi { .. }, Some(p)) => p,
-            (ProjectKind::Pulumi { .. }, None) => {
-                return Ran::new(
-                    Status::Failed,
-                    Some("the pulumi CLI was not found".into()),
-                    None,
-                );
-            }
+        let (outcome, tries) = match self.attempt(i, entry, &project.kind, &job, emit, &mut sink) {
+            Ok(done) => done,
+            Err(ran) => return *ran,
         };
-        let policy = super::policy::Policy {
-            timeout: entry.timeout,
-            retry: entry.retry.as_ref(),
-            grace: super::signals::grace(&ctx.env),
-        };
-        let attempts_allowed = entry.retry.as_ref().map(|r| r.attempts).unwrap_or(1);
-        let mut on_retry = |n: &super::policy::RetryNote| {
-            let delay_ms = n.delay.as_millis() as u64;
-            self.show(
-                i,
-                &format!(
-                    "try {} failed with output matching `{}`: trying again in {} (try {} of {attempts_allowed})",
-                    n.attempt - 1,
-                    n.pattern,
-                    humantime::format_duration(n.delay),
-                    n.attempt
-                ),
-                emit,
-            );
-            emit(RunEvent::ProjectRetry {
-                project: node.path.clone(),
-                operation: op,
-                attempt: n.attempt,
-                attempts: attempts_allowed,
-                delay_ms,
-                reason: n.pattern.clone(),
-            });
-            let _ = self.journal.append(&Record::Retry {
-                run_id: ctx.run_id.clone(),
-                project: node.path.clone(),
-                operation: op.as_str().into(),
-                attempt: n.attempt,
-                delay_ms,
-                reason: n.pattern.clone(),
-                at: rfc3339(now_ms()),
-            });
-        };
-        let (result, tries) = super::policy::run(
-            engine,
-            &job,
-            self.control,
-            &policy,
-            &mut sink,
-            &mut on_retry,
-        );
-        let after = |m: String| {
-            if tries > 1 {
-                format!("{m} (after {tries} attempts)")
-            } else {
-                m
-            }
-        };
-        let outcome = match result {
-            Ok(o) => o,
-            Err(Failure::Failed {
-                message,
-                exit_code,
-                processes,
-            }) => {
-                self.processes.fetch_add(processes, Ordering::SeqCst);
-                return Ran::new(Status::Failed, Some(after(message)), exit_code);
-            }
-            Err(Failure::Cancelled { message, processes }) => {
-                self.processes.fetch_add(processes, Ordering::SeqCst);
-                return Ran::new(Status::Cancelled, Some(message), None);
-            }
-        };
-        self.processes
-            .fetch_add(outcome.processes, Ordering::SeqCst);
         if is_pulumi && !secrets.is_empty() {
             self.record_secret_hashes(&node.path, &secrets);
         }
         if op == Operation::Up {
-            ctx.learn_secrets(&outcome.outputs, &outcome.secret_outputs);
-            let outputs = Outputs {
-                values: outcome.outputs.clone(),
-                secret: outcome.secret_outputs.clone(),
-            };
-            if !is_pulumi && let Err(msg) = self.keep_outputs(&node.path, &outcome.outputs) {
+            if let Err(msg) = self.leave_outputs(&node.path, is_pulumi, &outcome) {
                 return Ran::new(Status::Failed, Some(msg), None);
             }
-            if let Ok(mut m) = self.outputs.lock() {
-                m.insert(node.path.clone(), outputs);
-            }
             // Hooks, before any dependent starts.
-            let hook_env = hooks::hook_env(&job.env, &outcome.outputs, ctx.stack_config.config());
-            for hook in &entry.on_success {
-                let start = now_ms();
-                let res = self.run_hook(
-                    hook,
-                    &node.path,
-                    &project.dir,
-                    &hook_env,
-                    &outcome.outputs,
-                    &mut |l| {
-                        log(&l);
-                        self.show(i, &l, emit);
-                    },
-                );
-                let status = if res.is_ok() {
-                    Status::Succeeded
-                } else {
-                    Status::Failed
-                };
-                emit(RunEvent::HookFinished {
-                    project: node.path.clone(),
-                    hook: hook.describe(),
-                    status,
-                    duration_ms: now_ms().saturating_sub(start),
-                    message: res.as_ref().err().map(|m| ctx.redact(m)),
-                });
-                if let Err(msg) = res {
-                    log(&format!("hook failed: {msg}"));
-                    return Ran::new(Status::Failed, Some(msg), None);
-                }
+            if let Err(msg) =
+                self.run_hooks(i, &entry.on_success, &job, &outcome.outputs, emit, log)
+            {
+                return Ran::new(Status::Failed, Some(msg), None);
             }
         }
         if op == Operation::Destroy && !is_pulumi {
-            let _ = std::fs::remove_file(self.outputs_file(&node.path));
+            self.forget_outputs(&node.path);
         }
-        let outputs_hash = (op == Operation::Up).then(|| {
-            let h = self.outputs_hash(&outcome.outputs);
-            if let Ok(mut m) = self.new_outputs.lock() {
-                m.insert(node.path.clone(), h.clone());
-            }
-            h
-        });
+        let outputs_hash =
+            (op == Operation::Up).then(|| self.note_outputs_hash(&node.path, &outcome.outputs));
         Ran {
             changes: outcome.changes,
             outputs_hash,
-            ..Ran::new(Status::Succeeded, Some(after(outcome.summary)), None)
-        }
-    }
-
-    /// Keeps a command project's outputs where its dependents and later runs read them,
-    /// written in place (the same file every run: no new file, no fsync). The journal
-    /// record that follows is synced; a file torn by a crash before it reads as "not
-    /// deployed", and that project has no success record either, so it runs again.
-    fn keep_outputs(&self, path: &str, outputs: &Map<String, Value>) -> Result<(), String> {
-        let file = self.outputs_file(path);
-        let dir = file.parent().unwrap_or(&file);
-        if !dir.is_dir() {
-            crate::util::private_dir(dir).map_err(|e| e.message)?;
-        }
-        let text =
-            serde_json::to_string_pretty(&Value::Object(outputs.clone())).unwrap_or_default();
-        crate::util::write_private(&file, text.as_bytes()).map_err(|e| e.message)
-    }
-
-    fn run_hook(
-        &self,
-        hook: &Hook,
-        path: &str,
-        dir: &Path,
-        env: &BTreeMap<String, String>,
-        outputs: &Map<String, Value>,
-        on_line: &mut dyn FnMut(String),
-    ) -> Result<(), String> {
-        self.processes
-            .fetch_add(u32::from(matches!(hook, Hook::Run(_))), Ordering::SeqCst);
-        match hook {
-            Hook::Run(cmd) => hooks::run_command(cmd, dir, env, self.control, path, on_line),
-            Hook::Kubeconfig(k) => {
-                let value = match outputs.get(&k.output) {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(Value::Null) | None => {
-                        return Err(format!(
-                            "the kubeconfig hook of {path} needs output `{}`, which the project did not export",
-                            k.output
-                        ));
-                    }
-                    Some(other) => other.to_string(),
-                };
-                let target = super::kubeconfig::default_target(env);
-                // Default `<stack>-<project folder>`: one stack never overwrites another's
-                // entries, nor the user's own.
-                let name = k.context.clone().unwrap_or_else(|| {
-                    format!(
-                        "{}-{}",
-                        self.ctx.stack,
-                        path.rsplit('/').next().unwrap_or(path)
-                    )
-                });
-                let report = super::kubeconfig::merge_kubeconfig(&target, &value, &name)
-                    .map_err(|e| format!("the kubeconfig hook of {path} failed: {e}"))?;
-                on_line(format!(
-                    "merged kubeconfig into {} (current context {})",
-                    target.display(),
-                    report.context
-                ));
-                Ok(())
-            }
+            ..Ran::new(
+                Status::Succeeded,
+                Some(attempt::after_tries(outcome.summary, tries)),
+                None,
+            )
         }
     }
 }
@@ -711,14 +445,10 @@ impl Executor for StepRunner<'_> {
                 .map(|m| format!(": {m}"))
                 .unwrap_or_default()
         ));
-        let record = Record::Project {
-            run_id: ctx.run_id.clone(),
-            project: node.path.clone(),
-            operation: ctx.op.as_str().into(),
-            status: status.as_str().into(),
-            started_at: rfc3339(started),
-            ended_at: rfc3339(ended),
-            duration_ms: ended - started,
+        let record = StepRecord {
+            status,
+            started_ms: started,
+            ended_ms: ended,
             exit_code,
             fingerprint: ctx.fingerprints.get(&node.path).cloned(),
             message: message.clone(),
@@ -727,16 +457,12 @@ impl Executor for StepRunner<'_> {
                 .and_then(|p| p.strip_prefix(&ctx.root).ok())
                 .map(|p| p.display().to_string()),
             changes: changes.as_ref().map(crate::engine::digest::counts_json),
-            upstream_outputs: outputs_hash.is_some().then(|| {
-                ctx.upstreams
-                    .get(&node.path)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|u| self.current_outputs(u).map(|h| (u.clone(), h)))
-                    .collect()
-            }),
+            upstream_outputs: outputs_hash
+                .is_some()
+                .then(|| self.upstream_outputs(&node.path)),
             outputs_hash,
-        };
+        }
+        .into_record(&ctx.run_id, &node.path, ctx.op);
         if let Err(e) = self.journal.append(&record) {
             emit(RunEvent::Notice {
                 message: format!("warning: {e}"),
