@@ -172,7 +172,10 @@ impl StepRunner<'_> {
         let Wired {
             plain: plain_inputs,
             secret: secret_inputs,
-        } = self.wire_inputs(path, entry, is_pulumi, job, sink)?;
+        } = self.wire_inputs(path, entry, is_pulumi, sink)?;
+        for (k, v) in &plain_inputs {
+            job.inputs.insert(k.clone(), v.clone());
+        }
         let mut secrets = self.secrets_of(entry);
         if is_pulumi {
             secrets.extend(secret_inputs.clone());
@@ -203,13 +206,12 @@ impl StepRunner<'_> {
         Ok(secrets)
     }
 
-    /// Inputs: config values from upstream outputs. Plain ones are also set on `job`.
+    /// Inputs: config values from upstream outputs.
     fn wire_inputs(
         &self,
         path: &str,
         entry: &Entry,
         is_pulumi: bool,
-        job: &mut Job,
         sink: &mut dyn FnMut(Progress),
     ) -> Result<Wired, Box<Ran>> {
         let ctx = self.ctx;
@@ -268,7 +270,6 @@ impl StepRunner<'_> {
                 wired.secret.insert(input.key.clone(), text);
             } else {
                 wired.plain.push((input.key.clone(), value.clone()));
-                job.inputs.insert(input.key.clone(), value.clone());
             }
         }
         Ok(wired)
