@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use crate::display::Reporter;
 use crate::engine::Control;
@@ -16,9 +15,9 @@ use crate::error::Result;
 use crate::plan::NodeKind;
 use crate::plan::Plan;
 use crate::run::events::{RunEvent, Status};
-use crate::run::executor::{Ctx, StepRunner};
 use crate::run::journal::{self, Journal, Record};
 use crate::run::scheduler::{self, StepResult};
+use crate::run::step::{Ctx, StepRecord, StepRunner, hooks};
 use crate::run::{fingerprint, signals};
 use crate::secrets::redact::Redactor;
 use crate::util::{now_ms, rfc3339};
@@ -261,12 +260,7 @@ pub fn execute(
         });
     }
 
-    let grace = Duration::from_secs(
-        ctx.env
-            .get("STRATA_GRACE_SECONDS")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(90),
-    );
+    let grace = signals::grace(&ctx.env);
     let done = AtomicBool::new(false);
     // A preview changes nothing, so it needs no order: every project starts at once
     // (bounded by -j), reading its upstreams' outputs as they are now, and one failed
@@ -300,22 +294,8 @@ pub fn execute(
     // Journal records for the steps that never ran.
     for (i, res) in results.iter().enumerate() {
         if runner.log_path(i).is_none() {
-            let _ = journal.append(&Record::Project {
-                run_id: run_id.clone(),
-                project: ctx.plan.nodes[i].path.clone(),
-                operation: op.as_str().into(),
-                status: res.status.as_str().into(),
-                started_at: rfc3339(now_ms()),
-                ended_at: rfc3339(now_ms()),
-                duration_ms: 0,
-                exit_code: None,
-                fingerprint: None,
-                message: res.message.clone(),
-                log: None,
-                changes: None,
-                outputs_hash: None,
-                upstream_outputs: None,
-            });
+            let record = StepRecord::not_run(res.status, res.message.clone());
+            let _ = journal.append(&record.into_record(&run_id, &ctx.plan.nodes[i].path, op));
         }
     }
     if lock.is_some() {
@@ -373,11 +353,7 @@ pub fn needed_outputs(profile: &crate::workspace::Profile) -> BTreeMap<String, V
         for h in &e.on_success {
             let names: Vec<String> = match h {
                 Hook::Kubeconfig(k) => vec![k.output.clone()],
-                Hook::Run(cmd) => cmd
-                    .split("${outputs.")
-                    .skip(1)
-                    .filter_map(|rest| rest.split_once('}').map(|(n, _)| n.to_string()))
-                    .collect(),
+                Hook::Run(cmd) => hooks::outputs_named(cmd).map(String::from).collect(),
             };
             needed.entry(e.path.clone()).or_default().extend(names);
         }

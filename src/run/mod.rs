@@ -1,12 +1,12 @@
-//! Running many projects: the scheduler and its events, the journal, the stack lock,
-//! hooks and fingerprints. The events are rendered by [`crate::display`].
+//! Running many projects: the scheduler and its events, one step's life (`step/`: what
+//! it receives, how it runs, what it leaves, its hooks), the journal, the stack lock and
+//! fingerprints. The events are rendered by [`crate::display`].
 
 pub mod events;
-pub mod executor;
 pub mod fingerprint;
-pub mod hooks;
 pub mod journal;
 pub mod lock;
 pub mod policy;
 pub mod scheduler;
 pub mod signals;
+pub mod step;

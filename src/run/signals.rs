@@ -2,6 +2,7 @@
 //! the first stops scheduling and forwards exactly one SIGINT to each running child; a
 //! second (or the end of the grace period) kills them. The run then exits 128+n.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -128,6 +129,16 @@ fn capitalized(s: &str) -> String {
         .unwrap_or_default()
 }
 
+/// How long a signalled (or timed-out) child has to stop before it is killed:
+/// `STRATA_GRACE_SECONDS` of the run's environment, else 90 seconds.
+pub fn grace(env: &BTreeMap<String, String>) -> Duration {
+    Duration::from_secs(
+        env.get("STRATA_GRACE_SECONDS")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(90),
+    )
+}
+
 /// Watches for signals until `done` is set.
 pub fn watch(
     mut signals: Signals,
@@ -188,4 +199,17 @@ fn kill_message(killed: &[String], why: &str) -> String {
         "{why}: killed {}. Their stacks may still be marked as updating: run `pulumi cancel` in each of them (the summary names the commands).",
         killed.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_is_strata_grace_seconds_else_90() {
+        let env = |v: &str| BTreeMap::from([("STRATA_GRACE_SECONDS".to_string(), v.to_string())]);
+        assert_eq!(grace(&BTreeMap::new()), Duration::from_secs(90));
+        assert_eq!(grace(&env("5")), Duration::from_secs(5));
+        assert_eq!(grace(&env("soon")), Duration::from_secs(90));
+    }
 }

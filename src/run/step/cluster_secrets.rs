@@ -1,0 +1,115 @@
+//! The built-in step that writes the store's secrets into the cluster, as a Kubernetes
+//! Secret per namespace, through a client on a tokio runtime of its own.
+
+use std::collections::BTreeSet;
+
+use super::{Ctx, Ran};
+use crate::engine::Operation;
+use crate::run::events::Status;
+
+/// Writes the secrets into the cluster (up only); `log` gets the step's lines.
+pub(super) fn run(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> Ran {
+    let (status, message) = apply(ctx, log);
+    Ran::new(status, message, None)
+}
+
+fn apply(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
+    match ctx.op {
+        Operation::Up => {}
+        Operation::Destroy => {
+            return (
+                Status::Succeeded,
+                Some("left to the cluster's own teardown".into()),
+            );
+        }
+        Operation::Preview => {
+            return (
+                Status::Succeeded,
+                Some(format!(
+                    "would write {} secret(s) into Secret `{}`",
+                    ctx.secrets.len(),
+                    ctx.secret_name
+                )),
+            );
+        }
+        Operation::Refresh => return (Status::Succeeded, Some("nothing to refresh".into())),
+    }
+    let target = crate::kube::kubeconfig::default_target(&ctx.env);
+    log(&format!(
+        "writing {} secret(s) into Secret `{}` using kubeconfig {}",
+        ctx.secrets.len(),
+        ctx.secret_name,
+        target.display()
+    ));
+    let state_file = ctx.state_dir.join("kubernetes-namespaces.json");
+    let previous: Vec<String> = std::fs::read_to_string(&state_file)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let wanted: BTreeSet<String> = ctx
+        .secrets
+        .keys()
+        .filter_map(|k| k.split_once(':').map(|(ns, _)| ns.to_string()))
+        .collect();
+    let stale: Vec<String> = previous
+        .into_iter()
+        .filter(|ns| !wanted.contains(ns))
+        .collect();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return (
+                Status::Failed,
+                Some(format!("cannot start the Kubernetes client: {e}")),
+            );
+        }
+    };
+    let result = rt.block_on(async {
+        let client =
+            crate::kube::secrets::client::client_from_kubeconfig(Some(&target), None, &ctx.env)
+                .await?;
+        crate::kube::secrets::apply::apply_secrets(
+            client,
+            &ctx.secret_name,
+            &ctx.secrets,
+            &stale,
+            ctx.force_conflicts,
+        )
+        .await
+    });
+    match result {
+        Ok(report) => {
+            let namespaces = report.namespaces();
+            let _ = crate::util::write_atomic(
+                &state_file,
+                serde_json::to_string(&namespaces)
+                    .unwrap_or_default()
+                    .as_bytes(),
+                None,
+            );
+            let line = format!(
+                "{} in {} namespace(s){}",
+                if report.changed() {
+                    "applied"
+                } else {
+                    "unchanged"
+                },
+                namespaces.len(),
+                if stale.is_empty() {
+                    String::new()
+                } else {
+                    format!(", removed from {}", stale.join(", "))
+                }
+            );
+            log(&line);
+            (Status::Succeeded, Some(line))
+        }
+        Err(e) => (
+            Status::Failed,
+            Some(format!("writing secrets into the cluster failed: {e}")),
+        ),
+    }
+}

@@ -1,0 +1,383 @@
+//! What a step receives: its inputs, wired from upstream outputs (this run's, or read
+//! from the upstream's deployed stack; a preview is blocked by an upstream never
+//! deployed), its secrets, and a Pulumi project's own config file, whose `secure:`
+//! values are kept while their secrets do not change (their hashes beside it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use serde_json::{Map, Value};
+
+use super::outputs::Outputs;
+use super::{Ran, StepRunner};
+use crate::engine::{Job, Operation, Progress};
+use crate::run::events::Status;
+use crate::util::{display_path, slug};
+use crate::workspace::{Entry, ProjectKind, StackConfig};
+
+/// The inputs wired from upstream outputs: plain ones, and secret ones by key.
+#[derive(Default)]
+struct Wired {
+    plain: Vec<(String, Value)>,
+    secret: BTreeMap<String, String>,
+}
+
+impl StepRunner<'_> {
+    /// Outputs of `upstream`: from this run, or read from its deployed stack.
+    fn outputs_of(
+        &self,
+        upstream: &str,
+        downstream: &str,
+        wanted: &[&str],
+        log: &mut dyn FnMut(Progress),
+    ) -> Result<Outputs, (String, bool)> {
+        if let Some(o) = self
+            .outputs
+            .lock()
+            .ok()
+            .and_then(|m| m.get(upstream).cloned())
+        {
+            return Ok(o);
+        }
+        let never = || {
+            (
+                format!(
+                    "{downstream} takes inputs from {upstream}, which has not been deployed on stack `{}`.\n  Run `strata up --project {upstream}` first (or `strata up --project {downstream} --with-deps`).",
+                    self.ctx.stack
+                ),
+                true,
+            )
+        };
+        let Some((_, _, kind)) = self.ctx.projects.get(upstream) else {
+            return Err((
+                format!("{upstream} is not a project of this profile"),
+                false,
+            ));
+        };
+        let outputs = match kind {
+            ProjectKind::Command(_) => {
+                let text =
+                    std::fs::read_to_string(self.outputs_file(upstream)).map_err(|_| never())?;
+                let values: Map<String, Value> =
+                    serde_json::from_str(&text).map_err(|_| never())?;
+                Outputs {
+                    values,
+                    secret: BTreeSet::new(),
+                }
+            }
+            ProjectKind::Pulumi { .. } => {
+                let Some(engine) = self.pulumi else {
+                    return Err(("the pulumi CLI is needed to read outputs".into(), false));
+                };
+                let job = self.job_for(upstream, Operation::Up).ok_or_else(never)?;
+                // On a file backend the checkpoint holds them: no process.
+                if crate::engine::pulumi::file_backend_stack_missing(&job) == Some(true) {
+                    return Err(never());
+                }
+                let masked =
+                    match crate::engine::pulumi::PulumiEngine::stack_outputs_from_file(&job) {
+                        Some(m) => m,
+                        None => {
+                            let mut procs = 0;
+                            let masked = engine
+                                .stack_outputs(&job, self.control, log, false, &mut procs)
+                                .map_err(|f| {
+                                    if f.is_missing_stack() {
+                                        never()
+                                    } else {
+                                        (f.message().to_string(), false)
+                                    }
+                                });
+                            self.processes.fetch_add(procs, Ordering::SeqCst);
+                            masked?
+                        }
+                    };
+                if masked.is_empty() && !self.journal_says_deployed(upstream) {
+                    // A stack that exists but was never brought up (a preview, a failed
+                    // first up) has no outputs yet: as good as not deployed, unless this
+                    // workspace's journal saw it come up (a project without outputs).
+                    return Err(never());
+                }
+                let secret: BTreeSet<String> = masked
+                    .iter()
+                    .filter(|(_, v)| crate::engine::contains_secret_mask(v))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                let values = if wanted.iter().any(|w| secret.contains(*w)) {
+                    let mut procs = 0;
+                    let plain = engine
+                        .stack_outputs(&job, self.control, log, true, &mut procs)
+                        .map_err(|f| (f.message().to_string(), false));
+                    self.processes.fetch_add(procs, Ordering::SeqCst);
+                    plain?
+                } else {
+                    masked
+                };
+                self.ctx.learn_secrets(&values, &secret);
+                Outputs { values, secret }
+            }
+        };
+        if let Ok(mut m) = self.outputs.lock() {
+            m.insert(upstream.to_string(), outputs.clone());
+        }
+        Ok(outputs)
+    }
+
+    /// True when this journal saw `path` come up and not go down since.
+    fn journal_says_deployed(&self, path: &str) -> bool {
+        let last = self.deployed_by_journal.get_or_init(|| {
+            crate::run::journal::last_success(&self.journal.read())
+                .into_keys()
+                .map(|p| (p, true))
+                .collect()
+        });
+        last.get(path).copied().unwrap_or(false)
+    }
+
+    /// Preview: the first upstream of `path` that has never been deployed (its outputs
+    /// are read, and kept for the inputs), or why that could not be told.
+    pub(super) fn undeployed_upstream(
+        &self,
+        path: &str,
+        log: &mut dyn FnMut(Progress),
+    ) -> Result<Option<String>, (Status, String)> {
+        for up in self.ctx.upstreams.get(path).into_iter().flatten() {
+            let needed = self.ctx.needed.get(up).cloned().unwrap_or_default();
+            let wanted: Vec<&str> = needed.iter().map(String::as_str).collect();
+            match self.outputs_of(up, path, &wanted, log) {
+                Ok(_) => {}
+                Err(_) if self.control.is_cancelled() => {
+                    return Err((Status::Cancelled, "cancelled".into()));
+                }
+                Err((_, true)) => return Ok(Some(up.clone())),
+                Err((msg, false)) => return Err((Status::Failed, msg)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Gives the job of `path` what it receives: its wired inputs and its secrets (a
+    /// Pulumi project's through its own config file, a command project's through its
+    /// environment). Returns the project's secrets, or how the step ends when something
+    /// it needs is missing.
+    pub(super) fn receive(
+        &self,
+        path: &str,
+        entry: &Entry,
+        is_pulumi: bool,
+        job: &mut Job,
+        sink: &mut dyn FnMut(Progress),
+    ) -> Result<BTreeMap<String, String>, Box<Ran>> {
+        let Wired {
+            plain: plain_inputs,
+            secret: secret_inputs,
+        } = self.wire_inputs(path, entry, is_pulumi, sink)?;
+        for (k, v) in &plain_inputs {
+            job.inputs.insert(k.clone(), v.clone());
+        }
+        let mut secrets = self.secrets_of(entry);
+        if is_pulumi {
+            secrets.extend(secret_inputs.clone());
+            // Always the project's own copy: the real CLI writes a salt into the file it
+            // is given when that has none (truncate and write, comments dropped), so
+            // projects started at once must never share one, and the user's file stays
+            // as they wrote it.
+            match self.project_config(path, &plain_inputs, &secrets) {
+                Ok((file, to_set)) => {
+                    job.config_file = file;
+                    job.secret_config = to_set;
+                }
+                Err(msg) => return Err(Box::new(Ran::new(Status::Failed, Some(msg), None))),
+            }
+        } else {
+            // Secrets reach a command project only through its environment: never a file.
+            for (k, v) in &secrets {
+                job.env.insert(
+                    format!("STRATA_SECRET_{}", crate::util::env_key(k)),
+                    v.clone(),
+                );
+            }
+            for (k, v) in &secret_inputs {
+                job.env
+                    .insert(crate::engine::command::input_var(k), v.clone());
+            }
+        }
+        Ok(secrets)
+    }
+
+    /// Inputs: config values from upstream outputs.
+    fn wire_inputs(
+        &self,
+        path: &str,
+        entry: &Entry,
+        is_pulumi: bool,
+        sink: &mut dyn FnMut(Progress),
+    ) -> Result<Wired, Box<Ran>> {
+        let ctx = self.ctx;
+        let op = ctx.op;
+        let mut wired = Wired::default();
+        // `pulumi destroy` does not run the program: it needs no wired inputs.
+        let wire_inputs = !(is_pulumi && op == Operation::Destroy);
+        for input in entry.inputs.iter().filter(|_| wire_inputs) {
+            // Everything any dependent reads from that upstream, so one read serves all
+            // (and a secret among them is read in plaintext, not as "[secret]").
+            let needed = ctx.needed.get(&input.project).cloned().unwrap_or_default();
+            let mut wanted: Vec<&str> = needed.iter().map(String::as_str).collect();
+            wanted.push(input.output.as_str());
+            let got = self.outputs_of(&input.project, path, &wanted, sink);
+            let outputs = match got {
+                Ok(o) => o,
+                Err(_) if op == Operation::Destroy => continue,
+                Err((msg, _)) if self.control.is_cancelled() => {
+                    return Err(Box::new(Ran::new(Status::Cancelled, Some(msg), None)));
+                }
+                Err(_) if op == Operation::Preview => {
+                    return Err(Box::new(Ran::blocked(&input.project, &ctx.stack)));
+                }
+                Err((msg, true)) => return Err(Box::new(Ran::missing_input(msg))),
+                Err((msg, false)) => {
+                    return Err(Box::new(Ran::new(Status::Failed, Some(msg), None)));
+                }
+            };
+            let Some(value) = outputs.values.get(&input.output) else {
+                if op == Operation::Destroy {
+                    continue;
+                }
+                let mut names: Vec<&str> = outputs.values.keys().map(String::as_str).collect();
+                names.sort();
+                // A profile naming an output that is not exported: a missing input (exit 3).
+                return Err(Box::new(Ran::missing_input(format!(
+                    "input `{}` of {}: {} has no output `{}` (its outputs: {}).\n  Fix `inputs:` in {}, or export that output from {}.",
+                    input.key,
+                    path,
+                    input.project,
+                    input.output,
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    },
+                    display_path(&entry.file),
+                    input.project
+                ))));
+            };
+            if outputs.secret.contains(&input.output) {
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                wired.secret.insert(input.key.clone(), text);
+            } else {
+                wired.plain.push((input.key.clone(), value.clone()));
+            }
+        }
+        Ok(wired)
+    }
+
+    /// Secrets of this project: its own and the profile-level ones.
+    fn secrets_of(&self, entry: &Entry) -> BTreeMap<String, String> {
+        let ctx = self.ctx;
+        let mut secrets: BTreeMap<String, String> = BTreeMap::new();
+        for key in entry
+            .secrets
+            .iter()
+            .map(|s| &s.key)
+            .chain(ctx.profile_secret_keys.iter())
+        {
+            if let Some(v) = ctx.secrets.get(key) {
+                secrets.insert(key.clone(), v.clone());
+            }
+        }
+        secrets
+    }
+
+    /// The per-project stack config: the shared one plus wired inputs, keeping `secure:`
+    /// values of secrets that did not change (so they are not re-encrypted every run).
+    /// Returns the file and the secrets that still need `pulumi config set --secret`.
+    fn project_config(
+        &self,
+        path: &str,
+        plain: &[(String, Value)],
+        secrets: &BTreeMap<String, String>,
+    ) -> Result<(PathBuf, BTreeMap<String, String>), String> {
+        let dir = self.ctx.state_dir.join("config");
+        let file = dir.join(format!("{}.yaml", slug(path)));
+        let plain: Vec<(String, serde_yaml::Value)> = plain
+            .iter()
+            .map(|(k, v)| {
+                let y = serde_yaml::to_value(v).unwrap_or(serde_yaml::Value::Null);
+                (k.clone(), y)
+            })
+            .collect();
+        let mut cfg = self.ctx.stack_config.with_values(&plain);
+        let previous = StackConfig::load(&file).ok().flatten();
+        // The salt: the shared file's when it has one (its `secure:` values are encrypted
+        // with it), else the one Pulumi wrote into this copy on an earlier run; with none,
+        // Pulumi writes one into this copy, which no other project shares.
+        if cfg.encryption_salt().is_none()
+            && let Some(salt) = previous.as_ref().and_then(|p| p.encryption_salt().cloned())
+        {
+            cfg.set_top("encryptionsalt", salt);
+        }
+        let hashes = self.read_secret_hashes(path);
+        let mut to_set = BTreeMap::new();
+        for (k, v) in secrets {
+            let kept = previous.as_ref().and_then(|p| p.get(k)).filter(|val| {
+                val.get("secure").is_some() && hashes.get(k) == Some(&self.secret_hash(k, v, &cfg))
+            });
+            match kept {
+                Some(val) => cfg.set(k, val.clone()),
+                None => {
+                    to_set.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        cfg.save_to(&file).map_err(|e| e.message)?;
+        Ok((file, to_set))
+    }
+
+    fn secret_hash(&self, key: &str, value: &str, cfg: &StackConfig) -> String {
+        let salt = cfg.encryption_salt().and_then(|s| s.as_str()).unwrap_or("");
+        // The stack config's salt is part of it: a new salt means re-encrypting.
+        crate::run::fingerprint::secret_digest(
+            &self.ctx.secret_key,
+            key,
+            &format!("{salt}\0{value}"),
+        )
+    }
+
+    fn hashes_file(&self, path: &str) -> PathBuf {
+        self.ctx
+            .state_dir
+            .join("config")
+            .join(format!("{}.secrets.json", slug(path)))
+    }
+
+    fn read_secret_hashes(&self, path: &str) -> BTreeMap<String, String> {
+        std::fs::read_to_string(self.hashes_file(path))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+
+    pub(super) fn record_secret_hashes(&self, path: &str, secrets: &BTreeMap<String, String>) {
+        let file = self
+            .ctx
+            .state_dir
+            .join("config")
+            .join(format!("{}.yaml", slug(path)));
+        let Ok(Some(cfg)) = StackConfig::load(&file) else {
+            return;
+        };
+        let hashes: BTreeMap<String, String> = secrets
+            .iter()
+            .filter(|(k, _)| cfg.get(k).is_some_and(|v| v.get("secure").is_some()))
+            .map(|(k, v)| (k.clone(), self.secret_hash(k, v, &cfg)))
+            .collect();
+        if let Ok(text) = serde_json::to_string_pretty(&hashes) {
+            let _ =
+                crate::util::write_atomic(&self.hashes_file(path), text.as_bytes(), Some(0o600));
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! One step of a run, from the scheduler's call to its journal record: the
+//! [`StepRunner`] opens the step's log and runs it as its kind says, a project through
+//! its engine or the built-in step that writes secrets into the cluster
+//! (`cluster_secrets`). A project's step is what it receives (`inputs`), how it runs
+//! (`attempt`), what it leaves (`outputs`) and the hooks after it (`hooks`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::{Map, Value};
+
+use super::events::{RunEvent, Status};
+use super::journal::Journal;
+use super::scheduler::{Executor, StepResult};
+use crate::engine::command::CommandEngine;
+use crate::engine::pulumi::PulumiEngine;
+use crate::engine::{Control, Job, Operation, Progress};
+use crate::plan::{NodeKind, Plan};
+use crate::secrets::redact::Redactor;
+use crate::util::{display_path, now_ms, rfc3339, slug};
+use crate::workspace::{ProjectKind, StackConfig};
+
+mod attempt;
+mod cluster_secrets;
+pub mod hooks;
+mod inputs;
+mod outputs;
+
+use outputs::Outputs;
+pub use outputs::StepRecord;
+
+/// What every step of one run shares.
+pub struct Ctx {
+    pub root: PathBuf,
+    pub stack: String,
+    pub provider: String,
+    pub op: Operation,
+    /// The plan being run (selected; reversed for destroy).
+    pub plan: Plan,
+    /// The base environment of every child.
+    pub env: BTreeMap<String, String>,
+    pub stack_config: StackConfig,
+    pub state_dir: PathBuf,
+    pub run_id: String,
+    /// Grows during the run: secret outputs are added as soon as they are read.
+    pub redactor: std::sync::RwLock<Redactor>,
+    /// Secret values by key (from the encrypted store).
+    pub secrets: BTreeMap<String, String>,
+    /// Profile-level secret keys (reach every project).
+    pub profile_secret_keys: Vec<String>,
+    /// Outputs of each project that dependents or hooks read.
+    pub needed: BTreeMap<String, Vec<String>>,
+    pub fingerprints: BTreeMap<String, String>,
+    pub fingerprint_salt: Vec<u8>,
+    /// The key of secret digests (the store's: see `fingerprint::secret_digest`).
+    pub secret_key: Vec<u8>,
+    /// Name of the Kubernetes Secret the secrets step writes.
+    pub secret_name: String,
+    /// `-v`: the children's raw lines (CLI calls, stderr) are shown too.
+    pub verbose: bool,
+    /// Project dirs and kinds of every project of the profile (for upstream lookups).
+    pub projects: BTreeMap<String, (PathBuf, String, ProjectKind)>,
+    /// The projects each project needs directly, from the whole profile (not only the
+    /// selection): a preview is blocked when one was never deployed.
+    pub upstreams: BTreeMap<String, Vec<String>>,
+    /// `preview --refresh`.
+    pub refresh: bool,
+    /// Each project's outputs hash at its last success, before this run.
+    pub last_outputs: BTreeMap<String, String>,
+    /// `--changed`: steps that run only if an upstream that runs leaves other outputs
+    /// than they last ran with (upstream → that outputs hash).
+    pub conditional: BTreeMap<String, BTreeMap<String, String>>,
+    /// `up --force-conflicts`: the secrets step takes over fields another manager set.
+    pub force_conflicts: bool,
+}
+
+impl Ctx {
+    /// `text` with every known secret value replaced by `[secret]`.
+    pub fn redact(&self, text: &str) -> String {
+        match self.redactor.read() {
+            Ok(r) => r.redact(text),
+            Err(_) => crate::secrets::redact::MASK.to_string(),
+        }
+    }
+
+    /// Learns the plaintext of secret outputs, before anything can print them.
+    fn learn_secrets(&self, values: &Map<String, Value>, secret: &BTreeSet<String>) {
+        if let Ok(mut r) = self.redactor.write() {
+            for k in secret {
+                match values.get(k) {
+                    Some(Value::String(s)) if s != crate::secrets::redact::MASK => r.add(s),
+                    Some(Value::String(_)) => {}
+                    Some(Value::Null) | None => {}
+                    Some(other) => r.add(&other.to_string()),
+                }
+            }
+        }
+    }
+}
+
+/// How a project step ended.
+struct Ran {
+    status: Status,
+    message: Option<String>,
+    exit_code: Option<i32>,
+    /// Failed for a missing input: an upstream never deployed, or an output it lacks.
+    missing_input: bool,
+    /// `blocked`: the upstream that was never deployed.
+    upstream: Option<String>,
+    changes: Option<crate::engine::digest::Changes>,
+    /// A successful `up`: the keyed hash of its outputs.
+    outputs_hash: Option<String>,
+}
+
+impl Ran {
+    fn new(status: Status, message: Option<String>, exit_code: Option<i32>) -> Ran {
+        Ran {
+            status,
+            message,
+            exit_code,
+            missing_input: false,
+            upstream: None,
+            changes: None,
+            outputs_hash: None,
+        }
+    }
+
+    fn missing_input(message: String) -> Ran {
+        Ran {
+            missing_input: true,
+            ..Ran::new(Status::Failed, Some(message), None)
+        }
+    }
+
+    fn blocked(upstream: &str, stack: &str) -> Ran {
+        Ran {
+            upstream: Some(upstream.to_string()),
+            ..Ran::new(
+                Status::Blocked,
+                Some(format!(
+                    "needs {upstream}, which has never been deployed on stack `{stack}`"
+                )),
+                None,
+            )
+        }
+    }
+}
+
+/// The kinds of step a plan holds, each run its own way.
+enum Step {
+    /// A project through its engine.
+    Project,
+    /// The built-in step that writes secrets into the cluster.
+    ClusterSecrets,
+}
+
+impl Step {
+    fn of(kind: NodeKind) -> Step {
+        match kind {
+            NodeKind::Pulumi | NodeKind::Command => Step::Project,
+            NodeKind::Builtin => Step::ClusterSecrets,
+        }
+    }
+}
+
+pub struct StepRunner<'a> {
+    ctx: &'a Ctx,
+    control: &'a Control,
+    pulumi: Option<&'a PulumiEngine>,
+    command: &'a CommandEngine,
+    journal: &'a Journal,
+    logs: Mutex<BTreeMap<usize, PathBuf>>,
+    outputs: Mutex<BTreeMap<String, Outputs>>,
+    processes: AtomicU32,
+    /// The last lines shown for each step (rendered, redacted), for the summary.
+    tails: Mutex<BTreeMap<usize, Vec<String>>>,
+    /// Per project: whether the journal's last up/destroy of it is a successful up.
+    deployed_by_journal: std::sync::OnceLock<BTreeMap<String, bool>>,
+    /// The outputs hash of each project that came up in this run.
+    new_outputs: Mutex<BTreeMap<String, String>>,
+    /// `--changed`: steps skipped at run time because their upstreams' outputs did not
+    /// change.
+    unchanged: Mutex<BTreeSet<usize>>,
+    /// Each step's log, opened by `prepare`, taken by `execute`.
+    log_files: Mutex<BTreeMap<usize, std::fs::File>>,
+}
+
+impl<'a> StepRunner<'a> {
+    pub fn new(
+        ctx: &'a Ctx,
+        control: &'a Control,
+        pulumi: Option<&'a PulumiEngine>,
+        command: &'a CommandEngine,
+        journal: &'a Journal,
+    ) -> StepRunner<'a> {
+        StepRunner {
+            ctx,
+            control,
+            pulumi,
+            command,
+            journal,
+            logs: Mutex::new(BTreeMap::new()),
+            outputs: Mutex::new(BTreeMap::new()),
+            processes: AtomicU32::new(0),
+            tails: Mutex::new(BTreeMap::new()),
+            deployed_by_journal: std::sync::OnceLock::new(),
+            new_outputs: Mutex::new(BTreeMap::new()),
+            unchanged: Mutex::new(BTreeSet::new()),
+            log_files: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Processes started by all steps (engines, hooks, output reads).
+    pub fn processes(&self) -> u32 {
+        self.processes.load(Ordering::SeqCst)
+    }
+
+    /// The last lines a step showed (rendered engine events, not raw JSON).
+    pub fn tail(&self, node: usize) -> Vec<String> {
+        self.tails
+            .lock()
+            .ok()
+            .and_then(|t| t.get(&node).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Shows a line of step `node` (a rendered engine event, a command's or a hook's
+    /// output): redacted, kept for the summary's tail, and emitted.
+    fn show(&self, node: usize, line: &str, emit: &(dyn Fn(RunEvent) + Sync)) {
+        let line = self.ctx.redact(line);
+        if let Ok(mut t) = self.tails.lock() {
+            let v = t.entry(node).or_default();
+            v.push(line.clone());
+            if v.len() > 15 {
+                v.remove(0);
+            }
+        }
+        emit(RunEvent::ProjectOutput {
+            project: self.ctx.plan.nodes[node].path.clone(),
+            line,
+        });
+    }
+
+    pub fn log_path(&self, node: usize) -> Option<PathBuf> {
+        self.logs.lock().ok()?.get(&node).cloned()
+    }
+
+    fn job_for(&self, path: &str, op: Operation) -> Option<Job> {
+        let (dir, name, _) = self.ctx.projects.get(path)?;
+        Some(Job {
+            path: path.to_string(),
+            name: name.clone(),
+            dir: dir.clone(),
+            op,
+            stack: self.ctx.stack.clone(),
+            env: self.ctx.env.clone(),
+            config_file: self.ctx.stack_config.path.clone(),
+            inputs: BTreeMap::new(),
+            needed_outputs: self.ctx.needed.get(path).cloned().unwrap_or_default(),
+            scratch_dir: self.ctx.state_dir.join("work").join(slug(path)),
+            secret_config: BTreeMap::new(),
+            refresh: self.ctx.refresh && op == Operation::Preview,
+        })
+    }
+
+    fn run_project(
+        &self,
+        i: usize,
+        emit: &(dyn Fn(RunEvent) + Sync),
+        log: &mut dyn FnMut(&str),
+    ) -> Ran {
+        let ctx = self.ctx;
+        let node = &ctx.plan.nodes[i];
+        let (Some(entry), Some(project)) = (&node.entry, &node.project) else {
+            return Ran::new(Status::Failed, Some("not a project".into()), None);
+        };
+        let op = ctx.op;
+        let Some(mut job) = self.job_for(&node.path, op) else {
+            return Ran::new(Status::Failed, Some("unknown project".into()), None);
+        };
+        let mut sink = |p: Progress| match p {
+            Progress::Raw(l) => {
+                if ctx.verbose && !l.trim_start().starts_with('{') {
+                    self.show(i, &l, emit);
+                }
+                log(&l)
+            }
+            Progress::Line(l) => self.show(i, &l, emit),
+            Progress::Resources {
+                done,
+                started,
+                current,
+            } => emit(RunEvent::ProjectProgress {
+                project: node.path.clone(),
+                done,
+                started,
+                current,
+            }),
+        };
+
+        if op == Operation::Preview {
+            if let ProjectKind::Command(spec) = &project.kind
+                && spec.preview.is_none()
+            {
+                return Ran::new(
+                    Status::Skipped,
+                    Some("no `preview:` command in its Strata.yaml: nothing to preview".into()),
+                    None,
+                );
+            }
+            match self.undeployed_upstream(&node.path, &mut sink) {
+                Ok(None) => {}
+                Ok(Some(up)) => return Ran::blocked(&up, &ctx.stack),
+                Err((status, msg)) => return Ran::new(status, Some(msg), None),
+            }
+        }
+
+        let is_pulumi = matches!(project.kind, ProjectKind::Pulumi { .. });
+        let secrets = match self.receive(&node.path, entry, is_pulumi, &mut job, &mut sink) {
+            Ok(secrets) => secrets,
+            Err(ran) => return *ran,
+        };
+
+        let (outcome, tries) = match self.attempt(i, entry, &project.kind, &job, emit, &mut sink) {
+            Ok(done) => done,
+            Err(ran) => return *ran,
+        };
+        if is_pulumi && !secrets.is_empty() {
+            self.record_secret_hashes(&node.path, &secrets);
+        }
+        if op == Operation::Up {
+            if let Err(msg) = self.leave_outputs(&node.path, is_pulumi, &outcome) {
+                return Ran::new(Status::Failed, Some(msg), None);
+            }
+            // Hooks, before any dependent starts.
+            if let Err(msg) =
+                self.run_hooks(i, &entry.on_success, &job, &outcome.outputs, emit, log)
+            {
+                return Ran::new(Status::Failed, Some(msg), None);
+            }
+        }
+        if op == Operation::Destroy && !is_pulumi {
+            self.forget_outputs(&node.path);
+        }
+        let outputs_hash =
+            (op == Operation::Up).then(|| self.note_outputs_hash(&node.path, &outcome.outputs));
+        Ran {
+            changes: outcome.changes,
+            outputs_hash,
+            ..Ran::new(
+                Status::Succeeded,
+                Some(attempt::after_tries(outcome.summary, tries)),
+                None,
+            )
+        }
+    }
+}
+
+impl Executor for StepRunner<'_> {
+    fn prepare(&self, i: usize) -> Option<String> {
+        let node = &self.ctx.plan.nodes[i];
+        // Decided here, when what it needs is done: no log for a step that will not run.
+        if self.upstream_outputs_unchanged(&node.path) {
+            if let Ok(mut u) = self.unchanged.lock() {
+                u.insert(i);
+            }
+            return None;
+        }
+        let stamp = rfc3339(now_ms()).replace(':', "-");
+        let dir = self
+            .ctx
+            .state_dir
+            .join("logs")
+            .join(node.path.trim_start_matches('@'));
+        let mut path = dir.join(format!("{}-{stamp}.log", self.ctx.op.as_str()));
+        let mut n = 1;
+        while path.exists() {
+            n += 1;
+            path = dir.join(format!("{}-{stamp}-{n}.log", self.ctx.op.as_str()));
+        }
+        if !dir.is_dir() {
+            crate::util::private_dir(&dir).ok()?;
+        }
+        let file = crate::util::open_private_append(&path).ok()?;
+        if let Ok(mut l) = self.logs.lock() {
+            l.insert(i, path.clone());
+        }
+        if let Ok(mut f) = self.log_files.lock() {
+            f.insert(i, file);
+        }
+        Some(display_path(&path))
+    }
+
+    fn execute(&self, i: usize, emit: &(dyn Fn(RunEvent) + Sync)) -> StepResult {
+        let ctx = self.ctx;
+        let node = &ctx.plan.nodes[i];
+        if self.unchanged.lock().is_ok_and(|u| u.contains(&i)) {
+            // Like a step `--changed` dropped before the run: no process, no record.
+            return StepResult {
+                unchanged: true,
+                ..StepResult::not_run(Status::Skipped, "upstream outputs unchanged")
+            };
+        }
+        let started = now_ms();
+        let log_path = self.log_path(i);
+        // The file `prepare` created, still open.
+        let mut file = self.log_files.lock().ok().and_then(|mut f| f.remove(&i));
+        let mut log = |line: &str| {
+            if let Some(f) = file.as_mut() {
+                let _ = writeln!(f, "{}", ctx.redact(line));
+            }
+        };
+        log(&format!(
+            "# strata {} of {} · stack {} · provider {} · run {} · {}",
+            ctx.op.as_str(),
+            node.path,
+            ctx.stack,
+            ctx.provider,
+            ctx.run_id,
+            rfc3339(started)
+        ));
+        let Ran {
+            status,
+            message,
+            exit_code,
+            missing_input,
+            upstream,
+            changes,
+            outputs_hash,
+        } = match Step::of(node.kind) {
+            Step::Project => self.run_project(i, emit, &mut log),
+            Step::ClusterSecrets => cluster_secrets::run(ctx, &mut log),
+        };
+        let ended = now_ms();
+        let message = message.filter(|m| !m.is_empty()).map(|m| ctx.redact(&m));
+        log(&format!(
+            "# {} in {}ms{}",
+            status.as_str(),
+            ended - started,
+            message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        ));
+        let record = StepRecord {
+            status,
+            started_ms: started,
+            ended_ms: ended,
+            exit_code,
+            fingerprint: ctx.fingerprints.get(&node.path).cloned(),
+            message: message.clone(),
+            log: log_path
+                .as_ref()
+                .and_then(|p| p.strip_prefix(&ctx.root).ok())
+                .map(|p| p.display().to_string()),
+            changes: changes.as_ref().map(crate::engine::digest::counts_json),
+            upstream_outputs: outputs_hash
+                .is_some()
+                .then(|| self.upstream_outputs(&node.path)),
+            outputs_hash,
+        }
+        .into_record(&ctx.run_id, &node.path, ctx.op);
+        if let Err(e) = self.journal.append(&record) {
+            emit(RunEvent::Notice {
+                message: format!("warning: {e}"),
+            });
+        }
+        StepResult {
+            status,
+            duration_ms: ended - started,
+            message,
+            log: log_path.map(|p| display_path(&p)),
+            exit_code,
+            missing_input,
+            upstream,
+            changes,
+            unchanged: false,
+        }
+    }
+}
