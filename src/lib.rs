@@ -9,6 +9,7 @@ pub mod display;
 pub mod engine;
 pub mod error;
 pub mod export;
+pub mod files;
 pub mod kube;
 pub mod pipeline;
 pub mod plan;

@@ -126,7 +126,7 @@ impl Manifest {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let mut text = serde_json::to_vec_pretty(self).expect("a manifest serializes");
         text.push(b'\n');
-        crate::util::write_atomic(&dir.join(MANIFEST), &text, Some(0o644))
+        crate::files::write_atomic(&dir.join(MANIFEST), &text, Some(0o644))
     }
 
     /// The update plan file of `project`, when it has one.
@@ -219,9 +219,9 @@ pub fn mark_applied(dir: &Path, state_dir: &Path, mark: &Applied) -> Result<()> 
     let mut text = serde_json::to_vec_pretty(mark).expect("a mark serializes");
     text.push(b'\n');
     let marks = marks_dir(state_dir);
-    crate::util::private_dir(&marks)?;
-    crate::util::write_private(&marks.join(format!("{}.json", mark.id)), &text)?;
-    crate::util::write_atomic(&dir.join(APPLIED), &text, Some(0o644))
+    crate::files::private_dir(&marks)?;
+    crate::files::write_private(&marks.join(format!("{}.json", mark.id)), &text)?;
+    crate::files::write_atomic(&dir.join(APPLIED), &text, Some(0o644))
 }
 
 fn marks_dir(state_dir: &Path) -> PathBuf {

@@ -50,13 +50,13 @@ impl Engine for CommandEngine {
         };
         // The scratch folder exists after the first run: create it only when missing.
         if !job.scratch_dir.is_dir() {
-            crate::util::private_dir(&job.scratch_dir).map_err(|e| fail(e.message))?;
+            crate::files::private_dir(&job.scratch_dir).map_err(|e| fail(e.message))?;
         }
         // Emptied, not removed: a shell's `>` then reuses the file (a new file per project
         // and run is what costs most on a busy ext4). Empty afterwards = no outputs.
         let outputs_file = job.scratch_dir.join("outputs.json");
         if outputs_file.exists() {
-            crate::util::write_private(&outputs_file, b"").map_err(|e| fail(e.message))?;
+            crate::files::write_private(&outputs_file, b"").map_err(|e| fail(e.message))?;
         }
         // Inputs are derived again on every run: written in place, no fsync; a project
         // without inputs reads one shared `{}`.
@@ -67,13 +67,13 @@ impl Engine for CommandEngine {
                 .unwrap_or(&job.scratch_dir)
                 .join("no-inputs.json");
             if std::fs::read(&shared).ok().as_deref() != Some(b"{}\n".as_slice()) {
-                crate::util::write_private(&shared, b"{}\n").map_err(|e| fail(e.message))?;
+                crate::files::write_private(&shared, b"{}\n").map_err(|e| fail(e.message))?;
             }
             shared
         } else {
             let file = job.scratch_dir.join("inputs.json");
             let inputs = Value::Object(job.inputs.clone().into_iter().collect());
-            crate::util::write_private(
+            crate::files::write_private(
                 &file,
                 serde_json::to_string_pretty(&inputs)
                     .unwrap_or_default()

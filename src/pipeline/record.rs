@@ -258,7 +258,7 @@ fn write_preview_summary(r: &Resolved, done: &Executed, rows: &[Row]) -> Result<
         &lines,
     ));
     if let Some(path) = file {
-        crate::util::write_atomic(path, text.as_bytes(), None)?;
+        crate::files::write_atomic(path, text.as_bytes(), None)?;
     }
     if let Some(path) = step {
         use std::io::Write;

@@ -94,7 +94,7 @@ pub fn write(r: &mut Resolved, a: &mut Answers) -> Result<()> {
         .is_none_or(|u| u.is_empty())
     {
         let dir = env::default_backend_dir(&r.ws.root);
-        crate::util::private_dir(&dir)?;
+        crate::files::private_dir(&dir)?;
     }
     Ok(())
 }

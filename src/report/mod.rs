@@ -59,12 +59,12 @@ pub fn default_path(state_dir: &Path) -> PathBuf {
 pub fn write(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if dir.components().any(|c| c.as_os_str() == ".strata") {
-            crate::util::private_dir(dir)?;
+            crate::files::private_dir(dir)?;
         } else {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
         }
     }
-    crate::util::write_atomic(path, text.as_bytes(), Some(0o600))
+    crate::files::write_atomic(path, text.as_bytes(), Some(0o600))
 }
 
 /// After a run: writes the HTML report of run `run_id` to the stack's default path and

@@ -49,7 +49,7 @@ impl FileHashes {
         if self.dirty
             && let Ok(text) = serde_json::to_vec(self)
         {
-            let _ = crate::util::write_atomic(path, &text, Some(0o600));
+            let _ = crate::files::write_atomic(path, &text, Some(0o600));
         }
     }
 
@@ -366,7 +366,7 @@ pub fn salt(state_dir: &Path) -> Vec<u8> {
         return b;
     }
     let salt = random_bytes(32).unwrap_or_default();
-    let _ = crate::util::write_atomic(&path, &salt, Some(0o600));
+    let _ = crate::files::write_atomic(&path, &salt, Some(0o600));
     salt
 }
 

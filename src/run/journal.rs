@@ -123,10 +123,10 @@ impl Journal {
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
             if let Some(dir) = self.path.parent() {
-                crate::util::private_dir(dir)?;
+                crate::files::private_dir(dir)?;
             }
             *guard = Some(
-                crate::util::open_private_append(&self.path)
+                crate::files::open_private_append(&self.path)
                     .map_err(|e| Error::io("open", &self.path, e))?,
             );
         }
@@ -279,7 +279,7 @@ impl Journal {
                 text.push('\n');
             }
         }
-        crate::util::write_atomic(&self.index_path(), text.as_bytes(), Some(0o600))
+        crate::files::write_atomic(&self.index_path(), text.as_bytes(), Some(0o600))
     }
 }
 
@@ -507,7 +507,7 @@ mod tests {
         let j = Journal::new(d.path());
         j.append(&project("r1", "succeeded")).unwrap();
         // A crash in the middle of the next record, including a torn UTF-8 sequence.
-        let mut f = crate::util::open_private_append(j.path()).unwrap();
+        let mut f = crate::files::open_private_append(j.path()).unwrap();
         f.write_all(b"{\"kind\":\"project\",\"run_id\":\"r2\",\"message\":\"\xc3")
             .unwrap();
         drop(f);

@@ -78,7 +78,7 @@ pub fn record(
         keys: hashes(digest_key, values),
     };
     if let Ok(text) = serde_json::to_string_pretty(&file) {
-        let _ = crate::util::write_atomic(&path(ws, stack), text.as_bytes(), Some(0o600));
+        let _ = crate::files::write_atomic(&path(ws, stack), text.as_bytes(), Some(0o600));
     }
 }
 

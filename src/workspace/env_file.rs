@@ -98,7 +98,7 @@ impl EnvFile {
             out.push_str(&new_line);
             out.push('\n');
         }
-        crate::util::write_atomic(&self.path, out.as_bytes(), None)?;
+        crate::files::write_atomic(&self.path, out.as_bytes(), None)?;
         self.exists = true;
         self.vars.insert(key.to_string(), value.to_string());
         Ok(())

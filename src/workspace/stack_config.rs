@@ -145,12 +145,12 @@ impl StackConfig {
 
     /// Writes the file atomically (temp file + rename).
     pub fn save(&self) -> Result<()> {
-        crate::util::write_atomic(&self.path, self.to_yaml()?.as_bytes(), None)
+        crate::files::write_atomic(&self.path, self.to_yaml()?.as_bytes(), None)
     }
 
     /// Writes the document to another path (atomically).
     pub fn save_to(&self, path: &Path) -> Result<()> {
-        crate::util::write_atomic(path, self.to_yaml()?.as_bytes(), Some(0o600))
+        crate::files::write_atomic(path, self.to_yaml()?.as_bytes(), Some(0o600))
     }
 }
 

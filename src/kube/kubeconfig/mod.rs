@@ -184,9 +184,9 @@ fn skeleton() -> Mapping {
     config
 }
 
-/// Atomic write (temp file, 0600, rename): see `util::write_file_atomic`.
+/// Atomic write (temp file, 0600, rename): see `files::write_file_atomic`.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), KubeconfigError> {
-    crate::util::write_file_atomic(path, bytes, Some(0o600)).map_err(|source| {
+    crate::files::write_file_atomic(path, bytes, Some(0o600)).map_err(|source| {
         KubeconfigError::Write {
             path: path.to_path_buf(),
             source,

@@ -80,7 +80,7 @@ impl ChildRecorder {
             return;
         }
         if guard.file.is_none() {
-            guard.file = crate::util::open_private_append(&children_path(&self.path)).ok();
+            guard.file = crate::files::open_private_append(&children_path(&self.path)).ok();
         }
         if let Some(f) = guard.file.as_mut() {
             let _ = f.write_all(line.as_bytes());
@@ -238,10 +238,10 @@ impl StackLock {
     ) -> Result<StackLock> {
         // `.strata/` and the stack's state folders hold child output: owner only (0700).
         if let Some(top) = state_dir.parent() {
-            crate::util::private_dir(top)?;
+            crate::files::private_dir(top)?;
         }
         for sub in ["", "logs", "outputs", "work", "config"] {
-            crate::util::private_dir(&state_dir.join(sub))?;
+            crate::files::private_dir(&state_dir.join(sub))?;
         }
         let path = state_dir.join("lock");
         let pid = std::process::id();

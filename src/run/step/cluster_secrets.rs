@@ -83,7 +83,7 @@ fn apply(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
     match result {
         Ok(report) => {
             let namespaces = report.namespaces();
-            let _ = crate::util::write_atomic(
+            let _ = crate::files::write_atomic(
                 &state_file,
                 serde_json::to_string(&namespaces)
                     .unwrap_or_default()

@@ -377,7 +377,7 @@ impl StepRunner<'_> {
             .collect();
         if let Ok(text) = serde_json::to_string_pretty(&hashes) {
             let _ =
-                crate::util::write_atomic(&self.hashes_file(path), text.as_bytes(), Some(0o600));
+                crate::files::write_atomic(&self.hashes_file(path), text.as_bytes(), Some(0o600));
         }
     }
 }

@@ -382,9 +382,9 @@ impl Executor for StepRunner<'_> {
             path = dir.join(format!("{}-{stamp}-{n}.log", self.ctx.op.as_str()));
         }
         if !dir.is_dir() {
-            crate::util::private_dir(&dir).ok()?;
+            crate::files::private_dir(&dir).ok()?;
         }
-        let file = crate::util::open_private_append(&path).ok()?;
+        let file = crate::files::open_private_append(&path).ok()?;
         if let Ok(mut l) = self.logs.lock() {
             l.insert(i, path.clone());
         }

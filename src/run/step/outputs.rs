@@ -92,11 +92,11 @@ impl StepRunner<'_> {
         let file = self.outputs_file(path);
         let dir = file.parent().unwrap_or(&file);
         if !dir.is_dir() {
-            crate::util::private_dir(dir).map_err(|e| e.message)?;
+            crate::files::private_dir(dir).map_err(|e| e.message)?;
         }
         let text =
             serde_json::to_string_pretty(&Value::Object(outputs.clone())).unwrap_or_default();
-        crate::util::write_private(&file, text.as_bytes()).map_err(|e| e.message)
+        crate::files::write_private(&file, text.as_bytes()).map_err(|e| e.message)
     }
 
     /// The outputs hash of `path` now: from this run, else from its last success.

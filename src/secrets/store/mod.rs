@@ -391,9 +391,9 @@ fn payload_error(path: &Path, error: io::Error) -> StoreError {
 pub fn recipients_path(store: &Path) -> PathBuf {
     store.with_extension("recipients")
 }
-/// Atomic write (temp file, 0600, rename): see `util::write_file_atomic`.
+/// Atomic write (temp file, 0600, rename): see `files::write_file_atomic`.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    crate::util::write_file_atomic(path, bytes, Some(0o600)).map_err(|source| StoreError::Write {
+    crate::files::write_file_atomic(path, bytes, Some(0o600)).map_err(|source| StoreError::Write {
         path: path.to_path_buf(),
         source,
     })
