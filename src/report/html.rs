@@ -557,6 +557,13 @@ pub fn offset_text(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn change_counts_read_as_signs() {
+        let counts = [("create".into(), 2), ("update".into(), 1)];
+        assert_eq!(changes_text(&counts), "+2 ~1");
+        assert_eq!(changes_text(&[("replace".into(), 1)]), "+-1");
+    }
     use crate::report::tests::sample;
 
     #[test]
