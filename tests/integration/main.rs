@@ -3,6 +3,7 @@
 
 mod support;
 
+mod architecture;
 mod bounds;
 mod crash;
 mod export;

@@ -1,0 +1,417 @@
+//! The layout of `src/` as rules a change cannot quietly break: no file over 700 lines,
+//! clap's types only at the door (`cli.rs`, `commands/`, `lib.rs`, `main.rs`), and no
+//! two modules that import each other, directly or around a circle.
+//!
+//! The module graph is read from the source text: every `use crate::…`, `use super::…`,
+//! `crate::…`/`super::…` path in code, and the paths a `mod.rs` writes through the
+//! children it declares. A module is a file (`mod.rs` stands for its folder); an edge
+//! goes to the deepest module a path names. A folder's `mod.rs` owns its children, so
+//! its paths into them (dispatch, re-exports) are not counted; everything else is, the
+//! children's own imports of their parent and siblings among them. Inline
+//! `mod tests { … }` blocks belong to their file, so their `super::` is the file itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const MAX_LINES: usize = 700;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `src/`, keyed by its module path (`run::step`, `cli`, …;
+/// `lib.rs` and `main.rs` are `crate` and `main`).
+fn modules() -> BTreeMap<String, PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&src(), &mut files);
+    files
+        .into_iter()
+        .map(|p| {
+            let rel = p.strip_prefix(src()).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if parts.last().is_some_and(|l| l == "mod") {
+                parts.pop();
+            }
+            let name = match parts.join("::").as_str() {
+                "lib" => "crate".to_string(),
+                other => other.to_string(),
+            };
+            (name, p)
+        })
+        .collect()
+}
+
+/// The text without comments (line comments and doc comments), so prose that names a
+/// path draws no edge.
+fn code_of(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("//") {
+            // A `//` inside a string literal (a URL) cuts the line short: harmless here.
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Byte ranges of inline `mod NAME { … }` blocks.
+fn inline_modules(code: &str) -> Vec<(usize, usize)> {
+    let bytes = code.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = code[from..].find("mod ") {
+        let at = from + i;
+        from = at + 4;
+        if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+            continue;
+        }
+        let rest = &code[at + 4..];
+        let name_len = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let after = rest[name_len..].trim_start();
+        if name_len == 0 || !after.starts_with('{') {
+            continue;
+        }
+        let open = at + 4 + name_len + (rest[name_len..].len() - after.len());
+        let mut depth = 0usize;
+        for (j, b) in bytes.iter().enumerate().skip(open) {
+            match b {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push((open, j));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Expands a `use` tree (`a::{b, c::{d, e as f}}`) into its paths.
+fn expand(prefix: &str, tree: &str) -> Vec<String> {
+    let mut items = Vec::new();
+    let (mut depth, mut cur) = (0usize, String::new());
+    for ch in tree.chars() {
+        match ch {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if ch == ',' && depth == 0 {
+            items.push(std::mem::take(&mut cur));
+        } else {
+            cur.push(ch);
+        }
+    }
+    items.push(cur);
+    let join = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_string()
+        } else {
+            format!("{a}::{b}")
+        }
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let item: String = item.split_whitespace().collect::<Vec<_>>().join(" ");
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        if let (Some(open), true) = (item.find('{'), item.ends_with('}')) {
+            let head = item[..open].trim_end_matches("::").replace(' ', "");
+            out.extend(expand(
+                &join(prefix, &head),
+                &item[open + 1..item.len() - 1],
+            ));
+        } else {
+            let path = item.split(" as ").next().unwrap().replace(' ', "");
+            out.push(join(prefix, &path));
+        }
+    }
+    out
+}
+
+/// The module a path names: its longest prefix that is a module.
+fn resolve(path: &[&str], known: &BTreeMap<String, PathBuf>) -> Option<String> {
+    let mut best = None;
+    for i in 1..=path.len() {
+        let m = path[..i].join("::");
+        if known.contains_key(&m) {
+            best = Some(m);
+        } else {
+            break;
+        }
+    }
+    best
+}
+
+/// The modules each module imports.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let known = modules();
+    let mut edges = BTreeMap::new();
+    for (name, file) in &known {
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        let inline = inline_modules(&code);
+        let own: Vec<&str> = if name == "crate" {
+            vec![]
+        } else {
+            name.split("::").collect()
+        };
+        // The children this file declares with `mod NAME;`.
+        let children: Vec<String> = code
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim();
+                let l = l.strip_prefix("pub ").unwrap_or(l);
+                let l = l.strip_prefix("pub(crate) ").unwrap_or(l);
+                l.strip_prefix("mod ")?
+                    .strip_suffix(';')
+                    .map(str::to_string)
+            })
+            .collect();
+        let mut paths: Vec<(usize, String)> = Vec::new();
+        let mut from = 0;
+        while let Some(i) = code[from..].find("use ") {
+            let at = from + i;
+            from = at + 4;
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let Some(end) = code[at..].find(';') else {
+                break;
+            };
+            for p in expand("", &code[at + 4..at + end]) {
+                paths.push((at, p));
+            }
+        }
+        for key in ["crate::", "super::", "self::"] {
+            let mut from = 0;
+            while let Some(i) = code[from..].find(key) {
+                let at = from + i;
+                from = at + key.len();
+                let before = code[..at].chars().next_back();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue;
+                }
+                let tail: String = code[at..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                paths.push((at, tail));
+            }
+        }
+        for child in &children {
+            let key = format!("{child}::");
+            let mut from = 0;
+            while let Some(i) = code[from..].find(&key) {
+                let at = from + i;
+                from = at + key.len();
+                let before = code[..at].chars().next_back();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue;
+                }
+                let tail: String = code[at..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                paths.push((at, format!("self::{tail}")));
+            }
+        }
+        let mut deps = BTreeSet::new();
+        for (at, path) in paths {
+            let segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+            // How deep in inline modules the path is written.
+            let nesting = inline.iter().filter(|(a, b)| *a < at && at < *b).count();
+            let full: Vec<&str> = match segs.first() {
+                Some(&"crate") => segs[1..].to_vec(),
+                Some(&"self") if nesting == 0 => [own.as_slice(), &segs[1..]].concat(),
+                Some(&"super") => {
+                    let ups = segs.iter().take_while(|s| **s == "super").count();
+                    // Inside inline modules the first `super`s stay in this file.
+                    if ups <= nesting {
+                        continue;
+                    }
+                    let ups = ups - nesting;
+                    if ups > own.len() {
+                        continue;
+                    }
+                    [&own[..own.len() - ups], &segs[ups + nesting..]].concat()
+                }
+                Some(first) if children.iter().any(|c| c == first) && nesting == 0 => {
+                    [own.as_slice(), &segs[..]].concat()
+                }
+                _ => continue,
+            };
+            // A folder's `mod.rs` owns its children: reaching into them is not an
+            // import between peers (their own imports, up or across, still count).
+            let own_child = |m: &str| name == "crate" || m.starts_with(&format!("{name}::"));
+            if let Some(m) = resolve(&full, &known)
+                && m != *name
+                && !own_child(&m)
+            {
+                deps.insert(m);
+            }
+        }
+        edges.insert(name.clone(), deps);
+    }
+    edges
+}
+
+/// The strongly connected components of more than one module (Tarjan).
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct State<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a str) {
+        let i = s.index.len();
+        s.index.insert(v, i);
+        s.low.insert(v, i);
+        s.stack.push(v);
+        s.on.insert(v);
+        for w in s.edges.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if s.on.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut comp = Vec::new();
+            loop {
+                let w = s.stack.pop().unwrap();
+                s.on.remove(w);
+                comp.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                s.out.push(comp);
+            }
+        }
+    }
+    let mut s = State {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !s.index.contains_key(v.as_str()) {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+#[test]
+fn no_two_modules_import_each_other_even_around_a_circle() {
+    let edges = graph();
+    assert!(
+        edges.len() > 40 && edges["commands"].contains("pipeline"),
+        "the parser sees the module graph: {edges:?}"
+    );
+    let found = circles(&edges);
+    let shown: Vec<String> = found
+        .iter()
+        .map(|c| {
+            let inside: Vec<String> = c
+                .iter()
+                .map(|m| {
+                    let to: Vec<&str> = edges[m]
+                        .iter()
+                        .filter(|t| c.contains(t))
+                        .map(String::as_str)
+                        .collect();
+                    format!("  {m} → {}", to.join(", "))
+                })
+                .collect();
+            inside.join("\n")
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "import circles in src/:\n{}",
+        shown.join("\n\n")
+    );
+}
+
+#[test]
+fn the_command_line_stays_at_the_door() {
+    let edges = graph();
+    let door = |m: &str| m == "cli" || m == "crate" || m == "main" || m.starts_with("commands");
+    let outside: Vec<&String> = edges
+        .iter()
+        .filter(|(m, deps)| !door(m) && deps.contains("cli"))
+        .map(|(m, _)| m)
+        .collect();
+    assert!(outside.is_empty(), "modules importing cli: {outside:?}");
+}
+
+#[test]
+fn no_file_under_src_is_over_700_lines() {
+    let long: Vec<String> = modules()
+        .values()
+        .filter_map(|p| {
+            let n = std::fs::read_to_string(p).unwrap().lines().count();
+            (n > MAX_LINES).then(|| format!("{} ({n} lines)", p.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "files over {MAX_LINES} lines: {long:?}");
+}
+
+#[test]
+fn the_parser_reads_use_trees_and_inline_modules() {
+    assert_eq!(
+        expand("", "crate::{a::b, c::{d, e as f}}"),
+        ["crate::a::b", "crate::c::d", "crate::c::e"]
+    );
+    let code = "use x;\nmod tests {\n    use super::*;\n}\n";
+    let spans = inline_modules(code);
+    assert_eq!(spans.len(), 1);
+    assert!(spans[0].0 < code.find("super").unwrap());
+    let planted: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec!["a"]),
+    ]
+    .into_iter()
+    .map(|(m, to)| (m.to_string(), to.into_iter().map(String::from).collect()))
+    .collect();
+    assert_eq!(circles(&planted), [["a", "b", "c"]]);
+}
