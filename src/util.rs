@@ -147,6 +147,26 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// `n` bytes from the kernel's random source.
+pub fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut out)?;
+    Ok(out)
+}
+
+/// This machine's host name ("unknown" when it cannot be read).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

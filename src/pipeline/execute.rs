@@ -84,19 +84,19 @@ pub fn execute(
     let digest_key = secrets.digest_key().map(|k| k.as_bytes().to_vec());
     let redactor = Redactor::new(secrets.redact);
     let fp_salt = fingerprint::salt(&state_dir);
-    // Secret values are digested under the store's own key (see `fingerprint::secret_digest`).
+    // Secret values are digested under the store's own key (see `secrets::hmac::secret_digest`).
     // Without one (no store could be written), a key of this run only: its digests match
     // no other run's, so `--changed` reruns what takes a secret, and nothing is guessable.
     let secret_key: Vec<u8> = match digest_key {
         Some(k) => k,
-        None => fingerprint::random_bytes(32).unwrap_or_else(|_| run_unique_key()),
+        None => crate::util::random_bytes(32).unwrap_or_else(|_| run_unique_key()),
     };
     // Hashing every project's files (and, for `--changed`, reading their sources) can
     // take a while: on a thread of its own, so a signal is answered at once.
     let (fingerprints, last_outputs, changed) = {
         let (plan, full, profile) = (r.plan.clone(), r.full.clone(), r.profile.clone());
         let (cfg, changed_only) = (stack_config.clone(), r.req.changed);
-        let secret_hashes = fingerprint::hash_secrets(&secret_key, &secrets.values);
+        let secret_hashes = crate::secrets::hmac::hash_secrets(&secret_key, &secrets.values);
         let state_dir = state_dir.clone();
         let (root, env_vars) = (r.ws.root.clone(), r.ws.env_file.vars.clone());
         let locked = held.lock.is_some();

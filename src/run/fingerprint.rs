@@ -11,16 +11,6 @@ use crate::plan::Plan;
 use crate::util::hex;
 use crate::workspace::{Profile, StackConfig};
 
-/// Folders never hashed: VCS data and dependency caches that do not change the program.
-pub const SKIP_DIRS: &[&str] = &[
-    ".git",
-    "node_modules",
-    "__pycache__",
-    ".venv",
-    "venv",
-    "target",
-];
-
 /// How deep the walk goes below a project folder; deeper folders are hashed by name only.
 const MAX_DEPTH: usize = 64;
 
@@ -108,7 +98,7 @@ fn hash_dir(h: &mut Sha256, root: &Path, dir: &Path, depth: usize, cache: &mut F
             continue;
         }
         if kind.is_some_and(|k| k.is_dir()) {
-            if SKIP_DIRS.contains(&name) {
+            if crate::workspace::project::SKIP_DIRS.contains(&name) {
                 continue;
             }
             if depth >= MAX_DEPTH {
@@ -174,15 +164,6 @@ fn fingerprint_cached(
     hex(&digest)
 }
 
-/// The keyed hash of every secret value (what fingerprints and the store's digest hold),
-/// under the store's digest key ([`secret_digest`]).
-pub fn hash_secrets(key: &[u8], values: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    values
-        .iter()
-        .map(|(k, v)| (k.clone(), secret_digest(key, k, v)))
-        .collect()
-}
-
 /// Whether an environment-file variable stays out of fingerprints: `PULUMI_STACK`,
 /// strata's own `STRATA_*` settings, the profile's `credentials:` and names that hold
 /// secrets (a rotated key changes no infrastructure,
@@ -242,7 +223,7 @@ fn watched_text(root: &Path, paths: &[&String], cache: &mut FileHashes) -> Strin
 }
 
 /// The input fingerprint of every step of the plan; `secret_hashes` maps each secret
-/// key to the keyed hash of its value ([`hash_secrets`]).
+/// key to the keyed hash of its value ([`crate::secrets::hmac::hash_secrets`]).
 pub fn of_plan(
     plan: &Plan,
     profile: &Profile,
@@ -308,46 +289,9 @@ pub fn of_plan(
     out
 }
 
-/// HMAC-SHA256 (RFC 2104) of `message` under `key`, in hex.
-pub fn hmac_sha256(key: &[u8], message: &[&[u8]]) -> String {
-    const BLOCK: usize = 64;
-    let mut k = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        k[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| k.map(|b| b ^ byte);
-    let mut inner = Sha256::new_with_prefix(pad(0x36));
-    for m in message {
-        inner.update(m);
-    }
-    let inner = inner.finalize();
-    let mut outer = Sha256::new_with_prefix(pad(0x5c));
-    outer.update(inner);
-    hex(&outer.finalize())
-}
-
-/// The digest of a secret value wherever strata keeps one (the store's digest, the
-/// fingerprints, the per-project hashes of secure config): HMAC-SHA256 under the random
-/// key held inside the encrypted store, so only someone who can open the store can test
-/// a guess. A salt beside the digests would not do: a six-digit secret falls to 10^6
-/// guesses in a second.
-pub fn secret_digest(key: &[u8], name: &str, value: &str) -> String {
-    hmac_sha256(
-        key,
-        &[
-            b"strata-secret-v2\0",
-            name.as_bytes(),
-            b"\0",
-            value.as_bytes(),
-        ],
-    )
-}
-
 /// A keyed hash of non-secret data (a project's outputs, which hold `[secret]` where a
 /// value is secret), salted with the per-stack random salt. Never for a secret value:
-/// see [`secret_digest`].
+/// see [`crate::secrets::hmac::secret_digest`].
 pub fn keyed_hash(salt: &[u8], key: &str, value: &str) -> String {
     let mut h = Sha256::new();
     h.update(salt);
@@ -365,17 +309,9 @@ pub fn salt(state_dir: &Path) -> Vec<u8> {
     {
         return b;
     }
-    let salt = random_bytes(32).unwrap_or_default();
+    let salt = crate::util::random_bytes(32).unwrap_or_default();
     let _ = crate::files::write_atomic(&path, &salt, Some(0o600));
     salt
-}
-
-/// `n` bytes from the kernel's random source.
-pub fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut out = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut out)?;
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -470,7 +406,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("Pulumi.yaml"), "name: a\n").unwrap();
         let f = |cfg: &str, s: &str| {
-            let hashes = hash_secrets(b"salt", &[("k:x".to_string(), s.to_string())].into());
+            let hashes = crate::secrets::hmac::hash_secrets(
+                b"salt",
+                &[("k:x".to_string(), s.to_string())].into(),
+            );
             fingerprint(
                 Some(d.path()),
                 "e",
@@ -487,30 +426,5 @@ mod tests {
         std::fs::write(d.path().join("main.yaml"), "x").unwrap();
         assert_ne!(base, f("c", "s"));
         assert!(!base.contains('s') || base.chars().all(|c| c.is_ascii_hexdigit()));
-    }
-
-    /// RFC 4231 test case 2, and the digest of a secret depends on the store's key, the
-    /// secret's name and its value: without the key a guess cannot be checked.
-    #[test]
-    fn secret_digest_is_an_hmac_that_changes_with_the_key() {
-        assert_eq!(
-            hmac_sha256(b"Jefe", &[b"what do ya want ", b"for nothing?"]),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
-        let long_key = [0xaau8; 131];
-        assert_eq!(
-            hmac_sha256(
-                &long_key,
-                &[b"Test Using Larger Than Block-Size Key - Hash Key First"]
-            ),
-            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
-        );
-        let d = secret_digest(b"key-one", "lab:pin", "428571");
-        assert_eq!(d, secret_digest(b"key-one", "lab:pin", "428571"));
-        assert_ne!(d, secret_digest(b"key-two", "lab:pin", "428571"));
-        assert_ne!(d, secret_digest(b"key-one", "lab:pin", "428572"));
-        assert_ne!(d, secret_digest(b"key-one", "lab:other", "428571"));
-        // Not the old construction: SHA-256 over the key (then a salt), name and value.
-        assert_ne!(d, keyed_hash(b"key-one", "lab:pin", "428571"));
     }
 }

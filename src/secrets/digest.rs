@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::fingerprint;
 use crate::workspace::Workspace;
 
 /// The format: 2 is the HMAC under the store's key; a file without it (SHA-256 over a
@@ -45,7 +44,7 @@ fn store_hash(store: &Path) -> Option<String> {
 
 /// The digest of every value under the store's digest key, as the fingerprints use them.
 pub fn hashes(digest_key: &str, values: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    fingerprint::hash_secrets(digest_key.as_bytes(), values)
+    crate::secrets::hmac::hash_secrets(digest_key.as_bytes(), values)
 }
 
 /// Records `values` as the content of the store file as it is now, whose hash was

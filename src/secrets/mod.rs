@@ -3,6 +3,7 @@
 //! Kubernetes work: [`crate::kube::secrets`].
 
 pub mod digest;
+pub mod hmac;
 pub mod redact;
 pub mod store;
 

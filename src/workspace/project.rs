@@ -8,6 +8,17 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::util::display_path;
 
+/// Folders never hashed (fingerprints) nor scanned (references): VCS data and
+/// dependency caches that do not change the program.
+pub const SKIP_DIRS: &[&str] = &[
+    ".git",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    "venv",
+    "target",
+];
+
 /// What runs a project.
 #[derive(Debug, Clone)]
 pub enum ProjectKind {

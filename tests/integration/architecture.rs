@@ -370,6 +370,25 @@ fn no_two_modules_import_each_other_even_around_a_circle() {
     );
 }
 
+/// The rooms (`src/run/`, `src/engine/`, … and the single files) as layers: what one
+/// room imports from another never comes back to it, through any of their files.
+#[test]
+fn no_two_rooms_import_each_other_even_around_a_circle() {
+    let room = |m: &str| m.split("::").next().unwrap().to_string();
+    let mut rooms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, deps) in graph() {
+        let from = room(&m);
+        let to = rooms.entry(from.clone()).or_default();
+        to.extend(
+            deps.iter()
+                .map(|d| room(d))
+                .filter(|r| *r != from && r != "crate"),
+        );
+    }
+    let found = circles(&rooms);
+    assert!(found.is_empty(), "rooms in a circle: {found:?} ({rooms:?})");
+}
+
 #[test]
 fn the_command_line_stays_at_the_door() {
     let edges = graph();

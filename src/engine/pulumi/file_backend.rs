@@ -67,7 +67,7 @@ pub(super) struct PulumiLock {
 impl PulumiLock {
     /// Taken by a process of this host that no longer exists.
     pub(super) fn stale(&self) -> bool {
-        if self.hostname != crate::run::lock::hostname() || self.pid <= 0 {
+        if self.hostname != crate::util::hostname() || self.pid <= 0 {
             return false;
         }
         let Ok(pid) = i32::try_from(self.pid) else {

@@ -80,7 +80,7 @@ fn the_error_line_is_the_last_error_line() {
 
 #[test]
 fn a_pulumi_lock_is_stale_only_when_its_process_is_gone_from_this_host() {
-    let host = crate::run::lock::hostname();
+    let host = crate::util::hostname();
     let lock = |pid: i64, hostname: &str| PulumiLock {
         pid,
         hostname: hostname.to_string(),

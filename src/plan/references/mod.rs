@@ -267,7 +267,7 @@ fn collect(root: &Path, dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         let name = e.file_name().to_string_lossy().to_string();
         let Ok(ft) = e.file_type() else { continue };
         if ft.is_dir() {
-            let skipped = crate::run::fingerprint::SKIP_DIRS.contains(&name.as_str())
+            let skipped = crate::workspace::project::SKIP_DIRS.contains(&name.as_str())
                 || MORE_SKIP_DIRS.contains(&name.as_str());
             if !skipped && !name.starts_with('.') {
                 collect(root, &p, depth + 1, out);

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::util::display_path;
+use crate::util::{display_path, hostname};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Owner {
@@ -112,17 +112,6 @@ pub struct StackLock {
     path: PathBuf,
     file: std::fs::File,
     recording: Arc<Mutex<Recording>>,
-}
-
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".into();
-    }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 fn alive(pid: u32) -> bool {

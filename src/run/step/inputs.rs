@@ -340,11 +340,7 @@ impl StepRunner<'_> {
     fn secret_hash(&self, key: &str, value: &str, cfg: &StackConfig) -> String {
         let salt = cfg.encryption_salt().and_then(|s| s.as_str()).unwrap_or("");
         // The stack config's salt is part of it: a new salt means re-encrypting.
-        crate::run::fingerprint::secret_digest(
-            &self.ctx.secret_key,
-            key,
-            &format!("{salt}\0{value}"),
-        )
+        crate::secrets::hmac::secret_digest(&self.ctx.secret_key, key, &format!("{salt}\0{value}"))
     }
 
     fn hashes_file(&self, path: &str) -> PathBuf {

@@ -55,7 +55,7 @@ pub struct Ctx {
     pub needed: BTreeMap<String, Vec<String>>,
     pub fingerprints: BTreeMap<String, String>,
     pub fingerprint_salt: Vec<u8>,
-    /// The key of secret digests (the store's: see `fingerprint::secret_digest`).
+    /// The key of secret digests (the store's: see `secrets::hmac::secret_digest`).
     pub secret_key: Vec<u8>,
     /// Name of the Kubernetes Secret the secrets step writes.
     pub secret_name: String,

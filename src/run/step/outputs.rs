@@ -154,7 +154,7 @@ impl StepRunner<'_> {
                 let mut out = s.clone();
                 for secret in secrets {
                     if out.contains(secret.as_str()) {
-                        let d = crate::run::fingerprint::secret_digest(
+                        let d = crate::secrets::hmac::secret_digest(
                             &self.ctx.secret_key,
                             "output",
                             secret,
@@ -177,11 +177,7 @@ impl StepRunner<'_> {
                 match secrets.iter().find(|s| text == ***s) {
                     Some(secret) => Value::String(format!(
                         "[secret:{}]",
-                        crate::run::fingerprint::secret_digest(
-                            &self.ctx.secret_key,
-                            "output",
-                            secret
-                        )
+                        crate::secrets::hmac::secret_digest(&self.ctx.secret_key, "output", secret)
                     )),
                     None => other.clone(),
                 }

@@ -26,14 +26,14 @@ const END_MARKER: &str = "-----END AGE ENCRYPTED FILE-----";
 const BINARY_MAGIC: &[u8] = b"age-encryption.org/";
 
 /// The store's own entry beside the secrets: the random key of the digests strata keeps
-/// of secret values under `.strata/` (HMAC-SHA256, see `run::fingerprint::secret_digest`).
+/// of secret values under `.strata/` (HMAC-SHA256, see `secrets::hmac::secret_digest`).
 /// Created when the store is first written; not a valid secret key (no `:`), so it
 /// cannot clash with one, and never shown or handed to a project.
 pub const DIGEST_KEY_ENTRY: &str = "strata.digest-key";
 
 /// A new digest key: 32 random bytes, hex.
 pub fn new_digest_key() -> io::Result<String> {
-    let bytes = crate::run::fingerprint::random_bytes(32)?;
+    let bytes = crate::util::random_bytes(32)?;
     Ok(crate::util::hex(&bytes))
 }
 
