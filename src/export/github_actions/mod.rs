@@ -2,6 +2,10 @@
 //! as an artifact; one job per project (a chain of command projects shares one job, so
 //! the files and images one leaves are there for the next), `needs:` from the graph;
 //! the profile's credentials as secrets, AWS through OIDC when a role is configured.
+//! [`review_apply`] is the other shape: preview a pull request into a plan bundle, apply
+//! that bundle after the merge; it shares the build job, the steps and the settings here.
+
+pub mod review_apply;
 
 use std::collections::BTreeSet;
 
@@ -81,12 +85,17 @@ const BIN_ARTIFACT: &str = "strata-bin";
 struct Step {
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
+    /// For `steps.<id>.outputs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
     #[serde(rename = "if", skip_serializing_if = "Option::is_none")]
     condition: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     uses: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     with: Option<Mapping>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env: Option<Mapping>,
     #[serde(skip_serializing_if = "Option::is_none")]
     run: Option<String>,
 }
@@ -285,15 +294,14 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
             .iter()
             .map(|p| format!("--project {}", shell_word(p)))
             .collect();
-        steps.push(Step {
-            name: Some(format!("strata up {}", paths.join(" + "))),
-            run: Some(format!(
+        steps.push(run_step(
+            &format!("strata up {}", paths.join(" + ")),
+            format!(
                 "strata up --provider {} --stack \"$PULUMI_STACK\" {} --non-interactive",
                 shell_word(ctx.provider),
                 projects.join(" ")
-            )),
-            ..Default::default()
-        });
+            ),
+        ));
         for &i in members
             .iter()
             .filter(|&&i| carried.contains(&plan.nodes[i].path))
@@ -386,15 +394,11 @@ fn build_job() -> Job {
         runs_on: "ubuntu-latest",
         needs: vec![],
         steps: vec![
-            Step {
-                uses: Some("actions/checkout@v4".into()),
-                ..Default::default()
-            },
-            Step {
-                name: Some("Build strata".into()),
-                run: Some("cargo install --locked --path . --root \"$RUNNER_TEMP/strata\"".into()),
-                ..Default::default()
-            },
+            checkout(),
+            run_step(
+                "Build strata",
+                "cargo install --locked --path . --root \"$RUNNER_TEMP/strata\"".into(),
+            ),
             upload_step(
                 "Hand strata to the other jobs",
                 BIN_ARTIFACT,
@@ -407,7 +411,7 @@ fn build_job() -> Job {
 }
 
 // ---------------------------------------------------------------------------------------
-// Steps and settings every job shares
+// Shared with review_apply
 
 /// Whether AWS credentials come through OIDC (the profile reads AWS keys).
 fn uses_aws_oidc(ctx: &ExportContext) -> bool {
@@ -443,14 +447,27 @@ fn workflow_env(ctx: &ExportContext, stack: &str) -> Mapping {
     env
 }
 
+fn checkout() -> Step {
+    Step {
+        uses: Some("actions/checkout@v4".into()),
+        ..Default::default()
+    }
+}
+
+/// A step that runs the bash script `run`.
+fn run_step(name: &str, run: String) -> Step {
+    Step {
+        name: Some(name.into()),
+        run: Some(run),
+        ..Default::default()
+    }
+}
+
 /// The first steps of a job that runs strata: the checkout, then the binary of
 /// build-strata on PATH.
 fn strata_steps() -> Vec<Step> {
     vec![
-        Step {
-            uses: Some("actions/checkout@v4".into()),
-            ..Default::default()
-        },
+        checkout(),
         Step {
             name: Some("Get strata (built once, in build-strata)".into()),
             uses: Some("actions/download-artifact@v4".into()),
