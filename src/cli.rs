@@ -138,6 +138,10 @@ pub struct ExportArgs {
     /// Write to FILE instead of stdout
     #[arg(short = 'o', long = "out", value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// github-actions only: one workflow that previews each pull request into a plan
+    /// bundle (an artifact) and, after the merge, applies exactly that bundle
+    #[arg(long)]
+    pub review_apply: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -14,11 +14,7 @@ use super::outputs::Reader;
 /// `strata export`: loads the plan like `strata show` (no stack config, no prompts) and
 /// prints the export, or writes it to `out`. Returns the exit code.
 pub fn run(target: &Target, args: &ExportArgs) -> Result<i32> {
-    let format = match args.format {
-        ExportFormat::GithubActions => Format::GithubActions,
-        ExportFormat::Pko => Format::Pko,
-        ExportFormat::Argo => Format::Argo,
-    };
+    let format = format(args)?;
     let out = args.out.as_deref();
     let loaded = super::load(target, false)?;
     let Some(stack) = loaded.stack.as_deref() else {
@@ -69,6 +65,23 @@ pub fn run(target: &Target, args: &ExportArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// export's own format for the command line's `--format` and `--review-apply`.
+fn format(args: &ExportArgs) -> Result<Format> {
+    let format = match args.format {
+        ExportFormat::GithubActions => Format::GithubActions,
+        ExportFormat::Pko => Format::Pko,
+        ExportFormat::Argo => Format::Argo,
+    };
+    match (format, args.review_apply) {
+        (_, false) => Ok(format),
+        (Format::GithubActions, true) => Ok(Format::GithubActionsReviewApply),
+        (_, true) => Err(Error::usage(format!(
+            "--review-apply is a mode of --format github-actions (a pull-request job that saves a plan bundle, a default-branch job that applies it); --format {} has none",
+            format.as_str()
+        ))),
+    }
 }
 
 /// Reads the outputs every `inputs:` entry of `plan` refers to, masked: secret outputs

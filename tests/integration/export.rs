@@ -521,6 +521,35 @@ fn unknown_format_is_a_usage_error() {
     assert_eq!(r.code, 2, "--format is required\n{r:?}");
 }
 
+#[test]
+fn review_apply_is_a_github_actions_mode_only() {
+    let ws = workspace(MIXED);
+    for format in ["pko", "argo", "github-actions"] {
+        let r = ws.strata(&[
+            "-p",
+            "t",
+            "-s",
+            "dev",
+            "export",
+            "--format",
+            format,
+            "--review-apply",
+        ]);
+        if format == "github-actions" {
+            assert_eq!(r.code, 0, "{r:?}");
+            assert_header(&r.stdout, "github-actions --review-apply", "t");
+            continue;
+        }
+        assert_eq!(r.code, 2, "{format}: {r:?}");
+        assert!(
+            r.stderr
+                .contains("--review-apply is a mode of --format github-actions"),
+            "{r:?}"
+        );
+        assert!(r.stdout.is_empty(), "{r:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // argo
 

@@ -68,26 +68,53 @@ fn mermaid_parses_with_the_real_mermaid_whatever_the_project_names() {
 
 /// Exports the shipped profile `p` in `format` to `<dir>/<p>.yml`; asserts exit 0.
 fn export_shipped(dir: &Path, p: &str, format: &str) -> (std::path::PathBuf, Run) {
+    export_shipped_with(dir, p, &["--format", format])
+}
+
+/// Exports the shipped profile `p` with `args` to `<dir>/<p>.yml`; asserts exit 0.
+fn export_shipped_with(dir: &Path, p: &str, args: &[&str]) -> (std::path::PathBuf, Run) {
     let f = dir.join(format!("{p}.yml"));
-    let r = repo(&[
-        "export",
-        "-p",
-        p,
-        "-s",
-        "dev",
-        "--format",
-        format,
-        "-o",
-        f.to_str().unwrap(),
-    ]);
-    assert_eq!(r.code, 0, "{p} {format}: {r:?}");
+    let mut all = vec!["export", "-p", p, "-s", "dev"];
+    all.extend(args);
+    all.extend(["-o", f.to_str().unwrap()]);
+    let r = repo(&all);
+    assert_eq!(r.code, 0, "{p} {args:?}: {r:?}");
     (f, r)
 }
 
-/// Every shipped profile's GitHub Actions workflow passes actionlint (with shellcheck
-/// checking each `run:` script when it is installed).
-#[test]
-fn every_shipped_workflow_passes_actionlint() {
+/// The shipped profiles: every `providers/*.yaml`.
+fn shipped_profiles() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("providers");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".yaml").map(String::from)
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 5, "{names:?}");
+    names
+}
+
+/// Asserts that actionlint (with shellcheck on each `run:` script, when it is on PATH)
+/// finds nothing in the workflow file `f`.
+fn actionlint_passes(actionlint: &Path, f: &Path, what: &str) {
+    let out = Command::new(actionlint)
+        .arg("-no-color")
+        .arg(f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: actionlint: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// actionlint, and shellcheck which it runs, or `None` (skipped) outside CI.
+fn require_actionlint() -> Option<std::path::PathBuf> {
     let actionlint = require_shared_tool("actionlint");
     // actionlint runs shellcheck on each `run:` script when it is on PATH.
     if actionlint.is_some() {
@@ -96,6 +123,14 @@ fn every_shipped_workflow_passes_actionlint() {
             &format!("apt-get install shellcheck, which actionlint runs; {INSTALL_TOOLS}"),
         );
     }
+    actionlint
+}
+
+/// Every shipped profile's GitHub Actions workflow passes actionlint (with shellcheck
+/// checking each `run:` script when it is installed).
+#[test]
+fn every_shipped_workflow_passes_actionlint() {
+    let actionlint = require_actionlint();
     let dir = tempfile::tempdir().unwrap();
     for p in ["aws", "do", "linode", "kubeconfig", "local"] {
         let (f, _) = export_shipped(dir.path(), p, "github-actions");
@@ -106,20 +141,56 @@ fn every_shipped_workflow_passes_actionlint() {
             2,
             "{p}: one build (step and header): {text}"
         );
-        let Some(actionlint) = &actionlint else {
-            continue;
-        };
-        let out = Command::new(actionlint)
-            .arg("-no-color")
-            .arg(&f)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{p}: actionlint: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        if let Some(actionlint) = &actionlint {
+            actionlint_passes(actionlint, &f, p);
+        }
+    }
+}
+
+/// Every shipped profile's review/apply workflow (`--review-apply`, issue 24) passes
+/// actionlint with shellcheck: a pull-request job that saves the bundle, a push job that
+/// applies exactly that bundle and nothing else.
+#[test]
+fn every_shipped_review_apply_workflow_passes_actionlint() {
+    let actionlint = require_actionlint();
+    let dir = tempfile::tempdir().unwrap();
+    for p in shipped_profiles() {
+        let (f, _) = export_shipped_with(
+            dir.path(),
+            &p,
+            &["--format", "github-actions", "--review-apply"],
         );
+        let text = std::fs::read_to_string(&f).unwrap();
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        let on = doc["on"].as_mapping().unwrap();
+        assert_eq!(on.len(), 2, "{p}: pull_request and push: {text}");
+        let runs: Vec<&str> = ["preview", "apply"]
+            .iter()
+            .flat_map(|job| doc["jobs"][job]["steps"].as_sequence().unwrap())
+            .filter_map(|s| s["run"].as_str())
+            .filter(|r| r.starts_with("strata "))
+            .collect();
+        // `do` is a shell keyword: quoted.
+        let word = if p == "do" {
+            "'do'".to_string()
+        } else {
+            p.clone()
+        };
+        assert_eq!(
+            runs,
+            [
+                format!(
+                    "strata preview --provider {word} --stack dev --save-plan strata-plan --summary-file strata-preview.md --non-interactive"
+                ),
+                format!(
+                    "strata up --provider {word} --stack dev --plan strata-plan --non-interactive"
+                ),
+            ],
+            "{p}"
+        );
+        if let Some(actionlint) = &actionlint {
+            actionlint_passes(actionlint, &f, &format!("{p} --review-apply"));
+        }
     }
 }
 

@@ -2,6 +2,10 @@
 //! as an artifact; one job per project (a chain of command projects shares one job, so
 //! the files and images one leaves are there for the next), `needs:` from the graph;
 //! the profile's credentials as secrets, AWS through OIDC when a role is configured.
+//! [`review_apply`] is the other shape: preview a pull request into a plan bundle, apply
+//! that bundle after the merge; it shares the build job, the steps and the settings here.
+
+pub mod review_apply;
 
 use std::collections::BTreeSet;
 
@@ -49,20 +53,27 @@ struct DispatchInput {
     kind: &'static str,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct Concurrency {
     group: String,
     #[serde(rename = "cancel-in-progress")]
     cancel_in_progress: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Default)]
 struct Job {
     name: String,
+    #[serde(rename = "if", skip_serializing_if = "Option::is_none")]
+    condition: Option<String>,
     #[serde(rename = "runs-on")]
     runs_on: &'static str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     needs: Vec<String>,
+    /// The job's own permissions (they replace the workflow's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permissions: Option<Mapping>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    concurrency: Option<Concurrency>,
     steps: Vec<Step>,
 }
 
@@ -74,12 +85,17 @@ const BIN_ARTIFACT: &str = "strata-bin";
 struct Step {
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
+    /// For `steps.<id>.outputs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
     #[serde(rename = "if", skip_serializing_if = "Option::is_none")]
     condition: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     uses: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     with: Option<Mapping>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env: Option<Mapping>,
     #[serde(skip_serializing_if = "Option::is_none")]
     run: Option<String>,
 }
@@ -231,7 +247,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
     let ids = job_ids(&plan);
     let group = groups(&plan);
     let carried = super::command_output_sources(&plan);
-    let aws_oidc = ctx.credentials.iter().any(|c| c == "AWS_ACCESS_KEY_ID");
+    let aws_oidc = uses_aws_oidc(ctx);
     let mut jobs = Mapping::new();
     jobs.insert(
         Value::from(BUILD_JOB),
@@ -244,25 +260,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
             .copied()
             .filter(|&i| group[i] == lead)
             .collect();
-        let mut steps = vec![
-            Step {
-                uses: Some("actions/checkout@v4".into()),
-                ..Default::default()
-            },
-            Step {
-                name: Some("Get strata (built once, in build-strata)".into()),
-                uses: Some("actions/download-artifact@v4".into()),
-                with: Some(map(&[("name", BIN_ARTIFACT), ("path", "${{ runner.temp }}/strata-bin")])),
-                ..Default::default()
-            },
-            Step {
-                name: Some("Put strata on PATH".into()),
-                run: Some(
-                    "chmod +x \"$RUNNER_TEMP/strata-bin/strata\" && echo \"$RUNNER_TEMP/strata-bin\" >> \"$GITHUB_PATH\"".into(),
-                ),
-                ..Default::default()
-            },
-        ];
+        let mut steps = strata_steps();
         // Outputs of command projects in other jobs that these take `inputs:` from.
         let sources: BTreeSet<&str> = members
             .iter()
@@ -284,32 +282,10 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 });
             }
         }
-        if members.iter().any(|&i| needs_pulumi_cli(&plan, i)) {
-            steps.push(Step {
-                name: Some("Install the Pulumi CLI".into()),
-                uses: Some("pulumi/actions@v6".into()),
-                ..Default::default()
-            });
-        }
-        if aws_oidc {
-            let mut with = map(&[
-                ("role-to-assume", "${{ vars.AWS_ROLE_TO_ASSUME }}"),
-                ("aws-region", "${{ vars.AWS_REGION }}"),
-            ]);
-            with.insert(
-                "role-session-name".into(),
-                format!("strata-{}", ids[lead]).into(),
-            );
-            steps.push(Step {
-                name: Some(
-                    "AWS credentials through OIDC (when vars.AWS_ROLE_TO_ASSUME is set)".into(),
-                ),
-                condition: Some("${{ vars.AWS_ROLE_TO_ASSUME != '' }}".into()),
-                uses: Some("aws-actions/configure-aws-credentials@v4".into()),
-                with: Some(with),
-                ..Default::default()
-            });
-        }
+        steps.extend(runner_setup(
+            members.iter().any(|&i| needs_pulumi_cli(&plan, i)),
+            aws_oidc.then(|| format!("strata-{}", ids[lead])),
+        ));
         let paths: Vec<&str> = members
             .iter()
             .map(|&i| plan.nodes[i].path.as_str())
@@ -318,37 +294,25 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
             .iter()
             .map(|p| format!("--project {}", shell_word(p)))
             .collect();
-        steps.push(Step {
-            name: Some(format!("strata up {}", paths.join(" + "))),
-            run: Some(format!(
+        steps.push(run_step(
+            &format!("strata up {}", paths.join(" + ")),
+            format!(
                 "strata up --provider {} --stack \"$PULUMI_STACK\" {} --non-interactive",
                 shell_word(ctx.provider),
                 projects.join(" ")
-            )),
-            ..Default::default()
-        });
+            ),
+        ));
         for &i in members
             .iter()
             .filter(|&&i| carried.contains(&plan.nodes[i].path))
         {
             let node = &plan.nodes[i];
-            steps.push(Step {
-                name: Some(format!("Keep the outputs of {}", node.path)),
-                uses: Some("actions/upload-artifact@v4".into()),
-                with: Some({
-                    let mut with = map(&[
-                        ("name", &format!("strata-outputs-{}", ids[i])),
-                        (
-                            "path",
-                            &format!("{OUTPUTS_DIR}/{}.json", crate::util::slug(&node.path)),
-                        ),
-                        ("if-no-files-found", "error"),
-                    ]);
-                    with.insert("retention-days".into(), 1.into());
-                    with
-                }),
-                ..Default::default()
-            });
+            steps.push(upload_step(
+                &format!("Keep the outputs of {}", node.path),
+                &format!("strata-outputs-{}", ids[i]),
+                &format!("{OUTPUTS_DIR}/{}.json", crate::util::slug(&node.path)),
+                1,
+            ));
         }
         let mut needs: Vec<String> = vec![BUILD_JOB.to_string()];
         for &i in &members {
@@ -364,6 +328,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
             runs_on: "ubuntu-latest",
             needs,
             steps,
+            ..Default::default()
         };
         jobs.insert(
             Value::from(ids[lead].clone()),
@@ -371,23 +336,6 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         );
     }
 
-    let mut env = map(&[
-        ("PULUMI_STACK", "${{ inputs.stack }}"),
-        ("PULUMI_BACKEND_URL", "${{ secrets.PULUMI_BACKEND_URL }}"),
-        ("PULUMI_ACCESS_TOKEN", "${{ secrets.PULUMI_ACCESS_TOKEN }}"),
-        (
-            "PULUMI_CONFIG_PASSPHRASE",
-            "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
-        ),
-        ("STRATA_PASSPHRASE", "${{ secrets.STRATA_PASSPHRASE }}"),
-    ]);
-    for c in ctx.credentials {
-        env.insert(c.as_str().into(), format!("${{{{ secrets.{c} }}}}").into());
-    }
-    let mut permissions = map(&[("contents", "read")]);
-    if aws_oidc {
-        permissions.insert("id-token".into(), "write".into());
-    }
     let workflow = Workflow {
         name: format!("strata up ({})", ctx.provider),
         on: On {
@@ -404,37 +352,20 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 },
             },
         },
-        permissions,
+        permissions: permissions(ctx, &[]),
         concurrency: Concurrency {
             group: format!("strata-{}-${{{{ inputs.stack }}}}", ctx.provider),
             cancel_in_progress: false,
         },
-        env,
+        env: workflow_env(ctx, "${{ inputs.stack }}"),
         jobs,
     };
 
-    let mut notes = vec![
-        format!(
-            "One job per project of profile `{}` (infra_type {}); `needs:` is strata's dependency graph, so what does not depend on each other runs at the same time. strata is built once (job {BUILD_JOB}) and handed to every job as an artifact; each job runs `strata up --project <path>` on a fresh runner.",
-            ctx.provider, ctx.infra_type
-        ),
-        "Before the first run:".to_string(),
-        "- Set the repository secret PULUMI_BACKEND_URL to a backend every runner shares (s3://..., azblob://..., gs://..., or https://api.pulumi.com with PULUMI_ACCESS_TOKEN): the default file backend under .strata/ is gone when a job ends, and later jobs read earlier outputs from the backend.".to_string(),
-        "- Set PULUMI_CONFIG_PASSPHRASE if the stacks use the passphrase secrets provider, and STRATA_PASSPHRASE if the profile has secrets (config/secrets/<stack>.age). Unset secrets are empty and ignored.".to_string(),
-        "- Commit the stack config: `git add -f config/pulumi/Pulumi.<stack>.yaml` (this repository's .gitignore keeps the ones local runs make out of git, so the file must be added on purpose); a job cannot prompt for missing config.".to_string(),
-        "- The build job runs `cargo install --locked --path .` in this repository; if your workspace repository does not hold strata's source, install it another way there. Install the language runtimes your Pulumi projects need (Node.js, Python, ...) next to the Pulumi CLI.".to_string(),
-    ];
-    if !ctx.credentials.is_empty() {
-        notes.push(format!(
-            "- Cloud credentials: the profile's `credentials:` ({}) reach every job as repository secrets of those names.{}",
-            ctx.credentials.join(", "),
-            if aws_oidc {
-                " For AWS the recommended way is OIDC, with no long-lived key: set the repository variables AWS_ROLE_TO_ASSUME (an IAM role trusting GitHub's OIDC provider for this repository) and AWS_REGION, and each job assumes the role (aws-actions/configure-aws-credentials); leave the AWS_* secrets unset."
-            } else {
-                ""
-            }
-        ));
-    }
+    let mut notes = vec![format!(
+        "One job per project of profile `{}` (infra_type {}); `needs:` is strata's dependency graph, so what does not depend on each other runs at the same time. strata is built once (job {BUILD_JOB}) and handed to every job as an artifact; each job runs `strata up --project <path>` on a fresh runner.",
+        ctx.provider, ctx.infra_type
+    )];
+    notes.extend(setup_notes(ctx));
     if super::has_builtin(full) {
         notes.push(format!(
             "- The built-in secrets step (@secrets) is not a job: it writes the secrets into the cluster with the kubeconfig of the machine that ran the infrastructure stage, which a fresh runner does not have. The kubernetes jobs wait for what it waits for instead. Get the secrets into the cluster before they run: `strata up -p {} -s <stack> --project @secrets` on a machine with the cluster's kubeconfig, or the cluster's own mechanism (External Secrets, Sealed Secrets).",
@@ -463,31 +394,165 @@ fn build_job() -> Job {
         runs_on: "ubuntu-latest",
         needs: vec![],
         steps: vec![
-            Step {
-                uses: Some("actions/checkout@v4".into()),
-                ..Default::default()
-            },
-            Step {
-                name: Some("Build strata".into()),
-                run: Some("cargo install --locked --path . --root \"$RUNNER_TEMP/strata\"".into()),
-                ..Default::default()
-            },
-            Step {
-                name: Some("Hand strata to the other jobs".into()),
-                uses: Some("actions/upload-artifact@v4".into()),
-                with: Some({
-                    let mut with = map(&[
-                        ("name", BIN_ARTIFACT),
-                        ("path", "${{ runner.temp }}/strata/bin/strata"),
-                        ("if-no-files-found", "error"),
-                    ]);
-                    with.insert("retention-days".into(), 1.into());
-                    with
-                }),
-                ..Default::default()
-            },
+            checkout(),
+            run_step(
+                "Build strata",
+                "cargo install --locked --path . --root \"$RUNNER_TEMP/strata\"".into(),
+            ),
+            upload_step(
+                "Hand strata to the other jobs",
+                BIN_ARTIFACT,
+                "${{ runner.temp }}/strata/bin/strata",
+                1,
+            ),
         ],
+        ..Default::default()
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared with review_apply
+
+/// Whether AWS credentials come through OIDC (the profile reads AWS keys).
+fn uses_aws_oidc(ctx: &ExportContext) -> bool {
+    ctx.credentials.iter().any(|c| c == "AWS_ACCESS_KEY_ID")
+}
+
+/// `contents: read`, `id-token: write` for AWS OIDC, then `extra` (scope, access).
+fn permissions(ctx: &ExportContext, extra: &[(&str, &str)]) -> Mapping {
+    let mut permissions = map(&[("contents", "read")]);
+    if uses_aws_oidc(ctx) {
+        permissions.insert("id-token".into(), "write".into());
+    }
+    permissions.extend(map(extra));
+    permissions
+}
+
+/// The workflow's environment: `PULUMI_STACK` is `stack` (an expression or a name), the
+/// backend and passphrases and the profile's `credentials:` are repository secrets.
+fn workflow_env(ctx: &ExportContext, stack: &str) -> Mapping {
+    let mut env = map(&[
+        ("PULUMI_STACK", stack),
+        ("PULUMI_BACKEND_URL", "${{ secrets.PULUMI_BACKEND_URL }}"),
+        ("PULUMI_ACCESS_TOKEN", "${{ secrets.PULUMI_ACCESS_TOKEN }}"),
+        (
+            "PULUMI_CONFIG_PASSPHRASE",
+            "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
+        ),
+        ("STRATA_PASSPHRASE", "${{ secrets.STRATA_PASSPHRASE }}"),
+    ]);
+    for c in ctx.credentials {
+        env.insert(c.as_str().into(), format!("${{{{ secrets.{c} }}}}").into());
+    }
+    env
+}
+
+fn checkout() -> Step {
+    Step {
+        uses: Some("actions/checkout@v4".into()),
+        ..Default::default()
+    }
+}
+
+/// A step that runs the bash script `run`.
+fn run_step(name: &str, run: String) -> Step {
+    Step {
+        name: Some(name.into()),
+        run: Some(run),
+        ..Default::default()
+    }
+}
+
+/// The first steps of a job that runs strata: the checkout, then the binary of
+/// build-strata on PATH.
+fn strata_steps() -> Vec<Step> {
+    vec![
+        checkout(),
+        Step {
+            name: Some("Get strata (built once, in build-strata)".into()),
+            uses: Some("actions/download-artifact@v4".into()),
+            with: Some(map(&[
+                ("name", BIN_ARTIFACT),
+                ("path", "${{ runner.temp }}/strata-bin"),
+            ])),
+            ..Default::default()
+        },
+        Step {
+            name: Some("Put strata on PATH".into()),
+            run: Some(
+                "chmod +x \"$RUNNER_TEMP/strata-bin/strata\" && echo \"$RUNNER_TEMP/strata-bin\" >> \"$GITHUB_PATH\"".into(),
+            ),
+            ..Default::default()
+        },
+    ]
+}
+
+/// The Pulumi CLI when `pulumi` is true, and AWS credentials through OIDC under the
+/// session name `aws_session` when it is set.
+fn runner_setup(pulumi: bool, aws_session: Option<String>) -> Vec<Step> {
+    let mut steps = Vec::new();
+    if pulumi {
+        steps.push(Step {
+            name: Some("Install the Pulumi CLI".into()),
+            uses: Some("pulumi/actions@v6".into()),
+            ..Default::default()
+        });
+    }
+    if let Some(session) = aws_session {
+        let mut with = map(&[
+            ("role-to-assume", "${{ vars.AWS_ROLE_TO_ASSUME }}"),
+            ("aws-region", "${{ vars.AWS_REGION }}"),
+        ]);
+        with.insert("role-session-name".into(), session.into());
+        steps.push(Step {
+            name: Some("AWS credentials through OIDC (when vars.AWS_ROLE_TO_ASSUME is set)".into()),
+            condition: Some("${{ vars.AWS_ROLE_TO_ASSUME != '' }}".into()),
+            uses: Some("aws-actions/configure-aws-credentials@v4".into()),
+            with: Some(with),
+            ..Default::default()
+        });
+    }
+    steps
+}
+
+/// Keeps `path` as the artifact `artifact` for `days` days; nothing there fails the step.
+fn upload_step(name: &str, artifact: &str, path: &str, days: u32) -> Step {
+    let mut with = map(&[
+        ("name", artifact),
+        ("path", path),
+        ("if-no-files-found", "error"),
+    ]);
+    with.insert("retention-days".into(), days.into());
+    Step {
+        name: Some(name.into()),
+        uses: Some("actions/upload-artifact@v4".into()),
+        with: Some(with),
+        ..Default::default()
+    }
+}
+
+/// What to set up before the first run: the shared backend, the passphrases, the
+/// committed stack config, how strata is built, the credentials.
+fn setup_notes(ctx: &ExportContext) -> Vec<String> {
+    let mut notes = vec![
+        "Before the first run:".to_string(),
+        "- Set the repository secret PULUMI_BACKEND_URL to a backend every runner shares (s3://..., azblob://..., gs://..., or https://api.pulumi.com with PULUMI_ACCESS_TOKEN): the default file backend under .strata/ is gone when a job ends, and later jobs read earlier outputs from the backend.".to_string(),
+        "- Set PULUMI_CONFIG_PASSPHRASE if the stacks use the passphrase secrets provider, and STRATA_PASSPHRASE if the profile has secrets (config/secrets/<stack>.age). Unset secrets are empty and ignored.".to_string(),
+        "- Commit the stack config: `git add -f config/pulumi/Pulumi.<stack>.yaml` (this repository's .gitignore keeps the ones local runs make out of git, so the file must be added on purpose); a job cannot prompt for missing config.".to_string(),
+        "- The build job runs `cargo install --locked --path .` in this repository; if your workspace repository does not hold strata's source, install it another way there. Install the language runtimes your Pulumi projects need (Node.js, Python, ...) next to the Pulumi CLI.".to_string(),
+    ];
+    if !ctx.credentials.is_empty() {
+        notes.push(format!(
+            "- Cloud credentials: the profile's `credentials:` ({}) reach every job as repository secrets of those names.{}",
+            ctx.credentials.join(", "),
+            if uses_aws_oidc(ctx) {
+                " For AWS the recommended way is OIDC, with no long-lived key: set the repository variables AWS_ROLE_TO_ASSUME (an IAM role trusting GitHub's OIDC provider for this repository) and AWS_REGION, and each job assumes the role (aws-actions/configure-aws-credentials); leave the AWS_* secrets unset."
+            } else {
+                ""
+            }
+        ));
+    }
+    notes
 }
 
 #[cfg(test)]
