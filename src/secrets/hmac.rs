@@ -80,7 +80,7 @@ mod tests {
         assert_ne!(d, secret_digest(b"key-one", "lab:pin", "428572"));
         assert_ne!(d, secret_digest(b"key-one", "lab:other", "428571"));
         // Not the old construction: SHA-256 over the key (then a salt), name and value.
-        let old = crate::util::sha256_hex(b"key-onelab:pin\0428571");
+        let old = crate::util::sha256_hex(b"key-onelab:pin\x00428571");
         assert_ne!(d, old);
     }
 }
