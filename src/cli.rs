@@ -177,16 +177,6 @@ pub enum ReportFormat {
     Json,
 }
 
-impl ReportFormat {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReportFormat::Html => "html",
-            ReportFormat::Mermaid => "mermaid",
-            ReportFormat::Json => "json",
-        }
-    }
-}
-
 #[derive(Debug, Subcommand)]
 pub enum SecretsCommand {
     /// Store a secret (value from a no-echo prompt, or stdin when piped)
@@ -255,6 +245,12 @@ pub struct UpArgs {
     /// set (server-side apply's force); without it such a conflict fails the step
     #[arg(long)]
     pub force_conflicts: bool,
+
+    /// Apply exactly the plan bundle that `preview --save-plan DIR` wrote: refused when
+    /// code, inputs, secrets, the stack config or the profile moved since, or when it was
+    /// applied before
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["projects", "from", "with_deps", "resume", "changed"])]
+    pub plan: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -272,6 +268,12 @@ pub struct PreviewOptions {
     /// appended to $GITHUB_STEP_SUMMARY when that is set
     #[arg(long, value_name = "FILE")]
     pub summary_file: Option<std::path::PathBuf>,
+
+    /// Write a plan bundle into DIR (new or empty): each Pulumi project's update plan,
+    /// a manifest of what the preview saw, and the Markdown summary; `up --plan DIR`
+    /// applies exactly that
+    #[arg(long, value_name = "DIR")]
+    pub save_plan: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -1,9 +1,65 @@
-//! `up --plan`'s checks before anything runs: the bundle against the workspace as it is
-//! now. Each difference is one line that names the project (or the file) and what moved.
+//! `up --plan`'s checks before anything runs: a bundle applied before is refused when it
+//! is opened, and the bundle against the workspace as it is now once the fingerprints
+//! are known. Each difference is one line that names the project (or the file) and
+//! what moved.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::Manifest;
+use crate::error::{Error, Result};
+use crate::util::display_path;
+use crate::workspace::{Profile, Workspace};
+
+/// Reads the bundle at `dir` for `up --plan`: refused when it was applied before.
+pub fn open(ws: &Workspace, dir: &Path, stack: Option<&str>) -> Result<Manifest> {
+    let m = Manifest::read(dir)?;
+    let stack = stack.unwrap_or(&m.stack);
+    if let Some(a) = super::applied(dir, &ws.state_dir(stack), &m.id) {
+        return Err(Error::config(format!(
+            "the plan bundle {} (preview run {}) was applied already, by run {} at {}: a bundle applies once. Nothing was run.\n  For new changes, preview again: strata preview --save-plan DIR",
+            display_path(dir),
+            m.id,
+            a.run_id,
+            a.applied_at
+        )));
+    }
+    Ok(m)
+}
+
+/// `up --plan`: refuses (exit 3, before anything runs) when anything the bundle was
+/// made from moved.
+pub fn refuse_moved(
+    ws: &Workspace,
+    profile: &Profile,
+    stack: &str,
+    dir: &Path,
+    manifest: &Manifest,
+    fingerprints: &BTreeMap<String, String>,
+) -> Result<()> {
+    let config_file = ws.stack_config_path(stack);
+    let profile_hash = super::profile_hash(profile, &ws.root);
+    let config_hash = super::file_hash(&config_file);
+    let shown = display_path(&config_file);
+    let now = Now {
+        strata_version: env!("CARGO_PKG_VERSION"),
+        stack,
+        profile: &profile.name,
+        profile_hash: &profile_hash,
+        stack_config_file: &shown,
+        stack_config_hash: &config_hash,
+        fingerprints,
+    };
+    let moved = moved(manifest, &now);
+    if moved.is_empty() {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "the plan bundle {} no longer matches this workspace, so nothing was run:\n  {}\nPreview again (strata preview --save-plan DIR), review it, and apply that bundle.",
+        display_path(dir),
+        moved.join("\n  ")
+    )))
+}
 
 /// The workspace as `up --plan` finds it.
 pub struct Now<'a> {
@@ -56,7 +112,7 @@ pub fn moved(m: &Manifest, now: &Now) -> Vec<String> {
                 "{path}: in the bundle, but no longer in profile {}",
                 now.profile
             )),
-            Some(_) if step.status != "succeeded" => out.push(format!(
+            Some(_) if !step.appliable() => out.push(format!(
                 "{path}: its preview did not succeed ({}{}), so the bundle holds no plan for it",
                 step.status,
                 step.message

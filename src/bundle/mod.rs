@@ -64,6 +64,15 @@ pub struct Step {
     pub message: Option<String>,
 }
 
+impl Step {
+    /// Whether `up --plan` may apply this step: its preview succeeded, or it is a
+    /// command project (or the secrets step) with nothing to preview, which the
+    /// fingerprint alone holds.
+    pub fn appliable(&self) -> bool {
+        self.status == "succeeded" || (self.status == "skipped" && self.kind != "pulumi")
+    }
+}
+
 /// `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {

@@ -35,6 +35,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         changed: false,
         force_conflicts: false,
         preview: Default::default(),
+        plan: None,
     };
     match &cli.command {
         Command::Providers => providers::run(target, &settings),
@@ -54,6 +55,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 resume: a.resume,
                 changed: a.changed,
                 force_conflicts: a.force_conflicts,
+                plan: a.plan.as_deref().map(absolute),
                 ..run(Operation::Up, &a.run)
             },
         ),
@@ -68,6 +70,12 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Refresh(a) => run::run(target, &settings, run(Operation::Refresh, a)),
         Command::Destroy(a) => run::run(target, &settings, run(Operation::Destroy, a)),
     }
+}
+
+/// A folder the user named, as an absolute path: the projects' processes run in their
+/// own folders.
+fn absolute(p: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 fn asked(g: &GlobalArgs) -> Asked {
@@ -103,6 +111,7 @@ fn preview_options(a: &PreviewOptions) -> pipeline::PreviewOptions {
         expect_no_changes: a.expect_no_changes,
         refresh: a.refresh,
         summary_file: a.summary_file.clone(),
+        save_plan: a.save_plan.as_deref().map(absolute),
     }
 }
 

@@ -155,6 +155,7 @@ impl<'a> Reader<'a> {
                     scratch_dir: state_dir.join("work").join(slug(&node.path)),
                     secret_config: Default::default(),
                     refresh: false,
+                    plan: None,
                 };
                 let mut procs = 0;
                 match engine.stack_outputs(

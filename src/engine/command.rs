@@ -203,6 +203,7 @@ mod tests {
             scratch_dir: dir.join("scratch"),
             secret_config: BTreeMap::new(),
             refresh: false,
+            plan: None,
         }
     }
 

@@ -61,6 +61,17 @@ pub struct Job {
     pub secret_config: BTreeMap<String, String>,
     /// `preview --refresh`: refresh the stack's state before previewing (drift).
     pub refresh: bool,
+    /// A Pulumi update plan: written by a preview, or the one an `up` is held to.
+    pub plan: Option<PlanFile>,
+}
+
+/// A Pulumi update plan file (`preview --save-plan`, `up --plan`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanFile {
+    /// A preview writes the plan here.
+    Save(PathBuf),
+    /// The `up` may do only what this plan recorded.
+    Apply(PathBuf),
 }
 
 /// What an engine reports while it runs.

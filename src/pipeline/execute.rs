@@ -17,6 +17,7 @@ use crate::plan::Plan;
 use crate::run::events::{RunEvent, Status};
 use crate::run::journal::{self, Journal, Record};
 use crate::run::scheduler::{self, StepResult};
+use crate::run::step::bundle::PlanBundle;
 use crate::run::step::{Ctx, StepRecord, StepRunner, hooks};
 use crate::run::{fingerprint, signals};
 use crate::secrets::redact::Redactor;
@@ -48,6 +49,10 @@ pub struct Executed {
     pub redactor: Redactor,
     /// The journal's length before the run's first record: its report reads from here.
     pub journal_from: u64,
+    /// The input fingerprint of every step of the run.
+    pub fingerprints: BTreeMap<String, String>,
+    /// `preview --save-plan`: the digest of each upstream's outputs, per step.
+    pub bundle_reads: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// A key no other run has, when the kernel's random source cannot be read.
@@ -138,6 +143,11 @@ pub fn execute(
                 (fingerprints, last_outputs, changed)
             })?
     };
+    // `up --plan`: the bundle against the workspace, before anything runs.
+    if let Some(m) = &r.bundle {
+        let dir = r.req.plan.as_deref().unwrap_or(std::path::Path::new("."));
+        crate::bundle::check::refuse_moved(&r.ws, &r.profile, &stack, dir, m, &fingerprints)?;
+    }
     let plan = changed.plan.unwrap_or_else(|| r.plan.clone());
     let unchanged = changed.dropped;
     let run_id = format!(
@@ -193,6 +203,17 @@ pub fn execute(
         last_outputs,
         conditional: changed.conditional,
         force_conflicts: r.req.force_conflicts,
+        bundle: match (&r.req.preview.save_plan, &r.req.plan, &r.bundle) {
+            (Some(dir), _, _) if op == Operation::Preview => {
+                crate::bundle::prepare_dir(dir)?;
+                Some(PlanBundle::Save { dir: dir.clone() })
+            }
+            (_, Some(dir), Some(m)) => Some(PlanBundle::Apply {
+                dir: dir.clone(),
+                manifest: Box::new(m.clone()),
+            }),
+            _ => None,
+        },
     };
     let control = Control::new();
     if let Some(lock) = &held.lock {
@@ -312,6 +333,7 @@ pub fn execute(
     let logs = (0..n).map(|i| runner.log_path(i)).collect();
     let tails = (0..n).map(|i| runner.tail(i)).collect();
     let processes = runner.processes();
+    let bundle_reads = runner.bundle_reads();
     drop(runner);
     let redactor = ctx.redactor.into_inner().unwrap_or_else(|e| e.into_inner());
     Ok(Executed {
@@ -328,6 +350,8 @@ pub fn execute(
         killed,
         redactor,
         journal_from,
+        fingerprints: ctx.fingerprints,
+        bundle_reads,
     })
 }
 

@@ -3,6 +3,7 @@
 //! record. Nothing is written before `lock`; `validate` is resolve + preflight.
 
 pub mod ask;
+pub mod bundle;
 pub mod env;
 pub mod execute;
 pub mod lock;
@@ -26,6 +27,8 @@ pub struct Request {
     pub force_conflicts: bool,
     /// `preview` only.
     pub preview: PreviewOptions,
+    /// `up --plan`: the plan bundle to apply.
+    pub plan: Option<PathBuf>,
 }
 
 /// Which projects a run takes and how it runs them (`--project`, `-j`, …).
@@ -54,4 +57,6 @@ pub struct PreviewOptions {
     pub refresh: bool,
     /// Where to write the Markdown summary.
     pub summary_file: Option<PathBuf>,
+    /// `--save-plan`: where to write a plan bundle.
+    pub save_plan: Option<PathBuf>,
 }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result, exit};
 use crate::plan::NodeKind;
 use crate::run::events::{Counts, RunEvent, Status};
 use crate::settings::Settings;
-use crate::util::{human_duration, now_ms};
+use crate::util::{display_path, human_duration, now_ms};
 
 use super::execute::Executed;
 use super::resolve::Resolved;
@@ -95,7 +95,32 @@ pub fn finish(
     );
     let mut summary_failed = None;
     if op == Operation::Preview {
-        summary_failed = write_preview_summary(r, &done, &rows).err();
+        let text = preview_markdown(r, &done, &rows);
+        summary_failed = write_preview_summary(r, &text).err();
+        if let Some(dir) = &r.req.preview.save_plan
+            && !done.interrupted
+        {
+            let git = crate::bundle::git_state(&r.ws.root);
+            match super::bundle::write(r, dir, &done, &text, git) {
+                Ok(()) => eprintln!(
+                    "wrote the plan bundle {} (apply exactly it: strata up --plan {})",
+                    display_path(dir),
+                    display_path(dir)
+                ),
+                Err(e) => summary_failed = summary_failed.or(Some(e)),
+            }
+        }
+    }
+    if let (Some(dir), Some(m)) = (&r.req.plan, &r.bundle)
+        && op == Operation::Up
+        && !done.interrupted
+        && done
+            .results
+            .iter()
+            .all(|s| s.status == Status::Succeeded || s.status == Status::Skipped)
+    {
+        summary_failed =
+            summary_failed.or(super::bundle::mark_applied(r, dir, m, &done.run_id).err());
     }
     if settings.display == crate::settings::Display::Quiet {
         // -q: the final line, and what failed.
@@ -229,19 +254,8 @@ fn pending_changes(r: &Resolved, done: &Executed) -> Vec<String> {
     out
 }
 
-/// `--summary-file FILE` and `$GITHUB_STEP_SUMMARY` (appended to, like GitHub's own
-/// actions do): the preview's Markdown summary, redacted.
-fn write_preview_summary(r: &Resolved, done: &Executed, rows: &[Row]) -> Result<()> {
-    let file = r.req.preview.summary_file.as_ref();
-    let step =
-        r.ws.env
-            .get("GITHUB_STEP_SUMMARY")
-            .cloned()
-            .or_else(|| std::env::var("GITHUB_STEP_SUMMARY").ok())
-            .filter(|s| !s.is_empty());
-    if file.is_none() && step.is_none() {
-        return Ok(());
-    }
+/// The preview's Markdown summary, redacted.
+fn preview_markdown(r: &Resolved, done: &Executed, rows: &[Row]) -> String {
     let lines: Vec<markdown::Line> = rows
         .iter()
         .map(|row| markdown::Line {
@@ -252,11 +266,23 @@ fn write_preview_summary(r: &Resolved, done: &Executed, rows: &[Row]) -> Result<
             text: &row.tail,
         })
         .collect();
-    let text = done.redactor.redact(&markdown::preview_summary(
+    done.redactor.redact(&markdown::preview_summary(
         r.stack(),
         &r.profile.name,
         &lines,
-    ));
+    ))
+}
+
+/// `--summary-file FILE` and `$GITHUB_STEP_SUMMARY` (appended to, like GitHub's own
+/// actions do): the preview's Markdown summary.
+fn write_preview_summary(r: &Resolved, text: &str) -> Result<()> {
+    let file = r.req.preview.summary_file.as_ref();
+    let step =
+        r.ws.env
+            .get("GITHUB_STEP_SUMMARY")
+            .cloned()
+            .or_else(|| std::env::var("GITHUB_STEP_SUMMARY").ok())
+            .filter(|s| !s.is_empty());
     if let Some(path) = file {
         crate::files::write_atomic(path, text.as_bytes(), None)?;
     }

@@ -30,6 +30,8 @@ pub struct Resolved {
     /// Set when there is nothing to do, with the reason (a destroy of a stack that was
     /// never brought up).
     pub nothing_to_do: Option<String>,
+    /// `up --plan DIR`: the bundle's manifest (the plan is its projects).
+    pub bundle: Option<crate::bundle::Manifest>,
 }
 
 /// Opens the workspace named by `--root`/`STRATA_ROOT`, else the nearest ancestor with
@@ -76,6 +78,19 @@ pub fn resolve(
         with_deps: req.args.with_deps,
         from: req.args.from.clone(),
     })?;
+    let bundle = match &req.plan {
+        Some(dir) => {
+            let m = crate::bundle::check::open(&ws, dir, stack.as_deref())?;
+            let keep: Vec<bool> = base
+                .nodes
+                .iter()
+                .map(|n| m.steps.contains_key(&n.path))
+                .collect();
+            plan = base.subplan(&keep);
+            Some(m)
+        }
+        None => None,
+    };
     if req.resume {
         let Some(s) = &stack else {
             return Err(Error::config(
@@ -121,6 +136,7 @@ pub fn resolve(
         full,
         plan,
         nothing_to_do,
+        bundle,
     })
 }
 

@@ -219,6 +219,7 @@ mod tests {
             scratch_dir: "/tmp".into(),
             secret_config: Default::default(),
             refresh: false,
+            plan: None,
         }
     }
 

@@ -5,6 +5,7 @@ mod support;
 
 mod architecture;
 mod bounds;
+mod bundle;
 mod crash;
 mod export;
 mod firsthour;

@@ -989,3 +989,178 @@ fn outputs_status_report_and_pko_export_read_the_real_outputs() {
         assert!(ok, "the PKO CRD refuses the export: {why}\n{text}");
     }
 }
+
+// ---------------------------------------------------------------------------------
+// Plan bundles (issue 24): `preview --save-plan`, then `up --plan`, with the real CLI
+// ---------------------------------------------------------------------------------
+
+fn lp(r: &Real, args: &[&str]) -> Run {
+    let mut all = args.to_vec();
+    all.extend([
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+        "--output",
+        "json",
+    ]);
+    r.strata(&all)
+}
+
+/// A bundle is saved (one real update plan per Pulumi project, the manifest, the
+/// summary), applied exactly (each `up` held to its plan, Pulumi's own preview first),
+/// then refused as applied; a code change and a stack-config change refuse a later
+/// bundle before anything runs, and an upstream whose outputs come out other than the
+/// preview saw stops its dependents.
+#[test]
+fn a_plan_bundle_is_saved_applied_once_and_refused_when_anything_moved() {
+    let Some(r) = Real::with_local_pulumi("a_plan_bundle_is_saved_applied_once") else {
+        return;
+    };
+    let first = up(&r);
+    assert_eq!(first.code, 0, "{first:?}");
+    // A change to review: the app's replicas.
+    let app = r.ws.path("projects/local-pulumi/app/Pulumi.yaml");
+    let text = std::fs::read_to_string(&app).unwrap();
+    std::fs::write(&app, text.replace("default: 1", "default: 2")).unwrap();
+    r.take_calls();
+    let saved = lp(&r, &["preview", "--save-plan", "bundle"]);
+    assert_eq!(saved.code, 0, "{saved:?}");
+    let manifest: Value =
+        serde_json::from_str(&r.ws.read("bundle/manifest.json")).expect("a manifest");
+    for p in ALL {
+        let step = &manifest["steps"][p];
+        assert_eq!(step["status"], "succeeded", "{p}: {manifest:#}");
+        let plan = step["plan"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{p} has a plan"));
+        let doc: Value = serde_json::from_str(&r.ws.read(&format!("bundle/{plan}")))
+            .unwrap_or_else(|e| panic!("{p}'s plan is Pulumi's JSON: {e}"));
+        assert!(
+            doc["resourcePlans"].is_object(),
+            "a real update plan: {doc:#}"
+        );
+    }
+    assert_eq!(
+        manifest["steps"]["local-pulumi/app"]["upstream_outputs"]
+            .as_object()
+            .map(|m| m.len()),
+        Some(3),
+        "registry, ingress and logstore"
+    );
+    assert!(r.ws.read("bundle/summary.md").contains("local-pulumi/app"));
+    for (path, bytes) in r.ws.files_under("bundle") {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(REGISTRY_PASSWORD) && !text.contains(PASSPHRASE),
+            "a secret in clear in {}",
+            path.display()
+        );
+    }
+    let calls = r.take_calls();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| c.starts_with("preview ") && c.contains("--save-plan"))
+            .count(),
+        ALL.len(),
+        "every preview saved its plan: {calls:#?}"
+    );
+
+    let applied = lp(&r, &["up", "--plan", "bundle"]);
+    assert_eq!(applied.code, 0, "{applied:?}");
+    for p in ALL {
+        assert_eq!(status_of(&applied, p), "succeeded", "{p}");
+    }
+    let calls = r.take_calls();
+    let ups: Vec<&String> = calls.iter().filter(|c| c.starts_with("up ")).collect();
+    assert_eq!(ups.len(), ALL.len(), "{calls:#?}");
+    for c in &ups {
+        assert!(
+            c.contains("--plan ") && !c.contains("--skip-preview"),
+            "held to its plan: {c}"
+        );
+    }
+    let deployed = r.ws.read(".strata/dev/local-pulumi-env/app/app");
+    assert!(
+        deployed.contains(" x2 at "),
+        "the reviewed change was applied: {deployed}"
+    );
+
+    let again = lp(&r, &["up", "--plan", "bundle"]);
+    assert_eq!(again.code, 3, "{again:?}");
+    assert!(again.all().contains("applied already"), "{again:?}");
+    assert!(r.take_calls().is_empty(), "nothing ran");
+
+    // A code change after the preview.
+    let saved = lp(&r, &["preview", "--save-plan", "b-code"]);
+    assert_eq!(saved.code, 0, "{saved:?}");
+    let text = std::fs::read_to_string(&app).unwrap();
+    std::fs::write(&app, format!("{text}\n# reviewed? no\n")).unwrap();
+    r.take_calls();
+    let refused = lp(&r, &["up", "--plan", "b-code"]);
+    assert_eq!(refused.code, 3, "{refused:?}");
+    assert!(
+        refused
+            .all()
+            .contains("local-pulumi/app: its code, inputs or secrets changed since the preview"),
+        "{refused:?}"
+    );
+    assert!(
+        r.take_calls().iter().all(|c| !c.starts_with("up ")),
+        "nothing ran"
+    );
+    std::fs::write(&app, text).unwrap();
+
+    // A stack-config change after the preview.
+    let saved = lp(&r, &["preview", "--save-plan", "b-config"]);
+    assert_eq!(saved.code, 0, "{saved:?}");
+    let cfg = r.ws.path("config/pulumi/Pulumi.dev.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}  lp-app:extra: one more\n")).unwrap();
+    r.take_calls();
+    let refused = lp(&r, &["up", "--plan", "b-config"]);
+    assert_eq!(refused.code, 3, "{refused:?}");
+    assert!(
+        refused.all().contains("stack config: ")
+            && refused
+                .all()
+                .contains("Pulumi.dev.yaml changed since the preview"),
+        "{refused:?}"
+    );
+    assert!(
+        r.take_calls().iter().all(|c| !c.starts_with("up ")),
+        "nothing ran"
+    );
+    std::fs::write(&cfg, text).unwrap();
+
+    // The network's outputs change in the bundle itself: what the cluster was previewed
+    // with no longer holds, so the network is applied and the cluster stops there.
+    let net = r.ws.path("projects/local-pulumi/network/Pulumi.yaml");
+    let text = std::fs::read_to_string(&net).unwrap();
+    std::fs::write(&net, text.replace("10.77.0.0/24", "10.78.0.0/24")).unwrap();
+    let saved = lp(&r, &["preview", "--save-plan", "b-upstream"]);
+    assert_eq!(saved.code, 0, "{saved:?}");
+    r.take_calls();
+    let stopped = lp(&r, &["up", "--plan", "b-upstream"]);
+    assert_eq!(stopped.code, 1, "{stopped:?}");
+    assert_eq!(status_of(&stopped, "local-pulumi/network"), "succeeded");
+    assert_eq!(status_of(&stopped, "local-pulumi/cluster"), "failed");
+    assert_eq!(status_of(&stopped, "local-pulumi/ingress"), "skipped");
+    assert!(
+        stopped
+            .all()
+            .contains("the outputs of local-pulumi/network changed since the preview"),
+        "{stopped:?}"
+    );
+    let calls = r.take_calls();
+    assert_eq!(
+        calls.iter().filter(|c| c.starts_with("up ")).count(),
+        2,
+        "network and registry only: {calls:#?}"
+    );
+    assert!(
+        !r.ws.path("b-upstream/applied.json").exists(),
+        "a bundle applied in part is not spent"
+    );
+}

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use super::digest::{self, Changes};
 use super::events::EventState;
 use super::process::{Captured, Control, Exit, Stream, run_captured, run_streaming_tagged};
-use super::{Engine, Failure, Job, Operation, Outcome, Progress, contains_secret_mask};
+use super::{Engine, Failure, Job, Operation, Outcome, PlanFile, Progress, contains_secret_mask};
 use failure::{cancel_command, error_line, exit_text, failure};
 use file_backend::{file_backend_dir, pulumi_locks};
 
@@ -23,8 +23,11 @@ use file_backend::{file_backend_dir, pulumi_locks};
 struct Seen {
     state: EventState,
     tail: Vec<String>,
-    /// `preview --json`: stdout, which holds one PreviewDigest document.
+    /// `preview --json`: stdout, which holds one PreviewDigest document. `up --plan
+    /// --json` prints its preview's digest before the update's event lines.
     digest: Option<String>,
+    /// The digest ends where the event lines start (`up --plan`).
+    digest_then_events: bool,
 }
 
 /// True when the CLI streams preview events instead of printing one digest.
@@ -72,6 +75,7 @@ impl PulumiEngine {
             state,
             tail,
             digest,
+            digest_then_events,
         } = seen;
         *procs += 1;
         report(Progress::Raw(format!("$ pulumi {}", args.join(" "))));
@@ -83,6 +87,7 @@ impl PulumiEngine {
             report(Progress::Raw(line.clone()));
             if from == Stream::Stdout
                 && let Some(buf) = digest.as_mut()
+                && !(*digest_then_events && line.starts_with("{\"sequence\""))
             {
                 buf.push_str(&line);
                 buf.push('\n');
@@ -235,6 +240,22 @@ fn preview_summary(c: &Changes) -> String {
     }
 }
 
+/// `up --plan`: the errors of the preview Pulumi ran first (where a plan that no longer
+/// holds is reported), and words for the failure Pulumi leaves without any: a stack
+/// output other than the plan's.
+fn plan_errors(seen: &mut Seen, exit: &Exit) {
+    if let Some(d) = seen.digest.take().and_then(|text| digest::parse(&text)) {
+        let mut errors = d.errors;
+        errors.append(&mut seen.state.errors);
+        seen.state.errors = errors;
+    }
+    if !exit.success() && seen.state.errors.is_empty() {
+        seen.state.errors.push(
+            "the update does not match its plan, and Pulumi gave no reason: it fails this way when the stack's outputs would differ from the plan's (an upstream output it passes on changed since the preview)".into(),
+        );
+    }
+}
+
 /// Stops before starting another Pulumi process once a Ctrl-C came.
 fn stop_if_cancelled(job: &Job, control: &Control, procs: u32) -> Result<(), Failure> {
     if control.is_cancelled() {
@@ -254,14 +275,33 @@ impl Engine for PulumiEngine {
         report: &mut dyn FnMut(Progress),
     ) -> Result<Outcome, Failure> {
         let mut procs = 0u32;
-        let op_args: Vec<&str> = match job.op {
-            Operation::Up => vec!["up", "--yes", "--skip-preview", "--json"],
-            Operation::Destroy => vec!["destroy", "--yes", "--skip-preview", "--json"],
-            Operation::Refresh => vec!["refresh", "--yes", "--skip-preview", "--json"],
-            Operation::Preview if job.refresh => vec!["preview", "--json", "--refresh"],
-            Operation::Preview => vec!["preview", "--json"],
+        let plan = match &job.plan {
+            Some(PlanFile::Save(f) | PlanFile::Apply(f)) => f.to_string_lossy().into_owned(),
+            None => String::new(),
+        };
+        let op_args: Vec<&str> = match (job.op, &job.plan) {
+            // Held to a plan: Pulumi's own preview runs first, so a plan that no longer
+            // holds fails before anything is applied (with --skip-preview the resources
+            // that still conform would be applied first).
+            (Operation::Up, Some(PlanFile::Apply(_))) => {
+                vec!["up", "--yes", "--json", "--plan", &plan]
+            }
+            (Operation::Up, _) => vec!["up", "--yes", "--skip-preview", "--json"],
+            (Operation::Destroy, _) => vec!["destroy", "--yes", "--skip-preview", "--json"],
+            (Operation::Refresh, _) => vec!["refresh", "--yes", "--skip-preview", "--json"],
+            (Operation::Preview, _) => {
+                let mut a = vec!["preview", "--json"];
+                if job.refresh {
+                    a.push("--refresh");
+                }
+                if let Some(PlanFile::Save(_)) = &job.plan {
+                    a.extend(["--save-plan", plan.as_str()]);
+                }
+                a
+            }
         };
         let digest_mode = job.op == Operation::Preview && !streaming_preview(job);
+        let held_to_plan = job.op == Operation::Up && matches!(job.plan, Some(PlanFile::Apply(_)));
         // A new stack on a file backend: create it first instead of learning it from a
         // failed operation (a wrong guess only costs an "already exists").
         if matches!(job.op, Operation::Up | Operation::Preview)
@@ -283,7 +323,8 @@ impl Engine for PulumiEngine {
         let (exit, mut seen) = loop {
             stop_if_cancelled(job, control, procs)?;
             let mut seen = Seen {
-                digest: digest_mode.then(String::new),
+                digest: (digest_mode || held_to_plan).then(String::new),
+                digest_then_events: held_to_plan,
                 ..Seen::default()
             };
             let exit = self.invoke(
@@ -320,6 +361,9 @@ impl Engine for PulumiEngine {
             created = true;
         };
         let changes = (job.op == Operation::Preview).then(|| preview_changes(&mut seen, report));
+        if held_to_plan {
+            plan_errors(&mut seen, &exit);
+        }
         if !exit.success() {
             return Err(failure(job, job.op.as_str(), &exit, &seen, control, procs));
         }

@@ -25,6 +25,7 @@ fn job(backend: &str) -> Job {
         scratch_dir: "/tmp".into(),
         secret_config: Default::default(),
         refresh: false,
+        plan: None,
     }
 }
 

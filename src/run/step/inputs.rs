@@ -25,7 +25,7 @@ struct Wired {
 
 impl StepRunner<'_> {
     /// Outputs of `upstream`: from this run, or read from its deployed stack.
-    fn outputs_of(
+    pub(super) fn outputs_of(
         &self,
         upstream: &str,
         downstream: &str,

@@ -24,6 +24,7 @@ use crate::util::{display_path, now_ms, rfc3339, slug};
 use crate::workspace::{ProjectKind, StackConfig};
 
 mod attempt;
+pub mod bundle;
 mod cluster_secrets;
 pub mod hooks;
 mod inputs;
@@ -75,6 +76,8 @@ pub struct Ctx {
     pub conditional: BTreeMap<String, BTreeMap<String, String>>,
     /// `up --force-conflicts`: the secrets step takes over fields another manager set.
     pub force_conflicts: bool,
+    /// `preview --save-plan` / `up --plan`: the plan bundle written or applied.
+    pub bundle: Option<bundle::PlanBundle>,
 }
 
 impl Ctx {
@@ -186,6 +189,8 @@ pub struct StepRunner<'a> {
     unchanged: Mutex<BTreeSet<usize>>,
     /// Each step's log, opened by `prepare`, taken by `execute`.
     log_files: Mutex<BTreeMap<usize, std::fs::File>>,
+    /// `preview --save-plan`: the digest of each upstream's outputs, per step.
+    bundle_reads: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
 }
 
 impl<'a> StepRunner<'a> {
@@ -210,6 +215,7 @@ impl<'a> StepRunner<'a> {
             new_outputs: Mutex::new(BTreeMap::new()),
             unchanged: Mutex::new(BTreeSet::new()),
             log_files: Mutex::new(BTreeMap::new()),
+            bundle_reads: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -249,7 +255,7 @@ impl<'a> StepRunner<'a> {
     }
 
     fn job_for(&self, path: &str, op: Operation) -> Option<Job> {
-        let (dir, name, _) = self.ctx.projects.get(path)?;
+        let (dir, name, kind) = self.ctx.projects.get(path)?;
         Some(Job {
             path: path.to_string(),
             name: name.clone(),
@@ -263,6 +269,14 @@ impl<'a> StepRunner<'a> {
             scratch_dir: self.ctx.state_dir.join("work").join(slug(path)),
             secret_config: BTreeMap::new(),
             refresh: self.ctx.refresh && op == Operation::Preview,
+            plan: match (&self.ctx.bundle, kind) {
+                (Some(b), ProjectKind::Pulumi { .. })
+                    if matches!(op, Operation::Preview | Operation::Up) =>
+                {
+                    b.plan_file(path)
+                }
+                _ => None,
+            },
         })
     }
 
@@ -305,6 +319,9 @@ impl<'a> StepRunner<'a> {
             if let ProjectKind::Command(spec) = &project.kind
                 && spec.preview.is_none()
             {
+                // Held by its fingerprint alone under a bundle, with what its upstreams
+                // left (none yet, when one was never deployed: applying then refuses).
+                let _ = self.hold_to_bundle(&node.path, &mut sink);
                 return Ran::new(
                     Status::Skipped,
                     Some("no `preview:` command in its Strata.yaml: nothing to preview".into()),
@@ -316,6 +333,10 @@ impl<'a> StepRunner<'a> {
                 Ok(Some(up)) => return Ran::blocked(&up, &ctx.stack),
                 Err((status, msg)) => return Ran::new(status, Some(msg), None),
             }
+        }
+
+        if let Err(ran) = self.hold_to_bundle(&node.path, &mut sink) {
+            return *ran;
         }
 
         let is_pulumi = matches!(project.kind, ProjectKind::Pulumi { .. });

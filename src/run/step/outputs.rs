@@ -126,13 +126,7 @@ impl StepRunner<'_> {
         // A secret of the store that an output repeats in clear (a command project that
         // echoes it) is hashed under the store's own key first: the salt beside the
         // journal must not let a reader of `.strata/` test guesses of it.
-        let mut secrets: Vec<&String> = self
-            .ctx
-            .secrets
-            .values()
-            .filter(|v| !v.is_empty())
-            .collect();
-        secrets.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        let secrets = self.store_secrets();
         let masked: Map<String, Value> = outputs
             .iter()
             .map(|(k, v)| (k.clone(), self.mask_secrets(v, &secrets)))
@@ -146,9 +140,21 @@ impl StepRunner<'_> {
         crate::run::fingerprint::keyed_hash(&self.ctx.fingerprint_salt, "outputs", &text)
     }
 
+    /// The store's secret values, longest first (what [`Self::mask_secrets`] takes).
+    pub(super) fn store_secrets(&self) -> Vec<&String> {
+        let mut secrets: Vec<&String> = self
+            .ctx
+            .secrets
+            .values()
+            .filter(|v| !v.is_empty())
+            .collect();
+        secrets.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        secrets
+    }
+
     /// `v` with every occurrence of each of `secrets` (longest first) replaced by its
     /// digest under the store's key.
-    fn mask_secrets(&self, v: &Value, secrets: &[&String]) -> Value {
+    pub(super) fn mask_secrets(&self, v: &Value, secrets: &[&String]) -> Value {
         match v {
             Value::String(s) => {
                 let mut out = s.clone();

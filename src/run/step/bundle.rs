@@ -1,0 +1,162 @@
+//! A plan bundle as one step sees it: `preview --save-plan` has Pulumi write the
+//! project's update plan into the bundle and notes the digest of every upstream's
+//! outputs the project would read; `up --plan` holds the project to its plan and stops
+//! it, before anything runs, when an upstream's outputs came out other than that.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+use super::{Ran, StepRunner};
+use crate::bundle::Manifest;
+use crate::engine::{PlanFile, Progress};
+use crate::run::events::Status;
+
+/// The bundle a run writes or applies.
+pub enum PlanBundle {
+    /// `preview --save-plan DIR`.
+    Save { dir: PathBuf },
+    /// `up --plan DIR`, with the bundle's manifest.
+    Apply {
+        dir: PathBuf,
+        manifest: Box<Manifest>,
+    },
+}
+
+impl PlanBundle {
+    /// The update plan file a Pulumi project's job writes or is held to.
+    pub fn plan_file(&self, path: &str) -> Option<PlanFile> {
+        match self {
+            PlanBundle::Save { dir } => {
+                Some(PlanFile::Save(dir.join(crate::bundle::plan_path(path))))
+            }
+            PlanBundle::Apply { dir, manifest } => {
+                manifest.plan_file(dir, path).map(PlanFile::Apply)
+            }
+        }
+    }
+}
+
+/// The digest of a project's outputs as a bundle compares them: secret outputs count by
+/// name only (their values are the stack's; Pulumi's plan checks them where they land)
+/// and a store secret repeated in a plain output by its digest under the store's key,
+/// so the same outputs digest alike on the machine that previews and the one that
+/// applies.
+fn digest(
+    values: &Map<String, Value>,
+    secret: &std::collections::BTreeSet<String>,
+    mask: impl Fn(&Value) -> Value,
+) -> String {
+    let shown: BTreeMap<&String, Value> = values
+        .iter()
+        .map(|(k, v)| {
+            let v = if secret.contains(k) {
+                Value::String(crate::secrets::redact::MASK.into())
+            } else {
+                mask(v)
+            };
+            (k, v)
+        })
+        .collect();
+    crate::util::sha256_hex(serde_json::to_string(&shown).unwrap_or_default().as_bytes())
+}
+
+impl StepRunner<'_> {
+    /// The digest of each upstream's outputs as `path` would read them now.
+    fn upstream_digests(
+        &self,
+        path: &str,
+        log: &mut dyn FnMut(Progress),
+    ) -> Result<BTreeMap<String, String>, String> {
+        let secrets = self.store_secrets();
+        let mut out = BTreeMap::new();
+        for up in self.ctx.upstreams.get(path).into_iter().flatten() {
+            let o = self.outputs_of(up, path, &[], log).map_err(|(m, _)| m)?;
+            let d = digest(&o.values, &o.secret, |v| self.mask_secrets(v, &secrets));
+            out.insert(up.clone(), d);
+        }
+        Ok(out)
+    }
+
+    /// Under a bundle, before `path` runs: notes what its upstreams left (a preview) or
+    /// stops it when that moved since the preview (`up --plan`).
+    pub(super) fn hold_to_bundle(
+        &self,
+        path: &str,
+        log: &mut dyn FnMut(Progress),
+    ) -> Result<(), Box<Ran>> {
+        let Some(bundle) = &self.ctx.bundle else {
+            return Ok(());
+        };
+        let now = self
+            .upstream_digests(path, log)
+            .map_err(|m| Box::new(Ran::new(Status::Failed, Some(m), None)))?;
+        match bundle {
+            PlanBundle::Save { .. } => {
+                if let Ok(mut seen) = self.bundle_reads.lock() {
+                    seen.insert(path.to_string(), now);
+                }
+                Ok(())
+            }
+            PlanBundle::Apply { manifest, .. } => {
+                let then = manifest
+                    .steps
+                    .get(path)
+                    .map(|s| s.upstream_outputs.clone())
+                    .unwrap_or_default();
+                let moved: Vec<&String> = then
+                    .keys()
+                    .chain(now.keys())
+                    .filter(|u| then.get(*u) != now.get(*u))
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                if moved.is_empty() {
+                    return Ok(());
+                }
+                let names: Vec<&str> = moved.iter().map(|s| s.as_str()).collect();
+                Err(Box::new(Ran::new(
+                    Status::Failed,
+                    Some(format!(
+                        "the outputs of {} changed since the preview that made this bundle, so the plan of {path} no longer holds: nothing of it was applied (what ran before it was). Preview again (strata preview --save-plan DIR) to review what {path} does with the new outputs, and apply that bundle.",
+                        names.join(", ")
+                    )),
+                    None,
+                )))
+            }
+        }
+    }
+
+    /// What each step of a `preview --save-plan` saw of its upstreams' outputs.
+    pub fn bundle_reads(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.bundle_reads
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_outputs_digest_by_name_and_plain_ones_by_value() {
+        let values: Map<String, Value> =
+            serde_json::from_str(r#"{"id":"vpc-1","token":"s3cr3t"}"#).unwrap();
+        let secret = ["token".to_string()].into();
+        let d = digest(&values, &secret, Value::clone);
+        let mut masked = values.clone();
+        masked.insert("token".into(), Value::String("[secret]".into()));
+        assert_eq!(
+            d,
+            digest(&masked, &secret, Value::clone),
+            "a secret's value never counts"
+        );
+        let mut other = values.clone();
+        other.insert("id".into(), Value::String("vpc-2".into()));
+        assert_ne!(d, digest(&other, &secret, Value::clone));
+        assert_ne!(d, digest(&values, &Default::default(), Value::clone));
+    }
+}
