@@ -389,6 +389,85 @@ fn no_two_rooms_import_each_other_even_around_a_circle() {
     assert!(found.is_empty(), "rooms in a circle: {found:?} ({rooms:?})");
 }
 
+/// The rooms and the imports between them, from the files.
+fn room_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let room = |m: &str| m.split("::").next().unwrap().to_string();
+    let mut rooms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, deps) in graph() {
+        let from = room(&m);
+        let to = rooms.entry(from.clone()).or_default();
+        to.extend(
+            deps.iter()
+                .map(|d| room(d))
+                .filter(|r| *r != from && r != "crate"),
+        );
+    }
+    rooms
+}
+
+fn reaches(graph: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![from.to_string()];
+    while let Some(x) = stack.pop() {
+        for y in graph.get(&x).into_iter().flatten() {
+            if y == to {
+                return true;
+            }
+            if seen.insert(y.clone()) {
+                stack.push(y.clone());
+            }
+        }
+    }
+    false
+}
+
+/// docs/design.md §5 draws the rooms as a Mermaid flowchart: every room is in it, every
+/// arrow drawn is an import, and every import between rooms is an arrow or follows from
+/// arrows. The drawing parses with the real Mermaid where it is installed.
+#[test]
+fn the_design_drawing_is_the_layout() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design.md"))
+        .unwrap();
+    let section = &doc[doc.find("## 5. Architecture").expect("§5 Architecture")..];
+    let start = section.find("```mermaid\n").expect("a mermaid block") + "```mermaid\n".len();
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    let mut drawn: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in block.lines().skip(1) {
+        let Some((a, b)) = line.split_once("-->") else {
+            continue;
+        };
+        drawn
+            .entry(a.trim().to_string())
+            .or_default()
+            .insert(b.trim().to_string());
+        drawn.entry(b.trim().to_string()).or_default();
+    }
+    let real = room_graph();
+    let rooms: Vec<&String> = real
+        .keys()
+        .filter(|r| *r != "crate" && *r != "main")
+        .collect();
+    let missing: Vec<&&String> = rooms.iter().filter(|r| !drawn.contains_key(**r)).collect();
+    assert!(missing.is_empty(), "rooms not drawn: {missing:?}");
+    for (a, to) in &drawn {
+        for b in to {
+            assert!(
+                real.get(a).is_some_and(|t| t.contains(b)),
+                "the drawing has {a} --> {b}, which the code does not import"
+            );
+        }
+    }
+    for (a, to) in &real {
+        for b in to {
+            assert!(
+                a == "crate" || a == "main" || reaches(&drawn, a, b),
+                "{a} imports {b}: draw it (or an arrow path to it) in docs/design.md §5"
+            );
+        }
+    }
+    crate::support::check_mermaid(&crate::support::Ws::new(), block);
+}
+
 #[test]
 fn the_command_line_stays_at_the_door() {
     let edges = graph();
