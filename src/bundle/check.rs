@@ -49,6 +49,7 @@ pub fn refuse_moved(
         stack_config_file: &shown,
         stack_config_hash: &config_hash,
         fingerprints,
+        dir,
     };
     let moved = moved(manifest, &now);
     if moved.is_empty() {
@@ -72,6 +73,8 @@ pub struct Now<'a> {
     pub stack_config_hash: &'a str,
     /// Every step of the plan this run would execute, with its input fingerprint.
     pub fingerprints: &'a BTreeMap<String, String>,
+    /// The bundle's folder (its plan files are checked to be there).
+    pub dir: &'a Path,
 }
 
 /// What moved since the bundle was made; empty when it may be applied.
@@ -120,6 +123,15 @@ pub fn moved(m: &Manifest, now: &Now) -> Vec<String> {
                     .map(|m| format!(": {m}"))
                     .unwrap_or_default()
             )),
+            Some(_)
+                if step.kind == "pulumi"
+                    && !step.plan.as_ref().is_some_and(|p| now.dir.join(p).is_file()) =>
+            {
+                out.push(format!(
+                    "{path}: its update plan ({}) is missing from the bundle",
+                    step.plan.as_deref().unwrap_or("none recorded")
+                ))
+            }
             Some(fp) if step.fingerprint.as_ref() != Some(fp) => out.push(format!(
                 "{path}: its code, inputs or secrets changed since the preview (fingerprint {} → {})",
                 short(step.fingerprint.as_deref().unwrap_or("none")),
@@ -147,7 +159,7 @@ fn short(hash: &str) -> &str {
 mod tests {
     use super::*;
 
-    fn now<'a>(m: &'a Manifest, fps: &'a BTreeMap<String, String>) -> Now<'a> {
+    fn now<'a>(m: &'a Manifest, fps: &'a BTreeMap<String, String>, dir: &'a Path) -> Now<'a> {
         Now {
             strata_version: &m.strata_version,
             stack: &m.stack,
@@ -156,7 +168,19 @@ mod tests {
             stack_config_file: "config/pulumi/Pulumi.dev.yaml",
             stack_config_hash: &m.stack_config_hash,
             fingerprints: fps,
+            dir,
         }
+    }
+
+    /// A bundle folder holding the manifest's plan files.
+    fn dir_of(m: &Manifest) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for p in m.steps.values().filter_map(|s| s.plan.as_ref()) {
+            let f = d.path().join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, "{}").unwrap();
+        }
+        d
     }
 
     fn fps(m: &Manifest) -> BTreeMap<String, String> {
@@ -170,7 +194,8 @@ mod tests {
     fn an_unchanged_workspace_moves_nothing() {
         let m = super::super::tests::manifest();
         let f = fps(&m);
-        assert_eq!(moved(&m, &now(&m, &f)), Vec::<String>::new());
+        let d = dir_of(&m);
+        assert_eq!(moved(&m, &now(&m, &f, d.path())), Vec::<String>::new());
     }
 
     #[test]
@@ -180,7 +205,8 @@ mod tests {
         f.insert("infra/vpc".into(), "ffffffffffffffffff".into());
         f.remove("k8s/app");
         f.insert("k8s/new".into(), "n".into());
-        let mut n = now(&m, &f);
+        let d = dir_of(&m);
+        let mut n = now(&m, &f, d.path());
         n.stack_config_hash = "other";
         n.profile_hash = "other";
         n.strata_version = "9.9.9";
@@ -206,12 +232,27 @@ mod tests {
         let s = m.steps.get_mut("k8s/app").unwrap();
         s.status = "blocked".into();
         s.message = Some("upstream infra/vpc was never deployed".into());
-        let got = moved(&m, &now(&m, &f));
+        let d = dir_of(&m);
+        let got = moved(&m, &now(&m, &f, d.path()));
         assert_eq!(
             got,
             [
                 "k8s/app: its preview did not succeed (blocked: upstream infra/vpc was never deployed), so the bundle holds no plan for it"
             ]
+        );
+    }
+
+    #[test]
+    fn a_pulumi_step_without_its_plan_file_cannot_be_applied() {
+        let m = super::super::tests::manifest();
+        let f = fps(&m);
+        let empty = tempfile::tempdir().unwrap();
+        let got = moved(&m, &now(&m, &f, empty.path()));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("infra/vpc: its update plan (plans/")
+                && got[0].ends_with("is missing from the bundle"),
+            "{got:?}"
         );
     }
 }
