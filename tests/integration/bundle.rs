@@ -35,6 +35,24 @@ fn a_plan_pulumi_refuses_fails_with_its_reason_and_stops_the_dependents() {
     assert!(!ws.exists("b/applied.json"));
 }
 
+/// A stack output other than the plan's: Pulumi fails without a word, and strata says
+/// what such a failure means.
+#[test]
+fn a_silent_plan_failure_is_explained() {
+    let mut ws = workspace("  - path: alpha\n", &["alpha"]);
+    ok(&ws, "up", &[]);
+    ws.pulumi_project("alpha", &name("alpha"), &BODY.replace("x: 1", "x: 2"));
+    ok(&ws, "preview", &["--save-plan", "b"]);
+    // At apply time the program registers an output the plan does not have.
+    ws.set_env(
+        &format!("FAKE_PULUMI_OUTPUTS_{}", crate::run::hook_key("alpha")),
+        r#"{"extra":"x"}"#,
+    );
+    let r = run(&ws, "up", &["--plan", "b"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.all().contains("Pulumi gave no reason"), "{r:?}");
+}
+
 /// Command projects: the preview line and the fingerprint are in the manifest, and the
 /// bundle applies; a project without `preview:` is held by its fingerprint alone.
 #[test]
