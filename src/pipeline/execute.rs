@@ -257,6 +257,7 @@ pub fn execute(
         command: format!("strata {}", op.as_str()),
     })?;
     emit(RunEvent::RunStarted {
+        schema_version: crate::run::events::SCHEMA_VERSION,
         run_id: run_id.clone(),
         operation: op,
         provider: r.profile.name.clone(),

@@ -1,10 +1,16 @@
 //! The report as one JSON document: the run's journal records as they were written (the
 //! run record, and each project's record with its retries), plus what the report worked
-//! out (`timeline`: wave, start, end, critical; `totals`; `critical_path`).
+//! out (`reason`, `timeline`: wave, start, end, critical; `totals`; `critical_path`).
+//! Its shape is published as `docs/schema/report.v1.json` ([`SCHEMA`]).
 
 use serde_json::{Value, json};
 
 use super::model::{Graph, Report};
+
+/// The `$id` of the schema this document follows, and its version: a field removed or
+/// renamed, a status or reason added, is a new version; a field added is not.
+pub const SCHEMA: &str = "https://strata.invalid/schema/report.v1.json";
+pub const SCHEMA_VERSION: u32 = 1;
 
 pub fn render(r: &Report) -> String {
     let projects: Vec<Value> = r
@@ -15,6 +21,14 @@ pub fn render(r: &Report) -> String {
                 json!({ "project": s.path, "status": s.status, "record": null })
             });
             if let Value::Object(m) = &mut v {
+                m.insert(
+                    "reason".into(),
+                    Value::from(super::reason::of(
+                        &s.status,
+                        s.message.as_deref(),
+                        !s.retries.is_empty(),
+                    )),
+                );
                 m.insert(
                     "retries".into(),
                     Value::Array(s.retries.iter().map(|t| t.record.clone()).collect()),
@@ -35,6 +49,8 @@ pub fn render(r: &Report) -> String {
         })
         .collect();
     let doc = json!({
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
         "run": r.run_record,
         "status": r.status,
         "graph": match &r.graph {

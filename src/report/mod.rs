@@ -10,6 +10,7 @@ pub mod journal;
 pub mod json;
 pub mod mermaid;
 pub mod model;
+pub mod reason;
 mod tail;
 
 use std::path::{Path, PathBuf};

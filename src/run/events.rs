@@ -49,11 +49,17 @@ impl Counts {
     }
 }
 
+/// The version of the `--output json` events' published schema
+/// (`docs/schema/events.v1.json`), carried by `run_started`.
+pub const SCHEMA_VERSION: u32 = 1;
+
 /// One event of a run. Serialised with an `event` tag for `--output json`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RunEvent {
     RunStarted {
+        /// [`SCHEMA_VERSION`].
+        schema_version: u32,
         run_id: String,
         operation: Operation,
         provider: String,

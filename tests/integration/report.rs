@@ -4,6 +4,7 @@
 //! project and its status, for nothing loaded from anywhere, with an XML parser on its
 //! SVG and, when Chromium is installed, as a rendered picture; the Mermaid as a gantt.
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -390,4 +391,88 @@ fn the_report_line_is_left_out_in_quiet_and_json_modes() {
         serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}"));
     }
     assert!(ws.exists(".strata/dev/report.html"), "written all the same");
+}
+
+/// The report's JSON and the `--output json` events of real runs follow their published
+/// schemas (docs/schema/), checked with the jsonschema module: a failed run (a success,
+/// a failure tried twice, a skip) and a fresh preview (blocked projects).
+#[test]
+fn the_report_and_the_events_follow_their_published_schemas() {
+    let ws = workspace();
+    let up = ws.strata(&["up", "--provider", "t", "--output", "json"]);
+    assert_eq!(up.code, 1, "{up:?}");
+    let report = ws.strata(&["report", "--format", "json", "-o", "-"]);
+    assert_eq!(report.code, 0, "{report:?}");
+    let doc: Value = serde_json::from_str(&report.stdout).unwrap();
+    let reasons: std::collections::BTreeMap<&str, &str> = doc["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["project"].as_str().unwrap(),
+                p["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("alpha", "succeeded"),
+            ("bravo", "failed"),
+            ("charlie", "skipped: upstream failed"),
+            ("delta", "succeeded"),
+        ]
+        .into()
+    );
+    assert_eq!(doc["schema_version"], 1);
+    let fresh = Ws::new();
+    fresh.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: alpha\n  - path: bravo\n"),
+    );
+    for p in ["alpha", "bravo"] {
+        fresh.pulumi_project(p, &format!("proj-{p}"), BODY);
+    }
+    let preview = fresh.strata(&[
+        "preview",
+        "--provider",
+        "t",
+        "--stack",
+        "dev",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(preview.code, 0, "{preview:?}");
+    let preview_report = fresh.strata(&["report", "--stack", "dev", "--format", "json", "-o", "-"]);
+    assert!(
+        preview_report
+            .stdout
+            .contains("blocked: upstream never deployed"),
+        "{preview_report:?}"
+    );
+
+    let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
+    let files = [
+        ("report.v1.json", "report-up.json", &report.stdout),
+        (
+            "report.v1.json",
+            "report-preview.json",
+            &preview_report.stdout,
+        ),
+        ("events.v1.json", "events-up.jsonl", &up.stdout),
+        ("events.v1.json", "events-preview.jsonl", &preview.stdout),
+    ];
+    // A `.jsonl` file is validated line by line.
+    for (schema, name, text) in files {
+        let data = ws.path(name);
+        std::fs::write(&data, text).unwrap();
+        let schema = schemas.join(schema);
+        let Some((ok, said)) =
+            crate::handoff::python_check("validate_schema.py", &[&schema, &data])
+        else {
+            return;
+        };
+        assert!(ok, "{name} against {}: {said}", schema.display());
+    }
 }
