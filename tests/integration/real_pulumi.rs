@@ -1134,6 +1134,33 @@ fn a_plan_bundle_is_saved_applied_once_and_refused_when_anything_moved() {
     );
     std::fs::write(&cfg, text).unwrap();
 
+    // A bundle of one project whose upstream (not in the bundle) hands it a secret
+    // through `inputs:`: the upstream's outputs are read once, in clear where wired.
+    let saved = lp(
+        &r,
+        &[
+            "preview",
+            "--project",
+            "local-pulumi/ingress",
+            "--save-plan",
+            "b-ingress",
+        ],
+    );
+    assert_eq!(saved.code, 0, "{saved:?}");
+    r.take_calls();
+    let applied = lp(&r, &["up", "--plan", "b-ingress"]);
+    assert_eq!(applied.code, 0, "{applied:?}");
+    assert_eq!(status_of(&applied, "local-pulumi/ingress"), "succeeded");
+    let calls = r.take_calls();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| c.starts_with("stack output"))
+            .count(),
+        1,
+        "{calls:#?}"
+    );
+
     // The network's outputs change in the bundle itself: what the cluster was previewed
     // with no longer holds, so the network is applied and the cluster stops there.
     let net = r.ws.path("projects/local-pulumi/network/Pulumi.yaml");

@@ -72,7 +72,13 @@ impl StepRunner<'_> {
         let secrets = self.store_secrets();
         let mut out = BTreeMap::new();
         for up in self.ctx.upstreams.get(path).into_iter().flatten() {
-            let o = self.outputs_of(up, path, &[], log).map_err(|(m, _)| m)?;
+            // What dependents read of it, as every other reader asks (the outputs are
+            // kept for the rest of the run: never a masked copy where a secret is wired).
+            let needed = self.ctx.needed.get(up).cloned().unwrap_or_default();
+            let wanted: Vec<&str> = needed.iter().map(String::as_str).collect();
+            let o = self
+                .outputs_of(up, path, &wanted, log)
+                .map_err(|(m, _)| m)?;
             let d = digest(&o.values, &o.secret, |v| self.mask_secrets(v, &secrets));
             out.insert(up.clone(), d);
         }

@@ -32,6 +32,15 @@ impl StepRunner<'_> {
         wanted: &[&str],
         log: &mut dyn FnMut(Progress),
     ) -> Result<Outputs, (String, bool)> {
+        // One reader of an upstream at a time: steps that start together (every step of
+        // a preview) wait for the first read and take it from the cache below, instead
+        // of each starting its own `stack output` process.
+        let gate = self
+            .reading
+            .lock()
+            .map(|mut m| m.entry(upstream.to_string()).or_default().clone())
+            .unwrap_or_default();
+        let _reading = gate.lock();
         if let Some(o) = self
             .outputs
             .lock()

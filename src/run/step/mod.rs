@@ -191,6 +191,8 @@ pub struct StepRunner<'a> {
     log_files: Mutex<BTreeMap<usize, std::fs::File>>,
     /// `preview --save-plan`: the digest of each upstream's outputs, per step.
     bundle_reads: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
+    /// One lock per upstream whose outputs are being read (see `outputs_of`).
+    reading: Mutex<BTreeMap<String, std::sync::Arc<Mutex<()>>>>,
 }
 
 impl<'a> StepRunner<'a> {
@@ -216,6 +218,7 @@ impl<'a> StepRunner<'a> {
             unchanged: Mutex::new(BTreeSet::new()),
             log_files: Mutex::new(BTreeMap::new()),
             bundle_reads: Mutex::new(BTreeMap::new()),
+            reading: Mutex::new(BTreeMap::new()),
         }
     }
 
