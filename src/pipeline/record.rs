@@ -299,15 +299,21 @@ fn write_preview_summary(r: &Resolved, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// The exact command that resumes this run, with the flags in force.
+/// The exact command that resumes this run, with the flags in force (under a plan
+/// bundle: the same bundle again).
 fn resume_command(r: &Resolved) -> String {
     let mut cmd = String::from("strata");
     let inside = std::env::current_dir().is_ok_and(|d| d.starts_with(&r.ws.root));
     if !inside {
         cmd.push_str(&format!(" -C {}", r.ws.root.display()));
     }
+    // A reviewed bundle continues as itself: `--resume` would apply what nobody saw.
+    let how = match &r.req.plan {
+        Some(dir) => format!("--plan {}", display_path(dir)),
+        None => "--resume".into(),
+    };
     cmd.push_str(&format!(
-        " up --resume --provider {} --stack {}",
+        " up {how} --provider {} --stack {}",
         r.profile.name,
         r.stack()
     ));

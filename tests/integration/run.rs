@@ -935,6 +935,26 @@ fn ctrl_c_forwards_one_sigint_to_each_running_child_and_exits_130() {
     assert_nothing_survives(&ws);
 }
 
+/// Ctrl-C during `up --plan`: the way to continue is the same bundle, never an
+/// unreviewed `up --resume`.
+#[test]
+fn ctrl_c_during_up_plan_says_to_continue_with_the_same_bundle() {
+    let mut ws = workspace(CTRL_C, CTRL_C_PATHS);
+    ok(&ws, "up", &[]);
+    ok(&ws, "preview", &["--save-plan", "reviewed"]);
+    for p in SLOW {
+        ws.set_env(&format!("FAKE_PULUMI_DELAY_MS_{}", hook_key(p)), "15000");
+    }
+    let (bg, _) = start_slow_up(&ws, &["--plan", "reviewed"]);
+    sigint(bg.pid);
+    let r = bg.wait(Duration::from_secs(90));
+    assert_eq!(r.code, 130, "{r:?}");
+    assert!(r.stderr.contains("To continue: strata up --plan "), "{r:?}");
+    assert!(r.stderr.contains("reviewed"), "{r:?}");
+    assert!(!r.stderr.contains("--resume"), "{r:?}");
+    assert!(!ws.exists("reviewed/applied.json"));
+}
+
 #[test]
 fn a_second_ctrl_c_kills_the_children_and_mentions_pulumi_cancel() {
     let mut ws = ctrl_c_workspace();
