@@ -250,7 +250,10 @@ fn mock_outputs_default_to_preview_and_other_commands_are_refused() {
     assert!(p.entries[1].mock_outputs.is_empty());
     for (list, needle) in [
         ("[up]", "lists `up`: mocks are used only by `preview`"),
-        ("[preview, plan]", "lists `plan`, which is not a strata command"),
+        (
+            "[preview, plan]",
+            "lists `plan`, which is not a strata command",
+        ),
     ] {
         let d = ws(&[(
             "aws.yaml",
