@@ -219,6 +219,7 @@ pub fn execute(
         } else {
             BTreeMap::new()
         },
+        declared_needs: declared_needs(&r.profile),
         mocks: r
             .profile
             .entries
@@ -378,6 +379,23 @@ pub fn execute(
         fingerprints: ctx.fingerprints,
         bundle_reads,
     })
+}
+
+/// The needs each entry declares: its `needs:`, else the entry before it.
+fn declared_needs(
+    profile: &crate::workspace::Profile,
+) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    let mut previous: Option<&str> = None;
+    for e in &profile.entries {
+        let needs = match &e.needs {
+            Some(n) => n.iter().cloned().collect(),
+            None => previous.into_iter().map(String::from).collect(),
+        };
+        out.insert(e.path.clone(), needs);
+        previous = Some(&e.path);
+    }
+    out
 }
 
 /// What each Pulumi project reads through StackReferences: the projects named, or

@@ -262,10 +262,21 @@ impl StepRunner<'_> {
                     let projected = self.projected.lock().ok().and_then(|m| {
                         m.get(path)
                             .and_then(|p| p.values.get(&input.key))
-                            .map(|(v, _, _)| v.clone())
+                            .map(|(v, source, _)| (v.clone(), source.clone()))
                     });
                     match projected {
-                        Some(v) => {
+                        // A mock may stand for a secret output, and Pulumi refuses a
+                        // plain value for a config key its program declares secret; a
+                        // secret value is accepted for any key.
+                        Some((v, super::projection::Source::Mock)) => {
+                            let text = match v {
+                                Value::String(s) => s,
+                                other => other.to_string(),
+                            };
+                            wired.secret.insert(input.key.clone(), text);
+                            continue;
+                        }
+                        Some((v, _)) => {
                             wired.plain.push((input.key.clone(), v));
                             continue;
                         }

@@ -83,6 +83,9 @@ pub struct Ctx {
     /// projects they read, or `None` when a reference names a stack the scanner cannot
     /// read (it may read any). A preview cannot project what they read.
     pub reads_backend: BTreeMap<String, Option<BTreeSet<String>>>,
+    /// The needs each entry declares: its `needs:`, or the previous entry when it has
+    /// none. (The kubernetes stage's wait for every infrastructure entry is not one.)
+    pub declared_needs: BTreeMap<String, BTreeSet<String>>,
     /// `mock_outputs:` allowed for this operation, by the project they stand in for.
     pub mocks: BTreeMap<String, Map<String, Value>>,
 }

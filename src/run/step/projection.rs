@@ -16,8 +16,10 @@
 //! holds a `-j` slot) before its downstream waits for it.
 //!
 //! What stays `blocked`: a project that reads a never-deployed upstream through a
-//! StackReference (Pulumi reads the backend, which has nothing), one that needs it
-//! without any input from it, and one with an input no preview knows and no mock gives.
+//! StackReference (Pulumi reads the backend, which has nothing), one that declares a
+//! need of it (`needs:`, or the previous entry when it has none) without any input from
+//! it, and one with an input no preview knows and no mock gives. The kubernetes stage's
+//! wait for every infrastructure entry is an order, not a read: it blocks nothing.
 
 use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex};
@@ -133,7 +135,12 @@ impl StepRunner<'_> {
                     ),
                 )));
             }
-            if !entry.inputs.iter().any(|i| &i.project == up) {
+            let declared = self
+                .ctx
+                .declared_needs
+                .get(path)
+                .is_some_and(|n| n.contains(up));
+            if declared && !entry.inputs.iter().any(|i| &i.project == up) {
                 return Err(Box::new(Ran::blocked_because(
                     up,
                     format!(
