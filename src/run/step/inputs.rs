@@ -158,9 +158,9 @@ impl StepRunner<'_> {
         Ok(undeployed)
     }
 
-    /// Preview: true when `path` has never been deployed and a step of this run takes
+    /// Preview: true when `path` may never have been deployed and a step of this run takes
     /// inputs from it, so its preview's known outputs may be projected.
-    pub(super) fn feeds_a_projection(&self, path: &str, log: &mut dyn FnMut(Progress)) -> bool {
+    pub(super) fn feeds_a_projection(&self, path: &str) -> bool {
         let feeds = self.ctx.plan.nodes.iter().any(|n| {
             n.entry
                 .as_ref()
@@ -170,8 +170,23 @@ impl StepRunner<'_> {
             self.ctx.projects.get(path),
             Some((_, _, ProjectKind::Pulumi { .. }))
         );
-        // Its own outputs, read as a dependent would (kept for them: no second read).
-        feeds && is_pulumi && matches!(self.outputs_of(path, path, &[], log), Err((_, true)))
+        if !(feeds && is_pulumi) {
+            return false;
+        }
+        // No process: a plan saved for nothing costs only a file, while reading its
+        // outputs here would race its dependents' own reads (two processes for one).
+        let Some(job) = self.job_for(path, Operation::Up) else {
+            return false;
+        };
+        match crate::engine::pulumi::file_backend_stack_missing(&job) {
+            Some(true) => true,
+            Some(false) => {
+                crate::engine::pulumi::PulumiEngine::stack_outputs_from_file(&job)
+                    .is_none_or(|m| m.is_empty())
+                    && !self.journal_says_deployed(path)
+            }
+            None => !self.journal_says_deployed(path),
+        }
     }
 
     /// The update plan a preview saves in its scratch folder so that its known stack

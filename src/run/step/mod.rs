@@ -365,7 +365,7 @@ impl<'a> StepRunner<'a> {
                     Err(ran) => return *ran,
                 }
             }
-            if job.plan.is_none() && self.feeds_a_projection(&node.path, &mut sink) {
+            if job.plan.is_none() && self.feeds_a_projection(&node.path) {
                 job.plan = self.projection_plan(&job);
             }
         }
