@@ -115,6 +115,14 @@ pub fn moved(m: &Manifest, now: &Now) -> Vec<String> {
                 "{path}: in the bundle, but no longer in profile {}",
                 now.profile
             )),
+            Some(_) if step.status == super::PROJECTED => out.push(format!(
+                "{path}: its preview ran on projected inputs (an upstream had never been deployed{}), not on what `up` would pass it, so the bundle holds no plan for it. Bring its upstreams up first, then preview again",
+                step.message
+                    .as_deref()
+                    .and_then(|m| m.find("projected: ").map(|i| &m[i..]))
+                    .map(|m| format!("; {m}"))
+                    .unwrap_or_default()
+            )),
             Some(_) if !step.appliable() => out.push(format!(
                 "{path}: its preview did not succeed ({}{}), so the bundle holds no plan for it",
                 step.status,

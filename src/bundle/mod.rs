@@ -68,10 +68,16 @@ impl Step {
     /// Whether `up --plan` may apply this step: its preview succeeded, or it is a
     /// command project (or the secrets step) with nothing to preview, which the
     /// fingerprint alone holds.
+    /// Never true of a step previewed on projected inputs (status [`PROJECTED`]).
     pub fn appliable(&self) -> bool {
         self.status == "succeeded" || (self.status == "skipped" && self.kind != "pulumi")
     }
 }
+
+/// A step's status in the manifest when its preview ran on projected inputs (an
+/// upstream never deployed): not appliable, since those values are not what `up`
+/// would pass.
+pub const PROJECTED: &str = "projected";
 
 /// `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -176,6 +176,8 @@ impl Engine for CommandEngine {
             secret_outputs: Default::default(),
             processes: 1,
             changes: None,
+            // A command project's preview says nothing of its outputs.
+            planned_outputs: None,
         })
     }
 }

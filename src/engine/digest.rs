@@ -134,6 +134,43 @@ pub fn parse(text: &str) -> Option<Digest> {
     Some(Digest { changes, errors })
 }
 
+/// The value Pulumi writes for what is not known until the resource is deployed.
+pub const UNKNOWN: &str = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+
+/// The stack outputs a preview already knows, from the update plan it saved
+/// (`preview --save-plan`): the `state` of the `pulumi:pulumi:Stack` resource plan.
+/// The PreviewDigest of `preview --json` does not carry them (v3.274.1: the stack's
+/// `newState` has no outputs), the plan does. Outputs that hold an unknown (the
+/// sentinel, anywhere inside) or a secret (ciphertext of the stack's secrets provider)
+/// are left out: nothing can pass them on. `None` when `text` is not a plan.
+pub fn planned_outputs(text: &str) -> Option<serde_json::Map<String, Value>> {
+    let doc: Value = serde_json::from_str(text).ok()?;
+    let plans = doc.get("resourcePlans")?.as_object()?;
+    let state = plans
+        .iter()
+        .find(|(urn, _)| urn.contains("::pulumi:pulumi:Stack::"))
+        .and_then(|(_, p)| p.get("state"))
+        .and_then(Value::as_object);
+    Some(
+        state
+            .into_iter()
+            .flatten()
+            .filter(|(_, v)| known(v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    )
+}
+
+/// Neither unknown nor secret, all the way down.
+fn known(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s != UNKNOWN,
+        Value::Array(a) => a.iter().all(known),
+        Value::Object(o) => !o.contains_key(crate::engine::SECRET_SIG_KEY) && o.values().all(known),
+        _ => true,
+    }
+}
+
 /// The same counts as a JSON object, for `project_finished.changes`.
 pub fn counts_json(c: &Changes) -> Value {
     Value::Object(
@@ -236,6 +273,26 @@ mod tests {
             .unwrap();
             assert!(d.changes.any(), "{op}");
         }
+    }
+
+    #[test]
+    fn planned_outputs_keep_only_known_plain_values() {
+        let plan = r#"{"manifest": {}, "config": {}, "resourcePlans": {
+            "urn:pulumi:dev::p::command:local:Command::c": {"state": {"stdout": "04da6b54-80e4-46f7-96ec-b56ff0331ba9"}},
+            "urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev": {"steps": ["create"], "state": {
+                "lit": "registry.local/dev", "cfg": "hello", "n": 3,
+                "out": "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+                "nested": {"a": ["x", "04da6b54-80e4-46f7-96ec-b56ff0331ba9"]},
+                "sec": {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "v1:abc"}}}}}"#;
+        let o = planned_outputs(plan).unwrap();
+        let names: Vec<&str> = o.keys().map(String::as_str).collect();
+        assert_eq!(names, ["cfg", "lit", "n"]);
+        assert_eq!(o["lit"], "registry.local/dev");
+        assert_eq!(planned_outputs("not json"), None);
+        assert_eq!(
+            planned_outputs(r#"{"resourcePlans": {}}"#),
+            Some(serde_json::Map::new())
+        );
     }
 
     #[test]

@@ -101,6 +101,8 @@ pub struct Outcome {
     pub processes: u32,
     /// A Pulumi preview's change summary and changed resources.
     pub changes: Option<digest::Changes>,
+    /// A Pulumi preview that saved a plan: the stack outputs it already knows.
+    pub planned_outputs: Option<Map<String, Value>>,
 }
 
 /// A failed or cancelled run.

@@ -36,14 +36,21 @@ pub fn write(
             Some(ProjectKind::Command(spec)) => spec.preview.clone(),
             _ => None,
         };
-        let plan = (node.kind == NodeKind::Pulumi && res.status == Status::Succeeded)
+        // A preview on projected inputs is no plan of what will be deployed: its status
+        // says so, and `up --plan` refuses it (`Step::appliable`).
+        let projected = res.projected && res.status == Status::Succeeded;
+        let plan = (node.kind == NodeKind::Pulumi && res.status == Status::Succeeded && !projected)
             .then(|| bundle::plan_path(&node.path))
             .filter(|p| dir.join(p).is_file());
         steps.insert(
             node.path.clone(),
             Step {
                 kind: kind.into(),
-                status: res.status.as_str().into(),
+                status: if projected {
+                    bundle::PROJECTED.into()
+                } else {
+                    res.status.as_str().into()
+                },
                 fingerprint: done.fingerprints.get(&node.path).cloned(),
                 plan,
                 preview,

@@ -214,6 +214,27 @@ pub fn execute(
             }),
             _ => None,
         },
+        reads_backend: if op == Operation::Preview {
+            reads_backend(&r.full)
+        } else {
+            BTreeMap::new()
+        },
+        declared_needs: declared_needs(&r.profile),
+        mocks: r
+            .profile
+            .entries
+            .iter()
+            .filter(|e| {
+                !e.mock_outputs.is_empty()
+                    && e.mock_outputs_allowed_commands
+                        .iter()
+                        .any(|c| c == op.as_str())
+            })
+            .map(|e| {
+                let m = e.mock_outputs.clone().into_iter().collect();
+                (e.path.clone(), m)
+            })
+            .collect(),
     };
     let control = Control::new();
     if let Some(lock) = &held.lock {
@@ -286,7 +307,12 @@ pub fn execute(
     let done = AtomicBool::new(false);
     // A preview changes nothing, so it needs no order: every project starts at once
     // (bounded by -j), reading its upstreams' outputs as they are now, and one failed
-    // preview does not hide what the others would change.
+    // preview does not hide what the others would change. The one order a preview
+    // keeps is a projection's (an upstream never deployed, whose preview's known
+    // outputs a downstream takes): that downstream waits for that upstream's preview
+    // at run time (`run::step::projection`), since only then is it known that the
+    // upstream was never deployed; steps still start in the plan's order, which is
+    // what keeps that wait from deadlocking.
     let preview = op == Operation::Preview;
     let sched_plan = if preview {
         unordered(&ctx.plan)
@@ -354,6 +380,40 @@ pub fn execute(
         fingerprints: ctx.fingerprints,
         bundle_reads,
     })
+}
+
+/// The needs each entry declares: its `needs:`, else the entry before it.
+fn declared_needs(
+    profile: &crate::workspace::Profile,
+) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    let mut previous: Option<&str> = None;
+    for e in &profile.entries {
+        let needs = match &e.needs {
+            Some(n) => n.iter().cloned().collect(),
+            None => previous.into_iter().map(String::from).collect(),
+        };
+        out.insert(e.path.clone(), needs);
+        previous = Some(&e.path);
+    }
+    out
+}
+
+/// What each Pulumi project reads through StackReferences: the projects named, or
+/// `None` when a name cannot be read (see [`Ctx::reads_backend`]).
+fn reads_backend(full: &Plan) -> BTreeMap<String, Option<std::collections::BTreeSet<String>>> {
+    crate::plan::references::of_plan(full)
+        .into_iter()
+        .filter(|(_, refs)| !refs.is_empty())
+        .map(|(path, refs)| {
+            let targets = if refs.iter().any(|f| f.reference.unreadable()) {
+                None
+            } else {
+                Some(refs.into_iter().filter_map(|f| f.target).collect())
+            };
+            (path, targets)
+        })
+        .collect()
 }
 
 /// The same steps with no order between them (a preview).

@@ -23,6 +23,8 @@ pub struct StepResult {
     pub changes: Option<crate::engine::digest::Changes>,
     /// `--changed`: skipped because nothing it reads changed; what needs it may run.
     pub unchanged: bool,
+    /// A preview that ran on projected inputs (never an appliable plan).
+    pub projected: bool,
 }
 
 impl StepResult {
@@ -37,6 +39,7 @@ impl StepResult {
             upstream: None,
             changes: None,
             unchanged: false,
+            projected: false,
         }
     }
 }
@@ -287,6 +290,7 @@ mod tests {
                 upstream: None,
                 changes: None,
                 unchanged: false,
+                projected: false,
             }
         }
     }

@@ -406,3 +406,91 @@ fn expect_no_changes_counts_what_would_be_created_and_what_is_blocked_behind_it(
     ]);
     assert_eq!(r.code, 0, "deployed, nothing pending: {r:?}");
 }
+
+/// Projected previews (issue 24): `ref` reads `src` through a StackReference, so it stays
+/// blocked; `app` takes `src`'s literal output from `src`'s own preview and `ref`'s from
+/// its `mock_outputs:`, previews for real on them, and says so; `odd` wants an output of
+/// `ref` that no preview knows and no mock gives, so it stays blocked, saying why.
+#[test]
+fn a_fresh_stack_projects_known_outputs_and_mocks_into_downstream_previews() {
+    let mut ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: src\n  - path: ref\n    needs: [src]\n    mock_outputs: {{ port: 8080 }}\n  - path: app\n    needs: [src, ref]\n    inputs:\n      app:host: src:host\n      app:port: ref:port\n  - path: odd\n    needs: [ref]\n    inputs:\n      odd:x: ref:other\n"
+        ),
+    );
+    ws.pulumi_project(
+        "src",
+        "src",
+        "resources:\n  thing:\n    type: fake:index:Thing\n    properties:\n      x: 1\noutputs:\n  host: h-${pulumi.stack}\n",
+    );
+    ws.pulumi_project(
+        "ref",
+        "ref",
+        "resources:\n  up:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: organization/src/${pulumi.stack}\noutputs:\n  port: 1\n  other: ${up.outputs[\"host\"]}\n",
+    );
+    let app = "config:\n  host:\n    type: string\n  port:\n    type: integer\nresources:\n  a:\n    type: fake:index:Thing\n    properties:\n      at: ${host}:${port}\n";
+    ws.pulumi_project("app", "app", app);
+    ws.pulumi_project("odd", "odd", "config:\n  x:\n    type: string\n");
+    ws.env_file("PULUMI_STACK=dev\n");
+    // The fake checks what reached app's config before it previews.
+    ws.set_env(
+        "FAKE_PULUMI_EXPECT_CONFIG_APP",
+        r#"{"app:host": "h-dev", "app:port": "8080"}"#,
+    );
+    // src takes long: app must wait for its preview, not read a stack that is not there.
+    ws.set_env("FAKE_PULUMI_DELAY_MS_SRC", "300");
+    let r = preview_json(&ws, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let f = finished(&r);
+    assert_eq!(f["src"]["status"], "succeeded", "{:?}", f["src"]);
+    assert_eq!(f["ref"]["status"], "blocked", "{:?}", f["ref"]);
+    assert!(
+        s(&f["ref"], "message").contains("through a StackReference"),
+        "{:?}",
+        f["ref"]
+    );
+    assert_eq!(f["app"]["status"], "succeeded", "{:?}", f["app"]);
+    assert_eq!(
+        s(&f["app"], "message"),
+        "2 to create · projected: app:host from src's preview; mocks: app:port (ref)"
+    );
+    assert_eq!(f["app"]["changes"]["create"], 2, "{:?}", f["app"]);
+    assert_eq!(f["odd"]["status"], "blocked", "{:?}", f["odd"]);
+    assert!(
+        s(&f["odd"], "message").contains("its preview cannot tell `other`")
+            && s(&f["odd"], "message").contains("mock_outputs:"),
+        "{:?}",
+        f["odd"]
+    );
+
+    // The human rows.
+    let human = run(&ws, "preview", &[]);
+    assert_eq!(human.code, 0, "{human:?}");
+    assert!(
+        human
+            .stdout
+            .contains("projected: app:host from src's preview"),
+        "{}",
+        human.stdout
+    );
+
+    // A bundle never holds a plan of a projected step: `up --plan` refuses it.
+    let b = run(&ws, "preview", &["--save-plan", "bundle"]);
+    assert_eq!(b.code, 0, "{b:?}");
+    let manifest: Value = serde_json::from_str(&ws.read("bundle/manifest.json")).unwrap();
+    assert_eq!(
+        manifest["steps"]["app"]["status"], "projected",
+        "{manifest}"
+    );
+    assert!(manifest["steps"]["app"]["plan"].is_null(), "{manifest}");
+    let up = run(&ws, "up", &["--plan", "bundle"]);
+    assert_ne!(up.code, 0, "{up:?}");
+    assert!(
+        up.stderr
+            .contains("app: its preview ran on projected inputs"),
+        "{}",
+        up.stderr
+    );
+}

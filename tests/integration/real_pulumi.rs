@@ -1191,3 +1191,76 @@ fn a_plan_bundle_is_saved_applied_once_and_refused_when_anything_moved() {
         "a bundle applied in part is not spent"
     );
 }
+
+/// Projected previews (issue 24) on the real CLI: a fresh `local-pulumi`, with mocks for
+/// lp-cluster's outputs and one more project, lp-edge, that takes lp-ingress's hostname
+/// and lp-registry's URL. lp-ingress previews on the mocks; lp-edge on what the real
+/// previews of lp-ingress (itself projected) and lp-registry already know, read from the
+/// update plans they saved; what reads the backend through a StackReference stays
+/// blocked. The counts are the real CLI's own preview on the same config.
+#[test]
+fn a_fresh_local_pulumi_preview_projects_downstream_rows_with_change_counts() {
+    let Some(r) = Real::with_local_pulumi("real_pulumi::projected_preview") else {
+        return;
+    };
+    let profile = r.ws.path("providers/local-pulumi.yaml");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    let text = text.replace(
+        "    needs: [local-pulumi/network]\n",
+        "    needs: [local-pulumi/network]\n    mock_outputs:\n      lb_address: 10.77.0.1\n      admin_token: mock-token\n",
+    ) + "  - path: local-pulumi/edge\n    description: Edge\n    needs: [local-pulumi/ingress, local-pulumi/registry]\n    inputs:\n      lp-edge:host: local-pulumi/ingress:hostname\n      lp-edge:image: local-pulumi/registry:registry_url\n";
+    std::fs::write(&profile, text).unwrap();
+    r.ws.pulumi_project(
+        "local-pulumi/edge",
+        "lp-edge",
+        "config:\n  host:\n    type: string\n  image:\n    type: string\nresources:\n  edge:\n    type: command:local:Command\n    properties:\n      create: echo ${image} at ${host}\noutputs:\n  seen: ${host}\n",
+    );
+    let fresh = lp(&r, &["preview"]);
+    assert_eq!(fresh.code, 0, "{fresh:?}");
+    let rows: std::collections::BTreeMap<String, Value> = fresh
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "project_finished")
+        .map(|e| (e["project"].as_str().unwrap().to_string(), e))
+        .collect();
+    let row = |p: &str| rows[&format!("local-pulumi/{p}")].clone();
+    let msg = |p: &str| row(p)["message"].as_str().unwrap_or("").to_string();
+    for p in ["network", "registry", "ingress", "edge"] {
+        assert_eq!(row(p)["status"], "succeeded", "{p}: {fresh:?}");
+    }
+    for p in ["cluster", "logstore", "app"] {
+        assert_eq!(row(p)["status"], "blocked", "{p}: {fresh:?}");
+        assert!(
+            msg(p).contains("through a StackReference"),
+            "{p}: {}",
+            msg(p)
+        );
+    }
+    assert_eq!(
+        msg("ingress"),
+        "2 to create · projected: mocks: lp-ingress:admin_token (local-pulumi/cluster), lp-ingress:lb_address (local-pulumi/cluster)"
+    );
+    assert_eq!(
+        msg("edge"),
+        "2 to create · projected: lp-edge:host from local-pulumi/ingress's preview; lp-edge:image from local-pulumi/registry's preview"
+    );
+    // The counts are what the real CLI previews with the same (projected) config.
+    for p in ["ingress", "edge"] {
+        let folder = format!("local-pulumi/{p}");
+        let cfg = r.ws.path(&format!(
+            ".strata/dev/config/{}.yaml",
+            folder.replace('/', "_2f")
+        ));
+        let real = pulumi_preview_summary(&r, &folder, Some(&cfg));
+        assert_eq!(row(p)["changes"], real, "{p}: strata's counts are Pulumi's");
+        assert_eq!(row(p)["changes"]["create"], 2, "{p}: {real}");
+    }
+    let cfg =
+        std::fs::read_to_string(r.ws.path(".strata/dev/config/local-pulumi_2fedge.yaml")).unwrap();
+    assert!(
+        cfg.contains("app.dev.local") && cfg.contains("registry.local/dev"),
+        "{cfg}"
+    );
+    // Nothing was deployed.
+    assert!(!r.env_dir().exists(), "a preview created files");
+}

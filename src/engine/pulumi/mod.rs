@@ -391,12 +391,19 @@ impl Engine for PulumiEngine {
         if secret_needed || missing_needed {
             outputs = self.stack_outputs(job, control, report, true, &mut procs)?;
         }
+        let planned_outputs = match (&job.op, &job.plan) {
+            (Operation::Preview, Some(PlanFile::Save(f))) => std::fs::read_to_string(f)
+                .ok()
+                .and_then(|t| digest::planned_outputs(&t)),
+            _ => None,
+        };
         Ok(Outcome {
             outputs,
             secret_outputs,
             summary,
             processes: procs,
             changes,
+            planned_outputs,
         })
     }
 }

@@ -144,13 +144,14 @@ impl StepRunner<'_> {
         last.get(path).copied().unwrap_or(false)
     }
 
-    /// Preview: the first upstream of `path` that has never been deployed (its outputs
-    /// are read, and kept for the inputs), or why that could not be told.
-    pub(super) fn undeployed_upstream(
+    /// Preview: the upstreams of `path` that have never been deployed (the outputs of
+    /// the others are read, and kept for the inputs), or why that could not be told.
+    pub(super) fn undeployed_upstreams(
         &self,
         path: &str,
         log: &mut dyn FnMut(Progress),
-    ) -> Result<Option<String>, (Status, String)> {
+    ) -> Result<Vec<String>, (Status, String)> {
+        let mut undeployed = Vec::new();
         for up in self.ctx.upstreams.get(path).into_iter().flatten() {
             let needed = self.ctx.needed.get(up).cloned().unwrap_or_default();
             let wanted: Vec<&str> = needed.iter().map(String::as_str).collect();
@@ -159,11 +160,51 @@ impl StepRunner<'_> {
                 Err(_) if self.control.is_cancelled() => {
                     return Err((Status::Cancelled, "cancelled".into()));
                 }
-                Err((_, true)) => return Ok(Some(up.clone())),
+                Err((_, true)) => undeployed.push(up.clone()),
                 Err((msg, false)) => return Err((Status::Failed, msg)),
             }
         }
-        Ok(None)
+        Ok(undeployed)
+    }
+
+    /// Preview: true when `path` may never have been deployed and a step of this run takes
+    /// inputs from it, so its preview's known outputs may be projected.
+    pub(super) fn feeds_a_projection(&self, path: &str) -> bool {
+        let feeds = self.ctx.plan.nodes.iter().any(|n| {
+            n.entry
+                .as_ref()
+                .is_some_and(|e| e.inputs.iter().any(|i| i.project == path))
+        });
+        let is_pulumi = matches!(
+            self.ctx.projects.get(path),
+            Some((_, _, ProjectKind::Pulumi { .. }))
+        );
+        if !(feeds && is_pulumi) {
+            return false;
+        }
+        // No process: a plan saved for nothing costs only a file, while reading its
+        // outputs here would race its dependents' own reads (two processes for one).
+        let Some(job) = self.job_for(path, Operation::Up) else {
+            return false;
+        };
+        match crate::engine::pulumi::file_backend_stack_missing(&job) {
+            Some(true) => true,
+            Some(false) => {
+                crate::engine::pulumi::PulumiEngine::stack_outputs_from_file(&job)
+                    .is_none_or(|m| m.is_empty())
+                    && !self.journal_says_deployed(path)
+            }
+            None => !self.journal_says_deployed(path),
+        }
+    }
+
+    /// The update plan a preview saves in its scratch folder so that its known stack
+    /// outputs can be read (the preview's JSON does not carry them).
+    pub(super) fn projection_plan(&self, job: &Job) -> Option<crate::engine::PlanFile> {
+        crate::files::private_dir(&job.scratch_dir).ok()?;
+        let file = job.scratch_dir.join("projection-plan.json");
+        let _ = std::fs::remove_file(&file);
+        Some(crate::engine::PlanFile::Save(file))
     }
 
     /// Gives the job of `path` what it receives: its wired inputs and its secrets (a
@@ -242,7 +283,29 @@ impl StepRunner<'_> {
                     return Err(Box::new(Ran::new(Status::Cancelled, Some(msg), None)));
                 }
                 Err(_) if op == Operation::Preview => {
-                    return Err(Box::new(Ran::blocked(&input.project, &ctx.stack)));
+                    let projected = self.projected.lock().ok().and_then(|m| {
+                        m.get(path)
+                            .and_then(|p| p.values.get(&input.key))
+                            .map(|(v, source, _)| (v.clone(), source.clone()))
+                    });
+                    match projected {
+                        // A mock may stand for a secret output, and Pulumi refuses a
+                        // plain value for a config key its program declares secret; a
+                        // secret value is accepted for any key.
+                        Some((v, super::projection::Source::Mock)) => {
+                            let text = match v {
+                                Value::String(s) => s,
+                                other => other.to_string(),
+                            };
+                            wired.secret.insert(input.key.clone(), text);
+                            continue;
+                        }
+                        Some((v, _)) => {
+                            wired.plain.push((input.key.clone(), v));
+                            continue;
+                        }
+                        None => return Err(Box::new(Ran::blocked(&input.project, &ctx.stack))),
+                    }
                 }
                 Err((msg, true)) => return Err(Box::new(Ran::missing_input(msg))),
                 Err((msg, false)) => {

@@ -29,6 +29,7 @@ mod cluster_secrets;
 pub mod hooks;
 mod inputs;
 mod outputs;
+mod projection;
 
 use outputs::Outputs;
 pub use outputs::StepRecord;
@@ -78,6 +79,15 @@ pub struct Ctx {
     pub force_conflicts: bool,
     /// `preview --save-plan` / `up --plan`: the plan bundle written or applied.
     pub bundle: Option<bundle::PlanBundle>,
+    /// Pulumi projects whose code reads other stacks through StackReferences: the
+    /// projects they read, or `None` when a reference names a stack the scanner cannot
+    /// read (it may read any). A preview cannot project what they read.
+    pub reads_backend: BTreeMap<String, Option<BTreeSet<String>>>,
+    /// The needs each entry declares: its `needs:`, or the previous entry when it has
+    /// none. (The kubernetes stage's wait for every infrastructure entry is not one.)
+    pub declared_needs: BTreeMap<String, BTreeSet<String>>,
+    /// `mock_outputs:` allowed for this operation, by the project they stand in for.
+    pub mocks: BTreeMap<String, Map<String, Value>>,
 }
 
 impl Ctx {
@@ -116,6 +126,10 @@ struct Ran {
     changes: Option<crate::engine::digest::Changes>,
     /// A successful `up`: the keyed hash of its outputs.
     outputs_hash: Option<String>,
+    /// A preview: the stack outputs it already knows (for projected dependents).
+    planned: Option<Map<String, Value>>,
+    /// A preview that ran on projected inputs.
+    projected: bool,
 }
 
 impl Ran {
@@ -128,6 +142,8 @@ impl Ran {
             upstream: None,
             changes: None,
             outputs_hash: None,
+            planned: None,
+            projected: false,
         }
     }
 
@@ -139,15 +155,16 @@ impl Ran {
     }
 
     fn blocked(upstream: &str, stack: &str) -> Ran {
+        Ran::blocked_because(
+            upstream,
+            format!("needs {upstream}, which has never been deployed on stack `{stack}`"),
+        )
+    }
+
+    fn blocked_because(upstream: &str, why: String) -> Ran {
         Ran {
             upstream: Some(upstream.to_string()),
-            ..Ran::new(
-                Status::Blocked,
-                Some(format!(
-                    "needs {upstream}, which has never been deployed on stack `{stack}`"
-                )),
-                None,
-            )
+            ..Ran::new(Status::Blocked, Some(why), None)
         }
     }
 }
@@ -193,6 +210,10 @@ pub struct StepRunner<'a> {
     bundle_reads: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
     /// One lock per upstream whose outputs are being read (see `outputs_of`).
     reading: Mutex<BTreeMap<String, std::sync::Arc<Mutex<()>>>>,
+    /// A preview: what each finished preview knows of its outputs.
+    previews: projection::Previews,
+    /// A preview: the projected inputs of each step that has some.
+    projected: Mutex<BTreeMap<String, projection::Projected>>,
 }
 
 impl<'a> StepRunner<'a> {
@@ -219,6 +240,8 @@ impl<'a> StepRunner<'a> {
             log_files: Mutex::new(BTreeMap::new()),
             bundle_reads: Mutex::new(BTreeMap::new()),
             reading: Mutex::new(BTreeMap::new()),
+            previews: projection::Previews::default(),
+            projected: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -331,14 +354,34 @@ impl<'a> StepRunner<'a> {
                     None,
                 );
             }
-            match self.undeployed_upstream(&node.path, &mut sink) {
-                Ok(None) => {}
-                Ok(Some(up)) => return Ran::blocked(&up, &ctx.stack),
+            let undeployed = match self.undeployed_upstreams(&node.path, &mut sink) {
+                Ok(u) => u,
                 Err((status, msg)) => return Ran::new(status, Some(msg), None),
+            };
+            if !undeployed.is_empty() {
+                match self.project(&node.path, entry, &undeployed) {
+                    Ok(p) => {
+                        if let Ok(mut m) = self.projected.lock() {
+                            m.insert(node.path.clone(), p);
+                        }
+                    }
+                    Err(ran) => return *ran,
+                }
+            }
+            if job.plan.is_none() && self.feeds_a_projection(&node.path) {
+                job.plan = self.projection_plan(&job);
             }
         }
+        let projected = self
+            .projected
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&node.path).cloned());
 
-        if let Err(ran) = self.hold_to_bundle(&node.path, &mut sink) {
+        // A projected preview is never held to a bundle: what it read is not deployed.
+        if projected.is_none()
+            && let Err(ran) = self.hold_to_bundle(&node.path, &mut sink)
+        {
             return *ran;
         }
 
@@ -371,14 +414,16 @@ impl<'a> StepRunner<'a> {
         }
         let outputs_hash =
             (op == Operation::Up).then(|| self.note_outputs_hash(&node.path, &outcome.outputs));
+        let mut message = attempt::after_tries(outcome.summary, tries);
+        if let Some(p) = &projected {
+            message = format!("{message} · {}", p.describe());
+        }
         Ran {
             changes: outcome.changes,
             outputs_hash,
-            ..Ran::new(
-                Status::Succeeded,
-                Some(attempt::after_tries(outcome.summary, tries)),
-                None,
-            )
+            planned: outcome.planned_outputs,
+            projected: projected.is_some(),
+            ..Ran::new(Status::Succeeded, Some(message), None)
         }
     }
 }
@@ -422,6 +467,7 @@ impl Executor for StepRunner<'_> {
         let ctx = self.ctx;
         let node = &ctx.plan.nodes[i];
         if self.unchanged.lock().is_ok_and(|u| u.contains(&i)) {
+            self.previews.publish(&node.path, Map::new());
             // Like a step `--changed` dropped before the run: no process, no record.
             return StepResult {
                 unchanged: true,
@@ -454,10 +500,15 @@ impl Executor for StepRunner<'_> {
             upstream,
             changes,
             outputs_hash,
+            planned,
+            projected,
         } = match Step::of(node.kind) {
             Step::Project => self.run_project(i, emit, &mut log),
             Step::ClusterSecrets => cluster_secrets::run(ctx, &mut log),
         };
+        // Whatever became of it: a projected dependent may be waiting for it.
+        self.previews
+            .publish(&node.path, planned.unwrap_or_default());
         let ended = now_ms();
         let message = message.filter(|m| !m.is_empty()).map(|m| ctx.redact(&m));
         log(&format!(
@@ -502,6 +553,7 @@ impl Executor for StepRunner<'_> {
             upstream,
             changes,
             unchanged: false,
+            projected,
         }
     }
 }

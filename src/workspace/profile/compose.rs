@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::raw::{RawEntry, check_watch, parse_duration, parse_retry, read_yaml};
+use super::raw::{
+    RawEntry, check_mock_commands, check_watch, parse_duration, parse_retry, read_yaml,
+};
 use super::{Entry, Input, Stage};
 use crate::error::{Error, Result};
 use crate::util::display_path;
@@ -194,6 +196,21 @@ fn flatten(
         };
         let watch = check_watch(&raw.watch)
             .map_err(|why| Error::config(format!("{where_} ({path}): `watch:` {why}")))?;
+        let mock_outputs_allowed_commands =
+            check_mock_commands(raw.mock_outputs_allowed_commands.as_deref()).map_err(|why| {
+                Error::config(format!(
+                    "{where_} ({path}): `mock_outputs_allowed_commands:` {why}."
+                ))
+            })?;
+        let mut mock_outputs = std::collections::BTreeMap::new();
+        for (name, v) in &raw.mock_outputs {
+            let value = serde_json::to_value(v).map_err(|e| {
+                Error::config(format!(
+                    "{where_} ({path}): `mock_outputs: {name}` is not a plain value ({e})."
+                ))
+            })?;
+            mock_outputs.insert(name.clone(), value);
+        }
         out.push((
             Entry {
                 path,
@@ -209,6 +226,8 @@ fn flatten(
                 timeout,
                 retry,
                 watch,
+                mock_outputs,
+                mock_outputs_allowed_commands,
                 file: file.to_path_buf(),
             },
             placement,

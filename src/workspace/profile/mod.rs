@@ -152,6 +152,12 @@ pub struct Entry {
     /// `watch:`: files or folders outside the project folder that it reads (paths from
     /// the workspace root), part of its fingerprint.
     pub watch: Vec<String>,
+    /// `mock_outputs:` (Terragrunt's name): stand-ins for this project's outputs, by
+    /// output name, that a `preview` passes to its dependents while it has never been
+    /// deployed and its own preview cannot tell the value. Never used by `up`.
+    pub mock_outputs: std::collections::BTreeMap<String, serde_json::Value>,
+    /// `mock_outputs_allowed_commands:` (default `[preview]`, the only one allowed).
+    pub mock_outputs_allowed_commands: Vec<String>,
     /// The file the entry was written in (profile or fragment).
     pub file: PathBuf,
 }

@@ -38,6 +38,10 @@ pub(super) struct RawEntry {
     pub(super) retry: Option<RawRetry>,
     #[serde(default)]
     pub(super) watch: Vec<String>,
+    #[serde(default)]
+    pub(super) mock_outputs: BTreeMap<String, serde_yaml::Value>,
+    #[serde(default)]
+    pub(super) mock_outputs_allowed_commands: Option<Vec<String>>,
 }
 
 /// `retry:` as written: `{attempts: 3, delay: 30s, on: [regex, ...]}`.
@@ -131,6 +135,34 @@ pub(super) fn check_watch(paths: &[String]) -> std::result::Result<Vec<String>, 
             Ok(t.to_string())
         })
         .collect()
+}
+
+/// The commands `mock_outputs:` may serve: only `preview` (a mock must never reach
+/// what is deployed), which is also the default.
+pub(super) fn check_mock_commands(
+    commands: Option<&[String]>,
+) -> std::result::Result<Vec<String>, String> {
+    let Some(commands) = commands else {
+        return Ok(vec!["preview".into()]);
+    };
+    for c in commands {
+        match c.trim() {
+            "preview" => {}
+            "up" | "destroy" | "refresh" => {
+                return Err(format!(
+                    "lists `{c}`: mocks are used only by `preview` (an `{c}` on made-up values would change real stacks); list `preview` alone or leave the key out"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "lists `{c}`, which is not a strata command that reads outputs; the only command mocks serve is `preview`"
+                ));
+            }
+        }
+    }
+    let mut out: Vec<String> = commands.iter().map(|c| c.trim().to_string()).collect();
+    out.dedup();
+    Ok(out)
 }
 
 /// A duration as written in a profile (`45m`, `30s`, `1h 30m`); zero is refused.

@@ -228,3 +228,46 @@ fn list_is_sorted_and_skips_fragments() {
     let names: Vec<String> = list(d.path()).unwrap().into_iter().map(|x| x.0).collect();
     assert_eq!(names, ["a", "z"]);
 }
+
+#[test]
+fn mock_outputs_default_to_preview_and_other_commands_are_refused() {
+    let d = ws(&[(
+        "aws.yaml",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: a\n    mock_outputs: {{ vpc_id: vpc-mock, port: 80 }}\n  - path: b\n"
+        ),
+    )]);
+    let p = load(d.path(), "aws").unwrap();
+    assert_eq!(
+        p.entries[0].mock_outputs.get("vpc_id"),
+        Some(&serde_json::json!("vpc-mock"))
+    );
+    assert_eq!(
+        p.entries[0].mock_outputs.get("port"),
+        Some(&serde_json::json!(80))
+    );
+    assert_eq!(p.entries[0].mock_outputs_allowed_commands, ["preview"]);
+    assert!(p.entries[1].mock_outputs.is_empty());
+    for (list, needle) in [
+        ("[up]", "lists `up`: mocks are used only by `preview`"),
+        (
+            "[preview, plan]",
+            "lists `plan`, which is not a strata command",
+        ),
+    ] {
+        let d = ws(&[(
+            "aws.yaml",
+            &format!(
+                "{HEAD}infrastructure:\n  - path: a\n    mock_outputs: {{ x: y }}\n    mock_outputs_allowed_commands: {list}\n"
+            ),
+        )]);
+        let e = load(d.path(), "aws").unwrap_err();
+        assert_eq!(e.exit_code(), 3, "{list}");
+        assert!(e.message.contains(needle), "{list}: {}", e.message);
+        assert!(
+            e.message.contains("aws.yaml") && e.message.contains("mock_outputs_allowed_commands"),
+            "{}",
+            e.message
+        );
+    }
+}
