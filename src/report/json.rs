@@ -94,4 +94,35 @@ mod tests {
         assert_eq!(v["totals"]["wall_ms"], 520);
         assert_eq!(v["graph"]["source"], "plan");
     }
+
+    /// The schema published for readers lists exactly these reasons.
+    #[test]
+    fn the_published_schema_lists_every_reason() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/schema/report.v1.json")).unwrap();
+        let listed: Vec<&str> = schema["$defs"]["project"]["properties"]["reason"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(listed, super::super::reason::REASONS);
+        assert_eq!(schema["properties"]["schema"]["const"], SCHEMA);
+        assert_eq!(
+            schema["properties"]["schema_version"]["const"],
+            SCHEMA_VERSION
+        );
+        let events: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/schema/events.v1.json")).unwrap();
+        let started = events["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["properties"]["event"]["const"] == "run_started")
+            .unwrap();
+        assert_eq!(
+            started["properties"]["schema_version"]["const"],
+            crate::run::events::SCHEMA_VERSION
+        );
+    }
 }
