@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::plan::NodeKind;
 use crate::plan::Plan;
 use crate::run::events::{RunEvent, Status};
-use crate::run::journal::{self, Journal, Record};
+use crate::run::journal::{Journal, Record};
 use crate::run::scheduler::{self, StepResult};
 use crate::run::step::bundle::PlanBundle;
 use crate::run::step::{Ctx, StepRecord, StepRunner, hooks};
@@ -118,7 +118,7 @@ pub fn execute(
                     fingerprint::of_plan(&plan, &profile, &cfg, &secret_hashes, &extra);
                 // What is deployed now as this journal knows it: each project's last
                 // success and the outputs it left.
-                let last = journal::last_success(&Journal::new(&state_dir).read());
+                let last = Journal::new(&state_dir).last_success();
                 let last_outputs: BTreeMap<String, String> = last
                     .iter()
                     .filter_map(|(p, r)| match r {

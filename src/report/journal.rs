@@ -1,9 +1,12 @@
-//! The journal of a stack, read for a report: its records as written (kept whole for the
-//! JSON report), which run to draw, and clear errors for a missing or torn journal.
+//! The journal of a stack, read for a report: its records as written (kept as their
+//! text for the JSON report), which run to draw, and clear errors for a missing or torn
+//! journal.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -14,7 +17,9 @@ use crate::util::display_path;
 pub struct Journal {
     pub path: PathBuf,
     pub stack: String,
-    pub(super) lines: Vec<(Value, Record)>,
+    /// Each record with its line as written: the text, not a parsed [`Value`], which
+    /// takes several times the memory (a report of thousands of projects holds them all).
+    pub(super) lines: Vec<(Arc<str>, Record)>,
     /// Lines that are not a whole record (torn by a crash, or of a kind not known here).
     pub unreadable: usize,
 }
@@ -58,9 +63,10 @@ impl Journal {
             if raw.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let parsed = serde_json::from_slice::<Value>(raw)
-                .ok()
-                .and_then(|v| Some((v.clone(), serde_json::from_value::<Record>(v).ok()?)));
+            let parsed = serde_json::from_slice::<Value>(raw).ok().and_then(|v| {
+                let record = Record::deserialize(&v).ok()?;
+                Some((Arc::from(String::from_utf8_lossy(raw).trim()), record))
+            });
             match parsed {
                 Some(pair) => lines.push(pair),
                 None => unreadable += 1,
@@ -181,6 +187,17 @@ mod tests {
                 && e.message.contains("strata report --run ID"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn each_record_keeps_its_line_as_written() {
+        let mut v: Value = serde_json::from_str(&run_line("r1", "up", &["a"])).unwrap();
+        v["from_a_newer_strata"] = serde_json::json!({"x": [1, 2]});
+        let j = journal_of(&[v.to_string()]);
+        assert_eq!(j.lines.len(), 1);
+        let (text, record) = &j.lines[0];
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), v);
+        assert_eq!(record.run_id(), "r1");
     }
 
     #[test]
