@@ -77,7 +77,7 @@ pub fn write_after_run(
     plan: &Plan,
     journal_from: u64,
 ) -> Result<PathBuf> {
-    let journal = Journal::read_from(state_dir, stack, journal_from)?;
+    let journal = Journal::read_from_for_drawing(state_dir, stack, journal_from)?;
     let id = journal.select(Some(run_id))?;
     let report = build(&journal, &id, Ok(plan), root);
     let path = default_path(state_dir);

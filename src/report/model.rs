@@ -417,10 +417,13 @@ fn graph_of(
     operation: &str,
     paths: &[String],
 ) -> std::result::Result<(Vec<usize>, Vec<Vec<usize>>), String> {
+    // Not copied for an up: the plan of thousands of projects is large.
+    let reversed;
     let base = if operation == "destroy" {
-        full.reversed()
+        reversed = full.reversed();
+        &reversed
     } else {
-        full.clone()
+        full
     };
     let missing: Vec<&str> = paths
         .iter()
@@ -437,7 +440,13 @@ fn graph_of(
         .map(|n| wanted.contains(n.path.as_str()))
         .collect();
     let sub = base.subplan(&keep);
-    let at = |path: &str| paths.iter().position(|p| p == path);
+    let index: BTreeMap<&str, usize> = paths
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, p)| (p.as_str(), i))
+        .collect();
+    let at = |path: &str| index.get(path).copied();
     let mut waves = vec![0; paths.len()];
     let mut needs = vec![Vec::new(); paths.len()];
     for node in &sub.nodes {

@@ -215,8 +215,25 @@ impl Journal {
     /// (see [`last_success`]), read one record at a time: the journal is never held
     /// whole in memory.
     pub fn last_success(&self) -> BTreeMap<String, Record> {
+        self.last_success_as(&|r| r)
+    }
+
+    /// The outputs hash each project's last success left (see [`Journal::last_success`]),
+    /// holding no more than the hashes.
+    pub fn last_outputs(&self) -> BTreeMap<String, String> {
+        let last = self.last_success_as(&|r| match r {
+            Record::Project { outputs_hash, .. } => outputs_hash,
+            _ => None,
+        });
+        last.into_iter()
+            .filter_map(|(p, h)| Some((p, h?)))
+            .collect()
+    }
+
+    /// [`Journal::last_success`], keeping of each record what `keep` makes of it.
+    fn last_success_as<T>(&self, keep: &dyn Fn(Record) -> T) -> BTreeMap<String, T> {
         let mut out = BTreeMap::new();
-        self.scan(None, &mut |r| note_success(&mut out, r));
+        self.scan(None, &mut |r| note_success(&mut out, r, keep));
         out
     }
 
@@ -359,7 +376,7 @@ pub fn last_success(records: &[Record]) -> std::collections::BTreeMap<String, Re
     let mut out = std::collections::BTreeMap::new();
     for r in records {
         if is_success(r) {
-            note_success(&mut out, r.clone());
+            note_success(&mut out, r.clone(), &|r| r);
         }
     }
     out
@@ -371,24 +388,22 @@ fn is_success(r: &Record) -> bool {
         if status == "succeeded" && matches!(operation.as_str(), "up" | "destroy"))
 }
 
-/// [`last_success`], one record at a time.
-fn note_success(out: &mut BTreeMap<String, Record>, r: Record) {
+/// [`last_success`], one record at a time, keeping what `keep` makes of it.
+fn note_success<T>(out: &mut BTreeMap<String, T>, r: Record, keep: &dyn Fn(Record) -> T) {
+    if !is_success(&r) {
+        return;
+    }
     if let Record::Project {
-        project,
-        operation,
-        status,
-        ..
+        project, operation, ..
     } = &r
-        && status == "succeeded"
     {
         match operation.as_str() {
             "up" => {
-                out.insert(project.clone(), r);
+                out.insert(project.clone(), keep(r));
             }
-            "destroy" => {
+            _ => {
                 out.remove(project);
             }
-            _ => {}
         }
     }
 }
@@ -471,6 +486,17 @@ mod index_tests {
         let streamed = j.last_success();
         assert_eq!(streamed, last_success(&j.read()));
         assert_eq!(streamed, last_success(&j.read_all()));
+        let hashes: BTreeMap<String, String> = streamed
+            .iter()
+            .filter_map(|(p, r)| match r {
+                Record::Project {
+                    outputs_hash: Some(h),
+                    ..
+                } => Some((p.clone(), h.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(j.last_outputs(), hashes);
         let fp = |p: &str| match &streamed[p] {
             Record::Project { fingerprint, .. } => fingerprint.clone().unwrap(),
             _ => unreachable!(),
