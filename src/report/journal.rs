@@ -197,39 +197,19 @@ impl Journal {
 
 /// `record` without what no report reads of it (its text keeps all of it): the
 /// fingerprint and outputs hashes are most of a project record's memory.
-fn without_unread(record: Record) -> Record {
-    match record {
-        Record::Project {
-            run_id,
-            project,
-            operation,
-            status,
-            started_at,
-            ended_at,
-            duration_ms,
-            exit_code,
-            message,
-            log,
-            changes,
-            ..
-        } => Record::Project {
-            run_id,
-            project,
-            operation,
-            status,
-            started_at,
-            ended_at,
-            duration_ms,
-            exit_code,
-            fingerprint: None,
-            message,
-            log,
-            changes,
-            outputs_hash: None,
-            upstream_outputs: None,
-        },
-        other => other,
+fn without_unread(mut record: Record) -> Record {
+    if let Record::Project {
+        fingerprint,
+        outputs_hash,
+        upstream_outputs,
+        ..
+    } = &mut record
+    {
+        *fingerprint = None;
+        *outputs_hash = None;
+        *upstream_outputs = None;
     }
+    record
 }
 
 #[cfg(test)]
