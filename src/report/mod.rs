@@ -167,6 +167,27 @@ pub(crate) mod tests {
         }
     }
 
+    #[test]
+    fn a_journal_read_for_drawing_draws_the_same_html() {
+        let d = tempfile::tempdir().unwrap();
+        let lines = [
+            run_line("r1", "up", &["a", "b"]),
+            project_line("r1", "a", "succeeded", 0, 5),
+            "{\"record\":\"proj".to_string(),
+            project_line("r1", "b", "failed", 5, 5),
+        ];
+        std::fs::write(d.path().join("journal.jsonl"), lines.join("\n")).unwrap();
+        let draw = |j: &Journal| {
+            let r = build(j, "r1", Err("no plan".into()), d.path());
+            html::render(&r)
+        };
+        let whole = Journal::read_from(d.path(), "dev", 0).unwrap();
+        let drawing = Journal::read_from_for_drawing(d.path(), "dev", 0).unwrap();
+        assert_eq!(drawing.unreadable, 1);
+        assert!(drawing.lines.iter().all(|(t, _)| t.is_empty()));
+        assert_eq!(draw(&whole), draw(&drawing));
+    }
+
     proptest::proptest! {
         /// Whatever the journal holds, reading and drawing it never panics.
         #[test]
