@@ -103,6 +103,21 @@ pub fn children_open_files_limit() -> Option<u64> {
     Some(STARTED_WITH_SOFT.load(std::sync::atomic::Ordering::SeqCst)).filter(|s| *s != 0)
 }
 
+/// At most this many malloc arenas (glibc). Every step runs on a thread of its own;
+/// glibc gives threads up to 8 arenas per core, each keeping what its threads freed,
+/// so a long run's peak memory grew with `-j` and the estate. Steps allocate little:
+/// two arenas serve them.
+pub const MALLOC_ARENAS: i32 = 2;
+
+/// Caps glibc's malloc arenas at [`MALLOC_ARENAS`] (nothing elsewhere). Call it early.
+pub fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a tunable of the allocator; any value is valid.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
+    }
+}
+
 /// Raises the open-files soft limit to the hard limit (hundreds of projects, each with
 /// pipes and a log, can exceed the usual soft 1024). Returns the soft limit in force.
 /// Children get the soft limit strata started with back ([`children_open_files_limit`]).

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::plan::NodeKind;
 use crate::plan::Plan;
 use crate::run::events::{RunEvent, Status};
-use crate::run::journal::{self, Journal, Record};
+use crate::run::journal::{Journal, Record};
 use crate::run::scheduler::{self, StepResult};
 use crate::run::step::bundle::PlanBundle;
 use crate::run::step::{Ctx, StepRecord, StepRunner, hooks};
@@ -117,22 +117,14 @@ pub fn execute(
                 let fingerprints =
                     fingerprint::of_plan(&plan, &profile, &cfg, &secret_hashes, &extra);
                 // What is deployed now as this journal knows it: each project's last
-                // success and the outputs it left.
-                let last = journal::last_success(&Journal::new(&state_dir).read());
-                let last_outputs: BTreeMap<String, String> = last
-                    .iter()
-                    .filter_map(|(p, r)| match r {
-                        Record::Project {
-                            outputs_hash: Some(h),
-                            ..
-                        } => Some((p.clone(), h.clone())),
-                        _ => None,
-                    })
-                    .collect();
+                // success and the outputs it left (only the hashes, unless `--changed`
+                // needs the whole records).
+                let journal = Journal::new(&state_dir);
+                let last_outputs = journal.last_outputs();
                 let changed = if changed_only {
                     changed_plan(
                         &plan,
-                        &last,
+                        &journal.last_success(),
                         &last_outputs,
                         &fingerprints,
                         &reads(&full, &profile),
@@ -315,9 +307,10 @@ pub fn execute(
     // what keeps that wait from deadlocking.
     let preview = op == Operation::Preview;
     let sched_plan = if preview {
-        unordered(&ctx.plan)
+        std::borrow::Cow::Owned(unordered(&ctx.plan))
     } else {
-        ctx.plan.clone()
+        // Not copied: the plan of thousands of projects is large.
+        std::borrow::Cow::Borrowed(&ctx.plan)
     };
     let opts = scheduler::Options {
         parallel: r.req.args.parallel as usize,

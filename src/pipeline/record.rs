@@ -224,9 +224,7 @@ pub fn finish(
 /// and, for a command project (whose preview has no counts), when no `up` of it has
 /// succeeded since its last destroy (it would be created).
 fn pending_changes(r: &Resolved, done: &Executed) -> Vec<String> {
-    let deployed = crate::run::journal::last_success(
-        &crate::run::journal::Journal::new(&r.ws.state_dir(r.stack())).read(),
-    );
+    let deployed = crate::run::journal::Journal::new(&r.ws.state_dir(r.stack())).last_success();
     let mut out = Vec::new();
     for &i in &done.plan.order {
         let (node, res) = (&done.plan.nodes[i], &done.results[i]);

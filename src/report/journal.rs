@@ -1,9 +1,12 @@
-//! The journal of a stack, read for a report: its records as written (kept whole for the
-//! JSON report), which run to draw, and clear errors for a missing or torn journal.
+//! The journal of a stack, read for a report: its records as written (kept as their
+//! text for the JSON report), which run to draw, and clear errors for a missing or torn
+//! journal.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -14,7 +17,9 @@ use crate::util::display_path;
 pub struct Journal {
     pub path: PathBuf,
     pub stack: String,
-    pub(super) lines: Vec<(Value, Record)>,
+    /// Each record with its line as written: the text, not a parsed [`Value`], which
+    /// takes several times the memory (a report of thousands of projects holds them all).
+    pub(super) lines: Vec<(Arc<str>, Record)>,
     /// Lines that are not a whole record (torn by a crash, or of a kind not known here).
     pub unreadable: usize,
 }
@@ -29,16 +34,25 @@ impl Journal {
     /// [`Journal::read`] from byte `from` on: after a run, only what it appended is read,
     /// so writing its report does not get slower as the journal grows.
     pub fn read_from(state_dir: &Path, stack: &str, from: u64) -> Result<Journal> {
-        use std::io::{Read, Seek, SeekFrom};
+        Journal::read_lines(state_dir, stack, from, true)
+    }
+
+    /// [`Journal::read_from`] for an HTML report, which draws from the records alone:
+    /// the lines' text (only the JSON report quotes it) is not kept.
+    pub fn read_from_for_drawing(state_dir: &Path, stack: &str, from: u64) -> Result<Journal> {
+        Journal::read_lines(state_dir, stack, from, false)
+    }
+
+    /// Reads the journal from byte `from` on, one line at a time (never whole).
+    fn read_lines(state_dir: &Path, stack: &str, from: u64, text: bool) -> Result<Journal> {
+        use std::io::{Seek, SeekFrom};
         let path = state_dir.join("journal.jsonl");
         let read = std::fs::File::open(&path).and_then(|mut f| {
             f.seek(SeekFrom::Start(from))?;
-            let mut b = Vec::new();
-            f.read_to_end(&mut b)?;
-            Ok(b)
+            Ok(f)
         });
-        let bytes = match read {
-            Ok(b) => b,
+        let file = match read {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::config(format!(
                     "no run is recorded for stack `{stack}` yet ({} does not exist).\n  Run `strata up --stack {stack}` (or preview, refresh, destroy), then `strata report`.",
@@ -47,20 +61,46 @@ impl Journal {
             }
             Err(e) => return Err(Error::io("read", &path, e)),
         };
-        Journal::parse(path, stack, &bytes)
+        let reader = std::io::BufReader::new(file);
+        Journal::parse_lines(path, stack, reader, text)
     }
 
     /// The journal in `bytes` (read from `path`).
     pub fn parse(path: PathBuf, stack: &str, bytes: &[u8]) -> Result<Journal> {
+        Journal::parse_lines(path, stack, bytes, true)
+    }
+
+    /// The journal in the lines of `reader`, with their text when `text`.
+    fn parse_lines(
+        path: PathBuf,
+        stack: &str,
+        mut reader: impl std::io::BufRead,
+        text: bool,
+    ) -> Result<Journal> {
         let mut lines = Vec::new();
         let mut unreadable = 0;
-        for raw in bytes.split(|b| *b == b'\n') {
+        let mut raw = Vec::new();
+        let empty: Arc<str> = Arc::from("");
+        loop {
+            raw.clear();
+            match reader.read_until(b'\n', &mut raw) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => return Err(Error::io("read", &path, e)),
+            }
+            let raw = raw.strip_suffix(b"\n").unwrap_or(&raw);
             if raw.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let parsed = serde_json::from_slice::<Value>(raw)
-                .ok()
-                .and_then(|v| Some((v.clone(), serde_json::from_value::<Record>(v).ok()?)));
+            let parsed = serde_json::from_slice::<Value>(raw).ok().and_then(|v| {
+                let record = without_unread(Record::deserialize(&v).ok()?);
+                let kept = if text {
+                    Arc::from(String::from_utf8_lossy(raw).trim())
+                } else {
+                    empty.clone()
+                };
+                Some((kept, record))
+            });
             match parsed {
                 Some(pair) => lines.push(pair),
                 None => unreadable += 1,
@@ -155,10 +195,27 @@ impl Journal {
     }
 }
 
+/// `record` without what no report reads of it (its text keeps all of it): the
+/// fingerprint and outputs hashes are most of a project record's memory.
+fn without_unread(mut record: Record) -> Record {
+    if let Record::Project {
+        fingerprint,
+        outputs_hash,
+        upstream_outputs,
+        ..
+    } = &mut record
+    {
+        *fingerprint = None;
+        *outputs_hash = None;
+        *upstream_outputs = None;
+    }
+    record
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::{journal_of, run_line};
+    use crate::report::tests::{journal_of, project_line, run_line};
 
     #[test]
     fn the_last_run_is_the_default_and_ids_can_be_shortened() {
@@ -181,6 +238,40 @@ mod tests {
                 && e.message.contains("strata report --run ID"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn each_record_keeps_its_line_as_written() {
+        let mut v: Value = serde_json::from_str(&run_line("r1", "up", &["a"])).unwrap();
+        v["from_a_newer_strata"] = serde_json::json!({"x": [1, 2]});
+        let j = journal_of(&[v.to_string()]);
+        assert_eq!(j.lines.len(), 1);
+        let (text, record) = &j.lines[0];
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), v);
+        assert_eq!(record.run_id(), "r1");
+        // What no report reads of a project record is left out of the record, not of
+        // its text.
+        let mut p: Value =
+            serde_json::from_str(&project_line("r1", "a", "succeeded", 0, 5)).unwrap();
+        p["fingerprint"] = serde_json::json!("f".repeat(64));
+        p["outputs_hash"] = serde_json::json!("h".repeat(64));
+        p["upstream_outputs"] = serde_json::json!({"b": "x"});
+        let j = journal_of(&[v.to_string(), p.to_string()]);
+        let (text, record) = &j.lines[1];
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), p);
+        let Record::Project {
+            fingerprint,
+            outputs_hash,
+            upstream_outputs,
+            status,
+            duration_ms,
+            ..
+        } = record
+        else {
+            panic!("{record:?}")
+        };
+        assert_eq!((status.as_str(), *duration_ms), ("succeeded", 5));
+        assert!(fingerprint.is_none() && outputs_hash.is_none() && upstream_outputs.is_none());
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub fn render(r: &Report) -> String {
         .steps
         .iter()
         .map(|s| {
-            let mut v = s.record.clone().unwrap_or_else(|| {
+            let mut v = s.record.as_deref().map(as_written).unwrap_or_else(|| {
                 json!({ "project": s.path, "status": s.status, "record": null })
             });
             if let Value::Object(m) = &mut v {
@@ -31,7 +31,7 @@ pub fn render(r: &Report) -> String {
                 );
                 m.insert(
                     "retries".into(),
-                    Value::Array(s.retries.iter().map(|t| t.record.clone()).collect()),
+                    Value::Array(s.retries.iter().map(|t| as_written(&t.record)).collect()),
                 );
                 m.insert(
                     "timeline".into(),
@@ -51,7 +51,7 @@ pub fn render(r: &Report) -> String {
     let doc = json!({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
-        "run": r.run_record,
+        "run": r.run_record.as_deref().map(as_written),
         "status": r.status,
         "graph": match &r.graph {
             Graph::Plan => json!({ "source": "plan" }),
@@ -68,6 +68,12 @@ pub fn render(r: &Report) -> String {
         "projects": projects,
     });
     format!("{doc}\n")
+}
+
+/// A journal line as the JSON it was written as (the journal read kept only lines that
+/// parse).
+fn as_written(line: &str) -> Value {
+    serde_json::from_str(line).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

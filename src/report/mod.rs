@@ -78,7 +78,7 @@ pub fn write_after_run(
     plan: &Plan,
     journal_from: u64,
 ) -> Result<PathBuf> {
-    let journal = Journal::read_from(state_dir, stack, journal_from)?;
+    let journal = Journal::read_from_for_drawing(state_dir, stack, journal_from)?;
     let id = journal.select(Some(run_id))?;
     let report = build(&journal, &id, Ok(plan), root);
     let path = default_path(state_dir);
@@ -166,6 +166,27 @@ pub(crate) mod tests {
         for f in [Format::Html, Format::Mermaid, Format::Json] {
             assert!(!render(&r, f).is_empty());
         }
+    }
+
+    #[test]
+    fn a_journal_read_for_drawing_draws_the_same_html() {
+        let d = tempfile::tempdir().unwrap();
+        let lines = [
+            run_line("r1", "up", &["a", "b"]),
+            project_line("r1", "a", "succeeded", 0, 5),
+            "{\"record\":\"proj".to_string(),
+            project_line("r1", "b", "failed", 5, 5),
+        ];
+        std::fs::write(d.path().join("journal.jsonl"), lines.join("\n")).unwrap();
+        let draw = |j: &Journal| {
+            let r = build(j, "r1", Err("no plan".into()), d.path());
+            html::render(&r)
+        };
+        let whole = Journal::read_from(d.path(), "dev", 0).unwrap();
+        let drawing = Journal::read_from_for_drawing(d.path(), "dev", 0).unwrap();
+        assert_eq!(drawing.unreadable, 1);
+        assert!(drawing.lines.iter().all(|(t, _)| t.is_empty()));
+        assert_eq!(draw(&whole), draw(&drawing));
     }
 
     proptest::proptest! {

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -31,7 +32,8 @@ pub struct Retry {
     pub at_ms: u64,
     pub delay_ms: u64,
     pub reason: String,
-    pub(super) record: Value,
+    /// Its journal line, as written.
+    pub(super) record: Arc<str>,
 }
 
 /// One project (or built-in step) of the run.
@@ -60,7 +62,8 @@ pub struct Step {
     pub tail: Vec<String>,
     /// Why the tail is missing, when it is.
     pub tail_note: Option<String>,
-    pub(super) record: Option<Value>,
+    /// Its journal line, as written (shared with the journal read: not copied).
+    pub(super) record: Option<Arc<str>>,
 }
 
 impl Step {
@@ -127,7 +130,8 @@ pub struct Report {
     pub critical: Vec<usize>,
     pub totals: Totals,
     pub journal: String,
-    pub(super) run_record: Value,
+    /// The run's journal line, as written.
+    pub(super) run_record: Option<Arc<str>>,
 }
 
 impl Report {
@@ -170,14 +174,16 @@ pub fn build(
     plan: std::result::Result<&Plan, String>,
     root: &Path,
 ) -> Report {
-    let mut run_record = Value::Null;
+    let mut run_record = None;
     let mut info = (String::new(), String::new(), String::new(), String::new());
     let mut started_at = String::new();
     let mut listed: Vec<String> = Vec::new();
-    let mut records: BTreeMap<String, (Value, Record)> = BTreeMap::new();
-    let mut order: Vec<String> = Vec::new();
-    let mut retries: BTreeMap<String, Vec<(Value, Record)>> = BTreeMap::new();
-    for (value, line) in journal.lines.iter().filter(|(_, l)| l.run_id() == run_id) {
+    // Borrowed from the journal: a run of thousands of projects is not copied again.
+    let mut records: BTreeMap<&str, (&Arc<str>, &Record)> = BTreeMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let mut retries: BTreeMap<&str, Vec<(&Arc<str>, &Record)>> = BTreeMap::new();
+    for (text, line) in journal.lines.iter().filter(|(_, l)| l.run_id() == run_id) {
         match line {
             Record::Run {
                 operation,
@@ -188,7 +194,7 @@ pub fn build(
                 command,
                 ..
             } => {
-                run_record = value.clone();
+                run_record = Some(text.clone());
                 info = (
                     operation.clone(),
                     provider.clone(),
@@ -198,32 +204,36 @@ pub fn build(
                 started_at = at.clone();
                 listed = projects.clone();
             }
-            Record::Retry { project, .. } => retries
-                .entry(project.clone())
-                .or_default()
-                .push((value.clone(), line.clone())),
+            Record::Retry { project, .. } => {
+                retries.entry(project).or_default().push((text, line));
+            }
             Record::Project { project, .. } => {
-                if !order.contains(project) {
-                    order.push(project.clone());
+                if seen.insert(project) {
+                    order.push(project);
                 }
                 // The last record of a step wins.
-                records.insert(project.clone(), (value.clone(), line.clone()));
+                records.insert(project, (text, line));
             }
         }
     }
     let (operation, provider, stack, command) = info;
     // Every step the run listed, then any it recorded without listing it.
     let mut paths: Vec<String> = Vec::new();
-    for p in listed.iter().chain(order.iter()) {
-        if !paths.contains(p) {
-            paths.push(p.clone());
+    let mut listed_set: BTreeSet<&str> = BTreeSet::new();
+    for p in listed
+        .iter()
+        .map(String::as_str)
+        .chain(order.iter().copied())
+    {
+        if listed_set.insert(p) {
+            paths.push(p.to_string());
         }
     }
 
     // Time 0: the start of the run (or of its first step, when that is earlier).
     let starts: Vec<Option<u64>> = paths
         .iter()
-        .map(|p| match records.get(p) {
+        .map(|p| match records.get(p.as_str()) {
             Some((
                 _,
                 Record::Project {
@@ -265,7 +275,7 @@ pub fn build(
                 record: None,
             };
             if let Some((
-                value,
+                text,
                 Record::Project {
                     status,
                     duration_ms,
@@ -275,7 +285,7 @@ pub fn build(
                     changes,
                     ..
                 },
-            )) = records.get(path)
+            )) = records.get(path.as_str()).copied()
             {
                 step.status = status.clone();
                 step.duration_ms = *duration_ms;
@@ -283,9 +293,9 @@ pub fn build(
                 step.message = message.clone().filter(|m| !m.trim().is_empty());
                 step.log = log.clone();
                 step.changes = change_counts(changes.as_ref());
-                step.record = Some(value.clone());
+                step.record = Some(text.clone());
             }
-            for (value, line) in retries.get(path).into_iter().flatten() {
+            for &(text, line) in retries.get(path.as_str()).into_iter().flatten() {
                 if let Record::Retry {
                     attempt,
                     delay_ms,
@@ -301,7 +311,7 @@ pub fn build(
                             .unwrap_or(step.start_ms),
                         delay_ms: *delay_ms,
                         reason: reason.clone(),
-                        record: value.clone(),
+                        record: text.clone(),
                     });
                 }
             }
@@ -407,10 +417,13 @@ fn graph_of(
     operation: &str,
     paths: &[String],
 ) -> std::result::Result<(Vec<usize>, Vec<Vec<usize>>), String> {
+    // Not copied for an up: the plan of thousands of projects is large.
+    let reversed;
     let base = if operation == "destroy" {
-        full.reversed()
+        reversed = full.reversed();
+        &reversed
     } else {
-        full.clone()
+        full
     };
     let missing: Vec<&str> = paths
         .iter()
@@ -427,7 +440,13 @@ fn graph_of(
         .map(|n| wanted.contains(n.path.as_str()))
         .collect();
     let sub = base.subplan(&keep);
-    let at = |path: &str| paths.iter().position(|p| p == path);
+    let index: BTreeMap<&str, usize> = paths
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, p)| (p.as_str(), i))
+        .collect();
+    let at = |path: &str| index.get(path).copied();
     let mut waves = vec![0; paths.len()];
     let mut needs = vec![Vec::new(); paths.len()];
     for node in &sub.nodes {

@@ -176,53 +176,90 @@ impl Journal {
         self.path.with_file_name("journal.index.jsonl")
     }
 
-    /// The records the index holds and the journal offset it covers, when it describes
-    /// this journal (same file, not longer than it).
-    fn read_index(
+    /// Streams the records the index holds to `each` and returns the journal offset it
+    /// covers, when it describes this journal (same file, not longer than it); `None`
+    /// (nothing streamed) when it does not.
+    fn scan_index(
         &self,
         journal: &mut std::fs::File,
         journal_len: u64,
         inode: u64,
-    ) -> Option<(Vec<Record>, u64)> {
-        let bytes = std::fs::read(self.index_path()).ok()?;
-        let mut lines = bytes.splitn(2, |b| *b == b'\n');
-        let head: IndexHead = serde_json::from_slice(lines.next()?).ok()?;
+        each: &mut dyn FnMut(Record),
+    ) -> Option<u64> {
+        use std::io::BufRead;
+        let file = std::fs::File::open(self.index_path()).ok()?;
+        let mut lines = std::io::BufReader::new(file);
+        let mut first = Vec::new();
+        lines.read_until(b'\n', &mut first).ok()?;
+        let head: IndexHead = serde_json::from_slice(first.trim_ascii_end()).ok()?;
         if head.inode != inode
             || head.covers > journal_len
             || window_hash(journal, head.covers)? != head.before
         {
             return None;
         }
-        Some((parse(lines.next().unwrap_or_default()), head.covers))
+        scan_lines(&mut lines, u64::MAX, each);
+        Some(head.covers)
     }
 
     /// Every record readers need, oldest first: the index and the journal after it (or
     /// the whole journal without a valid index). A line that is not a whole record (torn
     /// by a crash, or not UTF-8) is skipped; the lines after it are read.
     pub fn read(&self) -> Vec<Record> {
-        self.read_with_end().0
+        let mut out = Vec::new();
+        self.scan(None, &mut |r| out.push(r));
+        out
     }
 
-    fn read_with_end(&self) -> (Vec<Record>, u64, u64, String) {
-        use std::io::{Read, Seek, SeekFrom};
+    /// Each project's last successful `up`, unless a successful `destroy` came after it
+    /// (see [`last_success`]), read one record at a time: the journal is never held
+    /// whole in memory.
+    pub fn last_success(&self) -> BTreeMap<String, Record> {
+        self.last_success_as(&|r| r)
+    }
+
+    /// The outputs hash each project's last success left (see [`Journal::last_success`]),
+    /// holding no more than the hashes.
+    pub fn last_outputs(&self) -> BTreeMap<String, String> {
+        let last = self.last_success_as(&|r| match r {
+            Record::Project { outputs_hash, .. } => outputs_hash,
+            _ => None,
+        });
+        last.into_iter()
+            .filter_map(|(p, h)| Some((p, h?)))
+            .collect()
+    }
+
+    /// [`Journal::last_success`], keeping of each record what `keep` makes of it.
+    fn last_success_as<T>(&self, keep: &dyn Fn(Record) -> T) -> BTreeMap<String, T> {
+        let mut out = BTreeMap::new();
+        self.scan(None, &mut |r| note_success(&mut out, r, keep));
+        out
+    }
+
+    /// Streams what [`Journal::read`] returns to `each`, one record at a time, reading
+    /// the journal up to byte `until` at most; returns the journal offset read to, its
+    /// inode and the hash of the bytes before that offset (see [`IndexHead`]).
+    fn scan(&self, until: Option<u64>, each: &mut dyn FnMut(Record)) -> (u64, u64, String) {
+        use std::io::{Seek, SeekFrom};
         use std::os::unix::fs::MetadataExt;
         let Ok(mut f) = std::fs::File::open(&self.path) else {
-            return (Vec::new(), 0, 0, String::new());
+            return (0, 0, String::new());
         };
         let Ok(meta) = f.metadata() else {
-            return (Vec::new(), 0, 0, String::new());
+            return (0, 0, String::new());
         };
-        let (mut records, from) = self
-            .read_index(&mut f, meta.len(), meta.ino())
-            .unwrap_or_default();
-        let mut tail = Vec::new();
+        let from = self
+            .scan_index(&mut f, meta.len(), meta.ino(), each)
+            .unwrap_or(0);
+        let mut read = 0;
         if f.seek(SeekFrom::Start(from)).is_ok() {
-            let _ = f.read_to_end(&mut tail);
+            let limit = until.map_or(u64::MAX, |u| u.saturating_sub(from));
+            read = scan_lines(&mut std::io::BufReader::new(&mut f), limit, each);
         }
-        records.extend(parse(&tail));
-        let end = from + tail.len() as u64;
+        let end = from + read;
         let before = window_hash(&mut f, end).unwrap_or_default();
-        (records, end, meta.ino(), before)
+        (end, meta.ino(), before)
     }
 
     /// Every record of the journal, including those the index dropped (`report --run`).
@@ -236,33 +273,36 @@ impl Journal {
     /// last run of each operation, whole, and for each project its last record of each
     /// operation and status. Atomic (a crash leaves the old index, which still describes
     /// the journal up to where it covered). Call it under the stack lock.
+    ///
+    /// Two passes over the records, one at a time (which to keep, then keeping them), so
+    /// memory does not grow with the journal.
     pub fn update_index(&self) -> Result<()> {
-        let (records, end, inode, before) = self.read_with_end();
+        let mut last_runs: BTreeMap<String, String> = BTreeMap::new();
+        let mut last: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+        let mut i = 0;
+        let (end, inode, before) = self.scan(None, &mut |r| {
+            match r {
+                Record::Run {
+                    run_id, operation, ..
+                } => {
+                    last_runs.insert(operation, run_id);
+                }
+                Record::Project {
+                    project,
+                    operation,
+                    status,
+                    ..
+                } => {
+                    last.insert((project, operation, status), i);
+                }
+                Record::Retry { .. } => {}
+            }
+            i += 1;
+        });
         if end == 0 {
             return Ok(());
         }
-        let mut last_runs: BTreeMap<&str, &str> = BTreeMap::new();
-        for r in &records {
-            if let Record::Run {
-                run_id, operation, ..
-            } = r
-            {
-                last_runs.insert(operation, run_id);
-            }
-        }
-        let kept_runs: std::collections::BTreeSet<&str> = last_runs.into_values().collect();
-        let mut last: BTreeMap<(&str, &str, &str), usize> = BTreeMap::new();
-        for (i, r) in records.iter().enumerate() {
-            if let Record::Project {
-                project,
-                operation,
-                status,
-                ..
-            } = r
-            {
-                last.insert((project, operation, status), i);
-            }
-        }
+        let kept_runs: std::collections::BTreeSet<String> = last_runs.into_values().collect();
         let lasts: std::collections::BTreeSet<usize> = last.into_values().collect();
         let mut text = serde_json::to_string(&IndexHead {
             covers: end,
@@ -271,16 +311,41 @@ impl Journal {
         })
         .map_err(|e| Error::failed(format!("cannot encode the journal index: {e}")))?;
         text.push('\n');
-        for (i, r) in records.iter().enumerate() {
+        let mut i = 0;
+        // The same records again: the journal as far as the first pass read it (another
+        // strata may have appended since).
+        self.scan(Some(end), &mut |r| {
             if (lasts.contains(&i) || kept_runs.contains(r.run_id()))
-                && let Ok(line) = serde_json::to_string(r)
+                && let Ok(line) = serde_json::to_string(&r)
             {
                 text.push_str(&line);
                 text.push('\n');
             }
-        }
+            i += 1;
+        });
         crate::files::write_atomic(&self.index_path(), text.as_bytes(), Some(0o600))
     }
+}
+
+/// Streams the records of the lines of `reader` (at most `limit` bytes) to `each`,
+/// skipping every line that is not a whole record; returns the bytes read.
+fn scan_lines(reader: &mut dyn std::io::BufRead, limit: u64, each: &mut dyn FnMut(Record)) -> u64 {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(reader.take(limit));
+    let mut line = Vec::new();
+    let mut read = 0;
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => read += n as u64,
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if let Ok(r) = serde_json::from_slice(text) {
+            each(r);
+        }
+    }
+    read
 }
 
 /// The records in `bytes`, skipping every line that is not a whole record.
@@ -310,26 +375,37 @@ fn ends_with_newline(f: &mut std::fs::File) -> bool {
 pub fn last_success(records: &[Record]) -> std::collections::BTreeMap<String, Record> {
     let mut out = std::collections::BTreeMap::new();
     for r in records {
-        if let Record::Project {
-            project,
-            operation,
-            status,
-            ..
-        } = r
-            && status == "succeeded"
-        {
-            match operation.as_str() {
-                "up" => {
-                    out.insert(project.clone(), r.clone());
-                }
-                "destroy" => {
-                    out.remove(project);
-                }
-                _ => {}
-            }
+        if is_success(r) {
+            note_success(&mut out, r.clone(), &|r| r);
         }
     }
     out
+}
+
+/// A successful `up` or `destroy` of a project.
+fn is_success(r: &Record) -> bool {
+    matches!(r, Record::Project { operation, status, .. }
+        if status == "succeeded" && matches!(operation.as_str(), "up" | "destroy"))
+}
+
+/// [`last_success`], one record at a time, keeping what `keep` makes of it.
+fn note_success<T>(out: &mut BTreeMap<String, T>, r: Record, keep: &dyn Fn(Record) -> T) {
+    if !is_success(&r) {
+        return;
+    }
+    if let Record::Project {
+        project, operation, ..
+    } = &r
+    {
+        match operation.as_str() {
+            "up" => {
+                out.insert(project.clone(), keep(r));
+            }
+            _ => {
+                out.remove(project);
+            }
+        }
+    }
 }
 
 pub fn last_by_project(
@@ -380,11 +456,50 @@ mod index_tests {
                 message: None,
                 log: None,
                 changes: None,
-                outputs_hash: None,
+                outputs_hash: (op == "up").then(|| format!("h-{id}-{p}")),
                 upstream_outputs: None,
             })
             .unwrap();
         }
+    }
+
+    #[test]
+    fn what_is_deployed_is_read_one_record_at_a_time_and_matches_the_whole_read() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        run(
+            &j,
+            "u0",
+            "up",
+            &[("a", "succeeded"), ("b", "succeeded"), ("c", "failed")],
+        );
+        run(&j, "d0", "destroy", &[("b", "succeeded")]);
+        j.update_index().unwrap();
+        run(&j, "u1", "up", &[("a", "succeeded"), ("c", "succeeded")]);
+        // A torn line in the middle is skipped, the records after it still read.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(j.path())
+            .and_then(|mut f| f.write_all(b"{\"record\":\"proj\n"))
+            .unwrap();
+        run(&j, "u2", "up", &[("b", "succeeded")]);
+        let streamed = j.last_success();
+        assert_eq!(streamed, last_success(&j.read()));
+        assert_eq!(streamed, last_success(&j.read_all()));
+        let hashes = [("a", "h-u1-a"), ("b", "h-u2-b"), ("c", "h-u1-c")];
+        let hashes = hashes.map(|(p, h)| (p.to_string(), h.to_string()));
+        assert_eq!(j.last_outputs(), BTreeMap::from(hashes));
+        let fp = |p: &str| match &streamed[p] {
+            Record::Project { fingerprint, .. } => fingerprint.clone().unwrap(),
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            (fp("a"), fp("b"), fp("c")),
+            ("u1-a".into(), "u2-b".into(), "u1-c".into())
+        );
+        // The index written in two passes holds what a whole read would keep.
+        j.update_index().unwrap();
+        assert_eq!(j.last_success(), streamed);
     }
 
     #[test]

@@ -169,6 +169,12 @@ impl Ran {
     }
 }
 
+/// Whether the end of a run shows the tail of a step that ended with `status`: the
+/// summary shows a failure's, a preview's Markdown summary any project's lines.
+fn tail_shown(op: Operation, status: Status) -> bool {
+    status == Status::Failed || op == Operation::Preview
+}
+
 /// The kinds of step a plan holds, each run its own way.
 enum Step {
     /// A project through its engine.
@@ -274,6 +280,17 @@ impl<'a> StepRunner<'a> {
             project: self.ctx.plan.nodes[node].path.clone(),
             line,
         });
+    }
+
+    /// Drops the tail of a step that ended when nothing will show it: the summary shows
+    /// a failure's tail, a preview's summary a project's lines. Kept for every step of a
+    /// large run, tails would grow with the estate.
+    fn forget_tail_unless_shown(&self, node: usize, status: Status) {
+        if !tail_shown(self.ctx.op, status)
+            && let Ok(mut t) = self.tails.lock()
+        {
+            t.remove(&node);
+        }
     }
 
     pub fn log_path(&self, node: usize) -> Option<PathBuf> {
@@ -510,6 +527,7 @@ impl Executor for StepRunner<'_> {
         self.previews
             .publish(&node.path, planned.unwrap_or_default());
         let ended = now_ms();
+        self.forget_tail_unless_shown(i, status);
         let message = message.filter(|m| !m.is_empty()).map(|m| ctx.redact(&m));
         log(&format!(
             "# {} in {}ms{}",
@@ -554,6 +572,24 @@ impl Executor for StepRunner<'_> {
             changes,
             unchanged: false,
             projected,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_tails_the_end_of_a_run_shows_are_kept() {
+        for op in [Operation::Up, Operation::Destroy, Operation::Refresh] {
+            assert!(tail_shown(op, Status::Failed));
+            for s in [Status::Succeeded, Status::Skipped, Status::Cancelled] {
+                assert!(!tail_shown(op, s), "{op:?} {s:?}");
+            }
+        }
+        for s in [Status::Succeeded, Status::Failed, Status::Blocked] {
+            assert!(tail_shown(Operation::Preview, s));
         }
     }
 }
