@@ -164,6 +164,27 @@ fn resolve(path: &[&str], known: &BTreeMap<String, PathBuf>) -> Option<String> {
     best
 }
 
+/// Each path in `code` that starts with `key` where a path can start (not inside
+/// another path or a name), with its position.
+fn paths_at(code: &str, key: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = code[from..].find(key) {
+        let at = from + i;
+        from = at + key.len();
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let tail: String = code[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        out.push((at, tail));
+    }
+    out
+}
+
 /// The modules each module imports.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let known = modules();
@@ -205,37 +226,15 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
             }
         }
         for key in ["crate::", "super::", "self::"] {
-            let mut from = 0;
-            while let Some(i) = code[from..].find(key) {
-                let at = from + i;
-                from = at + key.len();
-                let before = code[..at].chars().next_back();
-                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
-                    continue;
-                }
-                let tail: String = code[at..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                    .collect();
-                paths.push((at, tail));
-            }
+            paths.extend(paths_at(&code, key));
         }
         for child in &children {
-            let key = format!("{child}::");
-            let mut from = 0;
-            while let Some(i) = code[from..].find(&key) {
-                let at = from + i;
-                from = at + key.len();
-                let before = code[..at].chars().next_back();
-                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
-                    continue;
-                }
-                let tail: String = code[at..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                    .collect();
-                paths.push((at, format!("self::{tail}")));
-            }
+            let in_child = paths_at(&code, &format!("{child}::"));
+            paths.extend(
+                in_child
+                    .into_iter()
+                    .map(|(at, p)| (at, format!("self::{p}"))),
+            );
         }
         let mut deps = BTreeSet::new();
         for (at, path) in paths {
