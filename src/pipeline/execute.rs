@@ -136,8 +136,7 @@ pub fn execute(
             })?
     };
     // `up --plan`: the bundle against the workspace, before anything runs.
-    if let Some(m) = &r.bundle {
-        let dir = r.req.plan.as_deref().unwrap_or(std::path::Path::new("."));
+    if let (Some(dir), Some(m)) = (&r.req.plan, &r.bundle) {
         crate::bundle::check::refuse_moved(&r.ws, &r.profile, &stack, dir, m, &fingerprints)?;
     }
     let plan = changed.plan.unwrap_or_else(|| r.plan.clone());

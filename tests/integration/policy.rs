@@ -35,19 +35,7 @@ fn a_timeout_cancels_the_project_with_one_sigint_and_fails_it() {
         "json",
     ]);
     assert_eq!(r.code, 1, "{r:?}");
-    let slow = r
-        .events()
-        .into_iter()
-        .find(|e| e["event"] == "project_finished" && e["project"] == "slow")
-        .unwrap_or_else(|| panic!("{r:?}"));
-    assert_eq!(slow["status"], "failed", "{slow}");
-    assert!(
-        slow["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("timed out after 1s"),
-        "{slow}"
-    );
+    assert_slow_timed_out(&r);
     assert_eq!(ws.read("signals").lines().count(), 1, "exactly one SIGINT");
     let other = r
         .events()
@@ -191,19 +179,7 @@ fn a_timeout_holds_when_the_project_exits_0_after_sigint() {
         "true",
     );
     let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
-    let slow = r
-        .events()
-        .into_iter()
-        .find(|e| e["event"] == "project_finished" && e["project"] == "slow")
-        .unwrap_or_else(|| panic!("{r:?}"));
-    assert_eq!(slow["status"], "failed", "{slow}");
-    assert!(
-        slow["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("timed out after 1s"),
-        "{slow}"
-    );
+    assert_slow_timed_out(&r);
     assert_eq!(r.code, 1, "{r:?}");
     let pid: i32 = ws.read("child").trim().parse().unwrap();
     // Dead, or a zombie nobody has reaped yet: not running.
@@ -225,5 +201,22 @@ fn a_timeout_holds_when_the_project_exits_0_after_sigint() {
     assert!(
         !still,
         "the project's background child {pid} outlived the run"
+    );
+}
+
+/// `slow` failed, and its message says it timed out after its 1 s limit.
+fn assert_slow_timed_out(r: &Run) {
+    let slow = r
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "project_finished" && e["project"] == "slow")
+        .unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(slow["status"], "failed", "{slow}");
+    assert!(
+        slow["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("timed out after 1s"),
+        "{slow}"
     );
 }
