@@ -373,17 +373,7 @@ fn no_two_modules_import_each_other_even_around_a_circle() {
 /// room imports from another never comes back to it, through any of their files.
 #[test]
 fn no_two_rooms_import_each_other_even_around_a_circle() {
-    let room = |m: &str| m.split("::").next().unwrap().to_string();
-    let mut rooms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (m, deps) in graph() {
-        let from = room(&m);
-        let to = rooms.entry(from.clone()).or_default();
-        to.extend(
-            deps.iter()
-                .map(|d| room(d))
-                .filter(|r| *r != from && r != "crate"),
-        );
-    }
+    let rooms = room_graph();
     let found = circles(&rooms);
     assert!(found.is_empty(), "rooms in a circle: {found:?} ({rooms:?})");
 }
