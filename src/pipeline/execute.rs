@@ -14,13 +14,14 @@ use crate::engine::pulumi::PulumiEngine;
 use crate::error::Result;
 use crate::plan::NodeKind;
 use crate::plan::Plan;
-use crate::run::events::{RunEvent, Status};
+use crate::run::events::{ChildEnv, RunEvent, Status};
 use crate::run::journal::{Journal, Record};
 use crate::run::scheduler::{self, StepResult};
 use crate::run::step::bundle::PlanBundle;
 use crate::run::step::{Ctx, StepRecord, StepRunner, hooks};
 use crate::run::{fingerprint, signals};
 use crate::secrets::redact::Redactor;
+use crate::trace::Trace;
 use crate::util::{now_ms, rfc3339};
 use crate::workspace::ProjectKind;
 use crate::workspace::profile::Hook;
@@ -53,6 +54,8 @@ pub struct Executed {
     pub fingerprints: BTreeMap<String, String>,
     /// `preview --save-plan`: the digest of each upstream's outputs, per step.
     pub bundle_reads: BTreeMap<String, BTreeMap<String, String>>,
+    /// The run's trace, still open: `record` ends and sends it.
+    pub trace: Trace,
 }
 
 /// A key no other run has, when the kernel's random source cannot be read.
@@ -85,6 +88,10 @@ pub fn execute(
     } = answers;
     let mut notices = pre.notices;
     notices.extend(held.notices);
+    // Traced when strata's own environment asks (OTEL_EXPORTER_OTLP_ENDPOINT); the
+    // trace sets each running project's TRACEPARENT here for its children.
+    let child_env = ChildEnv::default();
+    let trace = Trace::from_env(&r.ws.process_env, &child_env, &mut notices);
     let env = super::env::child_env(&r.ws, &stack, &r.profile, pre.org.as_deref());
     let digest_key = secrets.digest_key().map(|k| k.as_bytes().to_vec());
     let redactor = Redactor::new(secrets.redact);
@@ -226,6 +233,7 @@ pub fn execute(
                 (e.path.clone(), m)
             })
             .collect(),
+        child_env,
     };
     let control = Control::new();
     if let Some(lock) = &held.lock {
@@ -244,7 +252,11 @@ pub fn execute(
             .collect(),
     };
     let runner = StepRunner::new(&ctx, &control, pulumi.as_ref(), &command, &journal);
-    let emit = |e: RunEvent| reporter.event(&e);
+    // Two observers: the trace first, so a step's TRACEPARENT is set before it starts.
+    let emit = |e: RunEvent| {
+        trace.event(&e);
+        reporter.event(&e);
+    };
 
     let started_ms = now_ms();
     let order: Vec<String> = ctx
@@ -371,6 +383,7 @@ pub fn execute(
         journal_from,
         fingerprints: ctx.fingerprints,
         bundle_reads,
+        trace,
     })
 }
 

@@ -8,6 +8,7 @@ use crate::error::{Error, Result, exit};
 use crate::plan::NodeKind;
 use crate::run::events::{Counts, RunEvent, Status};
 use crate::settings::Settings;
+use crate::trace::Trace;
 use crate::util::{display_path, human_duration, now_ms};
 
 use super::execute::Executed;
@@ -15,9 +16,23 @@ use super::resolve::Resolved;
 
 pub fn finish(
     r: &Resolved,
+    mut done: Executed,
+    reporter: &Reporter,
+    settings: &Settings,
+) -> Result<i32> {
+    let trace = std::mem::take(&mut done.trace);
+    let code = summarize(r, done, reporter, settings, &trace);
+    // Last, so the summary is not held up by a slow collector.
+    trace.finish()?;
+    code
+}
+
+fn summarize(
+    r: &Resolved,
     done: Executed,
     reporter: &Reporter,
     settings: &Settings,
+    trace: &Trace,
 ) -> Result<i32> {
     let op = r.req.op;
     let stack = r.stack();
@@ -66,7 +81,7 @@ pub fn finish(
     } else {
         Status::Succeeded
     };
-    reporter.event(&RunEvent::RunFinished {
+    let finished = RunEvent::RunFinished {
         run_id: done.run_id.clone(),
         operation: op,
         status,
@@ -74,7 +89,9 @@ pub fn finish(
         counts: counts.clone(),
         cpu_ms: crate::util::self_cpu_ms(),
         processes: done.processes,
-    });
+    };
+    trace.event(&finished);
+    reporter.event(&finished);
     let processes = done.processes;
     let headline = format!(
         "strata {} {}: {} succeeded, {} failed, {} skipped, {} cancelled{} in {} · {} process{} started",

@@ -1,4 +1,8 @@
 //! The events a run emits; reporters render them (JSON Lines, plain lines, progress bars).
+//! [`ChildEnv`] is what an observer of them hands the children of a running project.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
@@ -139,4 +143,55 @@ pub enum RunEvent {
     Notice {
         message: String,
     },
+}
+
+/// Environment variables an observer of the events adds to the children of a running
+/// project (the trace's `TRACEPARENT`): set on `project_started`, which the scheduler
+/// emits on its thread before the step starts, so every child of the step sees them;
+/// cleared on `project_finished`. Shared: clones see the same map. Empty unless an
+/// observer sets something.
+#[derive(Debug, Clone, Default)]
+pub struct ChildEnv(Arc<RwLock<BTreeMap<String, BTreeMap<String, String>>>>);
+
+impl ChildEnv {
+    pub fn set(&self, project: &str, key: &str, value: String) {
+        if let Ok(mut m) = self.0.write() {
+            m.entry(project.to_string())
+                .or_default()
+                .insert(key.to_string(), value);
+        }
+    }
+
+    pub fn clear(&self, project: &str) {
+        if let Ok(mut m) = self.0.write() {
+            m.remove(project);
+        }
+    }
+
+    /// What the children of `project` get on top of the run's environment.
+    pub fn of(&self, project: &str) -> BTreeMap<String, String> {
+        self.0
+            .read()
+            .ok()
+            .and_then(|m| m.get(project).cloned())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_env_is_per_project_shared_by_clones_and_cleared() {
+        let env = ChildEnv::default();
+        let observer = env.clone();
+        assert!(env.of("a").is_empty());
+        observer.set("a", "TRACEPARENT", "00-1-2-01".into());
+        observer.set("b", "TRACEPARENT", "00-3-4-01".into());
+        assert_eq!(env.of("a")["TRACEPARENT"], "00-1-2-01");
+        observer.clear("a");
+        assert!(env.of("a").is_empty());
+        assert_eq!(env.of("b")["TRACEPARENT"], "00-3-4-01");
+    }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Map, Value};
 
-use super::events::{RunEvent, Status};
+use super::events::{ChildEnv, RunEvent, Status};
 use super::journal::Journal;
 use super::scheduler::{Executor, StepResult};
 use crate::engine::command::CommandEngine;
@@ -88,6 +88,8 @@ pub struct Ctx {
     pub declared_needs: BTreeMap<String, BTreeSet<String>>,
     /// `mock_outputs:` allowed for this operation, by the project they stand in for.
     pub mocks: BTreeMap<String, Map<String, Value>>,
+    /// What observers of the events add to a running project's children (`TRACEPARENT`).
+    pub child_env: ChildEnv,
 }
 
 impl Ctx {
@@ -299,13 +301,15 @@ impl<'a> StepRunner<'a> {
 
     fn job_for(&self, path: &str, op: Operation) -> Option<Job> {
         let (dir, name, kind) = self.ctx.projects.get(path)?;
+        let mut env = self.ctx.env.clone();
+        env.extend(self.ctx.child_env.of(path));
         Some(Job {
             path: path.to_string(),
             name: name.clone(),
             dir: dir.clone(),
             op,
             stack: self.ctx.stack.clone(),
-            env: self.ctx.env.clone(),
+            env,
             config_file: self.ctx.stack_config.path.clone(),
             inputs: BTreeMap::new(),
             needed_outputs: self.ctx.needed.get(path).cloned().unwrap_or_default(),
