@@ -239,7 +239,20 @@ pub fn execute(
     if let Some(lock) = &held.lock {
         control.observe(Box::new(lock.recorder()));
     }
-    let pulumi = pre.pulumi.map(PulumiEngine::new);
+    let pulumi = pre.pulumi.map(|bin| {
+        let mut engine = PulumiEngine::new(bin);
+        if let Some(url) = trace.endpoint()
+            && crate::engine::pulumi::otel::has_otel_traces(&engine.binary, &ctx.env)
+        {
+            engine.otel_traces = Some(url.to_string());
+            if trace.has_headers() {
+                notices.push(format!(
+                    "note: Pulumi's own spans go to {url} without OTEL_EXPORTER_OTLP_HEADERS: the CLI takes headers only inside its --otel-traces URL, which strata does not put on a command line (strata's own spans carry them)"
+                ));
+            }
+        }
+        engine
+    });
     let command = CommandEngine {
         specs: r
             .full

@@ -6,6 +6,7 @@
 
 mod failure;
 mod file_backend;
+pub mod otel;
 
 use std::path::PathBuf;
 
@@ -39,11 +40,17 @@ fn streaming_preview(job: &Job) -> bool {
 
 pub struct PulumiEngine {
     pub binary: PathBuf,
+    /// A traced run's OTLP traces URL, when this CLI takes `--otel-traces`: every call
+    /// of a traced step passes it, so Pulumi's spans nest under the step's.
+    pub otel_traces: Option<String>,
 }
 
 impl PulumiEngine {
     pub fn new(binary: PathBuf) -> PulumiEngine {
-        PulumiEngine { binary }
+        PulumiEngine {
+            binary,
+            otel_traces: None,
+        }
     }
 
     fn base(&self, job: &Job, args: &[&str], config_file: bool) -> Vec<String> {
@@ -78,6 +85,7 @@ impl PulumiEngine {
             digest_then_events,
         } = seen;
         *procs += 1;
+        let args = otel::traced(&args, self.otel_traces.as_deref(), job);
         report(Progress::Raw(format!("$ pulumi {}", args.join(" "))));
         let expr = duct::cmd(&self.binary, &args)
             .dir(&job.dir)
@@ -146,6 +154,7 @@ impl PulumiEngine {
     ) -> Result<(Captured, String), Failure> {
         stop_if_cancelled(job, control, *procs)?;
         *procs += 1;
+        let argv = &otel::traced(argv, self.otel_traces.as_deref(), job);
         report(Progress::Raw(format!(
             "$ pulumi {}{}",
             argv.join(" "),
