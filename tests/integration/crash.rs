@@ -5,7 +5,6 @@
 //! rounds (5 here; `scripts/crash-test.sh` runs 50), `CRASH_SEED` the kill points.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -14,51 +13,24 @@ use crate::support::*;
 /// record `start`/`end` of every `up` in `$STRATA_ROOT/spans.log`.
 fn local_workspace() -> Ws {
     let ws = Ws::new();
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    copy_path(&repo.join("providers"), &ws.path("providers"));
-    copy_path(&repo.join("projects/local"), &ws.path("projects/local"));
-    for e in std::fs::read_dir(ws.path("projects/local"))
-        .unwrap()
-        .flatten()
-    {
-        let f = e.path().join("Strata.yaml");
-        let Ok(text) = std::fs::read_to_string(&f) else {
-            continue;
-        };
-        let mut doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
-        let up = doc["up"].as_str().unwrap().to_string();
-        // A write to a dead strata's pipe fails instead of killing the script, so an
-        // orphan always records its end.
-        let wrapped = format!(
-            "trap '' PIPE\nspan() {{ echo \"$1 $STRATA_PROJECT $$ $(date +%s%N)\" >> \"$STRATA_ROOT/spans.log\"; }}\nspan start\ntrap 'span end' EXIT\n{up}"
-        );
-        doc["up"] = serde_yaml::Value::String(wrapped);
-        std::fs::write(&f, serde_yaml::to_string(&doc).unwrap()).unwrap();
-    }
-    // The hooks record their spans too (as `hook:<project>`): a hook of a killed run
-    // that still runs must not overlap the resumed run's.
-    let profile = ws.path("providers/local.yaml");
-    let mut doc: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
-    let mut hooks = 0;
-    for stage in ["infrastructure", "kubernetes"] {
-        for entry in doc[stage].as_sequence_mut().into_iter().flatten() {
-            let path = entry["path"].as_str().unwrap_or("").to_string();
-            let Some(on_success) = entry.get_mut("on_success") else {
-                continue;
-            };
-            for hook in on_success.as_sequence_mut().into_iter().flatten() {
-                if let Some(run) = hook["run"].as_str() {
-                    hook["run"] = serde_yaml::Value::String(format!(
-                        "echo \"start hook:{path} $$ $(date +%s%N)\" >> \"$STRATA_ROOT/spans.log\"; {run}; echo \"end hook:{path} $$ $(date +%s%N)\" >> \"$STRATA_ROOT/spans.log\""
-                    ));
-                    hooks += 1;
-                }
-            }
-        }
-    }
+    // A write to a dead strata's pipe fails instead of killing the script, so an
+    // orphan always records its end. The hooks record their spans too (as
+    // `hook:<project>`): a hook of a killed run that still runs must not overlap the
+    // resumed run's.
+    let hooks = local_profile(
+        &ws,
+        |up| {
+            format!(
+                "trap '' PIPE\nspan() {{ echo \"$1 $STRATA_PROJECT $$ $(date +%s%N)\" >> \"$STRATA_ROOT/spans.log\"; }}\nspan start\ntrap 'span end' EXIT\n{up}"
+            )
+        },
+        |path, run| {
+            format!(
+                "echo \"start hook:{path} $$ $(date +%s%N)\" >> \"$STRATA_ROOT/spans.log\"; {run}; echo \"end hook:{path} $$ $(date +%s%N)\" >> \"$STRATA_ROOT/spans.log\""
+            )
+        },
+    );
     assert!(hooks >= 2, "the local profile's hooks are wrapped: {hooks}");
-    std::fs::write(&profile, serde_yaml::to_string(&doc).unwrap()).unwrap();
     ws
 }
 

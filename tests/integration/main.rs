@@ -1,6 +1,7 @@
 //! Integration tests: the built `strata` binary against fixture workspaces, with the
 //! fake `pulumi` (tests/fake-pulumi) first on PATH. One test binary, one file per area.
 
+mod otlp;
 mod support;
 
 mod architecture;
@@ -22,4 +23,5 @@ mod run;
 mod secrets;
 mod secrets_trust;
 mod state;
+mod trace;
 mod trust;

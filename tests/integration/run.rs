@@ -225,7 +225,7 @@ fn alive(pid: u64) -> bool {
     state != "Z" && String::from_utf8_lossy(&cmdline).contains("pulumi")
 }
 
-fn sigint(pid: u32) {
+pub(crate) fn sigint(pid: u32) {
     let st = Command::new("kill")
         .args(["-INT", &pid.to_string()])
         .status()
@@ -234,13 +234,13 @@ fn sigint(pid: u32) {
 }
 
 /// strata running in the background; its output is drained on a thread.
-struct Background {
-    pid: u32,
+pub(crate) struct Background {
+    pub(crate) pid: u32,
     rx: std::sync::mpsc::Receiver<std::io::Result<std::process::Output>>,
 }
 
 impl Background {
-    fn start(ws: &Ws, a: &[&str]) -> Background {
+    pub(crate) fn start(ws: &Ws, a: &[&str]) -> Background {
         let child = ws.spawn(a);
         let pid = child.id();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -250,7 +250,7 @@ impl Background {
         Background { pid, rx }
     }
 
-    fn wait(self, limit: Duration) -> Run {
+    pub(crate) fn wait(self, limit: Duration) -> Run {
         match self.rx.recv_timeout(limit) {
             Ok(out) => {
                 let out = out.expect("wait for strata");

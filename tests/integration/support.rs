@@ -538,3 +538,49 @@ pub fn copy_path(from: &Path, to: &Path) {
         copy_path(&e.path(), &to.join(e.file_name()));
     }
 }
+
+/// This repository's `providers/` and `projects/local` copied into `ws`, with the `up`
+/// script of each `local/*` command project rewritten by `up` and each `run:` hook of the
+/// `local` profile by `hook(entry path, command)`. Returns how many hooks it rewrote.
+pub fn local_profile(
+    ws: &Ws,
+    up: impl Fn(&str) -> String,
+    hook: impl Fn(&str, &str) -> String,
+) -> usize {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    copy_path(&repo.join("providers"), &ws.path("providers"));
+    copy_path(&repo.join("projects/local"), &ws.path("projects/local"));
+    for e in std::fs::read_dir(ws.path("projects/local"))
+        .unwrap()
+        .flatten()
+    {
+        let f = e.path().join("Strata.yaml");
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let mut doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        let script = doc["up"].as_str().unwrap().to_string();
+        doc["up"] = serde_yaml::Value::String(up(&script));
+        std::fs::write(&f, serde_yaml::to_string(&doc).unwrap()).unwrap();
+    }
+    let profile = ws.path("providers/local.yaml");
+    let mut doc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    let mut hooks = 0;
+    for stage in ["infrastructure", "kubernetes"] {
+        for entry in doc[stage].as_sequence_mut().into_iter().flatten() {
+            let path = entry["path"].as_str().unwrap_or("").to_string();
+            let Some(on_success) = entry.get_mut("on_success") else {
+                continue;
+            };
+            for h in on_success.as_sequence_mut().into_iter().flatten() {
+                if let Some(run) = h["run"].as_str() {
+                    h["run"] = serde_yaml::Value::String(hook(&path, run));
+                    hooks += 1;
+                }
+            }
+        }
+    }
+    std::fs::write(&profile, serde_yaml::to_string(&doc).unwrap()).unwrap();
+    hooks
+}
