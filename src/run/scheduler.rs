@@ -137,6 +137,7 @@ pub fn run(
                         project: plan.nodes[i].path.clone(),
                         operation: op,
                         log,
+                        pool: plan.nodes[i].entry.as_ref().and_then(|e| e.pool.clone()),
                     });
                     let tx = tx.clone();
                     scope.spawn(move || {
