@@ -132,6 +132,7 @@ mod tests {
                 project: "a".into(),
                 operation: Operation::Up,
                 log: None,
+                pool: None,
             },
             RunEvent::ProjectOutput {
                 project: "a".into(),

@@ -67,6 +67,7 @@ impl Reporter {
             )),
             RunEvent::RunFinished { .. } => {}
             RunEvent::Notice { message } => self.write_line(message),
+            RunEvent::PoolLimit { .. } => self.write_line(&pool_line(e)),
         }
     }
 
@@ -188,6 +189,15 @@ impl Reporter {
                     self.write_line(message);
                 }
             }
+            RunEvent::PoolLimit { .. } => {
+                let line = pool_line(e);
+                if let Some(m) = &b.multi {
+                    let _ = m.println(line);
+                } else {
+                    drop(b);
+                    self.write_line(&line);
+                }
+            }
         }
     }
 }
@@ -208,6 +218,20 @@ fn header(e: &RunEvent) -> String {
             projects.len(),
             if projects.len() == 1 { "" } else { "s" }
         ),
+        _ => String::new(),
+    }
+}
+
+/// A pool's change of limit, as one line: `pool aws: 4 → 2 at once (…)`.
+pub(super) fn pool_line(e: &RunEvent) -> String {
+    match e {
+        RunEvent::PoolLimit {
+            pool,
+            limit,
+            previous,
+            reason,
+            ..
+        } => format!("pool {pool}: {previous} → {limit} at once ({reason})"),
         _ => String::new(),
     }
 }

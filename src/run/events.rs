@@ -76,6 +76,9 @@ pub enum RunEvent {
         operation: Operation,
         #[serde(skip_serializing_if = "Option::is_none")]
         log: Option<String>,
+        /// The concurrency pool it runs in (`pool:` of its entry or a default).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pool: Option<String>,
     },
     ProjectOutput {
         project: String,
@@ -126,6 +129,17 @@ pub enum RunEvent {
         delay_ms: u64,
         /// The pattern that matched.
         reason: String,
+    },
+    /// A pool's limit changed: halved after a throttled try, or one step back up after
+    /// as many successes as the limit.
+    PoolLimit {
+        pool: String,
+        limit: usize,
+        previous: usize,
+        reason: String,
+        /// The throttled project (none when the limit grew back).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        project: Option<String>,
     },
     RunFinished {
         run_id: String,

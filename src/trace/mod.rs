@@ -116,6 +116,7 @@ mod tests {
             project: "a".into(),
             operation: crate::engine::Operation::Up,
             log: None,
+            pool: None,
         });
         assert!(child_env.of("a").is_empty());
         assert!(t.finish().is_ok());

@@ -168,6 +168,7 @@ impl Spans {
                 ..
             } => self.run_finished(*status, counts, *processes),
             RunEvent::ProjectOutput { .. }
+            | RunEvent::PoolLimit { .. }
             | RunEvent::ProjectProgress { .. }
             | RunEvent::Notice { .. } => {}
         }
@@ -354,6 +355,7 @@ mod tests {
             project: project.into(),
             operation: Operation::Up,
             log: None,
+            pool: None,
         }
     }
 

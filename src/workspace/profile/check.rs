@@ -57,6 +57,7 @@ pub(super) fn check(profile: &Profile) -> Result<()> {
             }
         }
     }
+    check_pools_and_tags(profile)?;
     let mut keys = BTreeSet::new();
     for item in &profile.config {
         check_key(&profile.file, "config", &item.key)?;
@@ -94,4 +95,37 @@ fn check_key(file: &Path, list: &str, key: &str) -> Result<()> {
             display_path(file)
         )))
     }
+}
+
+/// Every entry's pool is one of `pools:`; tags are names.
+fn check_pools_and_tags(profile: &Profile) -> Result<()> {
+    let names: Vec<&str> = profile.pools.iter().map(|p| p.name.as_str()).collect();
+    for e in &profile.entries {
+        if let Some(pool) = &e.pool
+            && !names.contains(&pool.as_str())
+        {
+            let declared = if names.is_empty() {
+                "The profile declares no pools; add `pools: {NAME: LIMIT}` at its top.".to_string()
+            } else {
+                format!("Pools of the profile: {}.", names.join(", "))
+            };
+            return Err(Error::config(format!(
+                "{}: entry `{}` runs in pool `{pool}`, which `pools:` of {} does not declare.{}\n  {declared}",
+                display_path(&e.file),
+                e.path,
+                display_path(&profile.file),
+                crate::util::did_you_mean(pool, names.iter().copied()),
+            )));
+        }
+        for t in &e.tags {
+            if !super::raw::is_valid_name(t) {
+                return Err(Error::config(format!(
+                    "{}: entry `{}`: tag `{t}` must be a name (letters, digits, - _ .), for example `network`.",
+                    display_path(&e.file),
+                    e.path
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -97,6 +97,8 @@ fn flatten(
                 || !raw.on_success.is_empty()
                 || raw.after.is_some()
                 || raw.before.is_some()
+                || raw.pool.is_some()
+                || !raw.tags.is_empty()
                 || raw.timeout.is_some()
                 || raw.retry.is_some();
             if has_other {
@@ -228,6 +230,8 @@ fn flatten(
                 watch,
                 mock_outputs,
                 mock_outputs_allowed_commands,
+                pool: raw.pool.as_ref().map(|p| p.trim().to_string()),
+                tags: raw.tags.iter().map(|t| t.trim().to_string()).collect(),
                 file: file.to_path_buf(),
             },
             placement,

@@ -127,6 +127,51 @@ pub struct Retry {
     pub on: Vec<String>,
 }
 
+/// A `pools:` item: a named concurrency budget. At most `limit` projects of the pool
+/// run at once (and never more than `-j` in all); the limit halves when a project of the
+/// pool is throttled and grows back one step at a time as its projects succeed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pool {
+    pub name: String,
+    pub limit: usize,
+    /// `false` (`{limit: N, adaptive: false}`): the limit never moves, as for a
+    /// licence's seats.
+    pub adaptive: bool,
+}
+
+/// `throttle:`: how the throttling of a pooled project is recognised (its output matches
+/// one of `patterns`, the defaults and the profile's) and retried (`attempts` tries in
+/// all, waiting `delay` before the second, doubling).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Throttle {
+    pub patterns: Vec<String>,
+    pub attempts: u32,
+    pub delay: std::time::Duration,
+}
+
+/// The patterns every profile's `throttle:` starts with: AWS's `Throttling`,
+/// `ThrottlingException` and `Rate exceeded`, an HTTP 429, Kubernetes' `TooManyRequests`.
+pub const DEFAULT_THROTTLE_PATTERNS: &[&str] = &[
+    r"Throttling",
+    r"Rate exceeded",
+    r"TooManyRequests",
+    r"Too Many Requests",
+    r"(?i)(status|code|http)[ :=/]*(code[ :=]*)?429\b",
+];
+
+impl Default for Throttle {
+    fn default() -> Throttle {
+        Throttle {
+            patterns: DEFAULT_THROTTLE_PATTERNS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            attempts: 5,
+            delay: std::time::Duration::from_secs(5),
+        }
+    }
+}
+
 /// An `inputs:` item: config `key` <- `output` of `project`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Input {
@@ -158,6 +203,11 @@ pub struct Entry {
     pub mock_outputs: std::collections::BTreeMap<String, serde_json::Value>,
     /// `mock_outputs_allowed_commands:` (default `[preview]`, the only one allowed).
     pub mock_outputs_allowed_commands: Vec<String>,
+    /// The concurrency pool it runs in: its `pool:`, else its stage's default, else the
+    /// profile's (`pool:` at the top); `None`: only `-j` limits it.
+    pub pool: Option<String>,
+    /// `tags:`: names a selector picks entries by (`--filter tag:NAME`).
+    pub tags: Vec<String>,
     /// The file the entry was written in (profile or fragment).
     pub file: PathBuf,
 }
@@ -181,6 +231,10 @@ pub struct Profile {
     pub secrets: Vec<SecretItem>,
     /// `watch:` at the top: what every project of the profile reads besides its folder.
     pub watch: Vec<String>,
+    /// `pools:`, in the order written.
+    pub pools: Vec<Pool>,
+    /// `throttle:` with its defaults.
+    pub throttle: Throttle,
     /// Infrastructure entries, then kubernetes entries, each list in composed order.
     pub entries: Vec<Entry>,
 }
@@ -256,12 +310,18 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
         )));
     };
     let raw: RawProfile = read_yaml(file)?;
+    let pools = raw::pools(&raw, file)?;
+    let throttle = raw::throttle(raw.throttle.as_ref(), file)?;
     let mut entries = Vec::new();
     for (stage, list) in [
         (Stage::Infrastructure, &raw.infrastructure),
         (Stage::Kubernetes, &raw.kubernetes),
     ] {
-        let composed = compose::compose(providers_dir, file, stage, list)?;
+        let mut composed = compose::compose(providers_dir, file, stage, list)?;
+        let default_pool = raw.pool.as_ref().and_then(|p| p.for_stage(stage));
+        for e in composed.iter_mut().filter(|e| e.pool.is_none()) {
+            e.pool = default_pool.clone();
+        }
         entries.extend(composed);
     }
     let profile = Profile {
@@ -279,6 +339,8 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
         secrets: raw.secrets,
         watch: check_watch(&raw.watch)
             .map_err(|why| Error::config(format!("{}: `watch:` {why}", display_path(file))))?,
+        pools,
+        throttle,
         entries,
     };
     check::check(&profile)?;
@@ -328,6 +390,8 @@ pub(crate) mod tests_support {
             config: Vec::new(),
             secrets: Vec::new(),
             watch: Vec::new(),
+            pools: Vec::new(),
+            throttle: Throttle::default(),
             entries: Vec::new(),
         }
     }

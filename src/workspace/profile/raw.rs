@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{ConfigItem, Hook, Retry, SecretItem};
+use super::{ConfigItem, Hook, Pool, Retry, SecretItem, Stage, Throttle};
 use crate::error::{Error, Result};
 use crate::util::display_path;
 
@@ -42,6 +42,10 @@ pub(super) struct RawEntry {
     pub(super) mock_outputs: BTreeMap<String, serde_yaml::Value>,
     #[serde(default)]
     pub(super) mock_outputs_allowed_commands: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) pool: Option<String>,
+    #[serde(default)]
+    pub(super) tags: Vec<String>,
 }
 
 /// `retry:` as written: `{attempts: 3, delay: 30s, on: [regex, ...]}`.
@@ -72,10 +76,158 @@ pub(super) struct RawProfile {
     pub(super) secrets: Vec<SecretItem>,
     #[serde(default)]
     pub(super) watch: Vec<String>,
+    /// `pools: {aws-us-east-1: 4, harbor: 1}`.
+    #[serde(default)]
+    pub(super) pools: serde_yaml::Mapping,
+    /// The default pool: one name, or one per stage.
+    #[serde(default)]
+    pub(super) pool: Option<RawPoolDefault>,
+    #[serde(default)]
+    pub(super) throttle: Option<RawThrottle>,
     #[serde(default)]
     pub(super) infrastructure: Vec<RawEntry>,
     #[serde(default)]
     pub(super) kubernetes: Vec<RawEntry>,
+}
+
+/// `pool:` at the top of a profile: `pool: aws` or
+/// `pool: {infrastructure: aws, kubernetes: cluster-api}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawPoolDefault {
+    All(String),
+    ByStage(RawPoolByStage),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPoolByStage {
+    #[serde(default)]
+    infrastructure: Option<String>,
+    #[serde(default)]
+    kubernetes: Option<String>,
+}
+
+impl RawPoolDefault {
+    /// The default pool of the entries of `stage`.
+    pub(super) fn for_stage(&self, stage: Stage) -> Option<String> {
+        match self {
+            RawPoolDefault::All(p) => Some(p.trim().to_string()),
+            RawPoolDefault::ByStage(s) => match stage {
+                Stage::Infrastructure => s.infrastructure.clone(),
+                Stage::Kubernetes => s.kubernetes.clone(),
+            }
+            .map(|p| p.trim().to_string()),
+        }
+    }
+}
+
+/// `throttle:` as written: `{patterns: [regex, ...], attempts: 5, delay: 5s}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawThrottle {
+    #[serde(default)]
+    patterns: Vec<String>,
+    #[serde(default)]
+    attempts: Option<u32>,
+    #[serde(default)]
+    delay: Option<String>,
+}
+
+/// A pool's or a tag's name: letters, digits, `-`, `_`, `.`.
+pub(super) fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+/// `pools:`, checked: each a name and a limit of at least 1.
+pub(super) fn pools(raw: &RawProfile, file: &Path) -> Result<Vec<Pool>> {
+    let mut out = Vec::new();
+    for (k, v) in &raw.pools {
+        let name = match k {
+            serde_yaml::Value::String(s) if is_valid_name(s) => s.clone(),
+            other => {
+                return Err(Error::config(format!(
+                    "{}: `pools:` key {} is not a pool name (letters, digits, - _ .), for example `aws-us-east-1: 4`.",
+                    display_path(file),
+                    scalar_text(other)
+                )));
+            }
+        };
+        let bad = || {
+            Error::config(format!(
+                "{}: `pools: {name}: {}` must be a whole number of at least 1 (the projects of the pool that may run at once), or `{{limit: N, adaptive: false}}` for a limit that never moves.",
+                display_path(file),
+                scalar_text(v)
+            ))
+        };
+        let (limit, adaptive) = match v {
+            serde_yaml::Value::Mapping(m) => {
+                let mut limit = None;
+                let mut adaptive = true;
+                for (k, x) in m {
+                    match (k.as_str(), x) {
+                        (Some("limit"), x) => limit = x.as_u64(),
+                        (Some("adaptive"), serde_yaml::Value::Bool(b)) => adaptive = *b,
+                        _ => return Err(bad()),
+                    }
+                }
+                (limit, adaptive)
+            }
+            v => (v.as_u64(), true),
+        };
+        let limit = limit.filter(|&n| n >= 1).ok_or_else(bad)?;
+        out.push(Pool {
+            name,
+            limit: limit.min(10_000) as usize,
+            adaptive,
+        });
+    }
+    Ok(out)
+}
+
+/// A YAML value as it would be written, on one line, for an error message.
+fn scalar_text(v: &serde_yaml::Value) -> String {
+    match serde_yaml::to_string(v) {
+        Ok(t) => format!("`{}`", t.trim().lines().next().unwrap_or("")),
+        Err(_) => "(a value)".into(),
+    }
+}
+
+/// `throttle:` with the defaults filled in; the patterns are checked regexes.
+pub(super) fn throttle(raw: Option<&RawThrottle>, file: &Path) -> Result<Throttle> {
+    let mut t = Throttle::default();
+    let Some(raw) = raw else { return Ok(t) };
+    for pattern in &raw.patterns {
+        if let Err(e) = regex::Regex::new(pattern) {
+            return Err(Error::config(format!(
+                "{}: `throttle: patterns:` `{pattern}` is not a valid regex: {}",
+                display_path(file),
+                e.to_string().lines().last().unwrap_or("invalid")
+            )));
+        }
+        t.patterns.push(pattern.clone());
+    }
+    if let Some(a) = raw.attempts {
+        if a < 1 {
+            return Err(Error::config(format!(
+                "{}: `throttle: attempts: {a}` must be at least 1 (the tries in all of a throttled project).",
+                display_path(file)
+            )));
+        }
+        t.attempts = a;
+    }
+    if let Some(d) = &raw.delay {
+        t.delay = humantime::parse_duration(d.trim()).map_err(|e| {
+            Error::config(format!(
+                "{}: `throttle: delay: {d}` is not a duration ({e}); write it like `5s` or `1m`.",
+                display_path(file)
+            ))
+        })?;
+    }
+    Ok(t)
 }
 
 pub(super) fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T> {

@@ -271,3 +271,105 @@ fn mock_outputs_default_to_preview_and_other_commands_are_refused() {
         );
     }
 }
+
+#[test]
+fn pools_defaults_and_entry_pools_resolve_in_that_order() {
+    let d = ws(&[(
+        "p.yaml",
+        &format!(
+            "{HEAD}pools: {{aws-us-east-1: 4, harbor: 1, cluster-api: 2}}\npool: {{infrastructure: aws-us-east-1, kubernetes: cluster-api}}\nthrottle: {{patterns: ['SlowDown'], attempts: 3, delay: 2s}}\ninfrastructure:\n  - path: vpc\n    tags: [network, aws]\n  - path: registry\n    pool: harbor\nkubernetes:\n  - path: app\n"
+        ),
+    )]);
+    let p = load(d.path(), "p").unwrap();
+    let pools: Vec<(&str, usize)> = p.pools.iter().map(|x| (x.name.as_str(), x.limit)).collect();
+    assert_eq!(
+        pools,
+        [("aws-us-east-1", 4), ("harbor", 1), ("cluster-api", 2)]
+    );
+    let of: Vec<Option<&str>> = p.entries.iter().map(|e| e.pool.as_deref()).collect();
+    assert_eq!(
+        of,
+        [Some("aws-us-east-1"), Some("harbor"), Some("cluster-api")]
+    );
+    assert_eq!(p.entries[0].tags, ["network", "aws"]);
+    assert_eq!(p.throttle.attempts, 3);
+    assert_eq!(p.throttle.delay, std::time::Duration::from_secs(2));
+    assert!(p.throttle.patterns.iter().any(|x| x == "SlowDown"));
+    assert!(p.throttle.patterns.iter().any(|x| x == "Throttling"));
+    // One name for every entry, and none at all.
+    let d = ws(&[(
+        "p.yaml",
+        &format!(
+            "{HEAD}pools: {{api: 2}}\npool: api\ninfrastructure:\n  - path: a\nkubernetes:\n  - path: k\n"
+        ),
+    )]);
+    let p = load(d.path(), "p").unwrap();
+    assert!(p.entries.iter().all(|e| e.pool.as_deref() == Some("api")));
+    let d = ws(&[("p.yaml", &format!("{HEAD}infrastructure:\n  - path: a\n"))]);
+    let p = load(d.path(), "p").unwrap();
+    assert!(p.pools.is_empty() && p.entries[0].pool.is_none());
+}
+
+#[test]
+fn an_unknown_pool_a_bad_limit_or_a_bad_pattern_is_refused_with_the_fix() {
+    let refused = |body: &str| {
+        let d = ws(&[("p.yaml", &format!("{HEAD}{body}"))]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert_eq!(e.exit_code(), 3, "{body}");
+        e.to_string()
+    };
+    let e = refused("pools: {harbor: 1}\ninfrastructure:\n  - path: a\n    pool: harbour\n");
+    assert!(e.contains("entry `a` runs in pool `harbour`"), "{e}");
+    assert!(e.contains("Did you mean `harbor`?"), "{e}");
+    let e = refused("infrastructure:\n  - path: a\n    pool: harbor\n");
+    assert!(e.contains("declares no pools"), "{e}");
+    let e = refused("pools: {harbor: 0}\ninfrastructure:\n  - path: a\n");
+    assert!(
+        e.contains("`pools: harbor: `0`` must be a whole number of at least 1"),
+        "{e}"
+    );
+    let e = refused("pools: {harbor: many}\ninfrastructure:\n  - path: a\n");
+    assert!(e.contains("at least 1"), "{e}");
+    let e = refused("throttle: {patterns: ['(']}\ninfrastructure:\n  - path: a\n");
+    assert!(
+        e.contains("`throttle: patterns:` `(` is not a valid regex"),
+        "{e}"
+    );
+    let e = refused("throttle: {delay: soon}\ninfrastructure:\n  - path: a\n");
+    assert!(
+        e.contains("`throttle: delay: soon` is not a duration"),
+        "{e}"
+    );
+    let e = refused("infrastructure:\n  - path: a\n    tags: ['has space']\n");
+    assert!(e.contains("tag `has space` must be a name"), "{e}");
+    let e = refused("pool: {infra: x}\ninfrastructure:\n  - path: a\n");
+    assert!(!e.is_empty());
+}
+
+#[test]
+fn the_default_throttle_patterns_match_what_clouds_print() {
+    let t = Throttle::default();
+    let res: Vec<regex::Regex> = t
+        .patterns
+        .iter()
+        .map(|p| regex::Regex::new(p).unwrap())
+        .collect();
+    let hit = |line: &str| res.iter().any(|r| r.is_match(line));
+    for line in [
+        "error: operation error EC2: RunInstances, https response error StatusCode: 400, api error Throttling: Rate exceeded",
+        "ThrottlingException: Rate exceeded",
+        "Error from server (TooManyRequests): the server has received too many requests",
+        "POST https://api.digitalocean.com/v2/droplets: 429 Too Many Requests",
+        "unexpected status code: 429",
+        "HTTP 429",
+    ] {
+        assert!(hit(line), "{line}");
+    }
+    for line in [
+        "created 429 resources",
+        "port 4290 in use",
+        "error: the VPC does not exist",
+    ] {
+        assert!(!hit(line), "{line}");
+    }
+}
