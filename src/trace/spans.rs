@@ -1,7 +1,8 @@
 //! The spans of one run, built from its events: a root span for the run, one child per
 //! project step (started on `project_started`, ended on `project_finished`), span events
-//! for retries, hooks and pool limits. Only names, statuses, counts and the profile's own
-//! patterns become attributes: never a project's output lines, outputs or config.
+//! for retries and hooks, and on the run's span for each change of a pool's limit. Only
+//! names, statuses, counts and the profile's own patterns become attributes: never a
+//! project's output lines, outputs or config.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -123,8 +124,33 @@ impl Spans {
                 }
             }
             RunEvent::ProjectStarted {
-                project, operation, ..
-            } => self.started(project, *operation, None),
+                project,
+                operation,
+                pool,
+                ..
+            } => self.started(project, *operation, pool.as_deref()),
+            RunEvent::PoolLimit {
+                pool,
+                limit,
+                previous,
+                reason,
+                project,
+            } => {
+                let mut a = vec![
+                    KeyValue::new("strata.pool", pool.clone()),
+                    KeyValue::new("strata.limit", count(*limit)),
+                    KeyValue::new("strata.previous", count(*previous)),
+                    KeyValue::new("strata.reason", reason.clone()),
+                ];
+                if let Some(p) = project {
+                    a.push(KeyValue::new("strata.project", p.clone()));
+                }
+                if let Ok(s) = self.state.lock()
+                    && let Some(root) = &s.root
+                {
+                    root.span().add_event("pool_limit", a);
+                }
+            }
             RunEvent::ProjectRetry {
                 project,
                 attempt,
@@ -168,7 +194,6 @@ impl Spans {
                 ..
             } => self.run_finished(*status, counts, *processes),
             RunEvent::ProjectOutput { .. }
-            | RunEvent::PoolLimit { .. }
             | RunEvent::ProjectProgress { .. }
             | RunEvent::Notice { .. } => {}
         }
@@ -448,6 +473,63 @@ mod tests {
         // No output line anywhere.
         let text = format!("{got:?}");
         assert!(!text.contains("hunter2"), "{text}");
+    }
+
+    #[test]
+    fn a_step_names_its_pool_and_a_pool_limit_change_is_an_event_of_the_run() {
+        let (s, out, _env, _p) = spans(None);
+        s.event(&run_started());
+        s.event(&RunEvent::ProjectStarted {
+            project: "a".into(),
+            operation: Operation::Up,
+            log: None,
+            pool: Some("aws-us-east-1".into()),
+        });
+        let change = |limit, previous, reason: &str, project: Option<&str>| RunEvent::PoolLimit {
+            pool: "aws-us-east-1".into(),
+            limit,
+            previous,
+            reason: reason.into(),
+            project: project.map(String::from),
+        };
+        s.event(&change(2, 4, "a: Rate exceeded", Some("a")));
+        s.event(&change(3, 2, "2 successes", None));
+        s.event(&finished("a", RunStatus::Succeeded, None));
+        s.event(&started("b"));
+        s.close();
+        let got = out.0.lock().unwrap().clone();
+        let by = |name: &str| got.iter().find(|d| d.name == name).unwrap();
+        assert_eq!(attr(by("a"), "strata.pool"), Some("aws-us-east-1".into()));
+        assert_eq!(attr(by("b"), "strata.pool"), None);
+        let root = by("strata up");
+        let changes: Vec<&opentelemetry::trace::Event> = root
+            .events
+            .events
+            .iter()
+            .filter(|e| e.name == "pool_limit")
+            .collect();
+        assert_eq!(changes.len(), 2, "{root:#?}");
+        for (kv, i) in [
+            (KeyValue::new("strata.pool", "aws-us-east-1"), 0),
+            (KeyValue::new("strata.limit", 2i64), 0),
+            (KeyValue::new("strata.previous", 4i64), 0),
+            (KeyValue::new("strata.reason", "a: Rate exceeded"), 0),
+            (KeyValue::new("strata.project", "a"), 0),
+            (KeyValue::new("strata.limit", 3i64), 1),
+        ] {
+            assert!(
+                changes[i].attributes.contains(&kv),
+                "{kv:?} in {:?}",
+                changes[i]
+            );
+        }
+        assert!(
+            !changes[1]
+                .attributes
+                .iter()
+                .any(|kv| kv.key.as_str() == "strata.project")
+        );
+        assert!(by("a").events.events.is_empty(), "on the run's span only");
     }
 
     #[test]

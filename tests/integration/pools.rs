@@ -20,7 +20,7 @@ printf '{{}}' > "$STRATA_OUTPUTS_FILE""#
     )
 }
 
-fn estate(ws: &Ws, pools: &str, projects: usize, pool: &str) {
+pub(crate) fn estate(ws: &Ws, pools: &str, projects: usize, pool: &str) {
     let mut yaml =
         format!("{HEAD}pools: {pools}\nthrottle: {{attempts: 20, delay: 50ms}}\ninfrastructure:\n");
     for i in 0..projects {

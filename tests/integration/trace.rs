@@ -145,7 +145,7 @@ fn a_traced_up_is_one_root_and_one_span_per_project_that_its_children_see() {
         assert_eq!(s.attrs["strata.project"], p);
         assert_eq!(s.attrs["strata.operation"], "up");
         assert!(s.attrs.contains_key("strata.attempt"), "{p}: {s:#?}");
-        // Written against the pools of issue 27 when they land: absent without one.
+        // The local profile declares no pool.
         assert!(!s.attrs.contains_key("strata.pool"), "{p}: {s:#?}");
         // Every child the step started saw its span's context, and only that.
         let seen = seen(&ws, &seen_file(p));
@@ -288,4 +288,52 @@ fn ctrl_c_while_the_trace_is_sent_is_answered_at_once() {
     assert_eq!(r.code, 130, "{r:?}");
     assert!(r.stderr.contains("while sending the run's trace"), "{r:?}");
     drop(conn);
+}
+
+/// A throttled pool (the pools' own estate: eight projects in `aws`, whose fake cloud
+/// takes two at once): each pooled span names its pool, and every change of the pool's
+/// limit the run's events show is an event of the run's span.
+#[test]
+fn a_pooled_step_names_its_pool_and_each_limit_change_is_on_the_run_span() {
+    let otlp = Receiver::start();
+    let mut ws = Ws::new();
+    crate::pools::estate(&ws, "{aws: 4}", 8, "aws");
+    ws.set_env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp.endpoint());
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "-j", "8", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let spans = by_name(&otlp.spans());
+    assert_eq!(spans.len(), 1 + 9, "one span per project: {spans:#?}");
+    for i in 0..8 {
+        assert_eq!(spans[&format!("p{i}")].attrs["strata.pool"], "aws");
+    }
+    assert!(!spans["free"].attrs.contains_key("strata.pool"));
+    let mut changes: Vec<(String, String, String)> = r
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "pool_limit")
+        .map(|e| {
+            (
+                e["pool"].as_str().unwrap().to_string(),
+                e["previous"].to_string(),
+                e["limit"].to_string(),
+            )
+        })
+        .collect();
+    assert!(!changes.is_empty(), "the pool was throttled: {r:?}");
+    let mut on_root: Vec<(String, String, String)> = spans["strata up"]
+        .events
+        .iter()
+        .filter(|(n, _)| n == "pool_limit")
+        .map(|(_, a)| {
+            (
+                a["strata.pool"].clone(),
+                a["strata.previous"].clone(),
+                a["strata.limit"].clone(),
+            )
+        })
+        .collect();
+    // Two steps' changes may reach the two observers in either order.
+    changes.sort();
+    on_root.sort();
+    assert_eq!(on_root, changes);
 }
