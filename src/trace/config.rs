@@ -60,6 +60,23 @@ fn off(notice: String) -> Decision {
     }
 }
 
+/// `OTEL_SERVICE_NAME`, else the `service.name` of `OTEL_RESOURCE_ATTRIBUTES`, else
+/// `strata`.
+fn service_name(env: &BTreeMap<String, String>) -> String {
+    let from_attributes = || {
+        get(env, "OTEL_RESOURCE_ATTRIBUTES")?
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| k.trim() == "service.name")
+            .map(|(_, v)| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    get(env, "OTEL_SERVICE_NAME")
+        .map(String::from)
+        .or_else(from_attributes)
+        .unwrap_or_else(|| "strata".into())
+}
+
 /// Reads the standard variables: traced only when `OTEL_EXPORTER_OTLP_ENDPOINT` or
 /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set and neither `OTEL_SDK_DISABLED=true` nor
 /// `OTEL_TRACES_EXPORTER=none` says otherwise.
@@ -133,9 +150,7 @@ pub fn from_env(env: &BTreeMap<String, String>) -> Decision {
     Decision {
         config: Some(Config {
             endpoint: url,
-            service_name: get(env, "OTEL_SERVICE_NAME")
-                .unwrap_or("strata")
-                .to_string(),
+            service_name: service_name(env),
             timeout,
             headers: either(
                 env,
@@ -286,6 +301,29 @@ mod tests {
         .config
         .unwrap();
         assert_eq!(c.service_name, "platform-ci");
+        let named = |pairs: &[(&str, &str)]| {
+            let mut all = vec![on];
+            all.extend_from_slice(pairs);
+            from_env(&env(&all)).config.unwrap().service_name
+        };
+        assert_eq!(
+            named(&[(
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "team=infra, service.name = deployer"
+            )]),
+            "deployer"
+        );
+        assert_eq!(
+            named(&[
+                ("OTEL_RESOURCE_ATTRIBUTES", "service.name=deployer"),
+                ("OTEL_SERVICE_NAME", "ci")
+            ]),
+            "ci"
+        );
+        assert_eq!(
+            named(&[("OTEL_RESOURCE_ATTRIBUTES", "team=infra")]),
+            "strata"
+        );
         assert_eq!(c.timeout, Duration::from_millis(800));
         assert_eq!(c.flush_wait(), Duration::from_millis(800));
         assert!(c.headers);

@@ -2,6 +2,7 @@
 //! roots), batched on the SDK's one thread, and the bounded wait at the end of a run.
 //! Built only for a traced run: an untraced one starts no thread and opens nothing.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,8 +23,13 @@ use crate::error::{Error, Result};
 /// of a large estate, so a run of thousands of projects loses none between two sends.
 const QUEUE: usize = 65_536;
 
-/// The first failure of a send, kept for the one warning at the end.
-type Failure = Arc<Mutex<Option<String>>>;
+/// What became of the sends: the first failure, kept for the one warning at the end, and
+/// whether one is under way (a collector that never answers).
+#[derive(Debug, Default)]
+struct Sends {
+    failure: Mutex<Option<String>>,
+    busy: AtomicBool,
+}
 
 /// The OTLP exporter driven on a Tokio runtime of its own (hyper needs one; the SDK's
 /// batch thread has none), with its failures kept.
@@ -31,14 +37,16 @@ type Failure = Arc<Mutex<Option<String>>>;
 struct Exporter {
     inner: opentelemetry_otlp::SpanExporter,
     runtime: tokio::runtime::Runtime,
-    failure: Failure,
+    sends: Arc<Sends>,
 }
 
 impl SpanExporter for Exporter {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        self.sends.busy.store(true, Ordering::SeqCst);
         let result = self.runtime.block_on(self.inner.export(batch));
+        self.sends.busy.store(false, Ordering::SeqCst);
         if let Err(e) = &result
-            && let Ok(mut f) = self.failure.lock()
+            && let Ok(mut f) = self.sends.failure.lock()
             && f.is_none()
         {
             *f = Some(e.to_string());
@@ -54,7 +62,7 @@ impl SpanExporter for Exporter {
 /// Where the spans go, and what became of them.
 pub struct Sink {
     provider: SdkTracerProvider,
-    failure: Failure,
+    sends: Arc<Sends>,
 }
 
 /// How the end of a run's wait for the collector went.
@@ -113,11 +121,11 @@ pub fn start(
         .enable_all()
         .build()
         .map_err(|e| cannot(format!("no runtime for the exporter ({e})")))?;
-    let failure = Failure::default();
+    let sends = Arc::new(Sends::default());
     let exporter = Exporter {
         inner,
         runtime,
-        failure: failure.clone(),
+        sends: sends.clone(),
     };
     let mut batch = BatchConfigBuilder::default();
     if !env.contains_key("OTEL_BSP_MAX_QUEUE_SIZE") {
@@ -134,7 +142,7 @@ pub fn start(
                 .build(),
         )
         .build();
-    Ok(Sink { provider, failure })
+    Ok(Sink { provider, sends })
 }
 
 impl Sink {
@@ -182,11 +190,14 @@ impl Sink {
                 }
             }
         };
-        let failure = self.failure.lock().ok().and_then(|f| f.clone());
-        // The provider wraps its processor's timeout in a failure of its own.
-        let timed_out = started.elapsed() >= wait;
+        let failure = self.sends.failure.lock().ok().and_then(|f| f.clone());
+        let timed_out = self.sends.busy.load(Ordering::SeqCst);
         Ok(match (result, failure) {
-            (_, Some(why)) => Flushed::NotSent(format!(
+            // An earlier batch failed, the last went.
+            (Ok(()), Some(why)) => Flushed::NotSent(format!(
+                "warning: part of this run's trace could not be sent to {endpoint} ({why}); the run itself is not affected"
+            )),
+            (Err(_), Some(why)) => Flushed::NotSent(format!(
                 "warning: this run's trace could not be sent to {endpoint} ({why}); the run itself is not affected"
             )),
             (Err(_), None) if timed_out => Flushed::NotSent(format!(
