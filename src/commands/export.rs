@@ -38,6 +38,7 @@ pub fn run(target: &Target, args: &ExportArgs) -> Result<i32> {
         infra_type: &loaded.profile.infra_type,
         credentials: &loaded.profile.credentials,
         inputs: Some(&inputs),
+        pools: &loaded.profile.pools,
     };
     let text = export::render(&loaded.plan, format, &ctx)?;
     if format == Format::Pko {

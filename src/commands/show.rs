@@ -27,6 +27,7 @@ pub fn run(target: &Target, args: &ShowArgs, json: bool) -> Result<i32> {
         secret_name: &loaded.profile.secret_name,
         references: &crate::plan::references::targets(&found),
         unreadable: &crate::plan::references::unreadable(&found),
+        pools: &loaded.profile.pools,
     };
     let format = args.format.unwrap_or(if json {
         ShowFormat::Json

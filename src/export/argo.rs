@@ -67,21 +67,24 @@ struct ClaimResources {
     requests: std::collections::BTreeMap<&'static str, &'static str>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct Arguments {
     parameters: Vec<Parameter>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct Parameter {
     name: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     value: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct Template {
-    name: &'static str,
+    name: String,
+    /// A pool: the semaphore that holds its tasks to its limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    synchronization: Option<Synchronization>,
     #[serde(skip_serializing_if = "Option::is_none")]
     dag: Option<Dag>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,41 +93,69 @@ struct Template {
     container: Option<Container>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
+struct Synchronization {
+    semaphores: Vec<SemaphoreRef>,
+}
+
+#[derive(Serialize, Clone)]
+#[serde(rename_all = "camelCase")]
+struct SemaphoreRef {
+    config_map_key_ref: ConfigMapKey,
+}
+
+#[derive(Serialize, Clone)]
+struct ConfigMapKey {
+    name: String,
+    key: String,
+}
+
+/// The ConfigMap whose keys are the pools' limits (Argo reads a semaphore's limit there).
+pub const POOLS_CONFIGMAP: &str = "strata-pools";
+
+/// The template a task of `pool` runs: `project`, or `project-<pool>`.
+fn template_name(pool: Option<&str>) -> String {
+    match pool {
+        None => "project".into(),
+        Some(p) => super::dns_label(&format!("project-{p}"), 63),
+    }
+}
+
+#[derive(Serialize, Clone)]
 struct Dag {
     tasks: Vec<Task>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct Task {
     name: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     dependencies: Vec<String>,
-    template: &'static str,
+    template: String,
     arguments: Arguments,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct Inputs {
     parameters: Vec<Parameter>,
     artifacts: Vec<Artifact>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct Artifact {
     name: &'static str,
     path: &'static str,
     git: Git,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct Git {
     repo: &'static str,
     revision: &'static str,
     depth: u32,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 #[serde(rename_all = "camelCase")]
 struct Container {
     image: &'static str,
@@ -136,27 +167,27 @@ struct Container {
     volume_mounts: Vec<VolumeMount>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 #[serde(rename_all = "camelCase")]
 struct Env {
     name: &'static str,
     value_from: ValueFrom,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 #[serde(rename_all = "camelCase")]
 struct ValueFrom {
     secret_key_ref: SecretKeyRef,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct SecretKeyRef {
     name: &'static str,
     key: &'static str,
     optional: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 #[serde(rename_all = "camelCase")]
 struct VolumeMount {
     name: &'static str,
@@ -199,7 +230,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 .into_iter()
                 .map(|j| names[j].clone())
                 .collect(),
-            template: "project",
+            template: template_name(super::pool_of(&plan, i)),
             arguments: Arguments {
                 parameters: vec![Parameter {
                     name: "project",
@@ -269,13 +300,15 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
             volume_claim_templates,
             templates: vec![
                 Template {
-                    name: "strata",
+                    name: "strata".into(),
+                    synchronization: None,
                     dag: Some(Dag { tasks }),
                     inputs: None,
                     container: None,
                 },
                 Template {
-                    name: "project",
+                    name: "project".into(),
+                    synchronization: None,
                     dag: None,
                     inputs: Some(Inputs {
                         parameters: vec![Parameter {
@@ -319,6 +352,23 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         },
     };
 
+    // One template per pool: the project template held by the pool's semaphore.
+    let used = super::used_pools(&plan, ctx.pools);
+    let mut workflow = workflow;
+    let project = workflow.spec.templates[1].clone();
+    for pool in &used {
+        let mut t = project.clone();
+        t.name = template_name(Some(&pool.name));
+        t.synchronization = Some(Synchronization {
+            semaphores: vec![SemaphoreRef {
+                config_map_key_ref: ConfigMapKey {
+                    name: POOLS_CONFIGMAP.into(),
+                    key: pool.name.clone(),
+                },
+            }],
+        });
+        workflow.spec.templates.push(t);
+    }
     let mut notes = vec![
         format!(
             "An Argo Workflows DAG with one task per project of profile `{}` (infra_type {}); `dependencies` is strata's dependency graph, so what does not depend on each other runs at the same time. Each task runs `strata up --project <path>` in its own pod.",
@@ -350,6 +400,15 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         notes.push(
             "- Command projects run their shell commands in the image: it needs the tools they call.".to_string(),
         );
+    }
+    if !used.is_empty() {
+        notes.push(format!(
+            "- Pools: the tasks of a pool run the template `project-<pool>`, which an Argo semaphore (synchronization, Argo 3.6 or later) holds to the pool's limit. Its limit is a key of the ConfigMap `{POOLS_CONFIGMAP}` in the workflow's namespace; create it first: `kubectl create configmap {POOLS_CONFIGMAP} {}`. The limits are fixed here: halving a pool when a project is throttled happens only inside strata, which retries that task's project.",
+            used.iter()
+                .map(|p| format!("--from-literal={}={}", p.name, p.limit))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
     }
     let mut text = super::header(Format::Argo, ctx, &notes);
     text.push_str(&super::to_yaml(&[workflow])?);

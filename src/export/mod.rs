@@ -58,6 +58,28 @@ pub struct ExportContext<'a> {
     /// What is known now of the upstream outputs that `inputs:` read (PKO wires them
     /// into each Stack's config).
     pub inputs: Option<&'a InputValues>,
+    /// The profile's concurrency pools.
+    pub pools: &'a [crate::workspace::profile::Pool],
+}
+
+/// The pools that steps of `plan` run in, in the profile's order.
+pub(crate) fn used_pools<'a>(
+    plan: &Plan,
+    pools: &'a [crate::workspace::profile::Pool],
+) -> Vec<&'a crate::workspace::profile::Pool> {
+    pools
+        .iter()
+        .filter(|p| {
+            plan.nodes
+                .iter()
+                .any(|n| n.entry.as_ref().and_then(|e| e.pool.as_deref()) == Some(p.name.as_str()))
+        })
+        .collect()
+}
+
+/// The node's pool.
+pub(crate) fn pool_of(plan: &Plan, i: usize) -> Option<&str> {
+    plan.nodes[i].entry.as_ref().and_then(|e| e.pool.as_deref())
 }
 
 /// What export knows of one upstream output an `inputs:` entry reads.
@@ -312,6 +334,7 @@ pub(crate) mod testutil {
         infra_type: "T",
         credentials: &[],
         inputs: None,
+        pools: &[],
     };
 
     pub use crate::plan::testing::plan_of;

@@ -290,6 +290,16 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         ),
         "- The operator runs `pulumi up` in each project folder, nothing of what strata adds: it reads Pulumi.<stack>.yaml from the project folder, not config/pulumi/Pulumi.<stack>.yaml (copy the keys into spec.config or that file), does not prompt, and runs no on_success hooks.".to_string(),
     ]);
+    let used = super::used_pools(&plan, ctx.pools);
+    if !used.is_empty() {
+        notes.push(format!(
+            "- Pools are not carried ({}): the operator has no limit per group of Stacks, it reconciles them as its own settings allow. Bring a pool's projects up with strata (`strata up --filter ...`) when their limit matters.",
+            used.iter()
+                .map(|p| format!("{} {} at once", p.name, p.limit))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let has_inputs = !super::paths_with_inputs(&plan).is_empty();
     if has_inputs && to_fill.is_empty() && secret_keys.is_empty() {
         notes.push(

@@ -19,6 +19,24 @@ pub struct Header<'a> {
     pub references: &'a BTreeMap<String, Vec<String>>,
     /// References the scanner cannot read: project path → `file:line` of each.
     pub unreadable: &'a BTreeMap<String, Vec<String>>,
+    /// The profile's concurrency pools.
+    pub pools: &'a [crate::workspace::profile::Pool],
+}
+
+/// `aws 4 at once (adaptive) · harbor 1 at once (fixed)`.
+fn pools_text(pools: &[crate::workspace::profile::Pool]) -> String {
+    pools
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} at once ({})",
+                p.name,
+                p.limit,
+                if p.adaptive { "adaptive" } else { "fixed" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 /// The references of node `i` that are not also needs (drawn dashed), as node indices.
@@ -52,6 +70,9 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
         plan.wave_count(),
         if plan.wave_count() == 1 { "" } else { "s" },
     );
+    if !h.pools.is_empty() {
+        let _ = writeln!(out, "pools: {}", pools_text(h.pools));
+    }
     let width = plan
         .nodes
         .iter()
@@ -132,6 +153,12 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
                 let _ = writeln!(out, "{pad}keys    {}", h.secret_keys.join(", "));
             }
             if let Some(entry) = &node.entry {
+                if let Some(pool) = &entry.pool {
+                    let _ = writeln!(out, "{pad}pool    {pool}");
+                }
+                if !entry.tags.is_empty() {
+                    let _ = writeln!(out, "{pad}tags    {}", entry.tags.join(", "));
+                }
                 for input in &entry.inputs {
                     let _ = writeln!(
                         out,
@@ -173,7 +200,10 @@ fn label(plan: &Plan, i: usize) -> String {
     let n = &plan.nodes[i];
     match n.kind {
         NodeKind::Builtin => "secrets → cluster (built-in)".to_string(),
-        _ => n.path.clone(),
+        _ => match n.entry.as_ref().and_then(|e| e.pool.as_deref()) {
+            Some(pool) => format!("{} · pool {pool}", n.path),
+            None => n.path.clone(),
+        },
     }
 }
 
@@ -295,6 +325,8 @@ struct JsonPlan<'a> {
     infra_type: &'a str,
     stack: Option<&'a str>,
     operation: &'static str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pools: &'a [crate::workspace::profile::Pool],
     projects: Vec<JsonProject<'a>>,
     order: Vec<&'a str>,
     waves: Vec<Vec<&'a str>>,
@@ -310,6 +342,10 @@ struct JsonProject<'a> {
     wave: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tags: &'a [String],
     #[serde(skip_serializing_if = "Vec::is_empty")]
     inputs: Vec<&'a crate::workspace::profile::Input>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -338,6 +374,8 @@ pub fn json(plan: &Plan, h: &Header) -> String {
                 needs: plan.needs_paths(i),
                 wave: n.wave,
                 description: n.entry.as_ref().and_then(|e| e.description.as_deref()),
+                pool: n.entry.as_ref().and_then(|e| e.pool.as_deref()),
+                tags: n.entry.as_ref().map_or(&[], |e| e.tags.as_slice()),
                 inputs: n.entry.iter().flat_map(|e| e.inputs.iter()).collect(),
                 on_success: n.entry.iter().flat_map(|e| e.on_success.iter()).collect(),
                 references: h
@@ -362,6 +400,7 @@ pub fn json(plan: &Plan, h: &Header) -> String {
         infra_type: h.infra_type,
         stack: h.stack,
         operation: if plan.reversed { "destroy" } else { "up" },
+        pools: h.pools,
         projects,
         order: plan
             .order

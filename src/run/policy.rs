@@ -349,6 +349,122 @@ mod tests {
         assert_eq!(tries, 1);
     }
 
+    /// A gate that records what the policy asks of it.
+    #[derive(Default)]
+    struct Recorder {
+        calls: Mutex<Vec<String>>,
+    }
+
+    impl Gate for Recorder {
+        fn throttled_by(&self, seen: &[String], _message: &str) -> Option<String> {
+            seen.iter()
+                .any(|l| l.contains("Rate exceeded"))
+                .then(|| "Rate exceeded".to_string())
+        }
+        fn try_starts(&self) -> u64 {
+            let mut c = self.calls.lock().unwrap();
+            c.push("start".into());
+            c.len() as u64
+        }
+        fn throttled(&self, round: u64, pattern: &str) {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("throttled {round} {pattern}"));
+        }
+        fn reacquire(&self, _control: &Control) -> bool {
+            self.calls.lock().unwrap().push("reacquire".into());
+            true
+        }
+        fn succeeded(&self) {
+            self.calls.lock().unwrap().push("succeeded".into());
+        }
+        fn attempts(&self) -> u32 {
+            3
+        }
+        fn delay(&self) -> Duration {
+            Duration::from_millis(1)
+        }
+    }
+
+    #[test]
+    fn a_throttled_try_tells_its_pool_waits_for_a_slot_and_tries_again() {
+        let engine = Flaky {
+            tries: Mutex::new(0),
+            ok_at: 3,
+            lines: vec!["api error Throttling: Rate exceeded"],
+        };
+        let gate = Recorder::default();
+        let policy = Policy {
+            timeout: None,
+            retry: None,
+            grace: Duration::from_secs(1),
+            gate: Some(&gate),
+        };
+        let mut notes = Vec::new();
+        let (res, tries) = run(
+            &engine,
+            &job(),
+            &Control::new(),
+            &policy,
+            &mut |_| {},
+            &mut |n| notes.push((n.attempt, n.attempts, n.delay, n.throttled)),
+        );
+        assert!(res.is_ok());
+        assert_eq!(tries, 3);
+        assert_eq!(
+            notes,
+            [
+                (2, 3, Duration::from_millis(1), true),
+                (3, 3, Duration::from_millis(2), true)
+            ]
+        );
+        assert_eq!(
+            *gate.calls.lock().unwrap(),
+            [
+                "start",
+                "throttled 1 Rate exceeded",
+                "reacquire",
+                "start",
+                "throttled 4 Rate exceeded",
+                "reacquire",
+                "start",
+                "succeeded"
+            ]
+        );
+        // The gate's attempts bound it; a failure it does not call throttling is not
+        // retried without `retry:`.
+        let engine = Flaky {
+            tries: Mutex::new(0),
+            ok_at: 10,
+            lines: vec!["Rate exceeded"],
+        };
+        let (res, tries) = run(
+            &engine,
+            &job(),
+            &Control::new(),
+            &policy,
+            &mut |_| {},
+            &mut |_| {},
+        );
+        assert!(res.is_err());
+        assert_eq!(tries, 3);
+        let engine = Flaky {
+            tries: Mutex::new(0),
+            ok_at: 10,
+            lines: vec!["access denied"],
+        };
+        let (_, tries) = run(
+            &engine,
+            &job(),
+            &Control::new(),
+            &policy,
+            &mut |_| {},
+            &mut |_| {},
+        );
+        assert_eq!(tries, 1);
+    }
+
     #[test]
     fn gives_up_after_the_last_attempt() {
         let engine = Flaky {

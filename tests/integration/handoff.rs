@@ -99,7 +99,7 @@ fn shipped_profiles() -> Vec<String> {
 
 /// Asserts that actionlint (with shellcheck on each `run:` script, when it is on PATH)
 /// finds nothing in the workflow file `f`.
-fn actionlint_passes(actionlint: &Path, f: &Path, what: &str) {
+pub(crate) fn actionlint_passes(actionlint: &Path, f: &Path, what: &str) {
     let out = Command::new(actionlint)
         .arg("-no-color")
         .arg(f)
@@ -114,7 +114,7 @@ fn actionlint_passes(actionlint: &Path, f: &Path, what: &str) {
 }
 
 /// actionlint, and shellcheck which it runs, or `None` (skipped) outside CI.
-fn require_actionlint() -> Option<std::path::PathBuf> {
+pub(crate) fn require_actionlint() -> Option<std::path::PathBuf> {
     let actionlint = require_shared_tool("actionlint");
     // actionlint runs shellcheck on each `run:` script when it is on PATH.
     if actionlint.is_some() {

@@ -214,3 +214,183 @@ fn a_throttled_project_waiting_for_its_pool_answers_ctrl_c() {
     );
     assert_eq!(status.code(), Some(130));
 }
+
+/// `show` lists the pools and each project's pool, in every format.
+#[test]
+fn show_lists_the_pools_and_each_projects_pool() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}pools: {{aws-us-east-1: 4, harbor: {{limit: 1, adaptive: false}}}}\npool: aws-us-east-1\ninfrastructure:\n  - path: vpc\n    tags: [network]\n  - path: registry\n    pool: harbor\n"
+        ),
+    );
+    ws.command_project("vpc", "true", "true");
+    ws.command_project("registry", "true", "true");
+    let tree = ws.strata(&["show", "-p", "t"]);
+    assert_eq!(tree.code, 0, "{tree:?}");
+    assert!(
+        tree.stdout
+            .contains("pools: aws-us-east-1 4 at once (adaptive) · harbor 1 at once (fixed)"),
+        "{}",
+        tree.stdout
+    );
+    assert!(tree.stdout.contains("pool    harbor"), "{}", tree.stdout);
+    assert!(tree.stdout.contains("tags    network"), "{}", tree.stdout);
+    let json = ws.strata(&["show", "-p", "t", "--format", "json"]);
+    let doc: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        doc["pools"][1],
+        serde_json::json!({"name": "harbor", "limit": 1, "adaptive": false})
+    );
+    assert_eq!(doc["projects"][0]["pool"], "aws-us-east-1");
+    assert_eq!(doc["projects"][0]["tags"], serde_json::json!(["network"]));
+    let dot = ws.strata(&["show", "-p", "t", "--format", "dot"]);
+    assert!(
+        dot.stdout.contains("registry · pool harbor"),
+        "{}",
+        dot.stdout
+    );
+    if let Some(svg) = dot_svg(&ws, &dot.stdout) {
+        assert!(svg.contains("pool harbor"));
+    }
+    let mermaid = ws.strata(&["show", "-p", "t", "--format", "mermaid"]);
+    check_mermaid(&ws, &mermaid.stdout);
+}
+
+/// The header comments of an export as one line (they are wrapped).
+fn notes(text: &str) -> String {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# ").map(str::trim))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A profile with a pool of one and a pool of two, five projects each, for export.
+fn pooled_for_export() -> Ws {
+    let ws = Ws::new();
+    let mut yaml = format!(
+        "{HEAD}pools: {{harbor: 1, aws: 2}}\npool: {{infrastructure: aws}}\ninfrastructure:\n"
+    );
+    for i in 0..5 {
+        yaml.push_str(&format!("  - path: a{i}\n    needs: []\n"));
+    }
+    for i in 0..5 {
+        yaml.push_str(&format!(
+            "  - path: h{i}\n    needs: []\n    pool: harbor\n"
+        ));
+    }
+    ws.profile("t", &yaml);
+    for i in 0..5 {
+        ws.pulumi_project(&format!("a{i}"), &format!("a{i}"), "");
+        ws.pulumi_project(&format!("h{i}"), &format!("h{i}"), "");
+    }
+    ws
+}
+
+/// GitHub Actions: a pool of N is N chains of its jobs (`needs:` on the job N before
+/// it, run whatever became of that one); actionlint passes.
+#[test]
+fn github_actions_export_chains_a_pools_jobs_into_as_many_lanes_as_its_limit() {
+    let ws = pooled_for_export();
+    let r = ws.strata(&[
+        "export",
+        "-p",
+        "t",
+        "-s",
+        "dev",
+        "--format",
+        "github-actions",
+        "--out",
+        "wf.yml",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let text = ws.read("wf.yml");
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let needs = |job: &str| -> Vec<String> {
+        doc["jobs"][job]["needs"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(needs("h0"), ["build-strata"]);
+    for i in 1..5 {
+        assert_eq!(
+            needs(&format!("h{i}")),
+            ["build-strata".to_string(), format!("h{}", i - 1)]
+        );
+    }
+    assert_eq!(needs("a1"), ["build-strata"]);
+    assert_eq!(needs("a2"), ["build-strata", "a0"]);
+    assert_eq!(needs("a4"), ["build-strata", "a2"]);
+    assert_eq!(
+        doc["jobs"]["h3"]["if"].as_str(),
+        Some("${{ !cancelled() && needs.build-strata.result == 'success' }}")
+    );
+    assert!(doc["jobs"]["h0"]["if"].is_null());
+    assert!(
+        notes(&text).contains("- Pools (harbor 1 at once, aws 2 at once)"),
+        "{text}"
+    );
+    if let Some(actionlint) = crate::handoff::require_actionlint() {
+        crate::handoff::actionlint_passes(&actionlint, &ws.path("wf.yml"), "pooled workflow");
+    }
+}
+
+/// Argo: a pool's tasks run a template held by a semaphore whose limit is a ConfigMap
+/// key; the Workflow passes the Argo schema. PKO says it cannot carry pools.
+#[test]
+fn argo_export_holds_a_pools_tasks_with_a_semaphore_and_pko_says_it_cannot() {
+    let ws = pooled_for_export();
+    let r = ws.strata(&[
+        "export", "-p", "t", "-s", "dev", "--format", "argo", "--out", "wf.yaml",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let text = ws.read("wf.yaml");
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let templates = doc["spec"]["templates"].as_sequence().unwrap();
+    let harbor = templates
+        .iter()
+        .find(|t| t["name"] == "project-harbor")
+        .unwrap();
+    assert_eq!(
+        harbor["synchronization"]["semaphores"][0]["configMapKeyRef"],
+        serde_yaml::from_str::<serde_yaml::Value>("{name: strata-pools, key: harbor}").unwrap()
+    );
+    assert_eq!(
+        harbor["container"], templates[1]["container"],
+        "the same project template"
+    );
+    let task = |name: &str| {
+        doc["spec"]["templates"][0]["dag"]["tasks"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()["template"]
+            .clone()
+    };
+    assert_eq!(task("h2"), "project-harbor");
+    assert_eq!(task("a2"), "project-aws");
+    assert!(
+        notes(&text).contains(
+            "`kubectl create configmap strata-pools --from-literal=harbor=1 --from-literal=aws=2`"
+        ),
+        "{text}"
+    );
+    if let Some((ok, out)) = crate::handoff::python_check(
+        "validate_argo.py",
+        &[&shared_tool("argo-schema.json"), &ws.path("wf.yaml")],
+    ) {
+        assert!(ok, "{out}");
+    }
+    let pko = ws.strata(&["export", "-p", "t", "-s", "dev", "--format", "pko"]);
+    assert_eq!(pko.code, 0, "{pko:?}");
+    assert!(
+        notes(&pko.stdout).contains("- Pools are not carried (harbor 1 at once, aws 2 at once)"),
+        "{}",
+        pko.stdout
+    );
+}

@@ -7,7 +7,7 @@
 
 pub mod review_apply;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use serde_yaml::{Mapping, Value};
@@ -242,10 +242,40 @@ fn groups(plan: &Plan) -> Vec<usize> {
     group
 }
 
+/// Per job (by its first node), the jobs before it in the lanes of its pools. A pool
+/// of limit N becomes N chains of its jobs, in execution order, so that at most N of
+/// them run at once. (A job-level `concurrency:` group is no equivalent: it keeps one
+/// job waiting and cancels any other.)
+fn pool_lanes(
+    plan: &Plan,
+    group: &[usize],
+    pools: &[crate::workspace::profile::Pool],
+) -> BTreeMap<usize, Vec<usize>> {
+    let mut before: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for pool in super::used_pools(plan, pools) {
+        let mut jobs: Vec<usize> = Vec::new();
+        for &i in &plan.order {
+            let lead = group[i];
+            if super::pool_of(plan, i) == Some(pool.name.as_str()) && !jobs.contains(&lead) {
+                jobs.push(lead);
+            }
+        }
+        for (k, &lead) in jobs.iter().enumerate().skip(pool.limit) {
+            let prev = jobs[k - pool.limit];
+            let list = before.entry(lead).or_default();
+            if !list.contains(&prev) {
+                list.push(prev);
+            }
+        }
+    }
+    before
+}
+
 pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
     let plan = super::without_builtin(full);
     let ids = job_ids(&plan);
     let group = groups(&plan);
+    let lanes = pool_lanes(&plan, &group, ctx.pools);
     let carried = super::command_output_sources(&plan);
     let aws_oidc = uses_aws_oidc(ctx);
     let mut jobs = Mapping::new();
@@ -323,8 +353,27 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 }
             }
         }
+        // A pool's lane: wait for the job before, whatever became of it, and run when
+        // what the job really needs succeeded.
+        let mut condition = None;
+        if let Some(prev) = lanes.get(&lead) {
+            condition = Some(format!(
+                "${{{{ !cancelled() && {} }}}}",
+                needs
+                    .iter()
+                    .map(|id| format!("needs.{id}.result == 'success'"))
+                    .collect::<Vec<_>>()
+                    .join(" && ")
+            ));
+            for &j in prev {
+                if !needs.contains(&ids[j]) {
+                    needs.push(ids[j].clone());
+                }
+            }
+        }
         let job = Job {
             name: paths.join(" + "),
+            condition,
             runs_on: "ubuntu-latest",
             needs,
             steps,
@@ -377,6 +426,16 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
             "- Command projects: a command project that needs another command project runs in that project's job, on the same runner, so files and images one leaves (an image build, then its push) are there for the next. Outputs written for `inputs:` reach jobs on other runners as artifacts (strata-outputs-<job>, kept one day)."
                 .to_string(),
         );
+    }
+    let used = super::used_pools(&plan, ctx.pools);
+    if !used.is_empty() {
+        notes.push(format!(
+            "- Pools ({}): each is as many chains of its jobs, in order, as its limit, so no more run at once; a job waits for the one before it in its chain whatever became of it (`if: !cancelled()` and its own needs succeeded). GitHub's `concurrency:` groups are no equivalent: one keeps a single job waiting and cancels the others. The limits are fixed here: halving a pool when a project is throttled happens only inside strata, which retries that job's project.",
+            used.iter()
+                .map(|p| format!("{} {} at once", p.name, p.limit))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     let mut text = super::header(Format::GithubActions, ctx, &notes);
     text.push_str(&super::to_yaml(&[workflow])?);
