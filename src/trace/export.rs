@@ -2,7 +2,7 @@
 //! roots), batched on the SDK's one thread, and the bounded wait at the end of a run.
 //! Built only for a traced run: an untraced one starts no thread and opens nothing.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,8 @@ const QUEUE: usize = 65_536;
 struct Sends {
     failure: Mutex<Option<String>>,
     busy: AtomicBool,
+    /// Batches the collector took.
+    sent: AtomicUsize,
 }
 
 /// The OTLP exporter driven on a Tokio runtime of its own (hyper needs one; the SDK's
@@ -45,6 +47,9 @@ impl SpanExporter for Exporter {
         self.sends.busy.store(true, Ordering::SeqCst);
         let result = self.runtime.block_on(self.inner.export(batch));
         self.sends.busy.store(false, Ordering::SeqCst);
+        if result.is_ok() {
+            self.sends.sent.fetch_add(1, Ordering::SeqCst);
+        }
         if let Err(e) = &result
             && let Ok(mut f) = self.sends.failure.lock()
             && f.is_none()
@@ -192,16 +197,17 @@ impl Sink {
         };
         let failure = self.sends.failure.lock().ok().and_then(|f| f.clone());
         let timed_out = self.sends.busy.load(Ordering::SeqCst);
+        // (The SDK's shutdown does not say whether its last send went: the exporter does.)
+        let some_sent = self.sends.sent.load(Ordering::SeqCst) > 0;
         Ok(match (result, failure) {
-            // An earlier batch failed, the last went.
-            (Ok(()), Some(why)) => Flushed::NotSent(format!(
+            (_, Some(why)) if some_sent => Flushed::NotSent(format!(
                 "warning: part of this run's trace could not be sent to {endpoint} ({why}); the run itself is not affected"
             )),
-            (Err(_), Some(why)) => Flushed::NotSent(format!(
-                "warning: this run's trace could not be sent to {endpoint} ({why}); the run itself is not affected"
+            (_, Some(why)) => Flushed::NotSent(format!(
+                "warning: this run's trace could not be sent to {endpoint} ({why}): is the collector up and taking OTLP/HTTP there? The run itself is not affected"
             )),
             (Err(_), None) if timed_out => Flushed::NotSent(format!(
-                "warning: this run's trace was not sent to {endpoint}: the collector did not answer within {}; the run itself is not affected",
+                "warning: this run's trace was not sent to {endpoint}: the collector did not answer within {} (OTEL_EXPORTER_OTLP_TIMEOUT); the run itself is not affected",
                 crate::util::human_duration(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
             )),
             (Err(e), None) => Flushed::NotSent(format!(
@@ -247,6 +253,10 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains('\n'), "{line}");
+        assert!(
+            line.contains("this run's trace could not be sent"),
+            "{line}"
+        );
     }
 
     #[test]

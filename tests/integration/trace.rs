@@ -255,7 +255,8 @@ fn a_dead_collector_is_one_warning_and_changes_neither_the_exit_code_nor_the_pac
     let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.contains("trace")).collect();
     assert_eq!(warnings.len(), 1, "{r:?}");
     assert!(
-        warnings[0].starts_with("warning: ") && warnings[0].contains(&closed.to_string()),
+        warnings[0].starts_with("warning: this run's trace could not be sent")
+            && warnings[0].contains(&closed.to_string()),
         "{r:?}"
     );
     // The end of the run waits for the collector 5 s at the most.
