@@ -40,6 +40,8 @@ impl Span {
 #[derive(Default)]
 struct Seen {
     requests: Vec<ExportTraceServiceRequest>,
+    /// The headers of each request taken.
+    headers: Vec<BTreeMap<String, String>>,
     problems: Vec<String>,
 }
 
@@ -129,7 +131,9 @@ fn serve(stream: TcpStream, seen: Arc<Mutex<Seen>>) {
         }
         let status = match (problem, ExportTraceServiceRequest::decode(body.as_slice())) {
             (None, Ok(req)) => {
-                seen.lock().unwrap().requests.push(req);
+                let mut seen = seen.lock().unwrap();
+                seen.requests.push(req);
+                seen.headers.push(headers);
                 "200 OK"
             }
             (Some(p), _) => {
@@ -176,6 +180,11 @@ impl Receiver {
 
     pub fn requests(&self) -> usize {
         self.seen.lock().unwrap().requests.len()
+    }
+
+    /// The headers of every request taken (names in lowercase).
+    pub fn headers(&self) -> Vec<BTreeMap<String, String>> {
+        self.seen.lock().unwrap().headers.clone()
     }
 
     pub fn problems(&self) -> Vec<String> {

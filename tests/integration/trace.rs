@@ -293,16 +293,41 @@ fn ctrl_c_while_the_trace_is_sent_is_answered_at_once() {
 
 /// A throttled pool (the pools' own estate: eight projects in `aws`, whose fake cloud
 /// takes two at once): each pooled span names its pool, and every change of the pool's
-/// limit the run's events show is an event of the run's span.
+/// limit the run's events show is an event of the run's span. Sent where the traces
+/// endpoint says, with the headers and service name the variables give.
 #[test]
 fn a_pooled_step_names_its_pool_and_each_limit_change_is_on_the_run_span() {
     let otlp = Receiver::start();
     let mut ws = Ws::new();
     crate::pools::estate(&ws, "{aws: 4}", 8, "aws");
-    ws.set_env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp.endpoint());
+    // The standard variables: a base endpoint with a path, headers, the service name.
+    ws.set_env(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        &format!("{}/v1/traces", otlp.endpoint()),
+    )
+    .set_env(
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "x-tenant=platform,authorization=Bearer%20t0ken",
+    )
+    .set_env("OTEL_SERVICE_NAME", "platform-ci");
     let r = ws.strata(&["up", "-p", "t", "-s", "dev", "-j", "8", "--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let spans = by_name(&otlp.spans());
+    let headers = otlp.headers();
+    assert!(!headers.is_empty());
+    for h in &headers {
+        assert_eq!(h.get("x-tenant").map(String::as_str), Some("platform"));
+        assert_eq!(
+            h.get("authorization").map(String::as_str),
+            Some("Bearer t0ken")
+        );
+    }
+    let all = otlp.spans();
+    assert!(all.iter().all(|s| s.service == "platform-ci"), "{all:#?}");
+    assert!(
+        !format!("{all:?}").contains("t0ken"),
+        "a header in the trace"
+    );
+    let spans = by_name(&all);
     assert_eq!(spans.len(), 1 + 9, "one span per project: {spans:#?}");
     for i in 0..8 {
         assert_eq!(spans[&format!("p{i}")].attrs["strata.pool"], "aws");
