@@ -363,3 +363,63 @@ fn a_pooled_step_names_its_pool_and_each_limit_change_is_on_the_run_span() {
     on_root.sort();
     assert_eq!(on_root, changes);
 }
+
+/// Pulumi projects through the fake CLI (v3.230, which has `--otel-traces`): every call of
+/// a traced step carries the flag with the run's traces URL and its project's
+/// `TRACEPARENT`; headers stay off the command line, with one note; untraced, neither.
+#[test]
+fn every_pulumi_call_of_a_traced_step_gets_otel_traces_and_its_traceparent() {
+    use crate::run::{DIAMOND, DIAMOND_PATHS, name, workspace};
+    let otlp = Receiver::start();
+    let mut ws = workspace(DIAMOND, DIAMOND_PATHS);
+    ws.set_env("FAKE_PULUMI_LOG_ENV", "TRACEPARENT");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for c in ws.calls().iter().filter(|c| c["event"] == "start") {
+        let argv = c["argv"].to_string();
+        assert!(!argv.contains("--otel-traces"), "{c}");
+        assert!(c["env"].get("TRACEPARENT").is_none(), "{c}");
+    }
+    let _ = std::fs::remove_file(ws.path("calls.jsonl"));
+
+    ws.set_env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp.endpoint())
+        .set_env("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20t0ken");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let all = r.all();
+    let notes: Vec<&str> = all
+        .lines()
+        .filter(|l| l.contains("OTEL_EXPORTER_OTLP_HEADERS"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{r:?}");
+    let spans = by_name(&otlp.spans());
+    let flag = format!("--otel-traces={}/v1/traces", otlp.endpoint());
+    let mut calls = 0;
+    for c in ws.calls().iter().filter(|c| c["event"] == "start") {
+        let argv: Vec<&str> = c["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a.as_str())
+            .collect();
+        if !argv.contains(&"--stack") {
+            continue; // `--help`, asked once
+        }
+        calls += 1;
+        assert!(argv.contains(&flag.as_str()), "{c}");
+        assert!(
+            !c.to_string().contains("t0ken"),
+            "a header on a command line: {c}"
+        );
+        let project = DIAMOND_PATHS
+            .iter()
+            .find(|p| c["project"] == name(p))
+            .unwrap_or_else(|| panic!("{c}"));
+        assert_eq!(
+            c["env"]["TRACEPARENT"].as_str(),
+            Some(spans[*project].traceparent().as_str()),
+            "{c}"
+        );
+    }
+    assert!(calls >= DIAMOND_PATHS.len(), "{calls}");
+}

@@ -16,7 +16,8 @@ use crate::state::{Backend, ORG, StackState, VERSION, fq_name};
 pub const USAGE: &str = "fake-pulumi: a test double of the Pulumi CLI\n\n\
 Usage:\n  pulumi [command]\n\n\
 Commands: up (update), preview, refresh, destroy, stack init|output|ls|rm, \
-config [set|get|rm], whoami, version, about, cancel\n";
+config [set|get|rm], whoami, version, about, cancel\n\n\
+Flags:\n      --otel-traces string   Export OpenTelemetry traces to the specified endpoint\n";
 
 /// Runs one command; engine operations go to [`crate::engine`].
 pub fn run(ctx: &Ctx) -> Result<()> {

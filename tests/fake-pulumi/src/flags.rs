@@ -13,6 +13,8 @@ const GLOBAL: &[&str] = &[
     "logtostderr",
     "memprofilerate",
     "non-interactive",
+    // 3.226+: OpenTelemetry traces (the fake accepts it and sends nothing).
+    "otel-traces",
     "profiling",
     "tracing",
     "tracing-header",
