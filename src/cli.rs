@@ -116,7 +116,7 @@ pub enum Command {
     /// Stack outputs (secrets masked unless --show-secrets)
     Outputs(OutputsArgs),
     /// The last result of every project of the stack
-    Status,
+    Status(StatusArgs),
     /// The plan for an engine that runs beyond one machine
     Export(ExportArgs),
     /// The last run (or --run ID) as a timeline: an HTML page, a Mermaid gantt or JSON
@@ -142,6 +142,9 @@ pub struct ExportArgs {
     /// bundle (an artifact) and, after the merge, applies exactly that bundle
     #[arg(long)]
     pub review_apply: bool,
+
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -199,20 +202,36 @@ pub struct OutputsArgs {
     pub show_secrets: bool,
 }
 
-#[derive(Debug, Args, Clone)]
-#[command(next_help_heading = "Run options")]
-pub struct RunArgs {
-    /// Only these projects (path, or Pulumi project name); repeatable
+/// Which projects a command takes: `--filter` and its shorthands.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Selecting projects")]
+pub struct SelectArgs {
+    /// Only the projects EXPR selects; repeatable (their union, less the negated ones).
+    /// EXPR: a path or Pulumi name, a glob (`infra/*`, `kubernetes/**`), `tag:NAME`,
+    /// `[main...HEAD]` or `[REF]` (changed in git), `X...` (X and what it needs), `...X`
+    /// (X and what needs it), `^` to leave X out (`X^...`), `!EXPR` (not), `A | B` (both)
+    #[arg(long = "filter", value_name = "EXPR")]
+    pub filters: Vec<String>,
+
+    /// Only these projects (path, or Pulumi project name); repeatable (= --filter PATH)
     #[arg(long = "project", value_name = "PATH")]
     pub projects: Vec<String>,
 
-    /// With --project: also the projects they need (for destroy: their dependents)
+    /// With --project: also the projects they need (`PATH...`); for destroy, what
+    /// depends on them (`...PATH`)
     #[arg(long)]
     pub with_deps: bool,
 
-    /// Start at PATH, skipping what is ordered before it
+    /// Skip what is ordered before PATH in the run (= `| from:PATH` on each filter)
     #[arg(long, value_name = "PATH")]
     pub from: Option<String>,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Run options")]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
 
     /// Projects at once
     #[arg(short = 'j', long = "parallel", value_name = "N", default_value_t = 4,
@@ -234,7 +253,7 @@ pub struct UpArgs {
     pub run: RunArgs,
 
     /// Only what did not succeed in the last `up` of this stack, and what depends on it
-    #[arg(long, conflicts_with_all = ["projects", "from"])]
+    #[arg(long, conflicts_with_all = ["filters", "projects", "from"])]
     pub resume: bool,
 
     /// Skip projects whose inputs are unchanged since their last successful `up`
@@ -249,7 +268,7 @@ pub struct UpArgs {
     /// Apply exactly the plan bundle that `preview --save-plan DIR` wrote: refused when
     /// code, inputs, secrets, the stack config or the profile moved since, or when it was
     /// applied before
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["projects", "from", "with_deps", "resume", "changed"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["filters", "projects", "from", "with_deps", "resume", "changed"])]
     pub plan: Option<PathBuf>,
 }
 
@@ -298,17 +317,14 @@ pub struct ShowArgs {
     #[arg(long, value_enum)]
     pub format: Option<ShowFormat>,
 
-    /// Only these projects (path, or Pulumi project name); repeatable
-    #[arg(long = "project", value_name = "PATH")]
-    pub projects: Vec<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
 
-    /// With --project: also the projects they need
-    #[arg(long)]
-    pub with_deps: bool,
-
-    /// Start at PATH, skipping what is ordered before it
-    #[arg(long, value_name = "PATH")]
-    pub from: Option<String>,
+#[derive(Debug, Args, Clone)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

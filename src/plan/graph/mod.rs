@@ -1,5 +1,6 @@
 //! The execution graph: build it from a composed profile (petgraph), check it for
-//! cycles, order it, group it into waves, select parts of it, and reverse it for destroy.
+//! cycles, order it, group it into waves, restrict it to a selection (bridging what is
+//! left out), and reverse it for destroy.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -67,14 +68,6 @@ pub struct Plan {
     pub order: Vec<usize>,
     /// True when this is the destroy (reverse) plan.
     pub reversed: bool,
-}
-
-/// Which part of the plan to run.
-#[derive(Debug, Clone, Default)]
-pub struct Selection {
-    pub projects: Vec<String>,
-    pub with_deps: bool,
-    pub from: Option<String>,
 }
 
 impl Plan {
@@ -416,41 +409,6 @@ impl Plan {
         };
         plan.compute_order();
         plan
-    }
-
-    /// Applies a selection: `--project` (with `--with-deps`: the steps they need, which for
-    /// a reversed plan are their dependents) and `--from` (what is ordered before it is
-    /// skipped). Prerequisites that are not selected are bridged, so the order holds.
-    pub fn select(&self, sel: &Selection) -> Result<Plan> {
-        let n = self.nodes.len();
-        let mut keep = vec![true; n];
-        if !sel.projects.is_empty() {
-            keep = vec![false; n];
-            let mut stack = Vec::new();
-            for p in &sel.projects {
-                let i = self.resolve(p)?;
-                keep[i] = true;
-                stack.push(i);
-            }
-            if sel.with_deps {
-                while let Some(i) = stack.pop() {
-                    for &j in &self.nodes[i].needs {
-                        if !keep[j] {
-                            keep[j] = true;
-                            stack.push(j);
-                        }
-                    }
-                }
-            }
-        }
-        if let Some(from) = &sel.from {
-            let start = self.resolve(from)?;
-            let pos = self.order.iter().position(|&i| i == start).unwrap_or(0);
-            for &i in &self.order[..pos] {
-                keep[i] = false;
-            }
-        }
-        Ok(self.subplan(&keep))
     }
 
     /// The plan restricted to `keep`, with needs bridged through dropped nodes.
