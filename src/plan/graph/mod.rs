@@ -363,12 +363,7 @@ impl Plan {
             [i] => Ok(*i),
             [] => Err(Error::config(format!(
                 "`{wanted}` is not a project of this profile (neither a path nor a Pulumi project name).{}\n  Projects: {}.\n  See them all with `strata show`.",
-                crate::util::did_you_mean(
-                    trimmed,
-                    self.nodes
-                        .iter()
-                        .flat_map(|n| [n.path.as_str(), n.name.as_str()])
-                ),
+                self.closest(trimmed),
                 self.order
                     .iter()
                     .map(|&i| self.nodes[i].path.as_str())
@@ -383,6 +378,26 @@ impl Plan {
                     .join(", ")
             ))),
         }
+    }
+
+    /// "Did you mean …?" for a project that is not one: the closest path or name, or
+    /// the path whose last segment is closest (`app` → `local/app`).
+    fn closest(&self, wanted: &str) -> String {
+        let last = |p: &'_ str| p.rsplit('/').next().unwrap_or(p).to_string();
+        self.nodes
+            .iter()
+            .flat_map(|n| {
+                [
+                    (n.path.clone(), &n.path),
+                    (n.name.clone(), &n.name),
+                    (last(&n.path), &n.path),
+                ]
+            })
+            .map(|(key, said)| (strsim::jaro_winkler(wanted, &key), said))
+            .filter(|(score, _)| *score > 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, k)| format!(" Did you mean `{k}`?"))
+            .unwrap_or_default()
     }
 
     /// The plan for destroy: every edge reversed, the last entries first.

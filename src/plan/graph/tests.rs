@@ -168,3 +168,19 @@ fn critical_path_sums_the_longest_chain() {
     .unwrap();
     assert_eq!(p.critical_path(|_| 10), 20);
 }
+
+#[test]
+fn an_unknown_project_suggests_the_path_whose_last_segment_is_close() {
+    let p = plan_of(&format!(
+        "{HEAD}infrastructure:\n  - path: local/network\n  - path: local/app\n"
+    ))
+    .unwrap();
+    for (wanted, meant) in [("ap", "local/app"), ("netwrk", "local/network")] {
+        let e = p.resolve(wanted).unwrap_err();
+        assert!(
+            e.message.contains(&format!("Did you mean `{meant}`?")),
+            "{}",
+            e.message
+        );
+    }
+}

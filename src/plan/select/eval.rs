@@ -78,10 +78,15 @@ pub fn evaluate(sel: &Selector, plan: &Plan, ctx: &Context) -> Result<Selection>
             .keys()
             .map(|r| Target::Changed((*r).clone()).to_string())
             .collect();
+        let why = if changed.values().any(|set| set.contains(&true)) {
+            "the rest of the selector leaves none of the projects that changed in"
+        } else {
+            "no project's folder or `watch:` paths changed in"
+        };
         return Ok(Selection {
             keep,
             empty_because: Some(format!(
-                "{} selects no project: no project folder or `watch:` path it narrows to changed in {}. Nothing to do.",
+                "{} selects no project: {why} {}. Nothing to do.",
                 sources.join(" "),
                 ranges.join(", ")
             )),

@@ -252,6 +252,10 @@ fn a_git_range_that_touches_no_project_is_nothing_to_do_not_an_error() {
     assert!(s.keep.iter().all(|k| !k));
     let why = s.empty_because.unwrap();
     assert!(
+        why.contains("no project's folder or `watch:` paths changed in [main...HEAD]"),
+        "{why}"
+    );
+    assert!(
         why.contains("--filter '[main...HEAD]...'") && why.contains("Nothing to do"),
         "{why}"
     );
@@ -268,6 +272,17 @@ fn says(e: Error, kind: Kind, parts: &[&str]) {
 /// Refused with a configuration error (exit 3) whose message says each of `parts`.
 fn refused_saying(filters: &[&str], parts: &[&str]) {
     says(refused(filters), Kind::Config, parts);
+}
+
+#[test]
+fn a_git_range_the_rest_of_the_selector_empties_says_so() {
+    let p = plan();
+    let s = pick_with(&p, &["[main] | tag:app"], &["projects/net/dns/a"]).unwrap();
+    let why = s.empty_because.unwrap();
+    assert!(
+        why.contains("the rest of the selector leaves none of the projects that changed in [main]"),
+        "{why}"
+    );
 }
 
 #[test]
