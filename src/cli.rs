@@ -202,28 +202,31 @@ pub struct OutputsArgs {
     pub show_secrets: bool,
 }
 
-/// Which projects a command takes: `--filter` and its shorthands.
+/// The help heading of the selection flags.
+const SELECTING: &str = "Selecting projects";
+
+/// Which projects a command takes: `--filter` and its shorthands (under their own help
+/// heading, whatever the heading around them).
 #[derive(Debug, Args, Clone, Default)]
-#[command(next_help_heading = "Selecting projects")]
 pub struct SelectArgs {
     /// Only the projects EXPR selects; repeatable (their union, less the negated ones).
     /// EXPR: a path or Pulumi name, a glob (`infra/*`, `kubernetes/**`), `tag:NAME`,
     /// `[main...HEAD]` or `[REF]` (changed in git), `X...` (X and what it needs), `...X`
     /// (X and what needs it), `^` to leave X out (`X^...`), `!EXPR` (not), `A | B` (both)
-    #[arg(long = "filter", value_name = "EXPR")]
+    #[arg(long = "filter", value_name = "EXPR", help_heading = SELECTING)]
     pub filters: Vec<String>,
 
     /// Only these projects (path, or Pulumi project name); repeatable (= --filter PATH)
-    #[arg(long = "project", value_name = "PATH")]
+    #[arg(long = "project", value_name = "PATH", help_heading = SELECTING)]
     pub projects: Vec<String>,
 
     /// With --project: also the projects they need (`PATH...`); for destroy, what
     /// depends on them (`...PATH`)
-    #[arg(long)]
+    #[arg(long, help_heading = SELECTING)]
     pub with_deps: bool,
 
     /// Skip what is ordered before PATH in the run (= `| from:PATH` on each filter)
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = SELECTING)]
     pub from: Option<String>,
 }
 
@@ -353,6 +356,33 @@ mod tests {
         assert!(matches!(c.command, Command::Show(ref a) if a.format == Some(ShowFormat::Json)));
         let c = Cli::try_parse_from(["strata", "list-providers"]).unwrap();
         assert!(matches!(c.command, Command::Providers));
+    }
+
+    #[test]
+    fn every_command_that_takes_projects_takes_filter() {
+        for cmd in [
+            "up", "preview", "refresh", "destroy", "show", "status", "export",
+        ] {
+            let mut argv = vec!["strata", cmd, "--filter", "a...", "--filter", "!b"];
+            if cmd == "export" {
+                argv.extend(["--format", "argo"]);
+            }
+            let c = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+            let sel = match c.command {
+                Command::Up(a) => a.run.select,
+                Command::Preview(a) => a.run.select,
+                Command::Refresh(a) | Command::Destroy(a) => a.select,
+                Command::Show(a) => a.select,
+                Command::Status(a) => a.select,
+                Command::Export(a) => a.select,
+                _ => unreachable!(),
+            };
+            assert_eq!(sel.filters, ["a...", "!b"], "{cmd}");
+        }
+        // What replaces the selection does not mix with it.
+        for other in ["--resume", "--plan=x"] {
+            assert!(Cli::try_parse_from(["strata", "up", "--filter", "a", other]).is_err());
+        }
     }
 
     #[test]
