@@ -16,6 +16,11 @@ use super::outputs::Reader;
 /// prints the export of what `sel` selects, or writes it to `out`. Returns the exit code.
 pub fn run(target: &Target, args: &ExportArgs, sel: &Selector) -> Result<i32> {
     let format = format(args)?;
+    if format == Format::GithubActionsReviewApply && !sel.is_empty() {
+        return Err(Error::usage(
+            "--review-apply writes one workflow that previews and applies the whole profile (a plan bundle per pull request); it takes no --filter, --project or --from. Drop the selection, or export the selected projects' jobs without --review-apply.",
+        ));
+    }
     let out = args.out.as_deref();
     let loaded = super::load(target, false)?;
     let Some(stack) = loaded.stack.as_deref() else {

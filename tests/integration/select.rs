@@ -252,6 +252,23 @@ fn export_exports_the_selected_subgraph_with_needs_bridged() {
     let deps = web["dependencies"].as_sequence().unwrap();
     assert_eq!(deps.len(), 1, "web depends on the vpc's task only: {web:?}");
     assert_eq!(deps[0], tasks[0]["name"]);
+    // The review-and-apply workflow is the whole profile's: a selection is refused.
+    refused(
+        &ws.strata(&[
+            "-p",
+            "t",
+            "-s",
+            "dev",
+            "export",
+            "--format",
+            "github-actions",
+            "--review-apply",
+            "--filter",
+            "web",
+        ]),
+        2,
+        &["--review-apply", "takes no --filter"],
+    );
 }
 
 #[test]

@@ -56,15 +56,11 @@ impl Git {
     }
 
     fn check_revision(&self, range: &Range, rev: &str) -> Result<()> {
+        // The parser refuses a revision that starts with `-`: none is taken for an option
+        // (`--end-of-options` would say so too, but older gits' rev-parse lacks it).
         let spec = format!("{rev}^{{commit}}");
         if self
-            .run(&[
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                "--end-of-options",
-                &spec,
-            ])?
+            .run(&["rev-parse", "--verify", "--quiet", &spec])?
             .is_ok()
         {
             return Ok(());
