@@ -243,7 +243,9 @@ pub fn execute(
             })
             .collect(),
     };
-    let runner = StepRunner::new(&ctx, &control, pulumi.as_ref(), &command, &journal);
+    let pools = crate::run::pools::Pools::new(&r.profile.pools, &r.profile.throttle);
+    let runner =
+        StepRunner::new(&ctx, &control, pulumi.as_ref(), &command, &journal).with_pools(&pools);
     let emit = |e: RunEvent| reporter.event(&e);
 
     let started_ms = now_ms();
@@ -320,7 +322,7 @@ pub fn execute(
     let handle = signals.handle();
     let results = std::thread::scope(|s| {
         s.spawn(|| signals::watch(signals, &control, &done, grace, &emit));
-        let r = scheduler::run(&sched_plan, opts, &runner, &control, &emit);
+        let r = scheduler::run(&sched_plan, opts, &pools, &runner, &control, &emit);
         done.store(true, Ordering::SeqCst);
         r
     });

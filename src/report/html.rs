@@ -114,6 +114,7 @@ pub fn render(r: &Report) -> String {
                         (critical_text(r))
                     }
                     (failures(r))
+                    (pools(r))
                     (table(r))
                     footer {
                         "Drawn by strata report from " code { (r.journal) }
@@ -487,6 +488,31 @@ fn failures(r: &Report) -> Markup {
                         pre.tail { (s.tail.join("\n")) }
                     } @else if let Some(why) = &s.tail_note {
                         p.sub { "No log tail: " (why) "." }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The changes of the pools' limits (a throttled project halved one; successes grew it).
+fn pools(r: &Report) -> Markup {
+    html! {
+        @if !r.pool_changes.is_empty() {
+            section {
+                h2 { "Pool limits (" (r.pool_changes.len()) " changes)" }
+                p.sub { "A pool's limit halves when one of its projects is throttled, and grows back by one after as many successes as the limit." }
+                table {
+                    thead { tr { th { "at" } th { "pool" } th { "limit" } th { "why" } } }
+                    tbody {
+                        @for c in &r.pool_changes {
+                            tr {
+                                td.num { (offset_text(c.at_ms)) }
+                                td { code { (c.pool) } }
+                                td.num { (c.previous) " → " (c.limit) }
+                                td.wide { (c.reason) }
+                            }
+                        }
                     }
                 }
             }

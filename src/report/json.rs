@@ -65,6 +65,13 @@ pub fn render(r: &Report) -> String {
             "counts": r.totals.counts,
         },
         "critical_path": r.critical.iter().map(|&i| r.steps[i].path.as_str()).collect::<Vec<_>>(),
+        "pool_changes": r.pool_changes.iter().map(|c| {
+            let mut v = as_written(&c.record);
+            if let Value::Object(m) = &mut v {
+                m.insert("at_ms".into(), Value::from(c.at_ms));
+            }
+            v
+        }).collect::<Vec<_>>(),
         "projects": projects,
     });
     format!("{doc}\n")

@@ -3,13 +3,15 @@
 //! log — drawn as a self-contained HTML page, a Mermaid gantt or one JSON document.
 //!
 //! The room: [`journal`] reads the journal, [`model`] builds the run to draw from it
-//! (`tail` reads a failure's log), and [`html`], [`mermaid`] and [`json`] render it.
+//! (`tail` reads a failure's log, `pools` the changes of the pools' limits), and [`html`],
+//! [`mermaid`] and [`json`] render it.
 
 pub mod html;
 pub mod journal;
 pub mod json;
 pub mod mermaid;
 pub mod model;
+mod pools;
 pub mod reason;
 mod tail;
 

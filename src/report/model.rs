@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::journal::Journal;
+pub use super::pools::PoolChange;
 use super::tail::{TAIL_LINES, tail_of};
 use crate::plan::Plan;
 use crate::run::journal::Record;
@@ -129,6 +130,8 @@ pub struct Report {
     /// The critical path (indices into `steps`), first step first.
     pub critical: Vec<usize>,
     pub totals: Totals,
+    /// Each change of a pool's limit, in the order they happened.
+    pub pool_changes: Vec<PoolChange>,
     pub journal: String,
     /// The run's journal line, as written.
     pub(super) run_record: Option<Arc<str>>,
@@ -183,6 +186,7 @@ pub fn build(
     let mut order: Vec<&str> = Vec::new();
     let mut seen: BTreeSet<&str> = BTreeSet::new();
     let mut retries: BTreeMap<&str, Vec<(&Arc<str>, &Record)>> = BTreeMap::new();
+    let mut pool_lines: Vec<(&Arc<str>, &Record)> = Vec::new();
     for (text, line) in journal.lines.iter().filter(|(_, l)| l.run_id() == run_id) {
         match line {
             Record::Run {
@@ -207,6 +211,7 @@ pub fn build(
             Record::Retry { project, .. } => {
                 retries.entry(project).or_default().push((text, line));
             }
+            Record::PoolLimit { .. } => pool_lines.push((text, line)),
             Record::Project { project, .. } => {
                 if seen.insert(project) {
                     order.push(project);
@@ -390,6 +395,9 @@ pub fn build(
         "succeeded"
     };
 
+    let pool_changes = super::pools::changes(pool_lines, |at| {
+        epoch_ms(at).map_or(0, |a| a.saturating_sub(origin_ms))
+    });
     let mut report = Report {
         run_id: run_id.to_string(),
         operation,
@@ -403,6 +411,7 @@ pub fn build(
         graph,
         critical,
         totals,
+        pool_changes,
         journal: display_path(&journal.path),
         run_record,
     };

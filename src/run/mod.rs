@@ -7,6 +7,7 @@ pub mod fingerprint;
 pub mod journal;
 pub mod lock;
 pub mod policy;
+pub mod pools;
 pub mod scheduler;
 pub mod signals;
 pub mod step;

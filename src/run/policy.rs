@@ -2,6 +2,8 @@
 //! runs too long is cancelled like Ctrl-C for that project alone (one SIGINT, the grace
 //! period, then a kill) and fails "timed out after …"; a failed try whose output matches
 //! a `retry.on` pattern is run again after `delay` (doubling), up to `attempts` in all.
+//! A step in a concurrency pool is also retried when its output says it was throttled
+//! (its [`Gate`]): the pool adapts, and the next try waits for a slot of it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,15 +17,40 @@ pub struct Policy<'a> {
     pub retry: Option<&'a Retry>,
     /// After a timeout's SIGINT, how long before the kill.
     pub grace: Duration,
+    /// A step in a concurrency pool: how its throttling is seen and answered.
+    pub gate: Option<&'a dyn Gate>,
+}
+
+/// A pooled step's side of throttling (the pool is [`crate::run::pools::Pools`]).
+pub trait Gate: Sync {
+    /// The throttle pattern that a failed try's output or message matches.
+    fn throttled_by(&self, seen: &[String], message: &str) -> Option<String>;
+    /// A try starts: the pool's round it starts in.
+    fn try_starts(&self) -> u64;
+    /// The try that started in `round` was throttled (`pattern`): the pool may halve,
+    /// and the step gives its slot back while it waits.
+    fn throttled(&self, round: u64, pattern: &str);
+    /// Takes a slot of the pool again for the next try; `false` when the run was
+    /// cancelled meanwhile (the slot is taken all the same).
+    fn reacquire(&self, control: &Control) -> bool;
+    /// The try succeeded: the pool may grow.
+    fn succeeded(&self);
+    /// Tries in all of a throttled step, and the wait before its second (doubling).
+    fn attempts(&self) -> u32;
+    fn delay(&self) -> Duration;
 }
 
 /// A retry about to happen.
 pub struct RetryNote {
     /// The number of the try about to start (2 for the first retry).
     pub attempt: u32,
+    /// Tries allowed in all.
+    pub attempts: u32,
     pub delay: Duration,
     /// The pattern that matched the failed try's output.
     pub pattern: String,
+    /// The pattern was a throttle pattern of the step's pool.
+    pub throttled: bool,
 }
 
 /// Runs `job` under `policy`; returns the last try's result and the number of tries.
@@ -37,9 +64,11 @@ pub fn run(
 ) -> (Result<Outcome, Failure>, u32) {
     let mut attempt = 1u32;
     let mut delay = policy.retry.map(|r| r.delay).unwrap_or_default();
+    let mut throttle_delay = policy.gate.map(|g| g.delay()).unwrap_or_default();
     let mut processes = 0u32;
     loop {
         let mut seen: Vec<String> = Vec::new();
+        let round = policy.gate.map(|g| g.try_starts()).unwrap_or(0);
         let result = {
             let mut capture = |p: Progress| {
                 if let Progress::Raw(l) | Progress::Line(l) = &p
@@ -53,11 +82,37 @@ pub fn run(
         };
         let failure = match result {
             Ok(mut o) => {
+                if let Some(g) = policy.gate {
+                    g.succeeded();
+                }
                 o.processes += processes;
                 return (Ok(o), attempt);
             }
             Err(f) => f,
         };
+        let failed = matches!(failure, Failure::Failed { .. }) && !control.is_cancelled();
+        // Throttled: the pool adapts, the step waits and tries again in a free slot.
+        if let Some(g) = policy.gate.filter(|g| failed && attempt < g.attempts())
+            && let Some(pattern) = g.throttled_by(&seen, failure.message())
+        {
+            g.throttled(round, &pattern);
+            processes += failure_processes(&failure);
+            attempt += 1;
+            on_retry(&RetryNote {
+                attempt,
+                attempts: g.attempts(),
+                delay: throttle_delay,
+                pattern,
+                throttled: true,
+            });
+            let slept = wait(throttle_delay, control);
+            let slot = g.reacquire(control);
+            if !slept || !slot {
+                return (Err(cancelled_before(job, attempt, processes)), attempt - 1);
+            }
+            throttle_delay *= 2;
+            continue;
+        }
         let retry = match policy.retry {
             Some(r) if attempt < r.attempts && !control.is_cancelled() => r,
             _ => return (Err(add_processes(failure, processes)), attempt),
@@ -69,27 +124,35 @@ pub fn run(
         attempt += 1;
         on_retry(&RetryNote {
             attempt,
+            attempts: retry.attempts,
             delay,
             pattern,
+            throttled: false,
         });
-        let until = Instant::now() + delay;
-        while Instant::now() < until && !control.is_cancelled() {
-            std::thread::sleep(Duration::from_millis(25).min(until - Instant::now()));
-        }
-        if control.is_cancelled() {
-            return (
-                Err(Failure::Cancelled {
-                    message: format!(
-                        "{} of {} was cancelled before its try {attempt}",
-                        job.op.as_str(),
-                        job.path
-                    ),
-                    processes,
-                }),
-                attempt - 1,
-            );
+        if !wait(delay, control) {
+            return (Err(cancelled_before(job, attempt, processes)), attempt - 1);
         }
         delay *= 2;
+    }
+}
+
+/// Sleeps `delay` unless the run is cancelled first; `false` when it was.
+fn wait(delay: Duration, control: &Control) -> bool {
+    let until = Instant::now() + delay;
+    while Instant::now() < until && !control.is_cancelled() {
+        std::thread::sleep(Duration::from_millis(25).min(until - Instant::now()));
+    }
+    !control.is_cancelled()
+}
+
+fn cancelled_before(job: &Job, attempt: u32, processes: u32) -> Failure {
+    Failure::Cancelled {
+        message: format!(
+            "{} of {} was cancelled before its try {attempt}",
+            job.op.as_str(),
+            job.path
+        ),
+        processes,
     }
 }
 
@@ -243,6 +306,7 @@ mod tests {
             timeout: None,
             retry: Some(&r),
             grace: Duration::from_secs(1),
+            gate: None,
         };
         let mut notes = Vec::new();
         let (res, tries) = run(
@@ -297,6 +361,7 @@ mod tests {
             timeout: None,
             retry: Some(&r),
             grace: Duration::from_secs(1),
+            gate: None,
         };
         let (res, tries) = run(
             &engine,
@@ -336,6 +401,7 @@ mod tests {
         let policy = Policy {
             timeout: Some(Duration::from_millis(50)),
             retry: None,
+            gate: None,
             grace: Duration::from_secs(5),
         };
         let (res, tries) = run(

@@ -1,9 +1,11 @@
 //! The scheduler: runs a plan's steps as soon as what they need has succeeded, at most
-//! `parallel` at once; stops scheduling after a failure (unless keep-going) or Ctrl-C.
+//! `parallel` at once and no more than its pool allows; stops scheduling after a failure
+//! (unless keep-going) or Ctrl-C.
 
 use std::sync::mpsc;
 
 use super::events::{RunEvent, Status};
+use super::pools::Pools;
 use crate::engine::{Control, Operation};
 use crate::plan::Plan;
 
@@ -66,10 +68,20 @@ enum State {
     Done(Status),
 }
 
-/// Runs `plan` and returns one result per node.
+/// What the scheduler waits for.
+enum Msg {
+    Finished(usize, StepResult),
+    /// A pool slot freed up outside the scheduler, or a pool's limit grew.
+    Wake,
+}
+
+/// Runs `plan` and returns one result per node. A step starts when what it needs has
+/// succeeded, fewer than `opts.parallel` run, and its pool (see [`Pools`]) has a slot;
+/// the scheduler holds that slot for the step and gives it back when it ends.
 pub fn run(
     plan: &Plan,
     opts: Options,
+    pools: &Pools,
     exec: &dyn Executor,
     control: &Control,
     emit: &(dyn Fn(RunEvent) + Sync),
@@ -83,9 +95,14 @@ pub fn run(
     let mut stopped_by_failure = false;
     let parallel = opts.parallel.max(1);
     let op = opts.operation;
+    let pool_of = |i: usize| plan.nodes[i].entry.as_ref().and_then(|e| e.pool.as_deref());
 
     std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::channel::<(usize, StepResult)>();
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let waker = tx.clone();
+        pools.set_waker(Some(Box::new(move || {
+            let _ = waker.send(Msg::Wake);
+        })));
         loop {
             // Steps whose prerequisite did not succeed can never run.
             for &i in &plan.order {
@@ -127,7 +144,7 @@ pub fn run(
                     }
                     let ready = state[i] == State::Pending
                         && plan.nodes[i].needs.iter().all(|&j| satisfied[j]);
-                    if !ready {
+                    if !ready || !pools.try_acquire(pool_of(i)) {
                         continue;
                     }
                     state[i] = State::Running;
@@ -137,19 +154,24 @@ pub fn run(
                         project: plan.nodes[i].path.clone(),
                         operation: op,
                         log,
-                        pool: plan.nodes[i].entry.as_ref().and_then(|e| e.pool.clone()),
+                        pool: pool_of(i).map(str::to_string),
                     });
                     let tx = tx.clone();
                     scope.spawn(move || {
                         let r = exec.execute(i, emit);
-                        let _ = tx.send((i, r));
+                        let _ = tx.send(Msg::Finished(i, r));
                     });
                 }
             }
             if running == 0 {
                 break;
             }
-            let Ok((i, r)) = rx.recv() else { break };
+            let (i, r) = match rx.recv() {
+                Ok(Msg::Finished(i, r)) => (i, r),
+                Ok(Msg::Wake) => continue,
+                Err(_) => break,
+            };
+            pools.release(pool_of(i), false);
             running -= 1;
             if r.status == Status::Failed {
                 stopped_by_failure = true;
@@ -159,6 +181,7 @@ pub fn run(
             state[i] = State::Done(r.status);
             results[i] = Some(r);
         }
+        pools.set_waker(None);
     });
 
     // What never started.
@@ -340,9 +363,14 @@ mod tests {
         // Independent steps must run at the same time: e with a, b with c.
         f.meet = vec![("e", "a"), ("b", "c")];
         let events = Mutex::new(Vec::new());
-        let r = run(&p, opts(4, false), &f, &Control::new(), &|e| {
-            events.lock().unwrap().push(e)
-        });
+        let r = run(
+            &p,
+            opts(4, false),
+            &Pools::none(),
+            &f,
+            &Control::new(),
+            &|e| events.lock().unwrap().push(e),
+        );
         assert!(r.iter().all(|r| r.status == Status::Succeeded));
         let s = f.spans.lock().unwrap();
         for (node, needs) in [("b", vec!["a"]), ("c", vec!["a"]), ("d", vec!["b", "c"])] {
@@ -363,11 +391,84 @@ mod tests {
         assert_eq!(finished, 5);
     }
 
+    /// The most spans of `paths` open at one time.
+    fn most_at_once(spans: &BTreeMap<String, (u128, u128)>, paths: &[&str]) -> usize {
+        let ends: Vec<(u128, u128)> = paths.iter().map(|p| spans[*p]).collect();
+        ends.iter()
+            .map(|&(start, _)| {
+                ends.iter()
+                    .filter(|&&(s, e)| s <= start && start < e)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn a_pool_caps_its_steps_while_others_use_the_rest_of_j() {
+        let p = plan(
+            "pools: {harbor: 1, aws: 2}\ninfrastructure:\n  - path: h1\n    pool: harbor\n    needs: []\n  - path: h2\n    pool: harbor\n    needs: []\n  - path: h3\n    pool: harbor\n    needs: []\n  - path: a1\n    pool: aws\n    needs: []\n  - path: a2\n    pool: aws\n    needs: []\n  - path: a3\n    pool: aws\n    needs: []\n  - path: free\n    needs: []\n",
+        );
+        let prof_pools = [
+            crate::workspace::profile::Pool {
+                name: "harbor".into(),
+                limit: 1,
+                adaptive: true,
+            },
+            crate::workspace::profile::Pool {
+                name: "aws".into(),
+                limit: 2,
+                adaptive: true,
+            },
+        ];
+        let pools = Pools::new(&prof_pools, &Default::default());
+        let mut f = fake(&p, vec![]);
+        // While harbor and aws are full, the step in no pool still starts.
+        f.meet = vec![("free", "h1"), ("a1", "a2")];
+        let events = Mutex::new(Vec::new());
+        let r = run(&p, opts(4, false), &pools, &f, &Control::new(), &|e| {
+            events.lock().unwrap().push(e)
+        });
+        assert!(r.iter().all(|r| r.status == Status::Succeeded));
+        let s = f.spans.lock().unwrap();
+        assert_eq!(most_at_once(&s, &["h1", "h2", "h3"]), 1);
+        assert_eq!(most_at_once(&s, &["a1", "a2", "a3"]), 2);
+        assert!(
+            f.missed.lock().unwrap().is_empty(),
+            "{:?}",
+            f.missed.lock().unwrap()
+        );
+        // Every slot was given back.
+        assert!(pools.try_acquire(Some("harbor")));
+        assert!(pools.try_acquire(Some("aws")) && pools.try_acquire(Some("aws")));
+        let started_in: Vec<Option<String>> = events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::ProjectStarted { project, pool, .. }
+                    if project == "h1" || project == "free" =>
+                {
+                    Some(pool.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(started_in.contains(&Some("harbor".into())) && started_in.contains(&None));
+    }
+
     #[test]
     fn parallel_one_serialises() {
         let p = plan(DIAMOND);
         let f = fake(&p, vec![]);
-        run(&p, opts(1, false), &f, &Control::new(), &|_| {});
+        run(
+            &p,
+            opts(1, false),
+            &Pools::none(),
+            &f,
+            &Control::new(),
+            &|_| {},
+        );
         let s = f.spans.lock().unwrap();
         let mut spans: Vec<_> = s.values().copied().collect();
         spans.sort();
@@ -382,7 +483,14 @@ mod tests {
             "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
         );
         let f = fake(&p, vec!["a"]);
-        let r = run(&p, opts(1, false), &f, &Control::new(), &|_| {});
+        let r = run(
+            &p,
+            opts(1, false),
+            &Pools::none(),
+            &f,
+            &Control::new(),
+            &|_| {},
+        );
         let st = statuses(&p, &r);
         assert_eq!(st["a"], Status::Failed);
         assert_eq!(st["b"], Status::Skipped);
@@ -403,7 +511,14 @@ mod tests {
             "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
         );
         let f = fake(&p, vec!["a"]);
-        let r = run(&p, opts(1, true), &f, &Control::new(), &|_| {});
+        let r = run(
+            &p,
+            opts(1, true),
+            &Pools::none(),
+            &f,
+            &Control::new(),
+            &|_| {},
+        );
         let st = statuses(&p, &r);
         assert_eq!(st["a"], Status::Failed);
         assert_eq!(st["b"], Status::Skipped);
@@ -418,7 +533,7 @@ mod tests {
         let p = plan("infrastructure:\n  - path: a\n  - path: b\n");
         let mut f = fake(&p, vec![]);
         f.cancel_after_start = Some(("a", control));
-        let r = run(&p, opts(2, false), &f, control, &|_| {});
+        let r = run(&p, opts(2, false), &Pools::none(), &f, control, &|_| {});
         let st = statuses(&p, &r);
         assert_eq!(st["b"], Status::Cancelled);
     }

@@ -13,6 +13,7 @@ mod foundation;
 mod handoff;
 mod pipeline;
 mod policy;
+mod pools;
 mod preview;
 mod real_kube;
 mod real_pulumi;

@@ -1,6 +1,6 @@
 //! How a step runs: through its engine, under its policy (a timeout, retries on matching
-//! output, the grace before a kill), cancelled with the run; each retry is shown,
-//! emitted and journaled.
+//! output, the grace before a kill, its pool's throttling), cancelled with the run; each
+//! retry and each change of a pool's limit is shown, emitted and journaled.
 
 use std::sync::atomic::Ordering;
 
@@ -8,7 +8,8 @@ use super::{Ran, StepRunner};
 use crate::engine::{Engine, Failure, Job, Outcome, Progress};
 use crate::run::events::{RunEvent, Status};
 use crate::run::journal::Record;
-use crate::run::policy::{self, Policy, RetryNote};
+use crate::run::policy::{self, Gate, Policy, RetryNote};
+use crate::run::pools::{PoolChange, Pools};
 use crate::run::signals;
 use crate::util::{now_ms, rfc3339};
 use crate::workspace::{Entry, ProjectKind};
@@ -37,13 +38,23 @@ impl StepRunner<'_> {
                 )));
             }
         };
+        let gate = match (self.pools, entry.pool.as_deref()) {
+            (Some(pools), Some(pool)) => Some(PoolGate {
+                runner: self,
+                pools,
+                pool,
+                project: &entry.path,
+                emit,
+            }),
+            _ => None,
+        };
         let policy = Policy {
             timeout: entry.timeout,
             retry: entry.retry.as_ref(),
             grace: signals::grace(&ctx.env),
+            gate: gate.as_ref().map(|g| g as &dyn Gate),
         };
-        let attempts_allowed = entry.retry.as_ref().map(|r| r.attempts).unwrap_or(1);
-        let mut on_retry = |n: &RetryNote| self.retrying(i, n, attempts_allowed, emit);
+        let mut on_retry = |n: &RetryNote| self.retrying(i, n, emit);
         let (result, tries) = policy::run(engine, job, self.control, &policy, sink, &mut on_retry);
         match result {
             Ok(outcome) => {
@@ -71,24 +82,29 @@ impl StepRunner<'_> {
     }
 
     /// A retry of step `i` about to happen: shown, emitted and journaled.
-    fn retrying(
-        &self,
-        i: usize,
-        n: &RetryNote,
-        attempts_allowed: u32,
-        emit: &(dyn Fn(RunEvent) + Sync),
-    ) {
+    fn retrying(&self, i: usize, n: &RetryNote, emit: &(dyn Fn(RunEvent) + Sync)) {
         let ctx = self.ctx;
         let path = &ctx.plan.nodes[i].path;
         let delay_ms = n.delay.as_millis() as u64;
+        let reason = if n.throttled {
+            format!("throttled: {}", n.pattern)
+        } else {
+            n.pattern.clone()
+        };
         self.show(
             i,
             &format!(
-                "try {} failed with output matching `{}`: trying again in {} (try {} of {attempts_allowed})",
+                "try {} failed with output matching `{}`{}: trying again in {} (try {} of {})",
                 n.attempt - 1,
                 n.pattern,
+                if n.throttled {
+                    " (throttled: waiting for a slot of its pool)"
+                } else {
+                    ""
+                },
                 humantime::format_duration(n.delay),
-                n.attempt
+                n.attempt,
+                n.attempts
             ),
             emit,
         );
@@ -96,9 +112,9 @@ impl StepRunner<'_> {
             project: path.clone(),
             operation: ctx.op,
             attempt: n.attempt,
-            attempts: attempts_allowed,
+            attempts: n.attempts,
             delay_ms,
-            reason: n.pattern.clone(),
+            reason: reason.clone(),
         });
         let _ = self.journal.append(&Record::Retry {
             run_id: ctx.run_id.clone(),
@@ -106,9 +122,76 @@ impl StepRunner<'_> {
             operation: ctx.op.as_str().into(),
             attempt: n.attempt,
             delay_ms,
-            reason: n.pattern.clone(),
+            reason,
             at: rfc3339(now_ms()),
         });
+    }
+
+    /// A pool's limit changed: emitted and journaled.
+    fn pool_changed(&self, c: PoolChange, emit: &(dyn Fn(RunEvent) + Sync)) {
+        let _ = self.journal.append(&Record::PoolLimit {
+            run_id: self.ctx.run_id.clone(),
+            pool: c.pool.clone(),
+            limit: c.limit,
+            previous: c.previous,
+            reason: c.reason.clone(),
+            project: c.project.clone(),
+            at: rfc3339(now_ms()),
+        });
+        emit(RunEvent::PoolLimit {
+            pool: c.pool,
+            limit: c.limit,
+            previous: c.previous,
+            reason: c.reason,
+            project: c.project,
+        });
+    }
+}
+
+/// A pooled step's throttling, answered by its pool (see [`Pools`]).
+struct PoolGate<'r, 'a> {
+    runner: &'r StepRunner<'a>,
+    pools: &'a Pools,
+    pool: &'r str,
+    project: &'r str,
+    emit: &'r (dyn Fn(RunEvent) + Sync),
+}
+
+impl Gate for PoolGate<'_, '_> {
+    fn throttled_by(&self, seen: &[String], message: &str) -> Option<String> {
+        self.pools.throttled_by(seen, message)
+    }
+
+    fn try_starts(&self) -> u64 {
+        self.pools.epoch(self.pool)
+    }
+
+    fn throttled(&self, round: u64, pattern: &str) {
+        if let Some(c) = self
+            .pools
+            .throttled(self.pool, round, self.project, pattern)
+        {
+            self.runner.pool_changed(c, self.emit);
+        }
+        self.pools.release(Some(self.pool), true);
+    }
+
+    fn reacquire(&self, control: &crate::engine::Control) -> bool {
+        self.pools.acquire(self.pool, control)
+    }
+
+    fn succeeded(&self) {
+        if let Some(c) = self.pools.succeeded(self.pool) {
+            self.runner.pool_changed(c, self.emit);
+        }
+    }
+
+    fn attempts(&self) -> u32 {
+        self.pools.throttle().attempts
+    }
+
+    fn delay(&self) -> std::time::Duration {
+        self.pools.throttle().delay
     }
 }
 

@@ -220,6 +220,8 @@ pub struct StepRunner<'a> {
     previews: projection::Previews,
     /// A preview: the projected inputs of each step that has some.
     projected: Mutex<BTreeMap<String, projection::Projected>>,
+    /// The run's concurrency pools (a throttled step's pool adapts; see `attempt`).
+    pools: Option<&'a super::pools::Pools>,
 }
 
 impl<'a> StepRunner<'a> {
@@ -236,6 +238,7 @@ impl<'a> StepRunner<'a> {
             pulumi,
             command,
             journal,
+            pools: None,
             logs: Mutex::new(BTreeMap::new()),
             outputs: Mutex::new(BTreeMap::new()),
             processes: AtomicU32::new(0),
@@ -249,6 +252,12 @@ impl<'a> StepRunner<'a> {
             previews: projection::Previews::default(),
             projected: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The run's concurrency pools: a step of a pool that is throttled makes it adapt.
+    pub fn with_pools(mut self, pools: &'a super::pools::Pools) -> StepRunner<'a> {
+        self.pools = Some(pools);
+        self
     }
 
     /// Processes started by all steps (engines, hooks, output reads).
@@ -554,6 +563,7 @@ impl Executor for StepRunner<'_> {
                 .is_some()
                 .then(|| self.upstream_outputs(&node.path)),
             outputs_hash,
+            pool: node.entry.as_ref().and_then(|e| e.pool.clone()),
         }
         .into_record(&ctx.run_id, &node.path, ctx.op);
         if let Err(e) = self.journal.append(&record) {

@@ -35,6 +35,8 @@ pub struct StepRecord {
     pub changes: Option<Value>,
     pub outputs_hash: Option<String>,
     pub upstream_outputs: Option<BTreeMap<String, String>>,
+    /// The concurrency pool it ran in.
+    pub pool: Option<String>,
 }
 
 impl StepRecord {
@@ -52,6 +54,7 @@ impl StepRecord {
             changes: None,
             outputs_hash: None,
             upstream_outputs: None,
+            pool: None,
         }
     }
 
@@ -72,6 +75,7 @@ impl StepRecord {
             changes: self.changes,
             outputs_hash: self.outputs_hash,
             upstream_outputs: self.upstream_outputs,
+            pool: self.pool,
         }
     }
 }
@@ -264,6 +268,7 @@ mod tests {
             changes: None,
             outputs_hash: None,
             upstream_outputs: None,
+            pool: None,
         } = record
         else {
             panic!("not a bare project record: {record:?}");

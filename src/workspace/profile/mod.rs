@@ -134,6 +134,9 @@ pub struct Retry {
 pub struct Pool {
     pub name: String,
     pub limit: usize,
+    /// `false` (`{limit: N, adaptive: false}`): the limit never moves, as for a
+    /// licence's seats.
+    pub adaptive: bool,
 }
 
 /// `throttle:`: how the throttling of a pooled project is recognised (its output matches

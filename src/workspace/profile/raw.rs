@@ -156,16 +156,33 @@ pub(super) fn pools(raw: &RawProfile, file: &Path) -> Result<Vec<Pool>> {
                 )));
             }
         };
-        let limit = v.as_u64().filter(|&n| n >= 1).ok_or_else(|| {
+        let bad = || {
             Error::config(format!(
-                "{}: `pools: {name}: {}` must be a whole number of at least 1 (the projects of the pool that may run at once).",
+                "{}: `pools: {name}: {}` must be a whole number of at least 1 (the projects of the pool that may run at once), or `{{limit: N, adaptive: false}}` for a limit that never moves.",
                 display_path(file),
                 scalar_text(v)
             ))
-        })?;
+        };
+        let (limit, adaptive) = match v {
+            serde_yaml::Value::Mapping(m) => {
+                let mut limit = None;
+                let mut adaptive = true;
+                for (k, x) in m {
+                    match (k.as_str(), x) {
+                        (Some("limit"), x) => limit = x.as_u64(),
+                        (Some("adaptive"), serde_yaml::Value::Bool(b)) => adaptive = *b,
+                        _ => return Err(bad()),
+                    }
+                }
+                (limit, adaptive)
+            }
+            v => (v.as_u64(), true),
+        };
+        let limit = limit.filter(|&n| n >= 1).ok_or_else(bad)?;
         out.push(Pool {
             name,
             limit: limit.min(10_000) as usize,
+            adaptive,
         });
     }
     Ok(out)

@@ -1,0 +1,272 @@
+//! Unit tests of the journal: its index of runs, and its records.
+
+use super::*;
+
+mod index {
+    use super::*;
+
+    fn run(j: &Journal, id: &str, op: &str, results: &[(&str, &str)]) {
+        j.append(&Record::Run {
+            run_id: id.into(),
+            operation: op.into(),
+            provider: "p".into(),
+            stack: "dev".into(),
+            projects: results.iter().map(|(p, _)| p.to_string()).collect(),
+            started_at: "t".into(),
+            command: String::new(),
+        })
+        .unwrap();
+        for (p, status) in results {
+            j.append(&Record::Project {
+                run_id: id.into(),
+                project: p.to_string(),
+                operation: op.into(),
+                status: status.to_string(),
+                started_at: "t".into(),
+                ended_at: "t".into(),
+                duration_ms: 1,
+                exit_code: None,
+                fingerprint: Some(format!("{id}-{p}")),
+                message: None,
+                log: None,
+                changes: None,
+                outputs_hash: (op == "up").then(|| format!("h-{id}-{p}")),
+                upstream_outputs: None,
+                pool: None,
+            })
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn what_is_deployed_is_read_one_record_at_a_time_and_matches_the_whole_read() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        run(
+            &j,
+            "u0",
+            "up",
+            &[("a", "succeeded"), ("b", "succeeded"), ("c", "failed")],
+        );
+        run(&j, "d0", "destroy", &[("b", "succeeded")]);
+        j.update_index().unwrap();
+        run(&j, "u1", "up", &[("a", "succeeded"), ("c", "succeeded")]);
+        // A torn line in the middle is skipped, the records after it still read.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(j.path())
+            .and_then(|mut f| f.write_all(b"{\"record\":\"proj\n"))
+            .unwrap();
+        run(&j, "u2", "up", &[("b", "succeeded")]);
+        let streamed = j.last_success();
+        assert_eq!(streamed, last_success(&j.read()));
+        assert_eq!(streamed, last_success(&j.read_all()));
+        let hashes = [("a", "h-u1-a"), ("b", "h-u2-b"), ("c", "h-u1-c")];
+        let hashes = hashes.map(|(p, h)| (p.to_string(), h.to_string()));
+        assert_eq!(j.last_outputs(), BTreeMap::from(hashes));
+        let fp = |p: &str| match &streamed[p] {
+            Record::Project { fingerprint, .. } => fingerprint.clone().unwrap(),
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            (fp("a"), fp("b"), fp("c")),
+            ("u1-a".into(), "u2-b".into(), "u1-c".into())
+        );
+        // The index written in two passes holds what a whole read would keep.
+        j.update_index().unwrap();
+        assert_eq!(j.last_success(), streamed);
+    }
+
+    #[test]
+    fn the_index_keeps_what_readers_need_and_the_journal_keeps_everything() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        // An up where b failed (resume needs that run), then many previews.
+        run(&j, "u0", "up", &[("a", "succeeded"), ("b", "succeeded")]);
+        run(&j, "u1", "up", &[("a", "succeeded"), ("b", "failed")]);
+        for i in 0..30 {
+            run(
+                &j,
+                &format!("p{i}"),
+                "preview",
+                &[("a", "succeeded"), ("b", "blocked")],
+            );
+            j.update_index().unwrap();
+        }
+        let all = j.read_all();
+        let seen = j.read();
+        assert!(
+            seen.len() < all.len() / 5,
+            "{} of {}",
+            seen.len(),
+            all.len()
+        );
+        for ops in [&["up", "destroy"][..], &[][..], &["up"][..]] {
+            assert_eq!(
+                last_by_project(&all, ops),
+                last_by_project(&seen, ops),
+                "{ops:?}"
+            );
+        }
+        // The last up is whole (resume reads it), and the last success of b is kept.
+        assert!(
+            seen.iter()
+                .any(|r| matches!(r, Record::Run { run_id, .. } if run_id == "u1"))
+        );
+        assert!(seen.iter().any(
+            |r| matches!(r, Record::Project { run_id, project, status, .. }
+            if run_id == "u0" && project == "b" && status == "succeeded")
+        ));
+        // Records appended after the index are read from the journal.
+        run(&j, "u2", "up", &[("a", "succeeded")]);
+        let seen = j.read();
+        assert!(
+            seen.iter()
+                .any(|r| matches!(r, Record::Run { run_id, .. } if run_id == "u2"))
+        );
+        assert_eq!(
+            last_by_project(&j.read_all(), &[]),
+            last_by_project(&seen, &[])
+        );
+    }
+
+    #[test]
+    fn an_index_of_another_journal_is_ignored() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        run(&j, "u0", "up", &[("a", "succeeded")]);
+        run(&j, "u1", "up", &[("a", "failed")]);
+        j.update_index().unwrap();
+        // The journal is replaced (deleted by hand, a new one started).
+        std::fs::remove_file(j.path()).unwrap();
+        let j = Journal::new(d.path());
+        run(&j, "n0", "up", &[("z", "succeeded")]);
+        let seen = j.read();
+        assert!(
+            seen.iter()
+                .all(|r| !matches!(r, Record::Project { project, .. } if project == "a"))
+        );
+        assert_eq!(seen.len(), 2);
+        // Emptied in place (same file) and written again past where the index covered.
+        j.update_index().unwrap();
+        std::fs::write(j.path(), "").unwrap();
+        let j = Journal::new(d.path());
+        for k in 0..5 {
+            run(&j, &format!("m{k}"), "up", &[("m", "succeeded")]);
+        }
+        let seen = j.read();
+        assert!(
+            seen.iter()
+                .all(|r| !matches!(r, Record::Project { project, .. } if project == "z")),
+            "{seen:?}"
+        );
+        assert_eq!(seen.len(), 10);
+        let j = Journal::new(d.path());
+        // A garbage index is ignored too.
+        std::fs::write(d.path().join("journal.index.jsonl"), "not json\n").unwrap();
+        assert_eq!(j.read().len(), 10);
+    }
+}
+
+mod records {
+    use super::*;
+
+    fn project(run: &str, status: &str) -> Record {
+        Record::Project {
+            run_id: run.into(),
+            project: "a".into(),
+            operation: "up".into(),
+            status: status.into(),
+            started_at: "t".into(),
+            ended_at: "t".into(),
+            duration_ms: 1,
+            exit_code: None,
+            fingerprint: None,
+            message: None,
+            log: None,
+            changes: None,
+            outputs_hash: None,
+            upstream_outputs: None,
+            pool: None,
+        }
+    }
+
+    #[test]
+    fn a_torn_line_loses_no_later_record() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        j.append(&project("r1", "succeeded")).unwrap();
+        // A crash in the middle of the next record, including a torn UTF-8 sequence.
+        let mut f = crate::files::open_private_append(j.path()).unwrap();
+        f.write_all(b"{\"kind\":\"project\",\"run_id\":\"r2\",\"message\":\"\xc3")
+            .unwrap();
+        drop(f);
+        j.append(&project("r3", "failed")).unwrap();
+        let records = j.read();
+        assert_eq!(records.len(), 2, "{records:?}");
+        assert!(
+            matches!(&records[1], Record::Project { run_id, status, .. } if run_id == "r3" && status == "failed")
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(j.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes a crash left at the end of the journal, a record appended after
+        /// them is read back.
+        #[test]
+        fn any_garbage_before_a_record_never_loses_it(garbage in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let d = tempfile::tempdir().unwrap();
+            let j = Journal::new(d.path());
+            std::fs::write(j.path(), &garbage).unwrap();
+            j.append(&project("after", "failed")).unwrap();
+            let records = j.read();
+            let found = records.iter().any(|r| matches!(r, Record::Project { run_id, .. } if run_id == "after"));
+            proptest::prop_assert!(found, "lost the record after {:?}", garbage);
+        }
+    }
+
+    #[test]
+    fn append_and_read_back() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        j.append(&Record::Run {
+            run_id: "r1".into(),
+            operation: "up".into(),
+            provider: "local".into(),
+            stack: "dev".into(),
+            projects: vec!["a".into()],
+            started_at: "t".into(),
+            command: "strata up".into(),
+        })
+        .unwrap();
+        for status in ["failed", "succeeded"] {
+            j.append(&Record::Project {
+                run_id: "r1".into(),
+                project: "a".into(),
+                operation: "up".into(),
+                status: status.into(),
+                started_at: "t".into(),
+                ended_at: "t".into(),
+                duration_ms: 1,
+                exit_code: None,
+                fingerprint: Some("f".into()),
+                message: None,
+                log: None,
+                changes: None,
+                outputs_hash: None,
+                upstream_outputs: None,
+                pool: None,
+            })
+            .unwrap();
+        }
+        let records = j.read();
+        assert_eq!(records.len(), 3);
+        let last = last_by_project(&records, &["up"]);
+        assert!(matches!(&last["a"], Record::Project { status, .. } if status == "succeeded"));
+        for line in std::fs::read_to_string(j.path()).unwrap().lines() {
+            serde_json::from_str::<serde_json::Value>(line).unwrap();
+        }
+    }
+}

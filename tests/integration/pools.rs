@@ -1,0 +1,216 @@
+//! Concurrency pools (issue 27): a pool caps its projects, its limit halves when one is
+//! throttled and grows back after successes, the throttled project is retried; events,
+//! journal and report show every change of a limit.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// A fake cloud API that allows `allowed` calls at once: a project "calls" it for
+/// `hold` seconds, or prints AWS's throttling error and fails when it is already busy.
+/// The most calls ever seen at once are kept in `$STRATA_ROOT/cloud/peak`.
+fn cloud_call(allowed: usize, hold: &str) -> String {
+    format!(
+        r#"mkdir -p "$STRATA_ROOT/cloud"; c="$STRATA_ROOT/cloud"
+enter() {{ exec 9>"$c/lock"; flock 9; n=$(cat "$c/busy" 2>/dev/null || echo 0); if [ "$n" -ge {allowed} ]; then flock -u 9; return 1; fi; n=$((n+1)); echo $n > "$c/busy"; p=$(cat "$c/peak" 2>/dev/null || echo 0); [ $n -gt $p ] && echo $n > "$c/peak"; echo x >> "$c/calls"; flock -u 9; }}
+leave() {{ exec 9>"$c/lock"; flock 9; n=$(cat "$c/busy"); echo $((n-1)) > "$c/busy"; flock -u 9; }}
+if ! enter; then echo "api error Throttling: Rate exceeded"; exit 1; fi
+sleep {hold}; leave
+printf '{{}}' > "$STRATA_OUTPUTS_FILE""#
+    )
+}
+
+fn estate(ws: &Ws, pools: &str, projects: usize, pool: &str) {
+    let mut yaml =
+        format!("{HEAD}pools: {pools}\nthrottle: {{attempts: 20, delay: 50ms}}\ninfrastructure:\n");
+    for i in 0..projects {
+        yaml.push_str(&format!(
+            "  - path: p{i}\n    needs: []\n    pool: {pool}\n"
+        ));
+    }
+    yaml.push_str("  - path: free\n    needs: []\n");
+    ws.profile("t", &yaml);
+    for i in 0..projects {
+        ws.command_project(&format!("p{i}"), &cloud_call(2, "0.3"), "true");
+    }
+    ws.command_project("free", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+}
+
+fn of(events: &[Value], kind: &str) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["event"] == kind)
+        .cloned()
+        .collect()
+}
+
+/// A cloud that allows two calls at once, a pool that starts at four: the first burst
+/// is throttled, the pool halves, the throttled projects wait for a slot and succeed;
+/// nothing fails.
+#[test]
+fn a_throttled_pool_halves_retries_and_every_project_succeeds() {
+    let ws = Ws::new();
+    estate(&ws, "{aws: 4}", 8, "aws");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "-j", "8", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let events = r.events();
+    let finished = of(&events, "project_finished");
+    assert_eq!(finished.len(), 9);
+    assert!(
+        finished.iter().all(|e| e["status"] == "succeeded"),
+        "{finished:?}"
+    );
+    // Every project of the pool says so when it starts; the free one has none.
+    for e in of(&events, "project_started") {
+        let want = if e["project"] == "free" {
+            Value::Null
+        } else {
+            "aws".into()
+        };
+        assert_eq!(e["pool"], want, "{e}");
+    }
+    let changes = of(&events, "pool_limit");
+    let first = changes.first().expect("the pool's limit changed");
+    assert_eq!(
+        (
+            first["pool"].as_str(),
+            first["previous"].as_u64(),
+            first["limit"].as_u64()
+        ),
+        (Some("aws"), Some(4), Some(2)),
+        "{first}"
+    );
+    assert!(
+        first["reason"]
+            .as_str()
+            .unwrap()
+            .contains("was throttled (`Throttling`)"),
+        "{first}"
+    );
+    assert!(first["project"].as_str().unwrap().starts_with('p'));
+    // Each change halves or adds one, within 1..=4.
+    for c in &changes {
+        let (prev, now) = (
+            c["previous"].as_u64().unwrap(),
+            c["limit"].as_u64().unwrap(),
+        );
+        assert!(now == (prev / 2).max(1) || now == prev + 1, "{c}");
+        assert!((1..=4).contains(&now), "{c}");
+    }
+    let retries = of(&events, "project_retry");
+    assert!(!retries.is_empty());
+    assert!(
+        retries
+            .iter()
+            .all(|e| e["reason"] == "throttled: Throttling"),
+        "{retries:?}"
+    );
+    // The journal has each change, and the report shows them.
+    let journal = ws.read(".strata/dev/journal.jsonl");
+    let recorded = journal
+        .lines()
+        .filter(|l| l.contains("\"record\":\"pool_limit\""))
+        .count();
+    assert_eq!(recorded, changes.len());
+    let report = ws.strata(&["report", "-s", "dev", "--format", "json"]);
+    assert_eq!(report.code, 0, "{report:?}");
+    let doc: Value = serde_json::from_str(&report.stdout).unwrap();
+    assert_eq!(doc["pool_changes"].as_array().unwrap().len(), changes.len());
+    assert_eq!(doc["pool_changes"][0]["limit"], 2);
+    let p0 = doc["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["project"] == "p0")
+        .unwrap();
+    assert_eq!(p0["pool"], "aws");
+    // Both follow their published schemas.
+    let schemas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
+    for (schema, name, text) in [
+        ("report.v1.json", "report.json", &report.stdout),
+        ("events.v1.json", "events.jsonl", &r.stdout),
+    ] {
+        std::fs::write(ws.path(name), text).unwrap();
+        let schema = schemas.join(schema);
+        if let Some((ok, said)) =
+            crate::handoff::python_check("validate_schema.py", &[&schema, &ws.path(name)])
+        {
+            assert!(ok, "{name} against {}: {said}", schema.display());
+        }
+    }
+    let html = ws.strata(&["report", "-s", "dev", "--format", "html", "--out", "r.html"]);
+    assert_eq!(html.code, 0, "{html:?}");
+    let page = ws.read("r.html");
+    assert!(
+        page.contains("Pool limits (") && page.contains("4 → 2"),
+        "no pool section"
+    );
+}
+
+/// A pool's limit is a cap, whatever `-j` says, and a step in no pool still runs beside.
+#[test]
+fn a_pool_never_runs_more_than_its_limit() {
+    let ws = Ws::new();
+    estate(&ws, "{aws: 2}", 6, "aws");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "-j", "8", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(ws.read("cloud/peak").trim(), "2");
+    // At two the cloud never throttles: no retry, no change.
+    assert!(of(&r.events(), "project_retry").is_empty(), "{r:?}");
+    assert!(of(&r.events(), "pool_limit").is_empty());
+    assert_eq!(ws.read("cloud/calls").lines().count(), 6);
+}
+
+/// A fixed pool (`adaptive: false`) retries a throttled project but never moves; a
+/// project in no pool is not retried on a throttling error (pools are the opt-in).
+#[test]
+fn a_fixed_pool_keeps_its_limit_and_no_pool_means_no_throttle_retry() {
+    let ws = Ws::new();
+    estate(&ws, "{aws: {limit: 4, adaptive: false}}", 6, "aws");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "-j", "8", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(of(&r.events(), "pool_limit").is_empty());
+    assert!(!of(&r.events(), "project_retry").is_empty(), "{r:?}");
+
+    let ws = Ws::new();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project(
+        "a",
+        "echo 'api error Throttling: Rate exceeded'; exit 1",
+        "true",
+    );
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(of(&r.events(), "project_retry").is_empty());
+}
+
+/// Ctrl-C while a throttled project waits for its pool: the run stops promptly and
+/// says the project was cancelled.
+#[test]
+fn a_throttled_project_waiting_for_its_pool_answers_ctrl_c() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!("{HEAD}pools: {{aws: 2}}\nthrottle: {{attempts: 5, delay: 60s}}\ninfrastructure:\n  - path: a\n    pool: aws\n"),
+    );
+    ws.command_project(
+        "a",
+        "touch \"$STRATA_ROOT/tried\"; echo 'HTTP 429 Too Many Requests'; exit 1",
+        "true",
+    );
+    let mut child = ws.spawn(&["up", "-p", "t", "-s", "dev"]);
+    let t0 = std::time::Instant::now();
+    while !ws.exists("tried") && t0.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t1 = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    assert!(
+        t1.elapsed() < std::time::Duration::from_secs(10),
+        "took {:?}",
+        t1.elapsed()
+    );
+    assert_eq!(status.code(), Some(130));
+}
