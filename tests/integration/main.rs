@@ -22,5 +22,6 @@ mod report;
 mod run;
 mod secrets;
 mod secrets_trust;
+mod select;
 mod state;
 mod trust;
