@@ -116,7 +116,7 @@ pub enum Command {
     /// Stack outputs (secrets masked unless --show-secrets)
     Outputs(OutputsArgs),
     /// The last result of every project of the stack
-    Status,
+    Status(StatusArgs),
     /// The plan for an engine that runs beyond one machine
     Export(ExportArgs),
     /// The last run (or --run ID) as a timeline: an HTML page, a Mermaid gantt or JSON
@@ -142,6 +142,9 @@ pub struct ExportArgs {
     /// bundle (an artifact) and, after the merge, applies exactly that bundle
     #[arg(long)]
     pub review_apply: bool,
+
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -199,20 +202,39 @@ pub struct OutputsArgs {
     pub show_secrets: bool,
 }
 
+/// The help heading of the selection flags.
+const SELECTING: &str = "Selecting projects";
+
+/// Which projects a command takes: `--filter` and its shorthands (under their own help
+/// heading, whatever the heading around them).
+#[derive(Debug, Args, Clone, Default)]
+pub struct SelectArgs {
+    /// Only the projects EXPR selects; repeatable (their union, less the negated ones).
+    /// EXPR: a path or Pulumi name, a glob (`infra/*`, `kubernetes/**`), `tag:NAME`,
+    /// `[main...HEAD]` or `[REF]` (changed in git), `X...` (X and what it needs), `...X`
+    /// (X and what needs it), `^` to leave X out (`X^...`), `!EXPR` (not), `A | B` (both)
+    #[arg(long = "filter", value_name = "EXPR", help_heading = SELECTING)]
+    pub filters: Vec<String>,
+
+    /// Only these projects (path, or Pulumi project name); repeatable (= --filter PATH)
+    #[arg(long = "project", value_name = "PATH", help_heading = SELECTING)]
+    pub projects: Vec<String>,
+
+    /// With --project: also the projects they need (`PATH...`); for destroy, what
+    /// depends on them (`...PATH`)
+    #[arg(long, help_heading = SELECTING)]
+    pub with_deps: bool,
+
+    /// Skip what is ordered before PATH in the run (= `| from:PATH` on each filter)
+    #[arg(long, value_name = "PATH", help_heading = SELECTING)]
+    pub from: Option<String>,
+}
+
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Run options")]
 pub struct RunArgs {
-    /// Only these projects (path, or Pulumi project name); repeatable
-    #[arg(long = "project", value_name = "PATH")]
-    pub projects: Vec<String>,
-
-    /// With --project: also the projects they need (for destroy: their dependents)
-    #[arg(long)]
-    pub with_deps: bool,
-
-    /// Start at PATH, skipping what is ordered before it
-    #[arg(long, value_name = "PATH")]
-    pub from: Option<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
 
     /// Projects at once
     #[arg(short = 'j', long = "parallel", value_name = "N", default_value_t = 4,
@@ -234,7 +256,7 @@ pub struct UpArgs {
     pub run: RunArgs,
 
     /// Only what did not succeed in the last `up` of this stack, and what depends on it
-    #[arg(long, conflicts_with_all = ["projects", "from"])]
+    #[arg(long, conflicts_with_all = ["filters", "projects", "from"])]
     pub resume: bool,
 
     /// Skip projects whose inputs are unchanged since their last successful `up`
@@ -249,7 +271,7 @@ pub struct UpArgs {
     /// Apply exactly the plan bundle that `preview --save-plan DIR` wrote: refused when
     /// code, inputs, secrets, the stack config or the profile moved since, or when it was
     /// applied before
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["projects", "from", "with_deps", "resume", "changed"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["filters", "projects", "from", "with_deps", "resume", "changed"])]
     pub plan: Option<PathBuf>,
 }
 
@@ -298,17 +320,14 @@ pub struct ShowArgs {
     #[arg(long, value_enum)]
     pub format: Option<ShowFormat>,
 
-    /// Only these projects (path, or Pulumi project name); repeatable
-    #[arg(long = "project", value_name = "PATH")]
-    pub projects: Vec<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
 
-    /// With --project: also the projects they need
-    #[arg(long)]
-    pub with_deps: bool,
-
-    /// Start at PATH, skipping what is ordered before it
-    #[arg(long, value_name = "PATH")]
-    pub from: Option<String>,
+#[derive(Debug, Args, Clone)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -337,6 +356,33 @@ mod tests {
         assert!(matches!(c.command, Command::Show(ref a) if a.format == Some(ShowFormat::Json)));
         let c = Cli::try_parse_from(["strata", "list-providers"]).unwrap();
         assert!(matches!(c.command, Command::Providers));
+    }
+
+    #[test]
+    fn every_command_that_takes_projects_takes_filter() {
+        for cmd in [
+            "up", "preview", "refresh", "destroy", "show", "status", "export",
+        ] {
+            let mut argv = vec!["strata", cmd, "--filter", "a...", "--filter", "!b"];
+            if cmd == "export" {
+                argv.extend(["--format", "argo"]);
+            }
+            let c = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+            let sel = match c.command {
+                Command::Up(a) => a.run.select,
+                Command::Preview(a) => a.run.select,
+                Command::Refresh(a) | Command::Destroy(a) => a.select,
+                Command::Show(a) => a.select,
+                Command::Status(a) => a.select,
+                Command::Export(a) => a.select,
+                _ => unreachable!(),
+            };
+            assert_eq!(sel.filters, ["a...", "!b"], "{cmd}");
+        }
+        // What replaces the selection does not mix with it.
+        for other in ["--resume", "--plan=x"] {
+            assert!(Cli::try_parse_from(["strata", "up", "--filter", "a", other]).is_err());
+        }
     }
 
     #[test]

@@ -5,16 +5,22 @@
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::error::{Error, Result};
 use crate::export::{self, ExportContext, Format, InputValue, InputValues, pko};
-use crate::plan::NodeKind;
+use crate::plan::select::Selector;
+use crate::plan::{NodeKind, Plan};
 use crate::workspace::Target;
 
 use super::Loaded;
 use super::outputs::Reader;
 
 /// `strata export`: loads the plan like `strata show` (no stack config, no prompts) and
-/// prints the export, or writes it to `out`. Returns the exit code.
-pub fn run(target: &Target, args: &ExportArgs) -> Result<i32> {
+/// prints the export of what `sel` selects, or writes it to `out`. Returns the exit code.
+pub fn run(target: &Target, args: &ExportArgs, sel: &Selector) -> Result<i32> {
     let format = format(args)?;
+    if format == Format::GithubActionsReviewApply && !sel.is_empty() {
+        return Err(Error::usage(
+            "--review-apply writes one workflow that previews and applies the whole profile (a plan bundle per pull request); it takes no --filter, --project or --from. Drop the selection, or export the selected projects' jobs without --review-apply.",
+        ));
+    }
     let out = args.out.as_deref();
     let loaded = super::load(target, false)?;
     let Some(stack) = loaded.stack.as_deref() else {
@@ -22,8 +28,14 @@ pub fn run(target: &Target, args: &ExportArgs) -> Result<i32> {
             "strata export needs a stack: pass -s/--stack NAME, or set PULUMI_STACK in config/pulumi/environment.",
         ));
     };
+    // The selected subgraph; needs through what is left out are bridged.
+    let (plan, empty_because) = super::selected(&loaded, sel)?;
+    if let Some(why) = empty_because {
+        eprintln!("{why} Nothing was exported.");
+        return Ok(0);
+    }
     let (inputs, unread) = if format == Format::Pko {
-        read_input_values(&loaded, stack)
+        read_input_values(&loaded, &plan, stack)
     } else {
         Default::default()
     };
@@ -40,9 +52,9 @@ pub fn run(target: &Target, args: &ExportArgs) -> Result<i32> {
         inputs: Some(&inputs),
         pools: &loaded.profile.pools,
     };
-    let text = export::render(&loaded.plan, format, &ctx)?;
+    let text = export::render(&plan, format, &ctx)?;
     if format == Format::Pko {
-        let left = pko::left_out(&loaded.plan);
+        let left = pko::left_out(&plan);
         if !left.is_empty() {
             eprintln!(
                 "note: left out of the Pulumi Kubernetes Operator export (command projects, which the operator cannot run; run them with strata): {}",
@@ -85,12 +97,13 @@ fn format(args: &ExportArgs) -> Result<Format> {
     }
 }
 
-/// Reads the outputs every `inputs:` entry of `plan` refers to, masked: secret outputs
-/// stay `Secret`. Best effort: without the pulumi CLI or a passphrase the Pulumi
-/// upstreams are `Unknown`, and the reason is returned.
-fn read_input_values(loaded: &Loaded, stack: &str) -> (InputValues, Option<String>) {
+/// Reads the outputs every `inputs:` entry of `plan` (the exported part of the loaded
+/// plan) refers to, masked: secret outputs stay `Secret`. Best effort: without the
+/// pulumi CLI or a passphrase the Pulumi upstreams are `Unknown`, and the reason is
+/// returned.
+fn read_input_values(loaded: &Loaded, plan: &Plan, stack: &str) -> (InputValues, Option<String>) {
     let mut wanted: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-    for n in &loaded.plan.nodes {
+    for n in &plan.nodes {
         for i in n.entry.iter().flat_map(|e| &e.inputs) {
             wanted.entry(&i.project).or_default().push(&i.output);
         }

@@ -14,11 +14,12 @@ mod validate;
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use crate::cli::{Cli, Command, GlobalArgs, OutputFormat, PreviewOptions, RunArgs};
+use crate::cli::{Cli, Command, GlobalArgs, OutputFormat, PreviewOptions, RunArgs, SelectArgs};
 use crate::engine::Operation;
 use crate::error::{Error, Result};
 use crate::pipeline::{self, Request};
 use crate::plan::Plan;
+use crate::plan::select::{self, Selector, Shorthands};
 use crate::settings::Asked;
 use crate::settings::Settings;
 use crate::workspace::{Profile, StackConfig, Target, Workspace};
@@ -28,23 +29,25 @@ use crate::workspace::{Profile, StackConfig, Target, Workspace};
 pub fn dispatch(cli: Cli) -> Result<i32> {
     let settings = Settings::resolve(asked(&cli.global));
     let target = &target(&cli.global);
-    let run = |op, args: &RunArgs| Request {
-        op,
-        args: run_options(args),
-        resume: false,
-        changed: false,
-        force_conflicts: false,
-        preview: Default::default(),
-        plan: None,
+    let run = |op, args: &RunArgs| -> Result<Request> {
+        Ok(Request {
+            op,
+            args: run_options(args, op == Operation::Destroy)?,
+            resume: false,
+            changed: false,
+            force_conflicts: false,
+            preview: Default::default(),
+            plan: None,
+        })
     };
     match &cli.command {
         Command::Providers => providers::run(target, &settings),
-        Command::Show(args) => show::run(target, args, settings.json),
+        Command::Show(a) => show::run(target, a, &selector(&a.select, false)?, settings.json),
         Command::Validate(a) => validate::run(target, &settings, a.strict),
         Command::Secrets(c) => secrets::run(target, &settings, c),
         Command::Outputs(a) => outputs::run(target, &settings, a),
-        Command::Status => status::run(target, &settings),
-        Command::Export(a) => export::run(target, a),
+        Command::Status(a) => status::run(target, &settings, &selector(&a.select, false)?),
+        Command::Export(a) => export::run(target, a, &selector(&a.select, false)?),
         Command::Report(a) => report::run(target, &settings, a),
         Command::Completions { shell } => docs::completions(*shell),
         Command::Man => docs::man(),
@@ -56,7 +59,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 changed: a.changed,
                 force_conflicts: a.force_conflicts,
                 plan: a.plan.as_deref().map(absolute),
-                ..run(Operation::Up, &a.run)
+                ..run(Operation::Up, &a.run)?
             },
         ),
         Command::Preview(a) => run::run(
@@ -64,11 +67,11 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             &settings,
             Request {
                 preview: preview_options(&a.preview),
-                ..run(Operation::Preview, &a.run)
+                ..run(Operation::Preview, &a.run)?
             },
         ),
-        Command::Refresh(a) => run::run(target, &settings, run(Operation::Refresh, a)),
-        Command::Destroy(a) => run::run(target, &settings, run(Operation::Destroy, a)),
+        Command::Refresh(a) => run::run(target, &settings, run(Operation::Refresh, a)?),
+        Command::Destroy(a) => run::run(target, &settings, run(Operation::Destroy, a)?),
     }
 }
 
@@ -95,15 +98,23 @@ fn target(g: &GlobalArgs) -> Target {
     }
 }
 
-fn run_options(a: &RunArgs) -> pipeline::RunOptions {
-    pipeline::RunOptions {
-        projects: a.projects.clone(),
-        with_deps: a.with_deps,
-        from: a.from.clone(),
+fn run_options(a: &RunArgs, destroy: bool) -> Result<pipeline::RunOptions> {
+    Ok(pipeline::RunOptions {
+        selector: selector(&a.select, destroy)?,
         parallel: a.parallel,
         keep_going: a.keep_going,
         yes: a.yes,
-    }
+    })
+}
+
+/// `--filter` and its shorthands, parsed (a usage error when one does not parse).
+fn selector(a: &SelectArgs, destroy: bool) -> Result<Selector> {
+    let short = Shorthands {
+        projects: a.projects.clone(),
+        with_deps: a.with_deps,
+        from: a.from.clone(),
+    };
+    Selector::new(&a.filters, &short, destroy)
 }
 
 fn preview_options(a: &PreviewOptions) -> pipeline::PreviewOptions {
@@ -150,6 +161,24 @@ pub fn load(target: &Target, read_stack_config: bool) -> Result<Loaded> {
         profile,
         plan,
     })
+}
+
+/// The part of the loaded plan `sel` picks (in the plan's order; bridged where it
+/// leaves steps out), and the sentence to print when it is empty because no project
+/// changed in a git range.
+pub fn selected(loaded: &Loaded, sel: &Selector) -> Result<(Plan, Option<String>)> {
+    if sel.is_empty() {
+        return Ok((loaded.plan.clone(), None));
+    }
+    let git = select::Git::new(&loaded.ws.root);
+    let ctx = select::Context {
+        order: &loaded.plan.order,
+        root: &loaded.ws.root,
+        watch: &loaded.profile.watch,
+        changes: &git,
+    };
+    let chosen = sel.evaluate(&loaded.plan, &ctx)?;
+    Ok((loaded.plan.subplan(&chosen.keep), chosen.empty_because))
 }
 
 /// Writes to stdout; a closed pipe (`strata show | head`) is not an error.

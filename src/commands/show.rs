@@ -1,18 +1,18 @@
-//! `strata show`: the execution order as a tree, DOT, Mermaid or JSON. Needs no stack
-//! config and prompts for nothing.
+//! `strata show`: the execution order (of what `--filter` selects) as a tree, DOT,
+//! Mermaid or JSON. Needs no stack config and prompts for nothing.
 
 use crate::cli::{ShowArgs, ShowFormat};
 use crate::error::Result;
-use crate::plan::{Selection, render};
+use crate::plan::render;
+use crate::plan::select::Selector;
 use crate::workspace::Target;
 
-pub fn run(target: &Target, args: &ShowArgs, json: bool) -> Result<i32> {
+pub fn run(target: &Target, args: &ShowArgs, sel: &Selector, json: bool) -> Result<i32> {
     let loaded = super::load(target, false)?;
-    let plan = loaded.plan.select(&Selection {
-        projects: args.projects.clone(),
-        with_deps: args.with_deps,
-        from: args.from.clone(),
-    })?;
+    let (plan, empty_because) = super::selected(&loaded, sel)?;
+    if let Some(why) = empty_because {
+        eprintln!("{why}");
+    }
     let found = crate::plan::references::of_plan(&loaded.plan);
     let header = render::Header {
         provider: &loaded.profile.name,

@@ -1,25 +1,31 @@
-//! `strata status`: the last operation of every project of the stack, its result, when,
-//! how long, and whether its inputs changed since (by fingerprint).
+//! `strata status`: the last operation of every project of the stack (or of those
+//! `--filter` selects), its result, when, how long, and whether its inputs changed since
+//! (by fingerprint).
 
 use crate::error::Result;
+use crate::plan::select::Selector;
 use crate::run::journal::{self, Journal, Record};
 use crate::settings::Settings;
 use crate::util::human_duration;
 use crate::workspace::Target;
 
-pub fn run(target: &Target, settings: &Settings) -> Result<i32> {
+pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> {
     let loaded = super::load(target, true)?;
     let Some(stack) = loaded.stack.clone() else {
         return Err(crate::workspace::no_stack_error(&loaded.ws));
     };
+    let (selected, empty_because) = super::selected(&loaded, sel)?;
+    if let Some(why) = empty_because {
+        eprintln!("{why}");
+    }
     let state_dir = loaded.ws.state_dir(&stack);
     let records = Journal::new(&state_dir).read();
     let last = journal::last_by_project(&records, &[]);
     let last_up = journal::last_success(&records);
     let current = super::current_fingerprints(&loaded, &stack);
     let mut rows = Vec::new();
-    for &i in &loaded.plan.order {
-        let path = loaded.plan.nodes[i].path.clone();
+    for &i in &selected.order {
+        let path = selected.nodes[i].path.clone();
         let changed = match (last_up.get(&path), &current) {
             (
                 Some(Record::Project {

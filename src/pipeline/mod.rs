@@ -31,15 +31,11 @@ pub struct Request {
     pub plan: Option<PathBuf>,
 }
 
-/// Which projects a run takes and how it runs them (`--project`, `-j`, …).
+/// Which projects a run takes and how it runs them (`--filter`, `-j`, …).
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Only these projects (path or Pulumi project name); empty: all.
-    pub projects: Vec<String>,
-    /// With `projects`: also the projects they need (for destroy: their dependents).
-    pub with_deps: bool,
-    /// Start at this project, skipping what is ordered before it.
-    pub from: Option<String>,
+    /// Which projects (`--filter`, `--project`, `--with-deps`, `--from`); empty: all.
+    pub selector: crate::plan::select::Selector,
     /// Projects at once.
     pub parallel: u16,
     /// After a failure, still run what does not depend on it.

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::engine::Operation;
 use crate::error::{Error, Result};
-use crate::plan::{Plan, Selection};
+use crate::plan::{Plan, select};
 use crate::run::journal::{Journal, Record};
 use crate::settings::Settings;
 use crate::util::display_path;
@@ -73,11 +73,19 @@ pub fn resolve(
     } else {
         full.clone()
     };
-    let mut plan = base.select(&Selection {
-        projects: req.args.projects.clone(),
-        with_deps: req.args.with_deps,
-        from: req.args.from.clone(),
-    })?;
+    // The selector reads the forward graph; destroy runs what it picks in reverse.
+    let git = select::Git::new(&ws.root);
+    let chosen = req.args.selector.evaluate(
+        &full,
+        &select::Context {
+            order: &base.order,
+            root: &ws.root,
+            watch: &profile.watch,
+            changes: &git,
+        },
+    )?;
+    let mut plan = base.subplan(&chosen.keep);
+    let mut nothing_to_do = chosen.empty_because;
     let bundle = match &req.plan {
         Some(dir) => {
             let m = crate::bundle::check::open(&ws, dir, stack.as_deref())?;
@@ -100,14 +108,14 @@ pub fn resolve(
         plan = resume_plan(&full, &Journal::new(&ws.state_dir(s)), s)?;
     }
     // A destroy that cannot ask needs --yes: said before anything else is looked at.
-    if op == Operation::Destroy && !req.args.yes && !settings.interactive {
+    if op == Operation::Destroy && !req.args.yes && !settings.interactive && nothing_to_do.is_none()
+    {
         return Err(Error::usage(format!(
             "destroy needs --yes when it cannot ask (non-interactive run). Nothing was destroyed.\n  To destroy {} project(s) of stack `{}`: strata destroy --yes",
             plan.nodes.len(),
             stack.as_deref().unwrap_or("<stack>")
         )));
     }
-    let mut nothing_to_do = None;
     if let Some(s) = &stack {
         let path = ws.stack_config_path(s);
         match (&stack_config, op) {

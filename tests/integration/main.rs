@@ -23,6 +23,7 @@ mod report;
 mod run;
 mod secrets;
 mod secrets_trust;
+mod select;
 mod state;
 mod trace;
 mod trust;

@@ -1,5 +1,6 @@
 //! The execution graph: build it from a composed profile (petgraph), check it for
-//! cycles, order it, group it into waves, select parts of it, and reverse it for destroy.
+//! cycles, order it, group it into waves, restrict it to a selection (bridging what is
+//! left out), and reverse it for destroy.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -67,14 +68,6 @@ pub struct Plan {
     pub order: Vec<usize>,
     /// True when this is the destroy (reverse) plan.
     pub reversed: bool,
-}
-
-/// Which part of the plan to run.
-#[derive(Debug, Clone, Default)]
-pub struct Selection {
-    pub projects: Vec<String>,
-    pub with_deps: bool,
-    pub from: Option<String>,
 }
 
 impl Plan {
@@ -370,12 +363,7 @@ impl Plan {
             [i] => Ok(*i),
             [] => Err(Error::config(format!(
                 "`{wanted}` is not a project of this profile (neither a path nor a Pulumi project name).{}\n  Projects: {}.\n  See them all with `strata show`.",
-                crate::util::did_you_mean(
-                    trimmed,
-                    self.nodes
-                        .iter()
-                        .flat_map(|n| [n.path.as_str(), n.name.as_str()])
-                ),
+                self.closest(trimmed),
                 self.order
                     .iter()
                     .map(|&i| self.nodes[i].path.as_str())
@@ -390,6 +378,26 @@ impl Plan {
                     .join(", ")
             ))),
         }
+    }
+
+    /// "Did you mean …?" for a project that is not one: the closest path or name, or
+    /// the path whose last segment is closest (`app` → `local/app`).
+    fn closest(&self, wanted: &str) -> String {
+        let last = |p: &'_ str| p.rsplit('/').next().unwrap_or(p).to_string();
+        self.nodes
+            .iter()
+            .flat_map(|n| {
+                [
+                    (n.path.clone(), &n.path),
+                    (n.name.clone(), &n.name),
+                    (last(&n.path), &n.path),
+                ]
+            })
+            .map(|(key, said)| (strsim::jaro_winkler(wanted, &key), said))
+            .filter(|(score, _)| *score > 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, k)| format!(" Did you mean `{k}`?"))
+            .unwrap_or_default()
     }
 
     /// The plan for destroy: every edge reversed, the last entries first.
@@ -416,41 +424,6 @@ impl Plan {
         };
         plan.compute_order();
         plan
-    }
-
-    /// Applies a selection: `--project` (with `--with-deps`: the steps they need, which for
-    /// a reversed plan are their dependents) and `--from` (what is ordered before it is
-    /// skipped). Prerequisites that are not selected are bridged, so the order holds.
-    pub fn select(&self, sel: &Selection) -> Result<Plan> {
-        let n = self.nodes.len();
-        let mut keep = vec![true; n];
-        if !sel.projects.is_empty() {
-            keep = vec![false; n];
-            let mut stack = Vec::new();
-            for p in &sel.projects {
-                let i = self.resolve(p)?;
-                keep[i] = true;
-                stack.push(i);
-            }
-            if sel.with_deps {
-                while let Some(i) = stack.pop() {
-                    for &j in &self.nodes[i].needs {
-                        if !keep[j] {
-                            keep[j] = true;
-                            stack.push(j);
-                        }
-                    }
-                }
-            }
-        }
-        if let Some(from) = &sel.from {
-            let start = self.resolve(from)?;
-            let pos = self.order.iter().position(|&i| i == start).unwrap_or(0);
-            for &i in &self.order[..pos] {
-                keep[i] = false;
-            }
-        }
-        Ok(self.subplan(&keep))
     }
 
     /// The plan restricted to `keep`, with needs bridged through dropped nodes.

@@ -1,4 +1,4 @@
-//! Unit tests of the execution graph: building, cycles, order, waves, selection.
+//! Unit tests of the execution graph: building, cycles, order, waves, subplans.
 
 use super::*;
 
@@ -130,44 +130,6 @@ fn cross_stage_cycle_explains_barrier() {
 }
 
 #[test]
-fn selection_project_with_deps_and_from() {
-    let p = plan_of(&format!(
-            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n  - path: d\n    needs: [a]\n"
-        ))
-        .unwrap();
-    let only = p
-        .select(&Selection {
-            projects: vec!["c".into()],
-            ..Default::default()
-        })
-        .unwrap();
-    assert_eq!(order(&only), ["c"]);
-    let deps = p
-        .select(&Selection {
-            projects: vec!["c".into()],
-            with_deps: true,
-            ..Default::default()
-        })
-        .unwrap();
-    assert_eq!(order(&deps), ["a", "b", "c"]);
-    let from = p
-        .select(&Selection {
-            from: Some("b".into()),
-            ..Default::default()
-        })
-        .unwrap();
-    assert_eq!(order(&p), ["a", "b", "c", "d"]);
-    assert_eq!(order(&from), ["b", "c", "d"]);
-    assert!(
-        p.select(&Selection {
-            projects: vec!["zzz".into()],
-            ..Default::default()
-        })
-        .is_err()
-    );
-}
-
-#[test]
 fn subplan_bridges_unselected_prerequisites() {
     let p = plan_of(&format!(
         "{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n"
@@ -189,15 +151,6 @@ fn reverse_runs_dependents_first() {
     let pos = |x: &str| o.iter().position(|y| *y == x).unwrap();
     assert!(pos("eks") < pos("vpc"));
     assert!(pos("app") < pos("ecr"));
-    // destroy --project vpc --with-deps takes its dependents along.
-    let sel = r
-        .select(&Selection {
-            projects: vec!["vpc".into()],
-            with_deps: true,
-            ..Default::default()
-        })
-        .unwrap();
-    assert_eq!(order(&sel), ["app", "eks", "vpc"]);
 }
 
 #[test]
@@ -214,4 +167,20 @@ fn critical_path_sums_the_longest_chain() {
     ))
     .unwrap();
     assert_eq!(p.critical_path(|_| 10), 20);
+}
+
+#[test]
+fn an_unknown_project_suggests_the_path_whose_last_segment_is_close() {
+    let p = plan_of(&format!(
+        "{HEAD}infrastructure:\n  - path: local/network\n  - path: local/app\n"
+    ))
+    .unwrap();
+    for (wanted, meant) in [("ap", "local/app"), ("netwrk", "local/network")] {
+        let e = p.resolve(wanted).unwrap_err();
+        assert!(
+            e.message.contains(&format!("Did you mean `{meant}`?")),
+            "{}",
+            e.message
+        );
+    }
 }
