@@ -148,9 +148,15 @@ def main():
     receiver = None
     if a.trace:
         spans_file = os.path.join(base, "spans.json")
+        # The official protobuf definitions, from PyPI, beside the benchmark's files.
+        proto = os.path.join(base, "otelproto")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "--root-user-action=ignore", "--target", proto,
+                        "opentelemetry-proto"], check=True)
         receiver = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "bench-estate-otlp.py"), spans_file],
             stdout=subprocess.PIPE, text=True,
+            env=dict(os.environ, PYTHONPATH=proto),
         )
         port = receiver.stdout.readline().strip()
         trace_env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
