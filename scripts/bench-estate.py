@@ -25,7 +25,7 @@ With --trace, the adaptive runs export their trace to an OTLP/HTTP receiver
 definitions) and the run checks it is complete: one root span, one span per project.
 
 Usage: scripts/bench-estate.py [--strata target/release/strata] [--projects 1000]
-         [--rates 10,15,20,30] [--hold 0.2] [--declared 32] [--delay 0.5s]
+         [--rates 8,12,16,24] [--hold 0.5] [--declared 32] [--delay 0.5s]
          [--multipliers 0.5,0.75,1,1.25,1.5,2] [--runs 3] [--trace]
 """
 import argparse, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
@@ -119,8 +119,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", default="target/release/strata")
     ap.add_argument("--projects", type=int, default=1000)
-    ap.add_argument("--rates", default="10,15,20,30")
-    ap.add_argument("--hold", type=float, default=0.2)
+    ap.add_argument("--rates", default="8,12,16,24")
+    ap.add_argument("--hold", type=float, default=0.5)
     ap.add_argument("--declared", type=int, default=32)
     ap.add_argument("--delay", default="0.5s")
     ap.add_argument("--multipliers", default="0.5,0.75,1,1.25,1.5,2")
