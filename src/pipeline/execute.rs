@@ -172,7 +172,7 @@ pub fn execute(
             .filter_map(|n| {
                 n.project
                     .as_ref()
-                    .map(|p| (n.path.clone(), (p.dir.clone(), p.name(), p.kind.clone())))
+                    .map(|p| (n.path.clone(), std::sync::Arc::clone(p)))
             })
             .collect(),
         upstreams: r
@@ -210,7 +210,12 @@ pub fn execute(
         } else {
             BTreeMap::new()
         },
-        declared_needs: declared_needs(&r.profile),
+        // Only a preview projects inputs (`run::step::projection`).
+        declared_needs: if op == Operation::Preview {
+            declared_needs(&r.profile)
+        } else {
+            BTreeMap::new()
+        },
         mocks: r
             .profile
             .entries

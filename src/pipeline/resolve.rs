@@ -22,7 +22,8 @@ pub struct Resolved {
     pub stack: Option<String>,
     /// The stack config as it is on disk (`None`: not created yet).
     pub stack_config: Option<StackConfig>,
-    pub profile: Profile,
+    /// Shared with the thread that fingerprints the projects (see `execute`).
+    pub profile: std::sync::Arc<Profile>,
     /// The whole graph of the profile.
     pub full: Plan,
     /// What this run executes (selection, `--resume` applied; reversed for destroy).
@@ -132,7 +133,7 @@ pub fn resolve(
         req: req.clone(),
         stack,
         stack_config,
-        profile,
+        profile: std::sync::Arc::new(profile),
         full,
         plan,
         nothing_to_do,

@@ -21,7 +21,7 @@ use crate::engine::{Control, Job, Operation, Progress};
 use crate::plan::{NodeKind, Plan};
 use crate::secrets::redact::Redactor;
 use crate::util::{display_path, now_ms, rfc3339, slug};
-use crate::workspace::{ProjectKind, StackConfig};
+use crate::workspace::{Project, ProjectKind, StackConfig};
 
 mod attempt;
 pub mod bundle;
@@ -63,8 +63,8 @@ pub struct Ctx {
     pub secret_name: String,
     /// `-v`: the children's raw lines (CLI calls, stderr) are shown too.
     pub verbose: bool,
-    /// Project dirs and kinds of every project of the profile (for upstream lookups).
-    pub projects: BTreeMap<String, (PathBuf, String, ProjectKind)>,
+    /// Every project of the profile (for upstream lookups), shared with the plan.
+    pub projects: BTreeMap<String, std::sync::Arc<Project>>,
     /// The projects each project needs directly, from the whole profile (not only the
     /// selection): a preview is blocked when one was never deployed.
     pub upstreams: BTreeMap<String, Vec<String>>,
@@ -298,11 +298,11 @@ impl<'a> StepRunner<'a> {
     }
 
     fn job_for(&self, path: &str, op: Operation) -> Option<Job> {
-        let (dir, name, kind) = self.ctx.projects.get(path)?;
+        let project = self.ctx.projects.get(path)?;
         Some(Job {
             path: path.to_string(),
-            name: name.clone(),
-            dir: dir.clone(),
+            name: project.name(),
+            dir: project.dir.clone(),
             op,
             stack: self.ctx.stack.clone(),
             env: self.ctx.env.clone(),
@@ -312,7 +312,7 @@ impl<'a> StepRunner<'a> {
             scratch_dir: self.ctx.state_dir.join("work").join(slug(path)),
             secret_config: BTreeMap::new(),
             refresh: self.ctx.refresh && op == Operation::Preview,
-            plan: match (&self.ctx.bundle, kind) {
+            plan: match (&self.ctx.bundle, &project.kind) {
                 (Some(b), ProjectKind::Pulumi { .. })
                     if matches!(op, Operation::Preview | Operation::Up) =>
                 {

@@ -181,13 +181,14 @@ pub struct Profile {
     pub secrets: Vec<SecretItem>,
     /// `watch:` at the top: what every project of the profile reads besides its folder.
     pub watch: Vec<String>,
-    /// Infrastructure entries, then kubernetes entries, each list in composed order.
-    pub entries: Vec<Entry>,
+    /// Infrastructure entries, then kubernetes entries, each list in composed order
+    /// (shared with the plan's steps).
+    pub entries: Vec<std::sync::Arc<Entry>>,
 }
 
 impl Profile {
     pub fn entry(&self, path: &str) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.path == path)
+        self.entries.iter().map(|e| &**e).find(|e| e.path == path)
     }
 
     /// Every secret of the profile and of its entries (profile-level first).
@@ -209,6 +210,7 @@ impl Profile {
         let k8s: Vec<&Entry> = self
             .entries
             .iter()
+            .map(|e| &**e)
             .filter(|e| e.stage == Stage::Kubernetes)
             .collect();
         if k8s.is_empty() || self.all_secrets().is_empty() {
@@ -262,7 +264,7 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
         (Stage::Kubernetes, &raw.kubernetes),
     ] {
         let composed = compose::compose(providers_dir, file, stage, list)?;
-        entries.extend(composed);
+        entries.extend(composed.into_iter().map(std::sync::Arc::new));
     }
     let profile = Profile {
         name: name.to_string(),
