@@ -15,7 +15,7 @@ use super::resolve::Resolved;
 
 pub fn finish(
     r: &Resolved,
-    done: Executed,
+    mut done: Executed,
     reporter: &Reporter,
     settings: &Settings,
 ) -> Result<i32> {
@@ -136,6 +136,10 @@ pub fn finish(
         let text = summary::summary(&rows, &headline, &|l| done.redactor.redact(l));
         reporter.println(text.trim_end());
     }
+    // What only the summaries read goes before the report is drawn: a run of thousands
+    // of projects holds a row, and a fingerprint, for each.
+    drop(rows);
+    drop(std::mem::take(&mut done.fingerprints));
     // The run as a timeline, next to its journal (`strata report` draws it again).
     let timeline = crate::report::write_after_run(
         &r.ws.root,
