@@ -89,6 +89,8 @@ pub fn write_after_run(
     let journal = Journal::read_from_for_drawing(state_dir, stack, journal_from)?;
     let id = journal.select(Some(run_id))?;
     let report = build(&journal, &id, Ok(plan), root);
+    // The records are drawn: the page needs only the report.
+    drop(journal);
     let path = default_path(state_dir);
     // Streamed: the page of thousands of projects is megabytes.
     write_with(&path, &mut |out| html::write(&report, out))?;
