@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::display::Reporter;
@@ -33,7 +34,7 @@ use super::resolve::Resolved;
 /// What a run did, for the `record` stage.
 pub struct Executed {
     pub run_id: String,
-    pub plan: Plan,
+    pub plan: Arc<Plan>,
     pub results: Vec<StepResult>,
     /// Per step of `plan`: its log (when it started) and the last lines it showed.
     pub logs: Vec<Option<PathBuf>>,
@@ -139,7 +140,7 @@ pub fn execute(
     if let (Some(dir), Some(m)) = (&r.req.plan, &r.bundle) {
         crate::bundle::check::refuse_moved(&r.ws, &r.profile, &stack, dir, m, &fingerprints)?;
     }
-    let plan = changed.plan.unwrap_or_else(|| r.plan.clone());
+    let plan = changed.plan.map_or_else(|| Arc::clone(&r.plan), Arc::new);
     let unchanged = changed.dropped;
     let run_id = format!(
         "{}-{}",
@@ -169,11 +170,7 @@ pub fn execute(
             .full
             .nodes
             .iter()
-            .filter_map(|n| {
-                n.project
-                    .as_ref()
-                    .map(|p| (n.path.clone(), std::sync::Arc::clone(p)))
-            })
+            .filter_map(|n| n.project.as_ref().map(|p| (n.path.clone(), Arc::clone(p))))
             .collect(),
         upstreams: r
             .full
@@ -243,7 +240,7 @@ pub fn execute(
             .nodes
             .iter()
             .filter_map(|n| match n.project.as_ref().map(|p| &p.kind) {
-                Some(ProjectKind::Command(spec)) => Some((n.path.clone(), spec.clone())),
+                Some(ProjectKind::Command(spec)) => Some((n.path.clone(), Arc::clone(spec))),
                 _ => None,
             })
             .collect(),
@@ -314,7 +311,7 @@ pub fn execute(
         std::borrow::Cow::Owned(unordered(&ctx.plan))
     } else {
         // Not copied: the plan of thousands of projects is large.
-        std::borrow::Cow::Borrowed(&ctx.plan)
+        std::borrow::Cow::Borrowed(&*ctx.plan)
     };
     let opts = scheduler::Options {
         parallel: r.req.args.parallel as usize,

@@ -25,9 +25,10 @@ pub struct Resolved {
     /// Shared with the thread that fingerprints the projects (see `execute`).
     pub profile: std::sync::Arc<Profile>,
     /// The whole graph of the profile.
-    pub full: Plan,
+    /// (Shared, like `plan`, with the run's steps and its fingerprinting thread.)
+    pub full: std::sync::Arc<Plan>,
     /// What this run executes (selection, `--resume` applied; reversed for destroy).
-    pub plan: Plan,
+    pub plan: std::sync::Arc<Plan>,
     /// Set when there is nothing to do, with the reason (a destroy of a stack that was
     /// never brought up).
     pub nothing_to_do: Option<String>,
@@ -70,9 +71,9 @@ pub fn resolve(
     let full = Plan::build(&profile, projects)?;
     let op = req.op;
     let base = if op == Operation::Destroy {
-        full.reversed()
+        std::borrow::Cow::Owned(full.reversed())
     } else {
-        full.clone()
+        std::borrow::Cow::Borrowed(&full)
     };
     let mut plan = base.select(&Selection {
         projects: req.args.projects.clone(),
@@ -134,8 +135,8 @@ pub fn resolve(
         stack,
         stack_config,
         profile: std::sync::Arc::new(profile),
-        full,
-        plan,
+        full: full.into(),
+        plan: plan.into(),
         nothing_to_do,
         bundle,
     })

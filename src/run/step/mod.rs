@@ -41,7 +41,7 @@ pub struct Ctx {
     pub provider: String,
     pub op: Operation,
     /// The plan being run (selected; reversed for destroy).
-    pub plan: Plan,
+    pub plan: std::sync::Arc<Plan>,
     /// The base environment of every child.
     pub env: BTreeMap<String, String>,
     pub stack_config: StackConfig,
@@ -484,7 +484,7 @@ impl Executor for StepRunner<'_> {
         let ctx = self.ctx;
         let node = &ctx.plan.nodes[i];
         if self.unchanged.lock().is_ok_and(|u| u.contains(&i)) {
-            self.previews.publish(&node.path, Map::new());
+            self.publish_preview(&node.path, Map::new());
             // Like a step `--changed` dropped before the run: no process, no record.
             return StepResult {
                 unchanged: true,
@@ -524,8 +524,7 @@ impl Executor for StepRunner<'_> {
             Step::ClusterSecrets => cluster_secrets::run(ctx, &mut log),
         };
         // Whatever became of it: a projected dependent may be waiting for it.
-        self.previews
-            .publish(&node.path, planned.unwrap_or_default());
+        self.publish_preview(&node.path, planned.unwrap_or_default());
         let ended = now_ms();
         self.forget_tail_unless_shown(i, status);
         let message = message.filter(|m| !m.is_empty()).map(|m| ctx.redact(&m));
