@@ -140,6 +140,7 @@ pub fn finish(
     // of projects holds a row, and a fingerprint, for each.
     drop(rows);
     drop(std::mem::take(&mut done.fingerprints));
+    crate::util::return_free_memory();
     // The run as a timeline, next to its journal (`strata report` draws it again).
     let timeline = crate::report::write_after_run(
         &r.ws.root,
