@@ -125,7 +125,7 @@ pub fn execute(
                 let changed = if changed_only {
                     changed_plan(
                         &plan,
-                        &journal.last_success(),
+                        &journal.last_success_as(&LastUp::of),
                         &last_outputs,
                         &fingerprints,
                         &reads(&full, &profile),
@@ -485,6 +485,38 @@ fn reads(plan: &Plan, profile: &crate::workspace::Profile) -> BTreeMap<String, R
     out
 }
 
+/// What `--changed` reads of a project's last successful `up`: a whole journal record
+/// for every project of a large estate is megabytes.
+struct LastUp {
+    fingerprint: Option<String>,
+    ended_at: String,
+    /// Upstream → outputs hash: a list, as a map of one to three entries is ten times
+    /// their size.
+    upstream_outputs: Option<Vec<(String, String)>>,
+}
+
+impl LastUp {
+    fn of(r: Record) -> LastUp {
+        match r {
+            Record::Project {
+                fingerprint,
+                ended_at,
+                upstream_outputs,
+                ..
+            } => LastUp {
+                fingerprint,
+                ended_at,
+                upstream_outputs: upstream_outputs.map(|m| m.into_iter().collect()),
+            },
+            _ => LastUp {
+                fingerprint: None,
+                ended_at: String::new(),
+                upstream_outputs: None,
+            },
+        }
+    }
+}
+
 /// What `--changed` decided before the run.
 #[derive(Default)]
 struct Changed {
@@ -504,7 +536,7 @@ struct Changed {
 /// is dropped only when no other Pulumi project runs.
 fn changed_plan(
     plan: &Plan,
-    last: &BTreeMap<String, Record>,
+    last: &BTreeMap<String, LastUp>,
     last_outputs: &BTreeMap<String, String>,
     fps: &BTreeMap<String, String>,
     reads: &BTreeMap<String, Reads>,
@@ -531,7 +563,7 @@ fn changed_plan(
 /// skipped, and the decision.
 fn changed_once(
     plan: &Plan,
-    last: &BTreeMap<String, Record>,
+    last: &BTreeMap<String, LastUp>,
     last_outputs: &BTreeMap<String, String>,
     fps: &BTreeMap<String, String>,
     reads: &BTreeMap<String, Reads>,
@@ -545,11 +577,10 @@ fn changed_once(
             continue;
         }
         let anything = reads.get(&n.path) == Some(&Reads::Anything);
-        let Some(Record::Project {
+        let Some(LastUp {
             fingerprint: Some(f),
             ended_at,
             upstream_outputs,
-            ..
         }) = last.get(&n.path)
         else {
             continue;
@@ -568,7 +599,9 @@ fn changed_once(
             {
                 continue;
             }
-            let seen = upstream_outputs.as_ref().map(|m| m.get(&u.path));
+            let seen = upstream_outputs
+                .as_ref()
+                .map(|m| m.iter().find(|(p, _)| *p == u.path).map(|(_, h)| h));
             match (skip[j], u.kind == NodeKind::Builtin, seen) {
                 (true, true, _) => {}
                 // A journal from before outputs were recorded: as before, skipped upstreams

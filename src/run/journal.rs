@@ -231,7 +231,7 @@ impl Journal {
     }
 
     /// [`Journal::last_success`], keeping of each record what `keep` makes of it.
-    fn last_success_as<T>(&self, keep: &dyn Fn(Record) -> T) -> BTreeMap<String, T> {
+    pub fn last_success_as<T>(&self, keep: &dyn Fn(Record) -> T) -> BTreeMap<String, T> {
         let mut out = BTreeMap::new();
         self.scan(None, &mut |r| note_success(&mut out, r, keep));
         out
