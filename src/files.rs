@@ -11,19 +11,31 @@ use crate::error::{Error, Result};
 /// synced. Readers see the old file or the new one, never a mix; on error the old file
 /// is left as it was and no temp file stays behind.
 pub fn write_file_atomic(path: &Path, contents: &[u8], mode: Option<u32>) -> std::io::Result<()> {
+    write_file_atomic_with(path, mode, &mut |w| w.write_all(contents))
+}
+
+/// [`write_file_atomic`] of what `fill` writes, streamed to the temp file (buffered): a
+/// large file is never held whole in memory.
+pub fn write_file_atomic_with(
+    path: &Path,
+    mode: Option<u32>,
+    fill: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&dir)?;
-    let mut tmp = tempfile::Builder::new()
+    let tmp = tempfile::Builder::new()
         .prefix(".strata-tmp-")
         .tempfile_in(&dir)?;
     if let Some(mode) = mode {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))?;
     }
-    tmp.write_all(contents)?;
+    let mut out = std::io::BufWriter::new(tmp);
+    fill(&mut out)?;
+    let tmp = out.into_inner().map_err(|e| e.into_error())?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     if let Ok(d) = std::fs::File::open(&dir) {
@@ -49,6 +61,15 @@ pub fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
 /// [`write_file_atomic`], with the error for people.
 pub fn write_atomic(path: &Path, contents: &[u8], mode: Option<u32>) -> Result<()> {
     write_file_atomic(path, contents, mode).map_err(|e| Error::io("write", path, e))
+}
+
+/// [`write_file_atomic_with`], with the error for people.
+pub fn write_atomic_with(
+    path: &Path,
+    mode: Option<u32>,
+    fill: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    write_file_atomic_with(path, mode, fill).map_err(|e| Error::io("write", path, e))
 }
 
 /// Creates `dir` and its missing parents with mode 0700, and makes `dir` itself 0700

@@ -9,7 +9,7 @@ use crate::workspace::project::CommandSpec;
 
 /// Runs command projects; the spec is looked up by project path.
 pub struct CommandEngine {
-    pub specs: std::collections::BTreeMap<String, CommandSpec>,
+    pub specs: std::collections::BTreeMap<String, std::sync::Arc<CommandSpec>>,
 }
 
 /// The environment variable of an input key: `STRATA_INPUT_<KEY>`.
@@ -220,7 +220,8 @@ mod tests {
                     destroy: "echo bye".into(),
                     preview: None,
                     refresh: None,
-                },
+                }
+                .into(),
             )]
             .into(),
         }

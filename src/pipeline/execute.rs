@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::display::Reporter;
@@ -34,7 +35,7 @@ use super::resolve::Resolved;
 /// What a run did, for the `record` stage.
 pub struct Executed {
     pub run_id: String,
-    pub plan: Plan,
+    pub plan: Arc<Plan>,
     pub results: Vec<StepResult>,
     /// Per step of `plan`: its log (when it started) and the last lines it showed.
     pub logs: Vec<Option<PathBuf>>,
@@ -131,7 +132,7 @@ pub fn execute(
                 let changed = if changed_only {
                     changed_plan(
                         &plan,
-                        &journal.last_success(),
+                        &journal.last_success_as(&LastUp::of),
                         &last_outputs,
                         &fingerprints,
                         &reads(&full, &profile),
@@ -146,7 +147,7 @@ pub fn execute(
     if let (Some(dir), Some(m)) = (&r.req.plan, &r.bundle) {
         crate::bundle::check::refuse_moved(&r.ws, &r.profile, &stack, dir, m, &fingerprints)?;
     }
-    let plan = changed.plan.unwrap_or_else(|| r.plan.clone());
+    let plan = changed.plan.map_or_else(|| Arc::clone(&r.plan), Arc::new);
     let unchanged = changed.dropped;
     let run_id = format!(
         "{}-{}",
@@ -176,11 +177,7 @@ pub fn execute(
             .full
             .nodes
             .iter()
-            .filter_map(|n| {
-                n.project
-                    .as_ref()
-                    .map(|p| (n.path.clone(), (p.dir.clone(), p.name(), p.kind.clone())))
-            })
+            .filter_map(|n| n.project.as_ref().map(|p| (n.path.clone(), Arc::clone(p))))
             .collect(),
         upstreams: r
             .full
@@ -217,7 +214,12 @@ pub fn execute(
         } else {
             BTreeMap::new()
         },
-        declared_needs: declared_needs(&r.profile),
+        // Only a preview projects inputs (`run::step::projection`).
+        declared_needs: if op == Operation::Preview {
+            declared_needs(&r.profile)
+        } else {
+            BTreeMap::new()
+        },
         mocks: r
             .profile
             .entries
@@ -259,7 +261,7 @@ pub fn execute(
             .nodes
             .iter()
             .filter_map(|n| match n.project.as_ref().map(|p| &p.kind) {
-                Some(ProjectKind::Command(spec)) => Some((n.path.clone(), spec.clone())),
+                Some(ProjectKind::Command(spec)) => Some((n.path.clone(), Arc::clone(spec))),
                 _ => None,
             })
             .collect(),
@@ -336,7 +338,7 @@ pub fn execute(
         std::borrow::Cow::Owned(unordered(&ctx.plan))
     } else {
         // Not copied: the plan of thousands of projects is large.
-        std::borrow::Cow::Borrowed(&ctx.plan)
+        std::borrow::Cow::Borrowed(&*ctx.plan)
     };
     let opts = scheduler::Options {
         parallel: r.req.args.parallel as usize,
@@ -511,6 +513,38 @@ fn reads(plan: &Plan, profile: &crate::workspace::Profile) -> BTreeMap<String, R
     out
 }
 
+/// What `--changed` reads of a project's last successful `up`: a whole journal record
+/// for every project of a large estate is megabytes.
+struct LastUp {
+    fingerprint: Option<String>,
+    ended_at: String,
+    /// Upstream → outputs hash: a list, as a map of one to three entries is ten times
+    /// their size.
+    upstream_outputs: Option<Vec<(String, String)>>,
+}
+
+impl LastUp {
+    fn of(r: Record) -> LastUp {
+        match r {
+            Record::Project {
+                fingerprint,
+                ended_at,
+                upstream_outputs,
+                ..
+            } => LastUp {
+                fingerprint,
+                ended_at,
+                upstream_outputs: upstream_outputs.map(|m| m.into_iter().collect()),
+            },
+            _ => LastUp {
+                fingerprint: None,
+                ended_at: String::new(),
+                upstream_outputs: None,
+            },
+        }
+    }
+}
+
 /// What `--changed` decided before the run.
 #[derive(Default)]
 struct Changed {
@@ -530,7 +564,7 @@ struct Changed {
 /// is dropped only when no other Pulumi project runs.
 fn changed_plan(
     plan: &Plan,
-    last: &BTreeMap<String, Record>,
+    last: &BTreeMap<String, LastUp>,
     last_outputs: &BTreeMap<String, String>,
     fps: &BTreeMap<String, String>,
     reads: &BTreeMap<String, Reads>,
@@ -557,7 +591,7 @@ fn changed_plan(
 /// skipped, and the decision.
 fn changed_once(
     plan: &Plan,
-    last: &BTreeMap<String, Record>,
+    last: &BTreeMap<String, LastUp>,
     last_outputs: &BTreeMap<String, String>,
     fps: &BTreeMap<String, String>,
     reads: &BTreeMap<String, Reads>,
@@ -571,11 +605,10 @@ fn changed_once(
             continue;
         }
         let anything = reads.get(&n.path) == Some(&Reads::Anything);
-        let Some(Record::Project {
+        let Some(LastUp {
             fingerprint: Some(f),
             ended_at,
             upstream_outputs,
-            ..
         }) = last.get(&n.path)
         else {
             continue;
@@ -594,7 +627,9 @@ fn changed_once(
             {
                 continue;
             }
-            let seen = upstream_outputs.as_ref().map(|m| m.get(&u.path));
+            let seen = upstream_outputs
+                .as_ref()
+                .map(|m| m.iter().find(|(p, _)| *p == u.path).map(|(_, h)| h));
             match (skip[j], u.kind == NodeKind::Builtin, seen) {
                 (true, true, _) => {}
                 // A journal from before outputs were recorded: as before, skipped upstreams

@@ -29,7 +29,7 @@ pub fn finish(
 
 fn summarize(
     r: &Resolved,
-    done: Executed,
+    mut done: Executed,
     reporter: &Reporter,
     settings: &Settings,
     trace: &Trace,
@@ -153,6 +153,11 @@ fn summarize(
         let text = summary::summary(&rows, &headline, &|l| done.redactor.redact(l));
         reporter.println(text.trim_end());
     }
+    // What only the summaries read goes before the report is drawn: a run of thousands
+    // of projects holds a row, and a fingerprint, for each.
+    drop(rows);
+    drop(std::mem::take(&mut done.fingerprints));
+    crate::util::return_free_memory();
     // The run as a timeline, next to its journal (`strata report` draws it again).
     let timeline = crate::report::write_after_run(
         &r.ws.root,

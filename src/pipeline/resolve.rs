@@ -22,11 +22,13 @@ pub struct Resolved {
     pub stack: Option<String>,
     /// The stack config as it is on disk (`None`: not created yet).
     pub stack_config: Option<StackConfig>,
-    pub profile: Profile,
+    /// Shared with the thread that fingerprints the projects (see `execute`).
+    pub profile: std::sync::Arc<Profile>,
     /// The whole graph of the profile.
-    pub full: Plan,
+    /// (Shared, like `plan`, with the run's steps and its fingerprinting thread.)
+    pub full: std::sync::Arc<Plan>,
     /// What this run executes (selection, `--resume` applied; reversed for destroy).
-    pub plan: Plan,
+    pub plan: std::sync::Arc<Plan>,
     /// Set when there is nothing to do, with the reason (a destroy of a stack that was
     /// never brought up).
     pub nothing_to_do: Option<String>,
@@ -69,9 +71,9 @@ pub fn resolve(
     let full = Plan::build(&profile, projects)?;
     let op = req.op;
     let base = if op == Operation::Destroy {
-        full.reversed()
+        std::borrow::Cow::Owned(full.reversed())
     } else {
-        full.clone()
+        std::borrow::Cow::Borrowed(&full)
     };
     // The selector reads the forward graph; destroy runs what it picks in reverse.
     let git = select::Git::new(&ws.root);
@@ -140,9 +142,9 @@ pub fn resolve(
         req: req.clone(),
         stack,
         stack_config,
-        profile,
-        full,
-        plan,
+        profile: std::sync::Arc::new(profile),
+        full: full.into(),
+        plan: plan.into(),
         nothing_to_do,
         bundle,
     })

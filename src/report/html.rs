@@ -2,6 +2,8 @@
 //! no script, nothing loaded from anywhere. Built with `maud`, which escapes every value
 //! it writes (project paths, messages and log lines are data, never markup).
 
+use std::io::Write;
+
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::model::{Graph, Report, Step};
@@ -82,6 +84,15 @@ fn colour(kind: &str) -> &'static str {
 
 /// The page.
 pub fn render(r: &Report) -> String {
+    let mut page = Vec::new();
+    // Writing to a Vec cannot fail, and maud writes UTF-8 only.
+    let _ = write(r, &mut page);
+    String::from_utf8(page).unwrap_or_default()
+}
+
+/// Writes the page to `out` as it is drawn: the timeline's rows and the table's one at
+/// a time, so the page of a run of thousands of projects is never held whole.
+pub fn write(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let page = html! {
         (DOCTYPE)
         html lang="en" {
@@ -110,12 +121,12 @@ pub fn render(r: &Report) -> String {
                                 (why) "). Projects are in start order, and the critical path is the longest chain of projects that ran one after the other."
                             }
                         }
-                        (timeline(r))
+                        (PreEscaped(SLOT))
                         (critical_text(r))
                     }
                     (failures(r))
                     (pools(r))
-                    (table(r))
+                    (PreEscaped(SLOT))
                     footer {
                         "Drawn by strata report from " code { (r.journal) }
                         ". Times are from the start of the run; bars show how long each project ran, retries included."
@@ -124,7 +135,33 @@ pub fn render(r: &Report) -> String {
             }
         }
     };
-    page.into_string()
+    write_around(
+        out,
+        page,
+        &mut [&mut |out| timeline(r, out), &mut |out| table(r, out)],
+    )
+}
+
+/// Where a part written on its own goes in a template: markup that escaped text
+/// (every value maud writes) can never contain.
+const SLOT: &str = "<strata-slot>";
+
+/// A part of the page written to `out` by itself (see [`write_around`]).
+type Part<'a> = &'a mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>;
+
+/// Writes `template` to `out`, each of its [`SLOT`]s, in order, filled by the next of
+/// `parts`.
+fn write_around(out: &mut dyn Write, template: Markup, parts: &mut [Part]) -> std::io::Result<()> {
+    let text = template.into_string();
+    let mut pieces = text.split(SLOT);
+    if let Some(first) = pieces.next() {
+        out.write_all(first.as_bytes())?;
+    }
+    for (piece, part) in pieces.zip(parts.iter_mut()) {
+        part(out)?;
+        out.write_all(piece.as_bytes())?;
+    }
+    Ok(())
 }
 
 fn header(r: &Report) -> Markup {
@@ -318,7 +355,7 @@ fn tooltip(s: &Step) -> String {
     t
 }
 
-fn timeline(r: &Report) -> Markup {
+fn timeline(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let g = Geometry::new(r);
     let groups = r.groups();
     // The top of each step's row.
@@ -335,7 +372,7 @@ fn timeline(r: &Report) -> Markup {
     }
     let ticks: Vec<u64> = (0..=g.span_ms / g.step_ms).map(|k| k * g.step_ms).collect();
     let mid = |i: usize| row_y[i] + 6.0 + BAR_H / 2.0;
-    html! {
+    let svg = html! {
         svg xmlns="http://www.w3.org/2000/svg" class="timeline" role="img"
             viewBox={"0 0 " (WIDTH) " " (f(g.height))} width=(WIDTH) height=(f(g.height)) {
             title { "Timeline of " (r.title()) ", run " (r.run_id) }
@@ -370,11 +407,19 @@ fn timeline(r: &Report) -> Markup {
                     x2=(f(g.x(r.steps[pair[1]].start_ms).max(g.x(r.steps[pair[0]].end_ms()) + 2.0))) y2=(f(mid(pair[1]) - BAR_H / 2.0 - 1.0))
                     stroke=(CRITICAL) stroke-width="1.5" stroke-dasharray="4 3" marker-end="url(#arrow)" {}
             }
-            @for (i, s) in r.steps.iter().enumerate() {
-                (row(&g, s, row_y[i]))
-            }
+            (PreEscaped(SLOT))
         }
-    }
+    };
+    write_around(
+        out,
+        svg,
+        &mut [&mut |out| {
+            for (i, s) in r.steps.iter().enumerate() {
+                out.write_all(row(&g, s, row_y[i]).into_string().as_bytes())?;
+            }
+            Ok(())
+        }],
+    )
 }
 
 fn row(g: &Geometry, s: &Step, top: f64) -> Markup {
@@ -520,9 +565,9 @@ fn pools(r: &Report) -> Markup {
     }
 }
 
-fn table(r: &Report) -> Markup {
+fn table(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let has_changes = r.steps.iter().any(|s| !s.changes.is_empty());
-    html! {
+    let table = html! {
         section {
             h2 { "Projects" }
             table {
@@ -534,24 +579,36 @@ fn table(r: &Report) -> Markup {
                         th { "note" }
                     }
                 }
-                tbody {
-                    @for s in &r.steps {
-                        tr {
-                            td.num { @if s.wave > 0 { (s.wave) } @else { "–" } }
-                            td title=(s.log.as_deref().map(|l| format!("log: {l}")).unwrap_or_default()) {
-                                code { (s.path) } @if s.critical { " ★" }
-                            }
-                            td { span class={"st " (s.kind())} { (s.status) } }
-                            td.num { @if s.recorded() { (offset_text(s.start_ms)) } @else { "–" } }
-                            td.num { @if s.recorded() { (human_duration(s.duration_ms)) } @else { "–" } }
-                            td.num { @if s.retries.is_empty() { "–" } @else { (s.retries.len()) } }
-                            @if has_changes { td.mono { (changes_text(&s.changes)) } }
-                            td.wide { (s.message.as_deref().and_then(|m| m.lines().next()).unwrap_or("")) }
-                        }
-                    }
-                }
+                tbody { (PreEscaped(SLOT)) }
             }
             p.sub { "★ on the critical path. Each project's log is under " code { ".strata/" (r.stack) "/logs/" } " (hover a project for its file)." }
+        }
+    };
+    write_around(
+        out,
+        table,
+        &mut [&mut |out| {
+            for s in &r.steps {
+                out.write_all(table_row(s, has_changes).into_string().as_bytes())?;
+            }
+            Ok(())
+        }],
+    )
+}
+
+fn table_row(s: &Step, has_changes: bool) -> Markup {
+    html! {
+        tr {
+            td.num { @if s.wave > 0 { (s.wave) } @else { "–" } }
+            td title=(s.log.as_deref().map(|l| format!("log: {l}")).unwrap_or_default()) {
+                code { (s.path) } @if s.critical { " ★" }
+            }
+            td { span class={"st " (s.kind())} { (s.status) } }
+            td.num { @if s.recorded() { (offset_text(s.start_ms)) } @else { "–" } }
+            td.num { @if s.recorded() { (human_duration(s.duration_ms)) } @else { "–" } }
+            td.num { @if s.retries.is_empty() { "–" } @else { (s.retries.len()) } }
+            @if has_changes { td.mono { (changes_text(&s.changes)) } }
+            td.wide { (s.message.as_deref().and_then(|m| m.lines().next()).unwrap_or("")) }
         }
     }
 }

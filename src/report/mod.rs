@@ -60,6 +60,14 @@ pub fn default_path(state_dir: &Path) -> PathBuf {
 /// Writes a report to `path` (mode 0600: it quotes logs), atomically; a missing folder
 /// is created (0700 inside `.strata/`).
 pub fn write(path: &Path, text: &str) -> Result<()> {
+    write_with(path, &mut |out| out.write_all(text.as_bytes()))
+}
+
+/// [`write`] of what `fill` writes, streamed to the file.
+fn write_with(
+    path: &Path,
+    fill: &mut dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if dir.components().any(|c| c.as_os_str() == ".strata") {
             crate::files::private_dir(dir)?;
@@ -67,7 +75,7 @@ pub fn write(path: &Path, text: &str) -> Result<()> {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
         }
     }
-    crate::files::write_atomic(path, text.as_bytes(), Some(0o600))
+    crate::files::write_atomic_with(path, Some(0o600), fill)
 }
 
 /// After a run: writes the HTML report of run `run_id` to the stack's default path and
@@ -83,8 +91,11 @@ pub fn write_after_run(
     let journal = Journal::read_from_for_drawing(state_dir, stack, journal_from)?;
     let id = journal.select(Some(run_id))?;
     let report = build(&journal, &id, Ok(plan), root);
+    // The records are drawn: the page needs only the report.
+    drop(journal);
     let path = default_path(state_dir);
-    write(&path, &html::render(&report))?;
+    // Streamed: the page of thousands of projects is megabytes.
+    write_with(&path, &mut |out| html::write(&report, out))?;
     Ok(path)
 }
 

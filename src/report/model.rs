@@ -538,13 +538,24 @@ fn sort_for_drawing(r: &mut Report) {
     for (new, &old) in idx.iter().enumerate() {
         new_of[old] = new;
     }
-    let mut steps: Vec<Step> = idx.iter().map(|&i| r.steps[i].clone()).collect();
-    for s in steps.iter_mut() {
+    // Moved into place one cycle of the permutation at a time, never copied: the steps
+    // of thousands of projects are megabytes.
+    let mut placed = vec![false; idx.len()];
+    for start in 0..idx.len() {
+        let mut at = start;
+        while !placed[at] {
+            placed[at] = true;
+            if idx[at] != start {
+                r.steps.swap(at, idx[at]);
+            }
+            at = idx[at];
+        }
+    }
+    for s in r.steps.iter_mut() {
         for j in s.needs.iter_mut() {
             *j = new_of[*j];
         }
     }
-    r.steps = steps;
     for i in r.critical.iter_mut() {
         *i = new_of[*i];
     }

@@ -24,8 +24,8 @@ pub const SKIP_DIRS: &[&str] = &[
 pub enum ProjectKind {
     /// A Pulumi project; `name` is the `name:` of its Pulumi.yaml.
     Pulumi { name: String },
-    /// A command project.
-    Command(CommandSpec),
+    /// A command project (shared: the command engine looks it up by path).
+    Command(std::sync::Arc<CommandSpec>),
 }
 
 /// `Strata.yaml`: shell commands for each operation.
@@ -109,7 +109,7 @@ pub fn load(projects_dir: &Path, path: &str, source: &Path) -> Result<Project> {
         })?;
         return Ok(Project {
             path: path.to_string(),
-            kind: ProjectKind::Command(spec),
+            kind: ProjectKind::Command(std::sync::Arc::new(spec)),
             dir,
         });
     }

@@ -4,6 +4,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
+use std::sync::Arc;
 
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -56,8 +57,10 @@ pub struct Node {
     pub wave: usize,
     /// Ordering priority among ready nodes (lower first).
     rank: usize,
-    pub entry: Option<Entry>,
-    pub project: Option<Project>,
+    /// Shared by every copy of the plan (the selected plan, a run's, a preview's
+    /// unordered one): a plan of thousands of projects is copied cheaply.
+    pub entry: Option<Arc<Entry>>,
+    pub project: Option<Arc<Project>>,
 }
 
 /// An ordered, acyclic plan.
@@ -73,7 +76,8 @@ pub struct Plan {
 impl Plan {
     /// Builds the plan of `profile`; `projects` are its entries' projects, in order.
     pub fn build(profile: &Profile, projects: Vec<Project>) -> Result<Plan> {
-        let mut nodes: Vec<Node> = Vec::new();
+        let mut nodes: Vec<Node> = Vec::with_capacity(profile.entries.len() + 1);
+        let projects: Vec<Arc<Project>> = projects.into_iter().map(Arc::new).collect();
         let stage_entries = |s: Stage| {
             profile
                 .entries
@@ -81,7 +85,7 @@ impl Plan {
                 .zip(projects.iter())
                 .filter(move |(e, _)| e.stage == s)
         };
-        let push = |nodes: &mut Vec<Node>, e: &Entry, p: &Project| {
+        let push = |nodes: &mut Vec<Node>, e: &Arc<Entry>, p: &Arc<Project>| {
             let rank = nodes.len();
             nodes.push(Node {
                 path: e.path.clone(),
@@ -97,8 +101,8 @@ impl Plan {
                 needs: Vec::new(),
                 wave: 0,
                 rank,
-                entry: Some(e.clone()),
-                project: Some(p.clone()),
+                entry: Some(Arc::clone(e)),
+                project: Some(Arc::clone(p)),
             });
         };
         for (e, p) in stage_entries(Stage::Infrastructure) {
@@ -429,7 +433,7 @@ impl Plan {
     /// The plan restricted to `keep`, with needs bridged through dropped nodes.
     pub fn subplan(&self, keep: &[bool]) -> Plan {
         let mut new_index = vec![usize::MAX; self.nodes.len()];
-        let mut nodes = Vec::new();
+        let mut nodes = Vec::with_capacity(keep.iter().filter(|&&k| k).count());
         for (i, node) in self.nodes.iter().enumerate() {
             if keep[i] {
                 new_index[i] = nodes.len();

@@ -251,7 +251,7 @@ impl Journal {
     }
 
     /// [`Journal::last_success`], keeping of each record what `keep` makes of it.
-    fn last_success_as<T>(&self, keep: &dyn Fn(Record) -> T) -> BTreeMap<String, T> {
+    pub fn last_success_as<T>(&self, keep: &dyn Fn(Record) -> T) -> BTreeMap<String, T> {
         let mut out = BTreeMap::new();
         self.scan(None, &mut |r| note_success(&mut out, r, keep));
         out
@@ -324,26 +324,28 @@ impl Journal {
         }
         let kept_runs: std::collections::BTreeSet<String> = last_runs.into_values().collect();
         let lasts: std::collections::BTreeSet<usize> = last.into_values().collect();
-        let mut text = serde_json::to_string(&IndexHead {
+        let head = serde_json::to_string(&IndexHead {
             covers: end,
             inode,
             before,
         })
         .map_err(|e| Error::failed(format!("cannot encode the journal index: {e}")))?;
-        text.push('\n');
-        let mut i = 0;
-        // The same records again: the journal as far as the first pass read it (another
-        // strata may have appended since).
-        self.scan(Some(end), &mut |r| {
-            if (lasts.contains(&i) || kept_runs.contains(r.run_id()))
-                && let Ok(line) = serde_json::to_string(&r)
-            {
-                text.push_str(&line);
-                text.push('\n');
-            }
-            i += 1;
-        });
-        crate::files::write_atomic(&self.index_path(), text.as_bytes(), Some(0o600))
+        // Streamed to the file: the index of a large estate is megabytes.
+        crate::files::write_atomic_with(&self.index_path(), Some(0o600), &mut |out| {
+            let (mut i, mut written) = (0, writeln!(out, "{head}"));
+            // The same records again: the journal as far as the first pass read it
+            // (another strata may have appended since).
+            self.scan(Some(end), &mut |r| {
+                if written.is_ok()
+                    && (lasts.contains(&i) || kept_runs.contains(r.run_id()))
+                    && let Ok(line) = serde_json::to_string(&r)
+                {
+                    written = writeln!(out, "{line}");
+                }
+                i += 1;
+            });
+            written
+        })
     }
 }
 

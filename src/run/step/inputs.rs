@@ -58,7 +58,7 @@ impl StepRunner<'_> {
                 true,
             )
         };
-        let Some((_, _, kind)) = self.ctx.projects.get(upstream) else {
+        let Some(kind) = self.ctx.projects.get(upstream).map(|p| &p.kind) else {
             return Err((
                 format!("{upstream} is not a project of this profile"),
                 false,
@@ -176,8 +176,8 @@ impl StepRunner<'_> {
                 .is_some_and(|e| e.inputs.iter().any(|i| i.project == path))
         });
         let is_pulumi = matches!(
-            self.ctx.projects.get(path),
-            Some((_, _, ProjectKind::Pulumi { .. }))
+            self.ctx.projects.get(path).map(|p| &p.kind),
+            Some(ProjectKind::Pulumi { .. })
         );
         if !(feeds && is_pulumi) {
             return false;

@@ -21,7 +21,7 @@ use crate::engine::{Control, Job, Operation, Progress};
 use crate::plan::{NodeKind, Plan};
 use crate::secrets::redact::Redactor;
 use crate::util::{display_path, now_ms, rfc3339, slug};
-use crate::workspace::{ProjectKind, StackConfig};
+use crate::workspace::{Project, ProjectKind, StackConfig};
 
 mod attempt;
 pub mod bundle;
@@ -41,7 +41,7 @@ pub struct Ctx {
     pub provider: String,
     pub op: Operation,
     /// The plan being run (selected; reversed for destroy).
-    pub plan: Plan,
+    pub plan: std::sync::Arc<Plan>,
     /// The base environment of every child.
     pub env: BTreeMap<String, String>,
     pub stack_config: StackConfig,
@@ -63,8 +63,8 @@ pub struct Ctx {
     pub secret_name: String,
     /// `-v`: the children's raw lines (CLI calls, stderr) are shown too.
     pub verbose: bool,
-    /// Project dirs and kinds of every project of the profile (for upstream lookups).
-    pub projects: BTreeMap<String, (PathBuf, String, ProjectKind)>,
+    /// Every project of the profile (for upstream lookups), shared with the plan.
+    pub projects: BTreeMap<String, std::sync::Arc<Project>>,
     /// The projects each project needs directly, from the whole profile (not only the
     /// selection): a preview is blocked when one was never deployed.
     pub upstreams: BTreeMap<String, Vec<String>>,
@@ -309,13 +309,13 @@ impl<'a> StepRunner<'a> {
     }
 
     fn job_for(&self, path: &str, op: Operation) -> Option<Job> {
-        let (dir, name, kind) = self.ctx.projects.get(path)?;
+        let project = self.ctx.projects.get(path)?;
         let mut env = self.ctx.env.clone();
         env.extend(self.ctx.child_env.of(path));
         Some(Job {
             path: path.to_string(),
-            name: name.clone(),
-            dir: dir.clone(),
+            name: project.name(),
+            dir: project.dir.clone(),
             op,
             stack: self.ctx.stack.clone(),
             env,
@@ -325,7 +325,7 @@ impl<'a> StepRunner<'a> {
             scratch_dir: self.ctx.state_dir.join("work").join(slug(path)),
             secret_config: BTreeMap::new(),
             refresh: self.ctx.refresh && op == Operation::Preview,
-            plan: match (&self.ctx.bundle, kind) {
+            plan: match (&self.ctx.bundle, &project.kind) {
                 (Some(b), ProjectKind::Pulumi { .. })
                     if matches!(op, Operation::Preview | Operation::Up) =>
                 {
@@ -497,7 +497,7 @@ impl Executor for StepRunner<'_> {
         let ctx = self.ctx;
         let node = &ctx.plan.nodes[i];
         if self.unchanged.lock().is_ok_and(|u| u.contains(&i)) {
-            self.previews.publish(&node.path, Map::new());
+            self.publish_preview(&node.path, Map::new());
             // Like a step `--changed` dropped before the run: no process, no record.
             return StepResult {
                 unchanged: true,
@@ -537,8 +537,7 @@ impl Executor for StepRunner<'_> {
             Step::ClusterSecrets => cluster_secrets::run(ctx, &mut log),
         };
         // Whatever became of it: a projected dependent may be waiting for it.
-        self.previews
-            .publish(&node.path, planned.unwrap_or_default());
+        self.publish_preview(&node.path, planned.unwrap_or_default());
         let ended = now_ms();
         self.forget_tail_unless_shown(i, status);
         let message = message.filter(|m| !m.is_empty()).map(|m| ctx.redact(&m));

@@ -28,6 +28,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{Ran, StepRunner};
+use crate::engine::Operation;
 use crate::run::events::Status;
 use crate::workspace::Entry;
 
@@ -87,6 +88,15 @@ impl Previews {
 }
 
 impl StepRunner<'_> {
+    /// Tells any projected dependent waiting for `path` what its preview knew. Only a
+    /// preview projects: for any other operation nothing is kept (a run of thousands of
+    /// projects would hold an entry for each).
+    pub(super) fn publish_preview(&self, path: &str, known: Map<String, Value>) {
+        if self.ctx.op == Operation::Preview {
+            self.previews.publish(path, known);
+        }
+    }
+
     /// Waits for the preview of `upstream` in this run and returns what it knew; `None`
     /// when it is not part of this run or the run was cancelled.
     fn preview_of(&self, upstream: &str) -> Option<Map<String, Value>> {

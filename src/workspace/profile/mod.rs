@@ -235,13 +235,14 @@ pub struct Profile {
     pub pools: Vec<Pool>,
     /// `throttle:` with its defaults.
     pub throttle: Throttle,
-    /// Infrastructure entries, then kubernetes entries, each list in composed order.
-    pub entries: Vec<Entry>,
+    /// Infrastructure entries, then kubernetes entries, each list in composed order
+    /// (shared with the plan's steps).
+    pub entries: Vec<std::sync::Arc<Entry>>,
 }
 
 impl Profile {
     pub fn entry(&self, path: &str) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.path == path)
+        self.entries.iter().map(|e| &**e).find(|e| e.path == path)
     }
 
     /// Every secret of the profile and of its entries (profile-level first).
@@ -263,6 +264,7 @@ impl Profile {
         let k8s: Vec<&Entry> = self
             .entries
             .iter()
+            .map(|e| &**e)
             .filter(|e| e.stage == Stage::Kubernetes)
             .collect();
         if k8s.is_empty() || self.all_secrets().is_empty() {
@@ -322,7 +324,7 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
         for e in composed.iter_mut().filter(|e| e.pool.is_none()) {
             e.pool = default_pool.clone();
         }
-        entries.extend(composed);
+        entries.extend(composed.into_iter().map(std::sync::Arc::new));
     }
     let profile = Profile {
         name: name.to_string(),
