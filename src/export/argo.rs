@@ -230,7 +230,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 .into_iter()
                 .map(|j| names[j].clone())
                 .collect(),
-            template: template_name(super::pool_of(&plan, i)),
+            template: template_name(plan.nodes[i].pool()),
             arguments: Arguments {
                 parameters: vec![Parameter {
                     name: "project",

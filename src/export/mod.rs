@@ -69,17 +69,8 @@ pub(crate) fn used_pools<'a>(
 ) -> Vec<&'a crate::workspace::profile::Pool> {
     pools
         .iter()
-        .filter(|p| {
-            plan.nodes
-                .iter()
-                .any(|n| n.entry.as_ref().and_then(|e| e.pool.as_deref()) == Some(p.name.as_str()))
-        })
+        .filter(|p| plan.nodes.iter().any(|n| n.pool() == Some(p.name.as_str())))
         .collect()
-}
-
-/// The node's pool.
-pub(crate) fn pool_of(plan: &Plan, i: usize) -> Option<&str> {
-    plan.nodes[i].entry.as_ref().and_then(|e| e.pool.as_deref())
 }
 
 /// What export knows of one upstream output an `inputs:` entry reads.

@@ -200,7 +200,7 @@ fn label(plan: &Plan, i: usize) -> String {
     let n = &plan.nodes[i];
     match n.kind {
         NodeKind::Builtin => "secrets → cluster (built-in)".to_string(),
-        _ => match n.entry.as_ref().and_then(|e| e.pool.as_deref()) {
+        _ => match n.pool() {
             Some(pool) => format!("{} · pool {pool}", n.path),
             None => n.path.clone(),
         },
@@ -374,7 +374,7 @@ pub fn json(plan: &Plan, h: &Header) -> String {
                 needs: plan.needs_paths(i),
                 wave: n.wave,
                 description: n.entry.as_ref().and_then(|e| e.description.as_deref()),
-                pool: n.entry.as_ref().and_then(|e| e.pool.as_deref()),
+                pool: n.pool(),
                 tags: n.entry.as_ref().map_or(&[], |e| e.tags.as_slice()),
                 inputs: n.entry.iter().flat_map(|e| e.inputs.iter()).collect(),
                 on_success: n.entry.iter().flat_map(|e| e.on_success.iter()).collect(),

@@ -434,34 +434,25 @@ mod tests {
         );
         // The gate's attempts bound it; a failure it does not call throttling is not
         // retried without `retry:`.
-        let engine = Flaky {
-            tries: Mutex::new(0),
-            ok_at: 10,
-            lines: vec!["Rate exceeded"],
+        let quietly = |line: &'static str| {
+            let engine = Flaky {
+                tries: Mutex::new(0),
+                ok_at: 10,
+                lines: vec![line],
+            };
+            run(
+                &engine,
+                &job(),
+                &Control::new(),
+                &policy,
+                &mut |_| {},
+                &mut |_| {},
+            )
         };
-        let (res, tries) = run(
-            &engine,
-            &job(),
-            &Control::new(),
-            &policy,
-            &mut |_| {},
-            &mut |_| {},
-        );
+        let (res, tries) = quietly("Rate exceeded");
         assert!(res.is_err());
         assert_eq!(tries, 3);
-        let engine = Flaky {
-            tries: Mutex::new(0),
-            ok_at: 10,
-            lines: vec!["access denied"],
-        };
-        let (_, tries) = run(
-            &engine,
-            &job(),
-            &Control::new(),
-            &policy,
-            &mut |_| {},
-            &mut |_| {},
-        );
+        let (_, tries) = quietly("access denied");
         assert_eq!(tries, 1);
     }
 

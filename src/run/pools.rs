@@ -46,7 +46,9 @@ pub struct Pools {
     pools: Mutex<Vec<State>>,
     cv: Condvar,
     patterns: Vec<(String, Regex)>,
-    throttle: Throttle,
+    /// Tries in all of a throttled step, and the wait before its second (doubling).
+    attempts: u32,
+    delay: Duration,
     /// Wakes the scheduler when a slot frees up outside it or a limit grows.
     waker: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
@@ -76,18 +78,26 @@ impl Pools {
                 .iter()
                 .filter_map(|p| Some((p.clone(), Regex::new(p).ok()?)))
                 .collect(),
-            throttle: throttle.clone(),
+            attempts: throttle.attempts,
+            delay: throttle.delay,
             waker: Mutex::new(None),
         }
     }
 
     /// No pools at all.
+    #[cfg(test)]
     pub fn none() -> Pools {
         Pools::new(&[], &Throttle::default())
     }
 
-    pub fn throttle(&self) -> &Throttle {
-        &self.throttle
+    /// Tries in all of a throttled step.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The wait before a throttled step's second try (doubling after).
+    pub fn delay(&self) -> Duration {
+        self.delay
     }
 
     /// Sets (or clears) what wakes the scheduler.
@@ -237,6 +247,7 @@ impl Pools {
     }
 
     /// Each pool's name, declared limit and current limit.
+    #[cfg(test)]
     pub fn limits(&self) -> Vec<(String, usize, usize)> {
         self.lock()
             .iter()

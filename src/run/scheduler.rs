@@ -95,7 +95,7 @@ pub fn run(
     let mut stopped_by_failure = false;
     let parallel = opts.parallel.max(1);
     let op = opts.operation;
-    let pool_of = |i: usize| plan.nodes[i].entry.as_ref().and_then(|e| e.pool.as_deref());
+    let pool_of = |i: usize| plan.nodes[i].pool();
 
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel::<Msg>();

@@ -256,7 +256,7 @@ fn pool_lanes(
         let mut jobs: Vec<usize> = Vec::new();
         for &i in &plan.order {
             let lead = group[i];
-            if super::pool_of(plan, i) == Some(pool.name.as_str()) && !jobs.contains(&lead) {
+            if plan.nodes[i].pool() == Some(pool.name.as_str()) && !jobs.contains(&lead) {
                 jobs.push(lead);
             }
         }

@@ -63,6 +63,13 @@ pub struct Node {
     pub project: Option<Arc<Project>>,
 }
 
+impl Node {
+    /// The concurrency pool its entry runs in (none for the built-in step).
+    pub fn pool(&self) -> Option<&str> {
+        self.entry.as_ref().and_then(|e| e.pool.as_deref())
+    }
+}
+
 /// An ordered, acyclic plan.
 #[derive(Debug, Clone)]
 pub struct Plan {

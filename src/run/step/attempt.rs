@@ -187,11 +187,11 @@ impl Gate for PoolGate<'_, '_> {
     }
 
     fn attempts(&self) -> u32 {
-        self.pools.throttle().attempts
+        self.pools.attempts()
     }
 
     fn delay(&self) -> std::time::Duration {
-        self.pools.throttle().delay
+        self.pools.delay()
     }
 }
 

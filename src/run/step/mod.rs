@@ -566,7 +566,7 @@ impl Executor for StepRunner<'_> {
                 .is_some()
                 .then(|| self.upstream_outputs(&node.path)),
             outputs_hash,
-            pool: node.entry.as_ref().and_then(|e| e.pool.clone()),
+            pool: node.pool().map(str::to_string),
         }
         .into_record(&ctx.run_id, &node.path, ctx.op);
         if let Err(e) = self.journal.append(&record) {
