@@ -334,7 +334,7 @@ pub(crate) mod testutil {
     /// kubernetes stage with a fan-in.
     pub fn sample() -> String {
         format!(
-            "{HEAD}secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n  - path: infra/vpc\n  - path: infra/eks\n    inputs:\n      'eks:vpc': infra/vpc:id\n  - path: infra/ecr\n    needs: []\nkubernetes:\n  - path: k8s/ns\n  - path: k8s/logs\n    needs: []\n  - path: k8s/app\n    needs: [k8s/ns, k8s/logs]\n"
+            "{HEAD}cluster: {{kubeconfig: kubeconfig, context: dev}}\nsecrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n  - path: infra/vpc\n  - path: infra/eks\n    inputs:\n      'eks:vpc': infra/vpc:id\n  - path: infra/ecr\n    needs: []\nkubernetes:\n  - path: k8s/ns\n  - path: k8s/logs\n    needs: []\n  - path: k8s/app\n    needs: [k8s/ns, k8s/logs]\n"
         )
     }
 

@@ -172,6 +172,7 @@ pub fn execute(
         fingerprint_salt: fp_salt,
         secret_key,
         secret_name: r.profile.secret_name.clone(),
+        cluster: r.profile.cluster_source(),
         verbose,
         projects: r
             .full
@@ -243,15 +244,12 @@ pub fn execute(
     }
     let pulumi = pre.pulumi.map(|bin| {
         let mut engine = PulumiEngine::new(bin);
-        if let Some(url) = trace.endpoint()
+        if trace.endpoint().is_some()
             && crate::engine::pulumi::otel::has_otel_traces(&engine.binary, &ctx.env)
         {
-            engine.otel_traces = Some(url.to_string());
-            if trace.has_headers() {
-                notices.push(format!(
-                    "note: Pulumi's own spans go to {url} without OTEL_EXPORTER_OTLP_HEADERS: the CLI takes headers only inside its --otel-traces URL, which strata does not put on a command line (strata's own spans carry them)"
-                ));
-            }
+            let (url, note) = trace.for_pulumi();
+            engine.otel_traces = url.map(str::to_string);
+            notices.extend(note);
         }
         engine
     });

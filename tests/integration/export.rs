@@ -15,7 +15,8 @@ use crate::support::*;
 
 /// A profile with secrets (so an `@secrets` step), Pulumi projects wired by `inputs:`,
 /// and two command projects in the kubernetes stage, one feeding the other.
-const MIXED: &str = "secrets:
+const MIXED: &str = "cluster: {kubeconfig: kubeconfig, context: dev}
+secrets:
   - key: app:password
     prompt: App password
 infrastructure:
@@ -37,7 +38,8 @@ kubernetes:
 ";
 
 /// The same graph with Pulumi projects only (an operator can run it).
-const PULUMI_ONLY: &str = "secrets:
+const PULUMI_ONLY: &str = "cluster: {kubeconfig: kubeconfig, context: dev}
+secrets:
   - key: app:password
     prompt: App password
 infrastructure:

@@ -462,7 +462,7 @@ fn show_json_has_the_documented_shape() {
 #[test]
 fn show_tree_dot_and_mermaid_draw_the_graph() {
     let ws = abc(
-        "secrets:\n  - key: app:token\n    prompt: Token\ninfrastructure:\n  - path: a\n    description: Network\n    on_success:\n      - run: echo up\n  - path: b\n    needs: []\nkubernetes:\n  - path: c\n    inputs:\n      c-proj:x: a:out\n",
+        "cluster: {kubeconfig: kubeconfig, context: dev}\nsecrets:\n  - key: app:token\n    prompt: Token\ninfrastructure:\n  - path: a\n    description: Network\n    on_success:\n      - run: echo up\n  - path: b\n    needs: []\nkubernetes:\n  - path: c\n    inputs:\n      c-proj:x: a:out\n",
     );
     let tree = ws.strata(&["-p", "t", "-s", "dev", "show"]);
     assert_eq!(tree.code, 0, "{tree:?}");
@@ -617,7 +617,7 @@ fn secrets_step_sits_between_stages_only_when_secrets_are_declared() {
         "infrastructure:\n  - path: a\n  - path: b\n    needs: []\nkubernetes:\n  - path: c\n";
     // With profile-level secrets.
     let ws = abc(&format!(
-        "secrets:\n  - key: app:token\n    prompt: Token\n{body}"
+        "cluster: {{kubeconfig: kubeconfig, context: dev}}\nsecrets:\n  - key: app:token\n    prompt: Token\n{body}"
     ));
     let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
     let s = project(&j, "@secrets");
@@ -635,7 +635,7 @@ fn secrets_step_sits_between_stages_only_when_secrets_are_declared() {
 
     // Only an entry's own secrets: still the step.
     let ws = abc(
-        "infrastructure:\n  - path: a\n  - path: b\n    needs: []\nkubernetes:\n  - path: c\n    secrets:\n      - key: c:pass\n        prompt: Pass\n",
+        "cluster: {kubeconfig: kubeconfig, context: dev}\ninfrastructure:\n  - path: a\n  - path: b\n    needs: []\nkubernetes:\n  - path: c\n    secrets:\n      - key: c:pass\n        prompt: Pass\n",
     );
     let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
     assert!(has_project(&j, "@secrets"), "{j:#}");
@@ -724,7 +724,7 @@ fn show_from_skips_what_is_ordered_before() {
 #[test]
 fn show_needs_no_stack_config_and_prompts_for_nothing() {
     let ws = abc(
-        "config:\n  - key: t:region\n    prompt: Which region do you want\nsecrets:\n  - key: app:token\n    prompt: Give the app token\ninfrastructure:\n  - path: a\nkubernetes:\n  - path: b\n",
+        "cluster: {kubeconfig: kubeconfig, context: dev}\nconfig:\n  - key: t:region\n    prompt: Which region do you want\nsecrets:\n  - key: app:token\n    prompt: Give the app token\ninfrastructure:\n  - path: a\nkubernetes:\n  - path: b\n",
     );
     let before = ws.files_under("");
     // No env file, no stack config, stdin closed; with and without a stack.

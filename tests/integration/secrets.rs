@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 #[path = "../support/fake_kube.rs"]
-mod fake_kube;
+pub(crate) mod fake_kube;
 
 use fake_kube::FakeKube;
 
@@ -41,7 +41,7 @@ fn strata_command(ws: &Ws, args: &[&str]) -> Command {
 }
 
 /// Runs strata with `input` piped on stdin (so not a terminal).
-fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
+pub(crate) fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
     use std::io::Write;
     let mut child = strata_command(ws, args)
         .stdin(Stdio::piped())
@@ -117,7 +117,7 @@ fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
 
 /// An infrastructure command project whose `up` outputs the fake cluster's kubeconfig
 /// (for the profile's kubeconfig hook) and notes that it ran in `$HOME/infra-ran`.
-fn cluster_project(ws: &Ws, kube: &FakeKube) {
+pub(crate) fn cluster_project(ws: &Ws, kube: &FakeKube) {
     let outputs = json!({ "kubeconfig": kube.kubeconfig() });
     ws.write(
         "projects/infra/cluster/outputs.json",
@@ -136,7 +136,7 @@ fn infra_ran(ws: &Ws) -> bool {
 
 /// The profile of most tests: a profile-level secret, a kubeconfig-producing
 /// infrastructure project, and a kubernetes command project with its own secrets.
-fn kube_profile(secret_name: Option<&str>, app_secrets: &[(&str, &str)]) -> String {
+pub(crate) fn kube_profile(secret_name: Option<&str>, app_secrets: &[(&str, &str)]) -> String {
     let mut y = String::from(HEAD);
     if let Some(name) = secret_name {
         y.push_str(&format!("secret_name: {name}\n"));
@@ -155,13 +155,13 @@ fn kube_profile(secret_name: Option<&str>, app_secrets: &[(&str, &str)]) -> Stri
     y
 }
 
-const ADMIN: &str = "adm1n-Pa55-VALUE-71c4";
-const DB: &str = "db-Pa55-VALUE-3e9a";
-const API: &str = "api-KEY-VALUE-58b0";
+pub(crate) const ADMIN: &str = "adm1n-Pa55-VALUE-71c4";
+pub(crate) const DB: &str = "db-Pa55-VALUE-3e9a";
+pub(crate) const API: &str = "api-KEY-VALUE-58b0";
 
 /// A workspace with the kube profile (`lab`), the cluster project and an app project
 /// that echoes its secret, the store keyed by an identity, secrets given by env.
-fn kube_ws(kube: &FakeKube, secret_name: Option<&str>) -> Ws {
+pub(crate) fn kube_ws(kube: &FakeKube, secret_name: Option<&str>) -> Ws {
     let mut ws = Ws::new();
     ws.profile(
         "lab",
@@ -464,7 +464,7 @@ fn terminal_first_run_prompts_and_writes_env_file_stack_config_and_store() {
     ws.profile(
         "lab",
         &format!(
-            "{HEAD}config:\n  \
+            "{HEAD}cluster: {{kubeconfig: ~/.kube/config, context: fake}}\nconfig:\n  \
              - key: lab:region\n    prompt: Lab region\n    default: us-west-2\n  \
              - key: lab:nodes\n    prompt: Number of nodes\n    default: 3\n    type: int\n  \
              - key: lab:cluster_name\n    prompt: Cluster name\n\

@@ -15,6 +15,8 @@ fn wave(p: &Plan, path: &str) -> usize {
 }
 
 const HEAD: &str = "description: d\ninfra_type: T\n";
+/// The stack's cluster, which a profile whose `@secrets` writes into one must name.
+const CLUSTER: &str = "cluster: {kubeconfig: kubeconfig, context: dev}\n";
 
 #[test]
 fn plain_list_runs_in_written_order() {
@@ -64,7 +66,7 @@ fn inputs_are_implied_needs() {
 #[test]
 fn kubernetes_waits_for_all_infrastructure_and_secrets_step() {
     let p = plan_of(&format!(
-            "{HEAD}secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n  - path: a\n  - path: b\n    needs: []\nkubernetes:\n  - path: k1\n  - path: k2\n    needs: []\n"
+            "{HEAD}{CLUSTER}secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n  - path: a\n  - path: b\n    needs: []\nkubernetes:\n  - path: k1\n  - path: k2\n    needs: []\n"
         ))
         .unwrap();
     let s = p.index_of(SECRETS_STEP).unwrap();
@@ -90,7 +92,7 @@ fn no_secrets_step_where_no_kubernetes_project_reads_the_secret() {
         "infrastructure:\n  - path: a\nkubernetes:\n  - path: k\n    secrets:\n      - key: ns:pw\n        prompt: pw\n",
         "secret_name: app-secrets\ninfrastructure:\n  - path: a\n    secrets:\n      - key: ns:pw\n        prompt: pw\nkubernetes:\n  - path: k\n",
     ] {
-        let p = plan_of(&format!("{HEAD}{yaml}")).unwrap();
+        let p = plan_of(&format!("{HEAD}{CLUSTER}{yaml}")).unwrap();
         assert!(p.index_of(SECRETS_STEP).is_some(), "{yaml}");
     }
 }

@@ -1,11 +1,13 @@
 //! The built-in step that writes the store's secrets into the cluster, as a Kubernetes
 //! Secret per namespace, through a client on a tokio runtime of its own.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Ctx, Ran};
 use crate::engine::Operation;
+use crate::kube::target::{self, ClusterTarget, Lookup, Written};
 use crate::run::events::Status;
+use crate::workspace::profile::ClusterSource;
 
 /// Writes the secrets into the cluster (up only); `log` gets the step's lines.
 pub(super) fn run(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> Ran {
@@ -34,18 +36,23 @@ fn apply(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
         }
         Operation::Refresh => return (Status::Succeeded, Some("nothing to refresh".into())),
     }
-    let target = crate::kube::kubeconfig::default_target(&ctx.env);
+    let target = match stacks_cluster(ctx) {
+        Ok(t) => t,
+        Err(why) => return (Status::Failed, Some(format!("{why}. Nothing was written."))),
+    };
     log(&format!(
-        "writing {} secret(s) into Secret `{}` using kubeconfig {}",
+        "writing {} secret(s) into Secret `{}` in {target}",
         ctx.secrets.len(),
         ctx.secret_name,
-        target.display()
     ));
     let state_file = ctx.state_dir.join("kubernetes-namespaces.json");
-    let previous: Vec<String> = std::fs::read_to_string(&state_file)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
+    let (previous, note) = Written::previous(
+        std::fs::read_to_string(&state_file).ok().as_deref(),
+        &target,
+    );
+    if let Some(note) = note {
+        log(&note);
+    }
     let wanted: BTreeSet<String> = ctx
         .secrets
         .keys()
@@ -68,9 +75,12 @@ fn apply(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
         }
     };
     let result = rt.block_on(async {
-        let client =
-            crate::kube::secrets::client::client_from_kubeconfig(Some(&target), None, &ctx.env)
-                .await?;
+        let client = crate::kube::secrets::client::client_from_kubeconfig(
+            Some(&target.kubeconfig),
+            Some(&target.context),
+            &ctx.env,
+        )
+        .await?;
         crate::kube::secrets::apply::apply_secrets(
             client,
             &ctx.secret_name,
@@ -83,9 +93,14 @@ fn apply(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
     match result {
         Ok(report) => {
             let namespaces = report.namespaces();
+            let written = Written {
+                server: target.server.clone(),
+                context: target.context.clone(),
+                namespaces: namespaces.clone(),
+            };
             let _ = crate::files::write_atomic(
                 &state_file,
-                serde_json::to_string(&namespaces)
+                serde_json::to_string(&written)
                     .unwrap_or_default()
                     .as_bytes(),
                 None,
@@ -111,5 +126,37 @@ fn apply(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
             Status::Failed,
             Some(format!("writing secrets into the cluster failed: {e}")),
         ),
+    }
+}
+
+/// The stack's cluster (see `crate::kube::target`), or why strata cannot know it.
+fn stacks_cluster(ctx: &Ctx) -> Result<ClusterTarget, String> {
+    let Some(source) = &ctx.cluster else {
+        return Err(
+            "the profile does not say which cluster is the stack's (a `cluster:` or one kubeconfig hook)"
+                .into(),
+        );
+    };
+    let config: BTreeMap<String, String> = ctx
+        .stack_config
+        .config()
+        .iter()
+        .filter_map(|(k, v)| {
+            Some((
+                k.as_str()?.to_string(),
+                crate::workspace::stack_config::scalar_string(v)?,
+            ))
+        })
+        .collect();
+    let at = Lookup {
+        stack: &ctx.stack,
+        root: &ctx.root,
+        state_dir: &ctx.state_dir,
+        config: &config,
+        env: &ctx.env,
+    };
+    match source {
+        ClusterSource::Profile(c) => target::from_profile(&c.kubeconfig, c.context.as_deref(), &at),
+        ClusterSource::Hook { project } => target::from_hook(project, &at),
     }
 }

@@ -185,6 +185,10 @@ impl StepRunner<'_> {
                 });
                 let report = crate::kube::kubeconfig::merge_kubeconfig(&target, &value, &name)
                     .map_err(|e| format!("the kubeconfig hook of {path} failed: {e}"))?;
+                // The stack's cluster from now on, for `@secrets`: this context, whatever
+                // the file's current context becomes.
+                crate::kube::target::remember(&self.ctx.state_dir, path, &target, &report.context)
+                    .map_err(|e| format!("the kubeconfig hook of {path} failed: {e}"))?;
                 on_line(format!(
                     "merged kubeconfig into {} (current context {})",
                     target.display(),

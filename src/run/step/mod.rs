@@ -61,6 +61,8 @@ pub struct Ctx {
     pub secret_key: Vec<u8>,
     /// Name of the Kubernetes Secret the secrets step writes.
     pub secret_name: String,
+    /// Where the secrets step learns which cluster is the stack's (`None`: it cannot).
+    pub cluster: Option<crate::workspace::profile::ClusterSource>,
     /// `-v`: the children's raw lines (CLI calls, stderr) are shown too.
     pub verbose: bool,
     /// Every project of the profile (for upstream lookups), shared with the plan.

@@ -58,6 +58,7 @@ pub(super) fn check(profile: &Profile) -> Result<()> {
         }
     }
     check_pools_and_tags(profile)?;
+    check_cluster(profile)?;
     let mut keys = BTreeSet::new();
     for item in &profile.config {
         check_key(&profile.file, "config", &item.key)?;
@@ -84,6 +85,28 @@ pub(super) fn check(profile: &Profile) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A profile whose `@secrets` step writes into a cluster must say which cluster is the
+/// stack's: `cluster:`, or exactly one kubeconfig hook. Never the kubeconfig's current
+/// context, which changes under strata's feet.
+fn check_cluster(profile: &Profile) -> Result<()> {
+    if !profile.writes_cluster_secret() || profile.cluster_source().is_some() {
+        return Ok(());
+    }
+    let hooks = profile.kubeconfig_hooks();
+    let why = if hooks.is_empty() {
+        "no entry has a `kubeconfig:` hook".to_string()
+    } else {
+        format!(
+            "several entries have a `kubeconfig:` hook ({})",
+            hooks.join(", ")
+        )
+    };
+    Err(Error::config(format!(
+        "{}: the built-in `@secrets` step writes the stack's secrets into its cluster, but {why}, so strata cannot know which cluster is the stack's.\n  Name it at the top of the profile:\n    cluster:\n      kubeconfig: ${{config.kubeconfig:kubeconfig}}   # a path, ${{config.KEY}} or ${{env.NAME}}\n      context: ${{config.kubeconfig:context}}\n  (strata never writes into the kubeconfig's current context by accident).",
+        display_path(&profile.file)
+    )))
 }
 
 fn check_key(file: &Path, list: &str, key: &str) -> Result<()> {

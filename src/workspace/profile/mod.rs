@@ -82,6 +82,27 @@ pub struct KubeconfigHook {
     pub context: Option<String>,
 }
 
+/// `cluster:` of a profile: the stack's cluster as a kubeconfig file and a context in
+/// it, for the built-in `@secrets` step. Values may hold `${config.KEY}` and
+/// `${env.NAME}` (`crate::kube::target` fills them in); an empty context means the file's
+/// only one.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterRef {
+    pub kubeconfig: String,
+    #[serde(default)]
+    pub context: Option<String>,
+}
+
+/// How a profile says which cluster is the stack's (see [`Profile::cluster_source`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClusterSource {
+    /// `cluster:` of the profile (placeholders not yet filled in).
+    Profile(ClusterRef),
+    /// The kubeconfig hook of this project merges it.
+    Hook { project: String },
+}
+
 /// The YAML shape of a hook: a map with exactly one of the known keys.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -227,6 +248,9 @@ pub struct Profile {
     pub secret_name: String,
     /// Whether the profile names `secret_name` itself (it then asks for the Secret).
     pub secret_name_set: bool,
+    /// `cluster:`: the kubeconfig and context of the stack's cluster, where no kubeconfig
+    /// hook merges it (the `kubeconfig` profile's shape).
+    pub cluster: Option<ClusterRef>,
     pub config: Vec<ConfigItem>,
     pub secrets: Vec<SecretItem>,
     /// `watch:` at the top: what every project of the profile reads besides its folder.
@@ -253,6 +277,34 @@ impl Profile {
             out.extend(e.secrets.iter().map(|s| (s, Some(e.path.as_str()))));
         }
         out
+    }
+
+    /// Where the built-in `@secrets` step learns the stack's cluster: the profile's
+    /// `cluster:`, else the one kubeconfig hook of the profile; `None` when it has no
+    /// `cluster:` and not exactly one such hook.
+    pub fn cluster_source(&self) -> Option<ClusterSource> {
+        if let Some(c) = &self.cluster {
+            return Some(ClusterSource::Profile(c.clone()));
+        }
+        match self.kubeconfig_hooks().as_slice() {
+            [one] => Some(ClusterSource::Hook {
+                project: one.to_string(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The entries with a `kubeconfig:` hook, in profile order.
+    pub fn kubeconfig_hooks(&self) -> Vec<&str> {
+        self.entries
+            .iter()
+            .filter(|e| {
+                e.on_success
+                    .iter()
+                    .any(|h| matches!(h, Hook::Kubeconfig(_)))
+            })
+            .map(|e| e.path.as_str())
+            .collect()
     }
 
     /// Whether the built-in `@secrets` step writes the stack's secrets into the cluster:
@@ -337,6 +389,7 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
         secret_name: raw
             .secret_name
             .unwrap_or_else(|| "strata-secrets".to_string()),
+        cluster: raw.cluster,
         config: raw.config,
         secrets: raw.secrets,
         watch: check_watch(&raw.watch)
@@ -389,6 +442,7 @@ pub(crate) mod tests_support {
             infer_needs: false,
             secret_name: "strata-secrets".into(),
             secret_name_set: false,
+            cluster: None,
             config: Vec::new(),
             secrets: Vec::new(),
             watch: Vec::new(),

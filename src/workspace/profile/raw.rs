@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{ConfigItem, Hook, Pool, Retry, SecretItem, Stage, Throttle};
+use super::{ClusterRef, ConfigItem, Hook, Pool, Retry, SecretItem, Stage, Throttle};
 use crate::error::{Error, Result};
 use crate::util::display_path;
 
@@ -70,6 +70,9 @@ pub(super) struct RawProfile {
     pub(super) infer_needs: bool,
     #[serde(default)]
     pub(super) secret_name: Option<String>,
+    /// `cluster: {kubeconfig: ..., context: ...}`: the stack's cluster for `@secrets`.
+    #[serde(default)]
+    pub(super) cluster: Option<ClusterRef>,
     #[serde(default)]
     pub(super) config: Vec<ConfigItem>,
     #[serde(default)]

@@ -373,3 +373,56 @@ fn the_default_throttle_patterns_match_what_clouds_print() {
         assert!(!hit(line), "{line}");
     }
 }
+
+/// `@secrets` writes into the stack's cluster: the profile names it (`cluster:`) or has
+/// exactly one kubeconfig hook; none or several is refused, saying how to name it.
+#[test]
+fn a_profile_writing_secrets_must_say_which_cluster_is_the_stacks() {
+    let body = |head: &str, hooks: &[&str]| {
+        let mut y =
+            format!("{HEAD}{head}secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n");
+        for (i, p) in ["a", "b"].iter().enumerate() {
+            y.push_str(&format!("  - path: {p}\n    needs: []\n"));
+            if hooks.contains(p) {
+                y.push_str(&format!(
+                    "    on_success:\n      - kubeconfig: {{ output: kc{i} }}\n"
+                ));
+            }
+        }
+        y + "kubernetes:\n  - path: k\n"
+    };
+    let load_it = |yaml: String| {
+        let d = ws(&[("p.yaml", &yaml)]);
+        load(d.path(), "p")
+    };
+    let one = load_it(body("", &["a"])).unwrap();
+    assert_eq!(
+        one.cluster_source(),
+        Some(ClusterSource::Hook {
+            project: "a".into()
+        })
+    );
+    let named = load_it(body(
+        "cluster:\n  kubeconfig: ${config.k:file}\n  context: dev\n",
+        &["a", "b"],
+    ))
+    .unwrap();
+    assert!(matches!(
+        named.cluster_source(),
+        Some(ClusterSource::Profile(_))
+    ));
+    for (hooks, why) in [
+        (&[][..], "no entry has a `kubeconfig:` hook"),
+        (
+            &["a", "b"][..],
+            "several entries have a `kubeconfig:` hook (a, b)",
+        ),
+    ] {
+        let e = load_it(body("", hooks)).unwrap_err().message;
+        assert!(e.contains(why) && e.contains("cluster:"), "{e}");
+    }
+    let e = load_it(body("cluster: {context: dev}\n", &[]))
+        .unwrap_err()
+        .message;
+    assert!(e.contains("kubeconfig"), "{e}");
+}

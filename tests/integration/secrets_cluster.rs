@@ -1,0 +1,237 @@
+//! Which cluster `@secrets` writes into (issue 32): the cluster of this stack, as its
+//! kubeconfig hook merged it or as the profile's `cluster:` names it; never whatever
+//! the kubeconfig's current context happens to be. When strata cannot know, it refuses
+//! and writes nothing; pruning touches only that same cluster.
+
+use serde_json::json;
+
+use crate::secrets::fake_kube::{FakeKube, encode_base64};
+use crate::secrets::{ADMIN, DB, kube_profile, kube_ws, strata_stdin};
+use crate::support::*;
+
+/// The user's unrelated work: `name`'s cluster added to the kubeconfig strata merges
+/// into and made its current context, as `kubectl config set-cluster`, `set-context`
+/// and `use-context` would.
+fn use_context(ws: &Ws, other: &FakeKube, name: &str) {
+    let path = "home/.kube/config";
+    let mut config: serde_yaml::Value = serde_yaml::from_str(&ws.read(path)).unwrap();
+    let entries = [
+        (
+            "clusters",
+            json!({"name": name, "cluster": {"server": other.url()}}),
+        ),
+        (
+            "users",
+            json!({"name": name, "user": {"token": "fake-token"}}),
+        ),
+        (
+            "contexts",
+            json!({"name": name, "context": {"cluster": name, "user": name}}),
+        ),
+    ];
+    for (section, entry) in entries {
+        let entry: serde_yaml::Value = serde_json::from_value(entry).unwrap();
+        config[section].as_sequence_mut().unwrap().push(entry);
+    }
+    config["current-context"] = name.into();
+    ws.write(path, &serde_yaml::to_string(&config).unwrap());
+}
+
+/// Another stack's Secret in `other`: written by strata for that stack.
+fn others_secret(other: &FakeKube, namespace: &str) {
+    let mut api = other.api();
+    api.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}));
+    api.insert(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "strata-secrets",
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "strata"},
+        },
+        "type": "Opaque",
+        "data": {"db-password": encode_base64(b"prod-db-VALUE")},
+    }));
+}
+
+fn writes_to(kube: &FakeKube) -> usize {
+    kube.requests().iter().filter(|r| r.method != "GET").count()
+}
+
+/// After `kubectl config use-context prod`, a rotated secret and `up --changed` (the
+/// hook's project does not run) still go to dev's cluster, and a namespace dropped from
+/// dev's profile is pruned there, never in prod.
+#[test]
+fn a_switched_current_context_does_not_redirect_the_secrets() {
+    let dev = FakeKube::start();
+    let prod = FakeKube::start();
+    let mut ws = kube_ws(&dev, None);
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    others_secret(&prod, "apps");
+    use_context(&ws, &prod, "prod");
+    let before = writes_to(&prod);
+
+    // A secret only the kubernetes stage reads: the infrastructure stays unchanged.
+    ws.env
+        .retain(|(k, _)| k != "STRATA_SECRET_APPS_DB_PASSWORD");
+    let rotated = "r0tated-DB-VALUE-5d1e";
+    let r = strata_stdin(
+        &ws,
+        &["secrets", "set", "apps:db-password"],
+        &format!("{rotated}\n"),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata(&["up", "--changed"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.all().contains("[infra/cluster] up started"), "{r:?}");
+    assert_eq!(
+        dev.secret_data("apps", "strata-secrets").unwrap()["db-password"],
+        rotated
+    );
+    assert_eq!(
+        prod.secret_data("apps", "strata-secrets").unwrap()["db-password"],
+        "prod-db-VALUE"
+    );
+    assert!(prod.secret("monitoring", "strata-secrets").is_none());
+
+    // `apps` loses its secrets in dev's profile: pruned in dev, prod's stays.
+    ws.profile("lab", &kube_profile(None, &[]));
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(dev.secret("apps", "strata-secrets").is_none());
+    assert!(prod.secret("apps", "strata-secrets").is_some());
+    assert_eq!(writes_to(&prod), before, "{:?}", prod.requests());
+}
+
+/// A stack whose kubeconfig hook never ran on this machine (a fresh clone running only
+/// `@secrets`): strata cannot know its cluster, so it refuses, naming the hook's project
+/// and what to run, and writes nothing into the current context's cluster.
+#[test]
+fn an_unknown_cluster_is_refused_and_nothing_is_written() {
+    let dev = FakeKube::start();
+    let prod = FakeKube::start();
+    let ws = kube_ws(&dev, None);
+    prod.write_kubeconfig(&ws.path("home/.kube/config"))
+        .unwrap();
+    let r = ws.strata(&["up", "--project", "@secrets"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    let all = r.all();
+    assert!(
+        all.contains("infra/cluster"),
+        "names the hook's project: {r:?}"
+    );
+    assert!(
+        all.contains("strata up") && all.contains("--project infra/cluster"),
+        "says what to run: {r:?}"
+    );
+    assert!(all.contains("Nothing was written"), "{r:?}");
+    assert_eq!(writes_to(&prod), 0, "{:?}", prod.requests());
+    assert_eq!(writes_to(&dev), 0, "{:?}", dev.requests());
+    for v in [ADMIN, DB] {
+        assert!(!all.contains(v), "{r:?}");
+    }
+}
+
+/// Two stacks, one `~/.kube/config` whose hook gives both the same context name: the
+/// entry now points at the other stack's cluster, so dev's secrets are refused rather
+/// than written there.
+#[test]
+fn a_context_that_now_points_elsewhere_is_refused() {
+    let dev = FakeKube::start();
+    let prod = FakeKube::start();
+    let ws = kube_ws(&dev, None);
+    let shared = kube_profile(None, &[("apps:db-password", "Database password")]).replace(
+        "{ output: kubeconfig }",
+        "{ output: kubeconfig, name: shared }",
+    );
+    ws.profile("lab", &shared);
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // The prod stack's hook merged its own cluster under the same name.
+    let text = ws
+        .read("home/.kube/config")
+        .replace(&dev.url(), &prod.url());
+    ws.write("home/.kube/config", &text);
+    let before = writes_to(&prod);
+    let r = ws.strata(&["up", "--project", "@secrets"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.all().contains(&prod.url()),
+        "names where it points: {r:?}"
+    );
+    assert!(r.all().contains(&dev.url()), "and where it pointed: {r:?}");
+    assert_eq!(writes_to(&prod), before, "{:?}", prod.requests());
+}
+
+/// The `kubeconfig` profile's shape: no hook, the cluster named by config keys through
+/// `cluster:`. The secrets go to that file and context whatever the current context.
+#[test]
+fn the_profiles_cluster_names_the_kubeconfig_and_context() {
+    let dev = FakeKube::start();
+    let prod = FakeKube::start();
+    let ws = kube_ws(&dev, None);
+    let profile = kube_profile(None, &[("apps:db-password", "Database password")])
+        .replace(
+            "    on_success:\n      - kubeconfig: { output: kubeconfig }\n",
+            "",
+        )
+        .replacen(
+            "secrets:\n",
+            "cluster:\n  kubeconfig: ${config.lab:kubeconfig}\n  context: ${config.lab:context}\n\
+             config:\n  - key: lab:kubeconfig\n    prompt: Kubeconfig\n  - key: lab:context\n    prompt: Context\n\
+             secrets:\n",
+            1,
+        );
+    ws.profile("lab", &profile);
+    // The stack's own file has its context `fake`; the user's default file says prod.
+    dev.write_kubeconfig(&ws.path("dev.kubeconfig")).unwrap();
+    prod.write_kubeconfig(&ws.path("home/.kube/config"))
+        .unwrap();
+    ws.write(
+        "config/pulumi/Pulumi.dev.yaml",
+        &format!(
+            "config:\n  lab:kubeconfig: {}\n  lab:context: fake\n",
+            ws.path("dev.kubeconfig").display()
+        ),
+    );
+    let r = ws.strata(&["up"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        dev.secret_data("monitoring", "strata-secrets").unwrap()["adminpass"],
+        ADMIN
+    );
+    assert_eq!(writes_to(&prod), 0, "{:?}", prod.requests());
+
+    // A context the file does not have: refused, nothing written.
+    ws.write(
+        "config/pulumi/Pulumi.dev.yaml",
+        &format!(
+            "config:\n  lab:kubeconfig: {}\n  lab:context: staging\n",
+            ws.path("dev.kubeconfig").display()
+        ),
+    );
+    let before = writes_to(&dev);
+    let r = ws.strata(&["up", "--project", "@secrets"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("staging"), "{r:?}");
+    assert_eq!(writes_to(&dev), before);
+}
+
+/// No hook and no `cluster:`: strata cannot know which cluster is the stack's, so a
+/// profile that writes secrets into one is refused before anything runs.
+#[test]
+fn a_profile_that_cannot_name_its_cluster_is_refused() {
+    let dev = FakeKube::start();
+    let ws = kube_ws(&dev, None);
+    let profile = kube_profile(None, &[]).replace(
+        "    on_success:\n      - kubeconfig: { output: kubeconfig }\n",
+        "",
+    );
+    ws.profile("lab", &profile);
+    dev.write_kubeconfig(&ws.path("home/.kube/config")).unwrap();
+    let r = ws.strata(&["up"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("cluster:"), "says how to name it: {r:?}");
+    assert_eq!(writes_to(&dev), 0, "{:?}", dev.requests());
+}
