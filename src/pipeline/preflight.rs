@@ -26,7 +26,12 @@ pub struct Preflight {
 
 /// Runs every check; all problems come back in one error (exit 3).
 pub fn check(r: &Resolved) -> Result<Preflight> {
-    let (pre, problems) = inspect(&r.ws, &r.plan, &r.full, &r.profile.credentials);
+    let (mut pre, problems) = inspect(&r.ws, &r.plan, &r.full, &r.profile.credentials);
+    let words = run_words(r);
+    pre.notices.extend(weak_passphrases(
+        &env::pulumi_env(&r.ws),
+        words.iter().map(String::as_str),
+    ));
     if problems.is_empty() {
         Ok(pre)
     } else {
@@ -127,11 +132,58 @@ pub fn check_passphrase(ws: &Workspace, env: &BTreeMap<String, String>) -> Resul
     {
         return Ok(());
     }
-    let backend = env.get("PULUMI_BACKEND_URL").cloned().unwrap_or_default();
+    let backend = crate::secrets::url::masked(
+        env.get("PULUMI_BACKEND_URL")
+            .map(String::as_str)
+            .unwrap_or_default(),
+    );
     Err(Error::config(format!(
         "the Pulumi backend {backend} is self-managed, so Pulumi encrypts secrets with a passphrase, and none is set. Nothing was started.\n  Set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) in {} or the environment; use the same one for every run of this stack.",
         display_path(&ws.env_file.path)
     )))
+}
+
+/// The run's own words: the stack, the provider, each project's path and folder.
+fn run_words(r: &Resolved) -> Vec<String> {
+    let mut words = vec![r.stack().to_string(), r.profile.name.clone()];
+    for e in &r.profile.entries {
+        words.push(e.path.clone());
+        words.extend(e.path.rsplit('/').next().map(str::to_string));
+    }
+    words
+}
+
+/// The passphrases whose value is masked as `[secret]` wherever strata prints it.
+const PASSPHRASE_VARS: [&str; 2] = ["PULUMI_CONFIG_PASSPHRASE", "STRATA_PASSPHRASE"];
+
+/// One warning per passphrase that is short (under six characters) or one of the run's
+/// own words: it is easy to guess, and since every passphrase in use is masked, that
+/// word turns into `[secret]` in everything the run prints.
+pub fn weak_passphrases<'a>(
+    env: &BTreeMap<String, String>,
+    words: impl Iterator<Item = &'a str> + Clone,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for var in PASSPHRASE_VARS {
+        let Some(value) = env.get(var).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let same = words.clone().find(|w| w.eq_ignore_ascii_case(value));
+        let why = match same {
+            Some(w) => format!("is `{w}`, a name of this run,"),
+            None if value.chars().count() < crate::secrets::redact::SHORT => {
+                format!(
+                    "is shorter than {} characters,",
+                    crate::secrets::redact::SHORT
+                )
+            }
+            None => continue,
+        };
+        out.push(format!(
+            "warning: {var} {why} so it is easy to guess, and since every passphrase in use is masked, that word prints as [secret] wherever it appears. Choose a longer one that is no word of the run (an existing Pulumi stack keeps its passphrase until `pulumi stack change-secrets-provider passphrase`)."
+        ));
+    }
+    out
 }
 
 /// On Pulumi Cloud without STRATA_ORG/PULUMI_ORG: the `pulumi whoami` user.
@@ -145,4 +197,44 @@ fn whoami(bin: &std::path::Path, env: &BTreeMap<String, String>) -> Option<Strin
     .ok()?;
     let user = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.exit.success() && !user.is_empty()).then_some(user)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<const N: usize>(pairs: [(&str, &str); N]) -> BTreeMap<String, String> {
+        BTreeMap::from(pairs.map(|(k, v)| (k.to_string(), v.to_string())))
+    }
+
+    #[test]
+    fn a_passphrase_that_is_a_run_word_or_short_is_warned_about_once() {
+        let words = ["dev", "local-pulumi", "lp/ingress", "ingress"];
+        let w = weak_passphrases(
+            &env([("PULUMI_CONFIG_PASSPHRASE", "dev")]),
+            words.iter().copied(),
+        );
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("PULUMI_CONFIG_PASSPHRASE is `dev`"), "{w:?}");
+        let w = weak_passphrases(
+            &env([("STRATA_PASSPHRASE", "Ingress")]),
+            words.iter().copied(),
+        );
+        assert!(w[0].contains("STRATA_PASSPHRASE is `ingress`"), "{w:?}");
+        let w = weak_passphrases(
+            &env([
+                ("PULUMI_CONFIG_PASSPHRASE", "x7"),
+                ("STRATA_PASSPHRASE", "12345"),
+            ]),
+            words.iter().copied(),
+        );
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w.iter().all(|l| l.contains("shorter than 6 characters")),
+            "{w:?}"
+        );
+        let long = env([("PULUMI_CONFIG_PASSPHRASE", "local-only-Kq7v2x")]);
+        assert!(weak_passphrases(&long, words.iter().copied()).is_empty());
+        assert!(weak_passphrases(&env([]), words.iter().copied()).is_empty());
+    }
 }

@@ -6,6 +6,7 @@ pub mod digest;
 pub mod hmac;
 pub mod redact;
 pub mod store;
+pub mod url;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -212,12 +213,28 @@ pub fn is_strata_secret_var(name: &str) -> bool {
     name == "STRATA_PASSPHRASE" || name.starts_with("STRATA_SECRET_")
 }
 
-/// Values from the environment that must be redacted wherever they show up.
+/// Variables holding a URL that may carry credentials (`user:password@`, `?api_key=`).
+pub const URL_VARS: [&str; 3] = [
+    "PULUMI_BACKEND_URL",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+];
+
+/// Values from the environment that must be redacted wherever they show up: strata's
+/// secrets, Pulumi's passphrase and the credentials inside the backend's and the
+/// collector's URLs.
 pub fn env_secrets(env: &BTreeMap<String, String>) -> Vec<String> {
-    env.iter()
+    let mut out: Vec<String> = env
+        .iter()
         .filter(|(k, _)| is_strata_secret_var(k) || k.as_str() == "PULUMI_CONFIG_PASSPHRASE")
         .map(|(_, v)| v.clone())
-        .collect()
+        .collect();
+    for var in URL_VARS {
+        if let Some(u) = env.get(var) {
+            out.extend(url::credentials(u));
+        }
+    }
+    out
 }
 
 /// The `declared` secrets of a run, from the store, `STRATA_SECRET_<KEY>` or a prompt

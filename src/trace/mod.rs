@@ -69,6 +69,28 @@ impl Trace {
         self.0.as_ref().map(|l| l.config.endpoint.as_str())
     }
 
+    /// The traces URL Pulumi's own spans may go to (its `--otel-traces`), and the note to
+    /// show once. None when the URL carries credentials: the CLI takes it only on its
+    /// command line, which any local user can read (`ps`).
+    pub fn for_pulumi(&self) -> (Option<&str>, Option<String>) {
+        let Some(url) = self.endpoint() else {
+            return (None, None);
+        };
+        let shown = crate::secrets::url::masked(url);
+        if crate::secrets::url::has_credentials(url) {
+            return (
+                None,
+                Some(format!(
+                    "note: the traces endpoint {shown} carries credentials, so Pulumi's own spans are not sent: the CLI takes the endpoint only on its command line, which any local user can read (ps). strata's own spans are sent; to have Pulumi's too, put the credentials in OTEL_EXPORTER_OTLP_HEADERS and use a URL without them"
+                )),
+            );
+        }
+        let note = self.has_headers().then(|| format!(
+            "note: Pulumi's own spans go to {shown} without OTEL_EXPORTER_OTLP_HEADERS: the CLI takes headers only inside its --otel-traces URL, which strata does not put on a command line (strata's own spans carry them)"
+        ));
+        (Some(url), note)
+    }
+
     /// `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS` is set: they often carry a credential.
     pub fn has_headers(&self) -> bool {
         self.0.as_ref().is_some_and(|l| l.config.headers)
@@ -94,8 +116,10 @@ impl Trace {
         } = *live;
         spans.close();
         drop(spans);
-        if let export::Flushed::NotSent(line) = sink.flush(&config.endpoint, config.flush_wait())? {
-            eprintln!("{line}");
+        let shown = crate::secrets::url::masked(&config.endpoint);
+        let flushed = sink.flush(&shown, config.flush_wait())?;
+        if let export::Flushed::NotSent(line) = flushed {
+            eprintln!("{}", crate::secrets::url::mask_in(&line, &config.endpoint));
         }
         Ok(())
     }

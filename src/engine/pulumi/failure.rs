@@ -52,11 +52,10 @@ pub(super) fn failure(
             processes: procs,
         };
     }
-    let detail = state
-        .errors
-        .first()
-        .cloned()
-        .unwrap_or_else(|| error_line(tail.iter().map(String::as_str)));
+    let detail = match state.errors.first() {
+        Some(e) => headline(e),
+        None => error_line(tail.iter().map(String::as_str)),
+    };
     let code_text = exit_text(exit);
     let locked = tail
         .iter()
@@ -69,7 +68,7 @@ pub(super) fn failure(
             if detail.is_empty() {
                 String::new()
             } else {
-                format!(": {}", detail.lines().next().unwrap_or(""))
+                format!(": {detail}")
             },
             if locked {
                 format!(
@@ -95,19 +94,42 @@ pub(super) fn exit_text(exit: &Exit) -> String {
 }
 
 /// The line that says what went wrong: the last `error:` line (Pulumi puts details such
-/// as a lock file's path after it), else the last non-empty line.
+/// as a lock file's path after it), else the last non-empty line. An `error:` with no
+/// words after it takes the first line after it that has some.
 pub(super) fn error_line<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> String {
-    lines
-        .clone()
-        .rev()
-        .find(|l| l.trim_start().starts_with("error:"))
-        .or_else(|| lines.rev().find(|l| !l.trim().is_empty()))
-        .unwrap_or("")
-        .trim()
-        .to_string()
+    let all: Vec<&str> = lines.collect();
+    match all
+        .iter()
+        .rposition(|l| l.trim_start().starts_with("error:"))
+    {
+        Some(i) => headline(&all[i..].join("\n")),
+        None => all
+            .iter()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map_or(String::new(), |l| l.trim().to_string()),
+    }
 }
 
-/// The one command that clears a stack's Pulumi lock, with the backend strata uses.
+/// The first line of a (possibly multi-line) message that has words in it; a bare
+/// `error:` line is joined to the first such line after it.
+pub(super) fn headline(message: &str) -> String {
+    let has_words = |l: &str| l.chars().any(char::is_alphanumeric);
+    let mut lines = message.lines().map(str::trim).filter(|l| has_words(l));
+    let Some(first) = lines.next() else {
+        return String::new();
+    };
+    match first.strip_prefix("error:").map(str::trim) {
+        Some("") => match lines.next() {
+            Some(words) => format!("error: {words}"),
+            None => "error:".to_string(),
+        },
+        _ => first.to_string(),
+    }
+}
+
+/// The one command that clears a stack's Pulumi lock, with the backend strata uses (a
+/// password in its URL is one of the run's secrets: redaction masks it where it shows).
 pub(super) fn cancel_command(job: &Job) -> String {
     let backend = job
         .env
@@ -119,4 +141,36 @@ pub(super) fn cancel_command(job: &Job) -> String {
         stack_arg(job),
         job.dir.display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pulumi prints some errors as `error:` alone, the words on the lines after it.
+    #[test]
+    fn a_multi_line_error_is_told_by_its_first_line_with_words() {
+        let tail = [
+            "Updating (dev):",
+            "error: ",
+            "",
+            "  Program failed with an unhandled exception:",
+            "  Traceback (most recent call last):",
+        ];
+        assert_eq!(
+            error_line(tail.into_iter()),
+            "error: Program failed with an unhandled exception:"
+        );
+        assert_eq!(
+            headline("error:\n    Error: the kubeconfig is invalid\n    at line 3"),
+            "error: Error: the kubeconfig is invalid"
+        );
+        assert_eq!(
+            headline("  \n---\nboom: it failed\nmore"),
+            "boom: it failed"
+        );
+        assert_eq!(headline("error: one line"), "error: one line");
+        assert_eq!(headline("error:"), "error:");
+        assert_eq!(headline(""), "");
+    }
 }
