@@ -1,41 +1,72 @@
-//! `up --plan`'s checks before anything runs: a bundle applied before is refused when it
-//! is opened, and the bundle against the workspace as it is now once the fingerprints
-//! are known. Each difference is one line that names the project (or the file) and
-//! what moved.
+//! `up --plan`'s checks before anything runs: when it is opened, the bundle is read as
+//! untrusted input (its files against their digests, its id, applied before); under the
+//! stack lock, applied before (again: another run may have applied it meanwhile) and
+//! against the workspace as it is now. Each difference is one line that names the
+//! project (or the file) and what moved.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::Manifest;
+use super::contents::shown;
 use crate::error::{Error, Result};
 use crate::util::display_path;
-use crate::workspace::{Profile, Workspace};
+use crate::workspace::{Profile, Project, Workspace};
 
-/// Reads the bundle at `dir` for `up --plan`: refused when it was applied before.
+/// Reads the bundle at `dir` for `up --plan`: refused when any of its files is not what
+/// the preview wrote, or when it was applied before.
 pub fn open(ws: &Workspace, dir: &Path, stack: Option<&str>) -> Result<Manifest> {
     let m = Manifest::read(dir)?;
-    let stack = stack.unwrap_or(&m.stack);
-    if let Some(a) = super::applied(dir, &ws.state_dir(stack), &m.id) {
-        return Err(Error::config(format!(
-            "the plan bundle {} (preview run {}) was applied already, by run {} at {}: a bundle applies once. Nothing was run.\n  For new changes, preview again: strata preview --save-plan DIR",
-            display_path(dir),
-            m.id,
-            a.run_id,
-            a.applied_at
-        )));
-    }
+    super::contents::verify(dir, &m)?;
+    refuse_applied(ws, stack.unwrap_or(&m.stack), dir, &m)?;
     Ok(m)
 }
 
-/// `up --plan`: refuses (exit 3, before anything runs) when anything the bundle was
-/// made from moved.
-pub fn refuse_moved(
+/// Refuses (exit 3) a bundle applied before: its own mark, or the stack's record of its
+/// digest.
+pub fn refuse_applied(ws: &Workspace, stack: &str, dir: &Path, m: &Manifest) -> Result<()> {
+    let digest = m.digest();
+    let Some(a) = super::applied(dir, Some(&ws.state_dir(stack)), &digest) else {
+        return Ok(());
+    };
+    Err(Error::config(format!(
+        "the plan bundle {} (digest {}) was applied already, by run {} at {}: a bundle applies once. Nothing was run.\n  For new changes, preview again: strata preview --save-plan DIR",
+        display_path(dir),
+        &digest[..12],
+        shown(&a.run_id),
+        shown(&a.applied_at)
+    )))
+}
+
+/// `up --plan`, under the stack lock, before anything runs: refuses (exit 3) a bundle
+/// another run applied since it was opened, or one whose making moved.
+/// `steps` are the run's steps, each with its project (none for the secrets step).
+pub fn before_running<'a>(
+    ws: &Workspace,
+    profile: &Profile,
+    steps: impl IntoIterator<Item = (&'a str, Option<&'a Project>)>,
+    stack: &str,
+    dir: &Path,
+    manifest: &Manifest,
+    fingerprints: &BTreeMap<String, String>,
+) -> Result<()> {
+    refuse_applied(ws, stack, dir, manifest)?;
+    let kinds = steps
+        .into_iter()
+        .map(|(path, project)| (path.to_string(), super::kind_of(project)))
+        .collect();
+    refuse_moved(ws, profile, stack, dir, manifest, fingerprints, &kinds)
+}
+
+/// Refuses (exit 3, before anything runs) a bundle when anything it was made from moved.
+fn refuse_moved(
     ws: &Workspace,
     profile: &Profile,
     stack: &str,
     dir: &Path,
     manifest: &Manifest,
     fingerprints: &BTreeMap<String, String>,
+    kinds: &BTreeMap<String, &'static str>,
 ) -> Result<()> {
     let config_file = ws.stack_config_path(stack);
     let profile_hash = super::profile_hash(profile, &ws.root);
@@ -49,7 +80,7 @@ pub fn refuse_moved(
         stack_config_file: &shown,
         stack_config_hash: &config_hash,
         fingerprints,
-        dir,
+        kinds,
     };
     let moved = moved(manifest, &now);
     if moved.is_empty() {
@@ -73,8 +104,8 @@ pub struct Now<'a> {
     pub stack_config_hash: &'a str,
     /// Every step of the plan this run would execute, with its input fingerprint.
     pub fingerprints: &'a BTreeMap<String, String>,
-    /// The bundle's folder (its plan files are checked to be there).
-    pub dir: &'a Path,
+    /// The kind of every step of the plan, as the workspace has it.
+    pub kinds: &'a BTreeMap<String, &'static str>,
 }
 
 /// What moved since the bundle was made; empty when it may be applied.
@@ -83,7 +114,8 @@ pub fn moved(m: &Manifest, now: &Now) -> Vec<String> {
     if m.strata_version != now.strata_version {
         out.push(format!(
             "strata: the bundle was made by strata {}, this is {} (fingerprints are not comparable across versions)",
-            m.strata_version, now.strata_version
+            shown(&m.strata_version),
+            now.strata_version
         ));
     }
     if m.stack != now.stack {
@@ -95,7 +127,8 @@ pub fn moved(m: &Manifest, now: &Now) -> Vec<String> {
     if m.profile != now.profile {
         out.push(format!(
             "profile: the bundle was made with profile {}, this run uses {}",
-            m.profile, now.profile
+            shown(&m.profile),
+            now.profile
         ));
     } else if m.profile_hash != now.profile_hash {
         out.push(format!(
@@ -110,42 +143,13 @@ pub fn moved(m: &Manifest, now: &Now) -> Vec<String> {
         ));
     }
     for (path, step) in &m.steps {
-        match now.fingerprints.get(path) {
-            None => out.push(format!(
-                "{path}: in the bundle, but no longer in profile {}",
+        match (now.fingerprints.get(path), now.kinds.get(path)) {
+            (Some(fp), Some(kind)) => out.extend(step_moved(m, path, step, kind, fp)),
+            _ => out.push(format!(
+                "{}: in the bundle, but no longer in profile {}",
+                shown(path),
                 now.profile
             )),
-            Some(_) if step.status == super::PROJECTED => out.push(format!(
-                "{path}: its preview ran on projected inputs (an upstream had never been deployed{}), not on what `up` would pass it, so the bundle holds no plan for it. Bring its upstreams up first, then preview again",
-                step.message
-                    .as_deref()
-                    .and_then(|m| m.find("projected: ").map(|i| &m[i..]))
-                    .map(|m| format!("; {m}"))
-                    .unwrap_or_default()
-            )),
-            Some(_) if !step.appliable() => out.push(format!(
-                "{path}: its preview did not succeed ({}{}), so the bundle holds no plan for it",
-                step.status,
-                step.message
-                    .as_deref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            )),
-            Some(_)
-                if step.kind == "pulumi"
-                    && !step.plan.as_ref().is_some_and(|p| now.dir.join(p).is_file()) =>
-            {
-                out.push(format!(
-                    "{path}: its update plan ({}) is missing from the bundle",
-                    step.plan.as_deref().unwrap_or("none recorded")
-                ))
-            }
-            Some(fp) if step.fingerprint.as_ref() != Some(fp) => out.push(format!(
-                "{path}: its code, inputs or secrets changed since the preview (fingerprint {} → {})",
-                short(step.fingerprint.as_deref().unwrap_or("none")),
-                short(fp)
-            )),
-            Some(_) => {}
         }
     }
     for path in now.fingerprints.keys() {
@@ -159,6 +163,70 @@ pub fn moved(m: &Manifest, now: &Now) -> Vec<String> {
     out
 }
 
+/// Why the step at `path`, of `kind` in the workspace and fingerprint `fp` now, cannot
+/// be applied from the bundle; `None` when it can.
+fn step_moved(
+    m: &Manifest,
+    path: &str,
+    step: &super::Step,
+    kind: &str,
+    fp: &str,
+) -> Option<String> {
+    let message = || step.message.as_deref().map(shown);
+    if step.kind != kind {
+        // The kind decides whether a project is held to a plan: only the workspace's
+        // word counts.
+        return Some(format!(
+            "{path}: the bundle gives its kind as `{}`, but it is a {kind} project in the workspace: strata takes a step's kind from the workspace, never from a bundle, so this one was edited after the preview",
+            shown(&step.kind)
+        ));
+    }
+    if step.status == super::PROJECTED {
+        return Some(format!(
+            "{path}: its preview ran on projected inputs (an upstream had never been deployed{}), not on what `up` would pass it, so the bundle holds no plan for it. Bring its upstreams up first, then preview again",
+            message()
+                .as_deref()
+                .and_then(|m| m.find("projected: ").map(|i| &m[i..]))
+                .map(|m| format!("; {m}"))
+                .unwrap_or_default()
+        ));
+    }
+    if !step.appliable(kind) {
+        return Some(format!(
+            "{path}: its preview did not succeed ({}{}), so the bundle holds no plan for it",
+            shown(&step.status),
+            message().map(|m| format!(": {m}")).unwrap_or_default()
+        ));
+    }
+    if kind == "pulumi" {
+        let want = super::plan_path(path);
+        match step.plan.as_deref() {
+            Some(p) if p != want => {
+                return Some(format!(
+                    "{path}: its update plan is given as a path other than {want} ({}): the plan of {path} is {want}, inside the bundle, where the preview writes it",
+                    shown(p)
+                ));
+            }
+            Some(_) if m.files.contains_key(&want) => {}
+            _ => {
+                return Some(format!(
+                    "{path}: its update plan ({}) is missing from the bundle",
+                    step.plan
+                        .as_deref()
+                        .map_or_else(|| "none recorded".into(), shown)
+                ));
+            }
+        }
+    }
+    (step.fingerprint.as_deref() != Some(fp)).then(|| {
+        format!(
+            "{path}: its code, inputs or secrets changed since the preview (fingerprint {} → {})",
+            short(&shown(step.fingerprint.as_deref().unwrap_or("none"))),
+            short(fp)
+        )
+    })
+}
+
 fn short(hash: &str) -> &str {
     &hash[..hash.len().min(12)]
 }
@@ -167,7 +235,11 @@ fn short(hash: &str) -> &str {
 mod tests {
     use super::*;
 
-    fn now<'a>(m: &'a Manifest, fps: &'a BTreeMap<String, String>, dir: &'a Path) -> Now<'a> {
+    fn now<'a>(
+        m: &'a Manifest,
+        fps: &'a BTreeMap<String, String>,
+        kinds: &'a BTreeMap<String, &'static str>,
+    ) -> Now<'a> {
         Now {
             strata_version: &m.strata_version,
             stack: &m.stack,
@@ -176,19 +248,8 @@ mod tests {
             stack_config_file: "config/pulumi/Pulumi.dev.yaml",
             stack_config_hash: &m.stack_config_hash,
             fingerprints: fps,
-            dir,
+            kinds,
         }
-    }
-
-    /// A bundle folder holding the manifest's plan files.
-    fn dir_of(m: &Manifest) -> tempfile::TempDir {
-        let d = tempfile::tempdir().unwrap();
-        for p in m.steps.values().filter_map(|s| s.plan.as_ref()) {
-            let f = d.path().join(p);
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, "{}").unwrap();
-        }
-        d
     }
 
     fn fps(m: &Manifest) -> BTreeMap<String, String> {
@@ -198,12 +259,25 @@ mod tests {
             .collect()
     }
 
+    /// The workspace's kinds: infra/vpc a Pulumi project, k8s/app a command project.
+    fn kinds() -> BTreeMap<String, &'static str> {
+        [
+            ("infra/vpc".into(), "pulumi"),
+            ("k8s/app".into(), "command"),
+        ]
+        .into()
+    }
+
+    /// What moved in `m` against the workspace it was made from.
+    fn moved_in(m: &Manifest) -> Vec<String> {
+        let (f, k) = (fps(&super::super::tests::manifest()), kinds());
+        moved(m, &now(m, &f, &k))
+    }
+
     #[test]
     fn an_unchanged_workspace_moves_nothing() {
         let m = super::super::tests::manifest();
-        let f = fps(&m);
-        let d = dir_of(&m);
-        assert_eq!(moved(&m, &now(&m, &f, d.path())), Vec::<String>::new());
+        assert_eq!(moved_in(&m), Vec::<String>::new());
     }
 
     #[test]
@@ -213,8 +287,8 @@ mod tests {
         f.insert("infra/vpc".into(), "ffffffffffffffffff".into());
         f.remove("k8s/app");
         f.insert("k8s/new".into(), "n".into());
-        let d = dir_of(&m);
-        let mut n = now(&m, &f, d.path());
+        let k = kinds();
+        let mut n = now(&m, &f, &k);
         n.stack_config_hash = "other";
         n.profile_hash = "other";
         n.strata_version = "9.9.9";
@@ -227,23 +301,17 @@ mod tests {
             "k8s/app: in the bundle, but no longer in profile local",
             "k8s/new: in profile local, but not in the bundle",
         ];
-        assert_eq!(got.len(), want.len(), "{got:#?}");
-        for (g, w) in got.iter().zip(want) {
-            assert!(g.starts_with(w), "{g:?} does not start with {w:?}");
-        }
+        super::super::tests::assert_lines_start(&got, &want);
     }
 
     #[test]
     fn a_step_whose_preview_did_not_succeed_cannot_be_applied() {
         let mut m = super::super::tests::manifest();
-        let f = fps(&m);
         let s = m.steps.get_mut("k8s/app").unwrap();
         s.status = "blocked".into();
         s.message = Some("upstream infra/vpc was never deployed".into());
-        let d = dir_of(&m);
-        let got = moved(&m, &now(&m, &f, d.path()));
         assert_eq!(
-            got,
+            moved_in(&m),
             [
                 "k8s/app: its preview did not succeed (blocked: upstream infra/vpc was never deployed), so the bundle holds no plan for it"
             ]
@@ -252,15 +320,71 @@ mod tests {
 
     #[test]
     fn a_pulumi_step_without_its_plan_file_cannot_be_applied() {
-        let m = super::super::tests::manifest();
-        let f = fps(&m);
-        let empty = tempfile::tempdir().unwrap();
-        let got = moved(&m, &now(&m, &f, empty.path()));
-        assert_eq!(got.len(), 1, "{got:?}");
-        assert!(
-            got[0].starts_with("infra/vpc: its update plan (plans/")
-                && got[0].ends_with("is missing from the bundle"),
-            "{got:?}"
+        let mut m = super::super::tests::manifest();
+        m.files.clear();
+        let got = moved_in(&m);
+        assert_eq!(
+            got,
+            ["infra/vpc: its update plan (plans/infra_2fvpc.json) is missing from the bundle"]
         );
+        m = super::super::tests::manifest();
+        m.steps.get_mut("infra/vpc").unwrap().plan = None;
+        let got = moved_in(&m);
+        assert_eq!(
+            got,
+            ["infra/vpc: its update plan (none recorded) is missing from the bundle"]
+        );
+    }
+
+    /// The kind is the workspace's: a Pulumi project the bundle calls a command (which
+    /// would need no plan) is refused, and so is any other disagreement.
+    #[test]
+    fn a_kind_the_workspace_does_not_give_is_refused() {
+        for (path, kind) in [
+            ("infra/vpc", "command"),
+            ("infra/vpc", "builtin"),
+            ("k8s/app", "pulumi"),
+            ("k8s/app", "\u{1b}[2J"),
+        ] {
+            let mut m = super::super::tests::manifest();
+            let s = m.steps.get_mut(path).unwrap();
+            s.kind = kind.into();
+            s.status = "skipped".into();
+            let got = moved_in(&m);
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert!(
+                got[0].starts_with(&format!(
+                    "{path}: the bundle gives its kind as `{}`, but it is a {} project in the workspace",
+                    shown(kind),
+                    kinds()[path]
+                )),
+                "{got:?}"
+            );
+        }
+    }
+
+    /// A Pulumi step's plan is where the preview writes it: never a path of the
+    /// bundle's choosing.
+    #[test]
+    fn a_plan_named_anywhere_else_is_refused() {
+        for plan in [
+            "/etc/passwd",
+            "../outside.json",
+            "plans/../../outside.json",
+            "plans/k8s_2fapp.json",
+            "./plans/infra_2fvpc.json",
+            "summary.md",
+        ] {
+            let mut m = super::super::tests::manifest();
+            m.steps.get_mut("infra/vpc").unwrap().plan = Some(plan.into());
+            m.files.insert(plan.into(), "0".repeat(64));
+            let got = moved_in(&m);
+            assert_eq!(
+                got,
+                [format!(
+                    "infra/vpc: its update plan is given as a path other than plans/infra_2fvpc.json ({plan}): the plan of infra/vpc is plans/infra_2fvpc.json, inside the bundle, where the preview writes it"
+                )]
+            );
+        }
     }
 }

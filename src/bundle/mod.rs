@@ -6,12 +6,19 @@
 //! it accepts a plan replayed over a state that already matches it
 //! (docs/research/pulumi-update-plans.md). The manifest gives a bundle what Pulumi does
 //! not: the code, inputs, secrets, stack config and profile it was made from, the
-//! upstream outputs each project read, and a mark once applied.
+//! upstream outputs each project read, the digest of every file it holds, and a mark
+//! once applied. A bundle is untrusted input (a pull request's job makes it, main's
+//! credentials apply it): nothing in it names a path strata writes or decides a step's
+//! kind.
 
+pub mod applied;
 pub mod check;
+pub mod contents;
+
+pub use applied::{Applied, applied, mark_applied};
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,8 +33,9 @@ pub const SUMMARY: &str = "summary.md";
 pub const PLANS: &str = "plans";
 /// Written into the bundle when `up --plan` applied all of it.
 pub const APPLIED: &str = "applied.json";
-/// The manifest format; a bundle of another version is refused.
-pub const VERSION: u32 = 1;
+/// The manifest format; a bundle of another version is refused. Format 2 added
+/// `files`, the SHA-256 of every file of the bundle.
+pub const VERSION: u32 = 2;
 
 /// The commit the bundle was made from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,12 +73,22 @@ pub struct Step {
 }
 
 impl Step {
-    /// Whether `up --plan` may apply this step: its preview succeeded, or it is a
-    /// command project (or the secrets step) with nothing to preview, which the
-    /// fingerprint alone holds.
+    /// Whether `up --plan` may apply this step, of `kind` as the workspace has it (never
+    /// the manifest's word): its preview succeeded, or it is a command project (or the
+    /// secrets step) with nothing to preview, which the fingerprint alone holds.
     /// Never true of a step previewed on projected inputs (status [`PROJECTED`]).
-    pub fn appliable(&self) -> bool {
-        self.status == "succeeded" || (self.status == "skipped" && self.kind != "pulumi")
+    pub fn appliable(&self, kind: &str) -> bool {
+        self.status == "succeeded" || (self.status == "skipped" && kind != "pulumi")
+    }
+}
+
+/// A step's kind as the workspace has it, named as a manifest names it: its project's
+/// kind (`pulumi`, `command`), or `builtin` for the secrets step, which has none.
+pub fn kind_of(project: Option<&crate::workspace::Project>) -> &'static str {
+    match project.map(|p| &p.kind) {
+        Some(crate::workspace::ProjectKind::Pulumi { .. }) => "pulumi",
+        Some(crate::workspace::ProjectKind::Command(_)) => "command",
+        None => "builtin",
     }
 }
 
@@ -83,7 +101,8 @@ pub const PROJECTED: &str = "projected";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     pub version: u32,
-    /// Names this bundle in the journal and in the applied mark (the preview's run ID).
+    /// The preview's run ID, for people: checked to be one ([`valid_id`]), never part
+    /// of a path, and not what "applied" is keyed on ([`Manifest::digest`]).
     pub id: String,
     pub created_at: String,
     pub strata_version: String,
@@ -96,22 +115,24 @@ pub struct Manifest {
     pub stack_config_hash: String,
     /// Every step of the preview, by project path, in the order they ran.
     pub steps: BTreeMap<String, Step>,
-}
-
-/// The applied mark (`applied.json`, and a copy under `.strata/<stack>/bundles/`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Applied {
-    pub id: String,
-    pub run_id: String,
-    pub applied_at: String,
+    /// Every file of the bundle but the manifest and the applied mark, by path relative
+    /// to the bundle (`/`-separated), with the SHA-256 of its bytes ([`contents`]).
+    pub files: BTreeMap<String, String>,
 }
 
 impl Manifest {
-    /// Reads the manifest of the bundle at `dir`.
+    /// Reads the manifest of the bundle at `dir`: a plain file (never a link) of this
+    /// format, whose id and stack are what a preview writes.
     pub fn read(dir: &Path) -> Result<Manifest> {
         let file = dir.join(MANIFEST);
-        let text = match std::fs::read(&file) {
-            Ok(t) => t,
+        let text = match contents::read_plain(&file) {
+            Ok(Some(t)) => t,
+            Ok(None) => {
+                return Err(Error::config(format!(
+                    "{} is not a plain file (a symbolic link, a folder or a device): a bundle holds plain files only. Nothing was run; make the bundle again with `strata preview --save-plan`.",
+                    display_path(&file)
+                )));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::config(format!(
                     "{} is not a plan bundle: it has no {MANIFEST}. Make one with `strata preview --save-plan {}`.",
@@ -121,20 +142,45 @@ impl Manifest {
             }
             Err(e) => return Err(Error::io("read", &file, e)),
         };
-        let m: Manifest = serde_json::from_slice(&text).map_err(|e| {
+        let unreadable = |e: serde_json::Error| {
             Error::config(format!(
                 "{}: not a plan bundle manifest strata can read ({e}). Make the bundle again with `strata preview --save-plan`.",
                 display_path(&file)
             ))
-        })?;
-        if m.version != VERSION {
-            return Err(Error::config(format!(
-                "{}: a bundle of format {} (this strata reads format {VERSION}). Make it again with this strata's `preview --save-plan`.",
-                display_path(&file),
-                m.version
-            )));
+        };
+        #[derive(Deserialize)]
+        struct Format {
+            version: u32,
         }
+        let format: Format = serde_json::from_slice(&text).map_err(unreadable)?;
+        refuse_format(&file, format.version)?;
+        let m: Manifest = serde_json::from_slice(&text).map_err(unreadable)?;
+        m.refuse_names(&file)?;
         Ok(m)
+    }
+
+    /// The id and the stack are checked to be what a preview writes: neither is ever
+    /// part of a path strata builds, but an edited one is an edited bundle.
+    fn refuse_names(&self, file: &Path) -> Result<()> {
+        let edited = |what: String| {
+            Err(Error::config(format!(
+                "{}: {what}: the bundle was edited after the preview, so nothing was run. Preview again (strata preview --save-plan DIR), review it, and apply that bundle.",
+                display_path(file)
+            )))
+        };
+        if !valid_id(&self.id) {
+            return edited(
+                "its `id` is not one `strata preview` makes (a run ID such as 20261126T101500.123Z-4242)"
+                    .into(),
+            );
+        }
+        if !crate::workspace::valid_stack_name(&self.stack) {
+            return edited(format!(
+                "its `stack` is not a stack name ({})",
+                crate::workspace::why_not_a_stack_name(&self.stack)
+            ));
+        }
+        Ok(())
     }
 
     /// Writes the manifest into `dir`.
@@ -144,13 +190,54 @@ impl Manifest {
         crate::files::write_atomic(&dir.join(MANIFEST), &text, Some(0o644))
     }
 
-    /// The update plan file of `project`, when it has one.
-    pub fn plan_file(&self, dir: &Path, project: &str) -> Option<PathBuf> {
-        self.steps
-            .get(project)
-            .and_then(|s| s.plan.as_ref())
-            .map(|p| dir.join(p))
+    /// The bundle's digest: the SHA-256 of the manifest as strata reads it, but its
+    /// `id`. The manifest holds the digest of every other file, so this covers every
+    /// byte of the bundle but the id (and the manifest's layout): a bundle is "applied"
+    /// by this, and an edited id makes no new bundle.
+    pub fn digest(&self) -> String {
+        let mut content = self.clone();
+        content.id.clear();
+        let text = serde_json::to_vec(&content).expect("a manifest serializes");
+        crate::util::sha256_hex(&text)
     }
+}
+
+/// A bundle of another format is refused; one from before the manifest held the
+/// digests of its files says so.
+fn refuse_format(file: &Path, version: u32) -> Result<()> {
+    if version == VERSION {
+        return Ok(());
+    }
+    let why = if version < 2 {
+        format!(
+            "a bundle of format {version}, written before bundles held the digest of every file: it has no digests of its files, so nothing in it can be checked, and this strata (format {VERSION}) does not apply it"
+        )
+    } else {
+        format!("a bundle of format {version} (this strata reads format {VERSION})")
+    };
+    Err(Error::config(format!(
+        "{}: {why}. Nothing was run. Preview again with this strata (strata preview --save-plan DIR), review it, and apply that bundle.",
+        display_path(file)
+    )))
+}
+
+/// Whether `id` is a run ID as `strata preview` makes them (`execute`): the start time
+/// `YYYYMMDDTHHMMSS.mmmZ`, `-`, and strata's process ID.
+pub fn valid_id(id: &str) -> bool {
+    let digits = |b: &[u8]| !b.is_empty() && b.iter().all(u8::is_ascii_digit);
+    let Some((time, pid)) = id.split_once('-') else {
+        return false;
+    };
+    let t = time.as_bytes();
+    t.len() == 20
+        && digits(&t[..8])
+        && t[8] == b'T'
+        && digits(&t[9..15])
+        && t[15] == b'.'
+        && digits(&t[16..19])
+        && t[19] == b'Z'
+        && pid.len() <= 10
+        && digits(pid.as_bytes())
 }
 
 /// Where the update plan of `project` goes inside a bundle (relative to it).
@@ -217,35 +304,17 @@ pub fn profile_hash(profile: &crate::workspace::Profile, root: &Path) -> String 
     crate::util::sha256_hex(text.replace(&root, "<root>").as_bytes())
 }
 
-/// Whether the bundle was applied: its own mark, or the stack's record of its ID.
-pub fn applied(dir: &Path, state_dir: &Path, id: &str) -> Option<Applied> {
-    [
-        dir.join(APPLIED),
-        marks_dir(state_dir).join(format!("{id}.json")),
-    ]
-    .iter()
-    .filter_map(|f| std::fs::read(f).ok())
-    .filter_map(|b| serde_json::from_slice::<Applied>(&b).ok())
-    .find(|a| a.id == id)
-}
-
-/// Records that the bundle was applied, in the bundle and under the stack's state.
-pub fn mark_applied(dir: &Path, state_dir: &Path, mark: &Applied) -> Result<()> {
-    let mut text = serde_json::to_vec_pretty(mark).expect("a mark serializes");
-    text.push(b'\n');
-    let marks = marks_dir(state_dir);
-    crate::files::private_dir(&marks)?;
-    crate::files::write_private(&marks.join(format!("{}.json", mark.id)), &text)?;
-    crate::files::write_atomic(&dir.join(APPLIED), &text, Some(0o644))
-}
-
-fn marks_dir(state_dir: &Path) -> PathBuf {
-    state_dir.join("bundles")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each line of `got` starts with the line of `want` at its place.
+    pub(super) fn assert_lines_start(got: &[String], want: &[&str]) {
+        assert_eq!(got.len(), want.len(), "{got:#?}");
+        for (g, w) in got.iter().zip(want) {
+            assert!(g.starts_with(w), "{g:?} does not start with {w:?}");
+        }
+    }
 
     pub(super) fn manifest() -> Manifest {
         let step = |kind: &str, fp: &str| Step {
@@ -260,7 +329,7 @@ mod tests {
         };
         Manifest {
             version: VERSION,
-            id: "r1".into(),
+            id: "20261126T000000.000Z-4242".into(),
             created_at: "2026-11-26T00:00:00Z".into(),
             strata_version: "0.1.0".into(),
             git: None,
@@ -273,21 +342,103 @@ mod tests {
                 ("k8s/app".to_string(), step("command", "f2")),
             ]
             .into(),
+            files: [
+                (plan_path("infra/vpc"), crate::util::sha256_hex(b"{}")),
+                (SUMMARY.to_string(), crate::util::sha256_hex(b"")),
+            ]
+            .into(),
         }
     }
 
     #[test]
-    fn a_manifest_round_trips_and_names_its_plan_files() {
+    fn a_manifest_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let m = manifest();
         m.write(dir.path()).unwrap();
-        let back = Manifest::read(dir.path()).unwrap();
-        assert_eq!(back, m);
-        assert_eq!(
-            back.plan_file(dir.path(), "infra/vpc"),
-            Some(dir.path().join(plan_path("infra/vpc")))
+        assert_eq!(Manifest::read(dir.path()).unwrap(), m);
+    }
+
+    #[test]
+    fn only_ids_a_preview_makes_are_read() {
+        let made = format!(
+            "{}-{}",
+            crate::util::rfc3339(crate::util::now_ms()).replace([':', '-'], ""),
+            std::process::id()
         );
-        assert_eq!(back.plan_file(dir.path(), "k8s/app"), None);
+        for good in [
+            made.as_str(),
+            "20261126T101500.123Z-4242",
+            "99991231T235959.999Z-1",
+        ] {
+            assert!(valid_id(good), "{good}");
+        }
+        for bad in [
+            "",
+            "r1",
+            "../../../home/u/victim",
+            "20261126T101500.123Z-",
+            "20261126T101500.123Z-12345678901",
+            "20261126T101500.123Z-42/..",
+            "20261126T101500.123Z-4242\n",
+            "2026112xT101500.123Z-4242",
+            "20261126T101500.123Z-42-42",
+            "20261126T101500é23Z-4242",
+            "20261126T101500.123Z/4242",
+        ] {
+            assert!(!valid_id(bad), "{bad:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = manifest();
+        m.id = "../../../home/u/victim".into();
+        m.write(dir.path()).unwrap();
+        let e = Manifest::read(dir.path()).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(e.message.contains("its `id` is not one"), "{e:?}");
+        assert!(!e.message.contains("victim"), "the id is not shown: {e:?}");
+        m = manifest();
+        m.stack = "../x".into();
+        m.write(dir.path()).unwrap();
+        let e = Manifest::read(dir.path()).unwrap_err();
+        assert!(
+            e.message.contains("its `stack` is not a stack name"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn the_digest_covers_everything_but_the_id() {
+        let m = manifest();
+        let d = m.digest();
+        assert_eq!(d.len(), 64);
+        let mut renamed = m.clone();
+        renamed.id = "20200101T000000.000Z-1".into();
+        assert_eq!(renamed.digest(), d, "an edited id is the same bundle");
+        let edits: [&dyn Fn(&mut Manifest); 5] = [
+            &|m| m.created_at.push('x'),
+            &|m| m.steps.get_mut("infra/vpc").unwrap().kind = "command".into(),
+            &|m| m.steps.get_mut("k8s/app").unwrap().fingerprint = None,
+            &|m| {
+                m.files.insert("extra".into(), "0".repeat(64));
+            },
+            &|m| {
+                m.files.insert(SUMMARY.into(), "0".repeat(64));
+            },
+        ];
+        for edit in edits {
+            let mut other = m.clone();
+            edit(&mut other);
+            assert_ne!(other.digest(), d, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn a_manifest_that_is_a_link_is_not_read() {
+        let (dir, elsewhere) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        manifest().write(elsewhere.path()).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join(MANIFEST), dir.path().join(MANIFEST))
+            .unwrap();
+        let e = Manifest::read(dir.path()).unwrap_err();
+        assert!(e.message.contains("is not a plain file"), "{e:?}");
     }
 
     #[test]
@@ -304,6 +455,20 @@ mod tests {
         m.write(dir.path()).unwrap();
         let e = Manifest::read(dir.path()).unwrap_err();
         assert!(e.message.contains("format 99"), "{e:?}");
+        // Format 1 had no `files`: refused for what it lacks, before anything else.
+        std::fs::write(
+            dir.path().join(MANIFEST),
+            r#"{"version": 1, "id": "r1", "steps": {}}"#,
+        )
+        .unwrap();
+        let e = Manifest::read(dir.path()).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(
+            e.message
+                .contains("format 1, written before bundles held the digest of every file")
+                && e.message.contains("Preview again with this strata"),
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -314,26 +479,6 @@ mod tests {
         assert!(new.join(PLANS).is_dir());
         let e = prepare_dir(&new).unwrap_err();
         assert!(e.message.contains("not empty"), "{e:?}");
-    }
-
-    #[test]
-    fn the_applied_mark_is_found_in_the_bundle_or_under_the_stack() {
-        let (bundle, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        assert_eq!(applied(bundle.path(), state.path(), "r1"), None);
-        let mark = Applied {
-            id: "r1".into(),
-            run_id: "r2".into(),
-            applied_at: "t".into(),
-        };
-        mark_applied(bundle.path(), state.path(), &mark).unwrap();
-        assert_eq!(
-            applied(bundle.path(), state.path(), "r1"),
-            Some(mark.clone())
-        );
-        // A fresh copy of the bundle (a CI artifact downloaded again) is still known.
-        let copy = tempfile::tempdir().unwrap();
-        assert_eq!(applied(copy.path(), state.path(), "r1"), Some(mark));
-        assert_eq!(applied(copy.path(), state.path(), "other"), None);
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! Plan bundles at the end of a run: `preview --save-plan` writes the manifest and the
-//! summary; an `up --plan` that applied every project marks the bundle applied. (What
-//! `up --plan` checks before anything runs is [`crate::bundle::check`].)
+//! Plan bundles at the end of a preview: `preview --save-plan` writes the summary and
+//! the manifest (with the digest of every file). (What `up --plan` checks before
+//! anything runs is [`crate::bundle::check`]; an `up --plan` that applied every
+//! project marks the bundle applied before it releases the stack lock, in `execute`.)
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::bundle::{self, Applied, Manifest, Step};
+use crate::bundle::{self, Manifest, Step};
 use crate::error::Result;
 use crate::plan::NodeKind;
 use crate::run::events::Status;
@@ -27,11 +28,6 @@ pub fn write(
     let mut steps = BTreeMap::new();
     for (i, node) in done.plan.nodes.iter().enumerate() {
         let res = &done.results[i];
-        let kind = match node.kind {
-            NodeKind::Pulumi => "pulumi",
-            NodeKind::Command => "command",
-            NodeKind::Builtin => "builtin",
-        };
         let preview = match node.project.as_ref().map(|p| &p.kind) {
             Some(ProjectKind::Command(spec)) => spec.preview.clone(),
             _ => None,
@@ -45,7 +41,7 @@ pub fn write(
         steps.insert(
             node.path.clone(),
             Step {
-                kind: kind.into(),
+                kind: bundle::kind_of(node.project.as_deref()).into(),
                 status: if projected {
                     bundle::PROJECTED.into()
                 } else {
@@ -64,6 +60,11 @@ pub fn write(
             },
         );
     }
+    crate::files::write_atomic(
+        &dir.join(bundle::SUMMARY),
+        summary_md.as_bytes(),
+        Some(0o644),
+    )?;
     let manifest = Manifest {
         version: bundle::VERSION,
         id: done.run_id.clone(),
@@ -75,24 +76,8 @@ pub fn write(
         profile_hash: bundle::profile_hash(&r.profile, &r.ws.root),
         stack_config_hash: bundle::file_hash(&r.ws.stack_config_path(stack)),
         steps,
+        // Last: every file the preview wrote (its plans, the summary).
+        files: bundle::contents::digests(dir)?,
     };
-    crate::files::write_atomic(
-        &dir.join(bundle::SUMMARY),
-        summary_md.as_bytes(),
-        Some(0o644),
-    )?;
     manifest.write(dir)
-}
-
-/// After `up --plan` applied every project of the bundle: the bundle is spent.
-pub fn mark_applied(r: &Resolved, dir: &Path, manifest: &Manifest, run_id: &str) -> Result<()> {
-    bundle::mark_applied(
-        dir,
-        &r.ws.state_dir(r.stack()),
-        &Applied {
-            id: manifest.id.clone(),
-            run_id: run_id.into(),
-            applied_at: rfc3339(now_ms()),
-        },
-    )
 }

@@ -55,6 +55,8 @@ pub struct Executed {
     pub fingerprints: BTreeMap<String, String>,
     /// `preview --save-plan`: the digest of each upstream's outputs, per step.
     pub bundle_reads: BTreeMap<String, BTreeMap<String, String>>,
+    /// `up --plan`: why the applied mark could not be written, if it could not.
+    pub bundle_mark: Option<crate::error::Error>,
     /// The run's trace, still open: `record` ends and sends it.
     pub trace: Trace,
 }
@@ -143,9 +145,21 @@ pub fn execute(
                 (fingerprints, last_outputs, changed)
             })?
     };
-    // `up --plan`: the bundle against the workspace, before anything runs.
+    // `up --plan`, under the stack lock and before anything runs: applied since it was
+    // opened (by a run that held the lock before this one), or moved.
     if let (Some(dir), Some(m)) = (&r.req.plan, &r.bundle) {
-        crate::bundle::check::refuse_moved(&r.ws, &r.profile, &stack, dir, m, &fingerprints)?;
+        crate::bundle::check::before_running(
+            &r.ws,
+            &r.profile,
+            r.plan
+                .nodes
+                .iter()
+                .map(|n| (n.path.as_str(), n.project.as_deref())),
+            &stack,
+            dir,
+            m,
+            &fingerprints,
+        )?;
     }
     let plan = changed.plan.map_or_else(|| Arc::clone(&r.plan), Arc::new);
     let unchanged = changed.dropped;
@@ -374,6 +388,17 @@ pub fn execute(
             });
         }
     }
+    // `up --plan` that applied every project: the bundle is spent, marked while the
+    // lock is still held (a run waiting for the lock then finds it so).
+    let applied_all = results
+        .iter()
+        .all(|s| s.status == Status::Succeeded || s.status == Status::Skipped);
+    let bundle_mark = match (&r.req.plan, &r.bundle) {
+        (Some(dir), Some(m)) if op == Operation::Up && !interrupted && applied_all => {
+            crate::bundle::mark_applied(dir, &state_dir, m, &run_id).err()
+        }
+        _ => None,
+    };
     drop(lock);
     let n = ctx.plan.nodes.len();
     let logs = (0..n).map(|i| runner.log_path(i)).collect();
@@ -398,6 +423,7 @@ pub fn execute(
         journal_from,
         fingerprints: ctx.fingerprints,
         bundle_reads,
+        bundle_mark,
         trace,
     })
 }

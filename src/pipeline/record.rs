@@ -128,17 +128,8 @@ fn summarize(
             }
         }
     }
-    if let (Some(dir), Some(m)) = (&r.req.plan, &r.bundle)
-        && op == Operation::Up
-        && !done.interrupted
-        && done
-            .results
-            .iter()
-            .all(|s| s.status == Status::Succeeded || s.status == Status::Skipped)
-    {
-        summary_failed =
-            summary_failed.or(super::bundle::mark_applied(r, dir, m, &done.run_id).err());
-    }
+    // `up --plan`: the applied mark was written under the lock (`execute`).
+    summary_failed = summary_failed.or(done.bundle_mark.take());
     if settings.display == crate::settings::Display::Quiet {
         // -q: the final line, and what failed.
         for row in rows.iter().filter(|r| r.status == Status::Failed) {

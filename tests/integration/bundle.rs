@@ -11,6 +11,14 @@ fn manifest(ws: &Ws, dir: &str) -> Value {
     serde_json::from_str(&ws.read(&format!("{dir}/manifest.json"))).expect("a manifest")
 }
 
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Pulumi's own check (a resource whose inputs differ from its plan) fails the project
 /// with Pulumi's words, applies nothing of it, and stops its dependents.
 #[test]
@@ -20,12 +28,16 @@ fn a_plan_pulumi_refuses_fails_with_its_reason_and_stops_the_dependents() {
     ws.pulumi_project("alpha", &name("alpha"), &BODY.replace("x: 1", "x: 2"));
     ok(&ws, "preview", &["--save-plan", "b"]);
     // The plan says x becomes 2; the program now says 3, but in a place the fingerprint
-    // does not see: the plan file itself is edited.
-    let m = manifest(&ws, "b");
+    // does not see: the plan file itself is edited, and its digest in the manifest with
+    // it (strata's own check would refuse the bundle first: `bundle_trust`).
+    let mut m = manifest(&ws, "b");
     let plan = m["steps"]["alpha"]["plan"].as_str().unwrap().to_string();
     let text = ws.read(&format!("b/{plan}"));
     assert!(text.contains("\"x\": 2"), "{text}");
-    ws.write(&format!("b/{plan}"), &text.replace("\"x\": 2", "\"x\": 7"));
+    let edited = text.replace("\"x\": 2", "\"x\": 7");
+    ws.write(&format!("b/{plan}"), &edited);
+    m["files"][&plan] = sha256_hex(edited.as_bytes()).into();
+    ws.write("b/manifest.json", &m.to_string());
     let r = run(&ws, "up", &["--plan", "b", "--output", "json"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.all().contains("violates plan"), "Pulumi's reason: {r:?}");

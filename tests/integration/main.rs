@@ -7,6 +7,7 @@ mod support;
 mod architecture;
 mod bounds;
 mod bundle;
+mod bundle_trust;
 mod crash;
 mod export;
 mod firsthour;

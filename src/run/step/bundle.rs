@@ -25,16 +25,15 @@ pub enum PlanBundle {
 }
 
 impl PlanBundle {
-    /// The update plan file a Pulumi project's job writes or is held to.
+    /// The update plan file a Pulumi project's job writes or is held to: always the one
+    /// the preview writes for `path`, inside the bundle (never a path the manifest
+    /// names, and never none: under `up --plan` every Pulumi project is held to a plan).
     pub fn plan_file(&self, path: &str) -> Option<PlanFile> {
-        match self {
-            PlanBundle::Save { dir } => {
-                Some(PlanFile::Save(dir.join(crate::bundle::plan_path(path))))
-            }
-            PlanBundle::Apply { dir, manifest } => {
-                manifest.plan_file(dir, path).map(PlanFile::Apply)
-            }
-        }
+        let file = |dir: &PathBuf| dir.join(crate::bundle::plan_path(path));
+        Some(match self {
+            PlanBundle::Save { dir } => PlanFile::Save(file(dir)),
+            PlanBundle::Apply { dir, .. } => PlanFile::Apply(file(dir)),
+        })
     }
 }
 
@@ -146,6 +145,33 @@ impl StepRunner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Under `up --plan` a Pulumi project is held to the plan the preview wrote for it,
+    /// whatever the manifest names (another path, or none).
+    #[test]
+    fn a_pulumi_project_is_held_to_the_plan_the_preview_wrote() {
+        let mut manifest: crate::bundle::Manifest = serde_json::from_value(serde_json::json!({
+            "version": crate::bundle::VERSION, "id": "20261126T000000.000Z-1",
+            "created_at": "", "strata_version": "", "git": null, "stack": "dev",
+            "profile": "p", "profile_hash": "", "stack_config_hash": "", "files": {},
+            "steps": {"infra/vpc": {"kind": "command", "status": "succeeded",
+                "fingerprint": null, "plan": "/etc/passwd"}}
+        }))
+        .unwrap();
+        let dir = PathBuf::from("/b");
+        let want = dir.join("plans/infra_2fvpc.json");
+        for plan in [Some("/etc/passwd".to_string()), None] {
+            manifest.steps.get_mut("infra/vpc").unwrap().plan = plan;
+            let b = PlanBundle::Apply {
+                dir: dir.clone(),
+                manifest: Box::new(manifest.clone()),
+            };
+            assert_eq!(
+                b.plan_file("infra/vpc"),
+                Some(PlanFile::Apply(want.clone()))
+            );
+        }
+    }
 
     #[test]
     fn secret_outputs_digest_by_name_and_plain_ones_by_value() {
