@@ -324,7 +324,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
     }
     if super::has_builtin(full) {
         notes.push(format!(
-            "- The built-in secrets step (@secrets) is not a Stack: its dependents wait for what it waits for. Get the profile's secrets into the cluster before the kubernetes Stacks run (`strata up -p {} -s {} --project @secrets` with the cluster's kubeconfig, or External Secrets/Sealed Secrets); pass those a project needs as Pulumi config through spec.secretsRef.",
+            "- The built-in secrets step (@secrets) is not a Stack: its dependents wait for what it waits for. Get the profile's secrets into the cluster before the kubernetes Stacks run (`strata up -p {} -s {} --project @secrets` on a machine that knows the stack's cluster: its kubeconfig hook ran there, or the profile's `cluster:` names a kubeconfig it has; or External Secrets/Sealed Secrets); pass those a project needs as Pulumi config through spec.secretsRef.",
             ctx.provider, ctx.stack
         ));
     }

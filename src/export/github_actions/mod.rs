@@ -417,7 +417,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
     notes.extend(setup_notes(ctx));
     if super::has_builtin(full) {
         notes.push(format!(
-            "- The built-in secrets step (@secrets) is not a job: it writes the secrets into the cluster with the kubeconfig of the machine that ran the infrastructure stage, which a fresh runner does not have. The kubernetes jobs wait for what it waits for instead. Get the secrets into the cluster before they run: `strata up -p {} -s <stack> --project @secrets` on a machine with the cluster's kubeconfig, or the cluster's own mechanism (External Secrets, Sealed Secrets).",
+            "- The built-in secrets step (@secrets) is not a job: it writes the secrets into the cluster with the kubeconfig of the machine that ran the infrastructure stage, which a fresh runner does not have. The kubernetes jobs wait for what it waits for instead. Get the secrets into the cluster before they run: `strata up -p {} -s <stack> --project @secrets` on a machine that knows the stack's cluster (its kubeconfig hook ran there, or the profile's `cluster:` names a kubeconfig it has; strata never writes into whatever context is current), or the cluster's own mechanism (External Secrets, Sealed Secrets).",
             ctx.provider
         ));
     }
