@@ -12,6 +12,7 @@ mod export;
 mod firsthour;
 mod foundation;
 mod handoff;
+mod panic_trust;
 mod pipeline;
 mod policy;
 mod pools;

@@ -1,0 +1,74 @@
+//! Issue 32, third pass: no panic hangs a run (a panicking step is a failed step).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::run::Background;
+use crate::support::*;
+
+const OK: &str = "printf '{}' > \"$STRATA_OUTPUTS_FILE\"";
+
+/// A step that panics (here through the test-only `STRATA_TEST_PANIC_IN_STEP` of debug
+/// builds) is a failed step like any other: its message in the JSON events, the summary
+/// and the journal; what needs it is skipped; the run ends and frees the stack lock.
+#[test]
+fn a_panicking_step_is_a_failed_step_and_the_run_ends() {
+    let mut ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n"),
+    );
+    for p in ["a", "b", "c"] {
+        ws.command_project(p, OK, "true");
+    }
+    ws.set_env("STRATA_TEST_PANIC_IN_STEP", "a");
+    let args = [
+        "up",
+        "-p",
+        "t",
+        "-s",
+        "dev",
+        "--keep-going",
+        "--output",
+        "json",
+    ];
+    let r = Background::start(&ws, &args).wait(Duration::from_secs(60));
+    assert_eq!(r.code, 1, "{r:?}");
+    let finished = |p: &str| {
+        r.events()
+            .into_iter()
+            .find(|e| e["event"] == "project_finished" && e["project"] == p)
+            .unwrap_or_else(|| panic!("no project_finished for {p}: {r:?}"))
+    };
+    let a = finished("a");
+    assert_eq!(a["status"], "failed", "{a}");
+    let message = a["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("panicked") && message.contains("STRATA_TEST_PANIC_IN_STEP"),
+        "{a}"
+    );
+    assert!(message.contains("src/run/step/"), "names where: {a}");
+    assert_eq!(finished("b")["status"], "skipped");
+    assert_eq!(finished("c")["status"], "succeeded");
+    let recorded = (ws.read(".strata/dev/journal.jsonl").lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|j| j["project"] == "a" && j["status"] == "failed")
+        .unwrap_or_else(|| panic!("no journal record of a: {r:?}"));
+    assert!(
+        recorded["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("panicked"),
+        "{recorded}"
+    );
+    assert!(!ws.exists(".strata/dev/lock"), "the lock is released");
+    // The human summary says it too, and the panic is not printed raw on stderr.
+    let human = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert_eq!(human.code, 1, "{human:?}");
+    assert!(
+        human.stdout.contains("STRATA_TEST_PANIC_IN_STEP"),
+        "{human:?}"
+    );
+    assert!(!human.stderr.contains("RUST_BACKTRACE"), "{human:?}");
+}
