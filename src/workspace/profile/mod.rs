@@ -117,6 +117,11 @@ impl Hook {
     }
 }
 
+/// The longest wait a profile may ask for before a retry (`retry: delay:`, `throttle:
+/// delay:`); a doubling wait stops growing there. Longer is a typo, not a policy (and
+/// `300000000000y` once overflowed the wait).
+pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
 /// `retry:` of an entry: a failed operation whose output matches one of `on` is run
 /// again, up to `attempts` tries in all, waiting `delay` before the second (doubling).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
