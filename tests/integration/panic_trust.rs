@@ -1,4 +1,5 @@
-//! Issue 32, third pass: no panic hangs a run (a panicking step is a failed step).
+//! Issue 32, third pass: no panic hangs a run (a panicking step is a failed step, and a
+//! wait that could overflow is refused before the run).
 
 use std::time::Duration;
 
@@ -8,6 +9,34 @@ use crate::run::Background;
 use crate::support::*;
 
 const OK: &str = "printf '{}' > \"$STRATA_OUTPUTS_FILE\"";
+
+/// A retry delay of 300000000000 years once passed `validate`, then overflowed in the
+/// wait and hung the run with the stack locked. Now the profile is refused, by
+/// `validate` and by `up` alike, naming the file, the key and its line.
+#[test]
+fn an_absurd_retry_delay_is_refused_naming_file_key_and_line() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: a\n    retry: {{attempts: 2, delay: 300000000000y, on: [\"boom\"]}}\n"
+        ),
+    );
+    ws.command_project("a", "echo boom; exit 1", "true");
+    let v = ws.strata(&["validate", "-p", "t", "-s", "dev"]);
+    assert_eq!(v.code, 3, "{v:?}");
+    let bg = Background::start(&ws, &["up", "-p", "t", "-s", "dev"]);
+    let up = bg.wait(Duration::from_secs(60));
+    assert_eq!(up.code, 3, "{up:?}");
+    for r in [&v, &up] {
+        let all = r.all();
+        assert!(all.contains("providers/t.yaml"), "{r:?}");
+        assert!(all.contains("retry.delay"), "{r:?}");
+        assert!(all.contains("line 5"), "{r:?}");
+        assert!(all.contains("is longer than 1h"), "{r:?}");
+    }
+    assert!(!ws.exists(".strata/dev/lock"), "no lock is left");
+}
 
 /// A step that panics (here through the test-only `STRATA_TEST_PANIC_IN_STEP` of debug
 /// builds) is a failed step like any other: its message in the JSON events, the summary
