@@ -201,7 +201,11 @@ pub(super) fn is_valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
-/// `pools:`, checked: each a name and a limit of at least 1.
+/// The most projects a pool may let run at once: more is no limit at all (a run starts at
+/// most `-j`, itself at most 65535), so it is refused rather than quietly lowered.
+pub(super) const MAX_POOL_LIMIT: u64 = 10_000;
+
+/// `pools:`, checked: each a name and a limit from 1 to [`MAX_POOL_LIMIT`].
 pub(super) fn pools(raw: &RawProfile, file: &Path) -> Result<Vec<Pool>> {
     let mut out = Vec::new();
     for (k, v) in &raw.pools {
@@ -215,36 +219,61 @@ pub(super) fn pools(raw: &RawProfile, file: &Path) -> Result<Vec<Pool>> {
                 )));
             }
         };
-        let bad = || {
-            Error::config(format!(
-                "{}: `pools: {name}: {}` must be a whole number of at least 1 (the projects of the pool that may run at once), or `{{limit: N, adaptive: false}}` for a limit that never moves.",
-                display_path(file),
-                scalar_text(v)
-            ))
-        };
-        let (limit, adaptive) = match v {
-            serde_yaml::Value::Mapping(m) => {
-                let mut limit = None;
-                let mut adaptive = true;
-                for (k, x) in m {
-                    match (k.as_str(), x) {
-                        (Some("limit"), x) => limit = x.as_u64(),
-                        (Some("adaptive"), serde_yaml::Value::Bool(b)) => adaptive = *b,
-                        _ => return Err(bad()),
-                    }
-                }
-                (limit, adaptive)
-            }
-            v => (v.as_u64(), true),
-        };
-        let limit = limit.filter(|&n| n >= 1).ok_or_else(bad)?;
+        let (limit, adaptive) = pool_limit(&name, v).map_err(|why| {
+            Error::config(format!("{}: `pools: {name}:` {why}", display_path(file)))
+        })?;
         out.push(Pool {
             name,
-            limit: limit.min(10_000) as usize,
+            limit: limit as usize,
             adaptive,
         });
     }
     Ok(out)
+}
+
+/// One pool's value: `N`, or `{limit: N, adaptive: BOOL}`; the limit and whether it adapts.
+fn pool_limit(name: &str, v: &serde_yaml::Value) -> std::result::Result<(u64, bool), String> {
+    let (limit, adaptive) = match v {
+        serde_yaml::Value::Mapping(m) => {
+            let mut limit = None;
+            let mut adaptive = true;
+            for (k, x) in m {
+                match (k.as_str(), x) {
+                    (Some("limit"), x) => limit = Some(x),
+                    (Some("adaptive"), serde_yaml::Value::Bool(b)) => adaptive = *b,
+                    (Some("adaptive"), x) => {
+                        return Err(format!(
+                            "`adaptive:` is true or false, not {}.",
+                            scalar_text(x)
+                        ));
+                    }
+                    (_, _) => {
+                        return Err(format!(
+                            "unknown key {}: a pool is a limit (`{name}: 4`) or a mapping of `limit` and `adaptive` (`{name}: {{limit: 1, adaptive: false}}`).",
+                            scalar_text(k)
+                        ));
+                    }
+                }
+            }
+            (limit, adaptive)
+        }
+        v => (Some(v), true),
+    };
+    let bad = |shown: String| {
+        format!(
+            "{shown} must be a whole number of at least 1 (the projects of the pool that may run at once), or `{{limit: N, adaptive: false}}` for a limit that never moves."
+        )
+    };
+    let Some(written) = limit else {
+        return Err(bad("a mapping without `limit:`".into()));
+    };
+    match written.as_u64() {
+        Some(n) if n > MAX_POOL_LIMIT => Err(format!(
+            "`{n}` is more than {MAX_POOL_LIMIT}, the most projects a pool may let run at once; for no limit but `-j`, leave its projects out of any pool."
+        )),
+        Some(n) if n >= 1 => Ok((n, adaptive)),
+        _ => Err(bad(scalar_text(written))),
+    }
 }
 
 /// A YAML value as it would be written, on one line, for an error message.

@@ -325,7 +325,7 @@ fn an_unknown_pool_a_bad_limit_or_a_bad_pattern_is_refused_with_the_fix() {
     assert!(e.contains("declares no pools"), "{e}");
     let e = refused("pools: {harbor: 0}\ninfrastructure:\n  - path: a\n");
     assert!(
-        e.contains("`pools: harbor: `0`` must be a whole number of at least 1"),
+        e.contains("`pools: harbor:` `0` must be a whole number of at least 1"),
         "{e}"
     );
     let e = refused("pools: {harbor: many}\ninfrastructure:\n  - path: a\n");
@@ -420,4 +420,39 @@ fn a_delay_over_an_hour_or_a_throttle_without_a_pause_is_refused_naming_file_key
     let p = load(d.path(), "p").unwrap();
     assert_eq!(p.throttle.delay, MAX_DELAY);
     assert_eq!(p.entries[1].retry.as_ref().unwrap().delay, MAX_DELAY);
+}
+
+#[test]
+fn a_pool_s_unknown_key_is_named_and_a_limit_above_the_most_is_refused() {
+    let refused = |body: &str| {
+        let d = ws(&[(
+            "p.yaml",
+            &format!("{HEAD}{body}\ninfrastructure:\n  - path: a\n"),
+        )]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert_eq!(e.exit_code(), 3, "{body}");
+        e.to_string()
+    };
+    let e = refused("pools: {harbor: {limit: 1, adaptve: false}}");
+    for part in [
+        "`pools: harbor:`",
+        "unknown key `adaptve`",
+        "`limit`",
+        "`adaptive`",
+    ] {
+        assert!(e.contains(part), "{part} in {e}");
+    }
+    assert!(!e.contains("whole number"), "{e}");
+    let e = refused("pools: {harbor: {limit: 1, adaptive: sometimes}}");
+    assert!(e.contains("`adaptive:` is true or false"), "{e}");
+    for body in ["pools: {aws: 20000}", "pools: {aws: {limit: 10001}}"] {
+        let e = refused(body);
+        assert!(e.contains("more than 10000"), "{e}");
+        assert!(e.contains("leave its projects out of any pool"), "{e}");
+    }
+    let d = ws(&[(
+        "p.yaml",
+        &format!("{HEAD}pools: {{aws: 10000}}\ninfrastructure:\n  - path: a\n"),
+    )]);
+    assert_eq!(load(d.path(), "p").unwrap().pools[0].limit, 10_000);
 }
