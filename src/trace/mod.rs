@@ -94,7 +94,9 @@ impl Trace {
         } = *live;
         spans.close();
         drop(spans);
-        if let export::Flushed::NotSent(line) = sink.flush(&config.endpoint, config.flush_wait())? {
+        if let export::Flushed::NotSent(line) =
+            sink.flush(&config.endpoint, &config.flush_wait())?
+        {
             eprintln!("{line}");
         }
         Ok(())

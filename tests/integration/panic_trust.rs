@@ -1,7 +1,8 @@
 //! Issue 32, third pass: no panic hangs a run (a panicking step is a failed step, and a
-//! wait that could overflow is refused before the run).
+//! wait that could overflow is refused before the run), and messages that tell the truth
+//! (the trace's timeout warning names the limit that was hit).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -100,4 +101,32 @@ fn a_panicking_step_is_a_failed_step_and_the_run_ends() {
         "{human:?}"
     );
     assert!(!human.stderr.contains("RUST_BACKTRACE"), "{human:?}");
+}
+
+/// The end of a traced run waits at most 5 s for the collector: when that cap, not
+/// `OTEL_EXPORTER_OTLP_TIMEOUT` (unset here: 10 s), ends the wait, the warning says so.
+#[test]
+fn the_trace_warning_names_strata_s_own_cap_when_that_is_the_limit_hit() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut ws = Ws::without_pulumi();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project("a", OK, "true");
+    ws.set_env(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        &format!("http://{}", silent.local_addr().unwrap()),
+    )
+    .set_env("OTEL_BSP_SCHEDULE_DELAY", "600000");
+    let t0 = Instant::now();
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    let warning = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("trace"))
+        .unwrap_or_else(|| panic!("no trace warning: {r:?}"));
+    assert!(warning.contains("did not answer within 5.0s"), "{warning}");
+    assert!(!warning.contains("OTEL_EXPORTER_OTLP_TIMEOUT"), "{warning}");
+    assert!(warning.contains("strata waits at most"), "{warning}");
+    drop(silent);
 }
