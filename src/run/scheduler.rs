@@ -163,14 +163,20 @@ pub fn run(
                     }
                     state[i] = State::Running;
                     running += 1;
-                    let log = exec.prepare(i);
+                    // Step code too, though on this thread: a panic fails the step.
+                    let prepared = panics::catch(|| exec.prepare(i));
                     emit(RunEvent::ProjectStarted {
                         project: plan.nodes[i].path.clone(),
                         operation: op,
-                        log,
+                        log: prepared.clone().unwrap_or_default(),
                         pool: pool_of(i).map(str::to_string),
                     });
-                    start(scope, exec, i, emit, tx.clone());
+                    match prepared {
+                        Ok(_) => start(scope, exec, i, emit, tx.clone()),
+                        Err(p) => {
+                            let _ = tx.send(Msg::Finished(i, failed_by(exec, &p)));
+                        }
+                    }
                 }
             }
             if running == 0 {
@@ -228,9 +234,7 @@ fn start<'scope>(
     let spawned = std::thread::Builder::new()
         .name(format!("step {i}"))
         .spawn_scoped(scope, move || {
-            let r = panics::catch(|| exec.execute(i, emit)).unwrap_or_else(|p| {
-                StepResult::not_run(Status::Failed, exec.redact(&p.describe()))
-            });
+            let r = panics::catch(|| exec.execute(i, emit)).unwrap_or_else(|p| failed_by(exec, &p));
             let _ = reply.send(Msg::Finished(i, r));
         });
     if let Err(e) = spawned {
@@ -240,6 +244,11 @@ fn start<'scope>(
         );
         let _ = tx.send(Msg::Finished(i, r));
     }
+}
+
+/// A step that panicked: failed, saying what and where.
+fn failed_by(exec: &dyn Executor, panic: &Panic) -> StepResult {
+    StepResult::not_run(Status::Failed, exec.redact(&panic.describe()))
 }
 
 fn describe(s: Status) -> &'static str {
@@ -320,7 +329,15 @@ mod tests {
     }
 
     impl Executor for Fake {
-        fn prepare(&self, _node: usize) -> Option<String> {
+        fn prepare(&self, i: usize) -> Option<String> {
+            let path = &self.plan.nodes[i].path;
+            if self
+                .panic_in
+                .iter()
+                .any(|p| format!("prepare {path}") == *p)
+            {
+                panic!("preparing {path} broke");
+            }
             None
         }
         fn execute(&self, i: usize, _emit: &(dyn Fn(RunEvent) + Sync)) -> StepResult {
@@ -583,9 +600,11 @@ mod tests {
 
     #[test]
     fn a_panicking_step_fails_with_its_message_and_the_run_ends() {
-        let p = plan("infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n");
+        let p = plan(
+            "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: []\n",
+        );
         let mut f = fake(&p, vec![]);
-        f.panic_in = vec!["a"];
+        f.panic_in = vec!["a", "prepare c"];
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let r = run(
@@ -596,15 +615,19 @@ mod tests {
                 &Control::new(),
                 &|_| {},
             );
-            let _ = tx.send((statuses(&p, &r), r[p.index_of("a").unwrap()].clone()));
+            let message = |path: &str| r[p.index_of(path).unwrap()].message.clone();
+            let _ = tx.send((statuses(&p, &r), message("a"), message("c")));
         });
-        let (st, a) = rx
+        let (st, a, c) = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("the run ended");
         assert_eq!(st["a"], Status::Failed);
         assert_eq!(st["b"], Status::Skipped);
-        assert_eq!(st["c"], Status::Succeeded);
-        let message = a.message.unwrap_or_default();
+        // A panic while it is prepared, on the scheduler's thread, fails it too.
+        assert_eq!(st["c"], Status::Failed);
+        assert!(c.unwrap_or_default().contains("preparing c broke"));
+        assert_eq!(st["d"], Status::Succeeded);
+        let message = a.unwrap_or_default();
         assert!(
             message.contains("panicked at src/run/scheduler.rs:") && message.contains("a broke"),
             "{message}"
