@@ -1,9 +1,10 @@
 //! A profile entry's `timeout:` and `retry:` around one project's engine run: a try that
 //! runs too long is cancelled like Ctrl-C for that project alone (one SIGINT, the grace
 //! period, then a kill) and fails "timed out after …"; a failed try whose output matches
-//! a `retry.on` pattern is run again after `delay` (doubling), up to `attempts` in all.
-//! A step in a concurrency pool is also retried when its output says it was throttled
-//! (its [`Gate`]): the pool adapts, and the next try waits for a slot of it.
+//! a `retry.on` pattern is run again after `delay` (doubling, up to 1 h), up to
+//! `attempts` in all; a waiting step answers Ctrl-C at once. A step in a concurrency pool
+//! is also retried when its output says it was throttled (its [`Gate`]): the pool
+//! adapts, and the next try waits for a slot of it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
