@@ -1,15 +1,16 @@
 //! A profile entry's `timeout:` and `retry:` around one project's engine run: a try that
 //! runs too long is cancelled like Ctrl-C for that project alone (one SIGINT, the grace
 //! period, then a kill) and fails "timed out after …"; a failed try whose output matches
-//! a `retry.on` pattern is run again after `delay` (doubling), up to `attempts` in all.
-//! A step in a concurrency pool is also retried when its output says it was throttled
-//! (its [`Gate`]): the pool adapts, and the next try waits for a slot of it.
+//! a `retry.on` pattern is run again after `delay` (doubling, up to 1 h), up to
+//! `attempts` in all; a waiting step answers Ctrl-C at once. A step in a concurrency pool
+//! is also retried when its output says it was throttled (its [`Gate`]): the pool
+//! adapts, and the next try waits for a slot of it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::engine::{Control, Engine, Failure, Job, Outcome, Progress};
-use crate::workspace::profile::Retry;
+use crate::workspace::profile::{MAX_DELAY, Retry};
 
 /// How one project's operation is run.
 pub struct Policy<'a> {
@@ -85,7 +86,7 @@ pub fn run(
                 if let Some(g) = policy.gate {
                     g.succeeded();
                 }
-                o.processes += processes;
+                o.processes = o.processes.saturating_add(processes);
                 return (Ok(o), attempt);
             }
             Err(f) => f,
@@ -96,7 +97,7 @@ pub fn run(
             && let Some(pattern) = g.throttled_by(&seen, failure.message())
         {
             g.throttled(round, &pattern);
-            processes += failure_processes(&failure);
+            processes = processes.saturating_add(failure_processes(&failure));
             attempt += 1;
             on_retry(&RetryNote {
                 attempt,
@@ -110,7 +111,7 @@ pub fn run(
             if !slept || !slot {
                 return (Err(cancelled_before(job, attempt, processes)), attempt - 1);
             }
-            throttle_delay *= 2;
+            throttle_delay = next_delay(throttle_delay);
             continue;
         }
         let retry = match policy.retry {
@@ -120,7 +121,7 @@ pub fn run(
         let Some(pattern) = matching(retry, &seen, failure.message()) else {
             return (Err(add_processes(failure, processes)), attempt);
         };
-        processes += failure_processes(&failure);
+        processes = processes.saturating_add(failure_processes(&failure));
         attempt += 1;
         on_retry(&RetryNote {
             attempt,
@@ -132,15 +133,25 @@ pub fn run(
         if !wait(delay, control) {
             return (Err(cancelled_before(job, attempt, processes)), attempt - 1);
         }
-        delay *= 2;
+        delay = next_delay(delay);
     }
 }
 
+/// The wait after `delay`: twice as long, up to [`MAX_DELAY`] (never shorter than it was).
+fn next_delay(delay: Duration) -> Duration {
+    delay.saturating_mul(2).min(MAX_DELAY).max(delay)
+}
+
 /// Sleeps `delay` unless the run is cancelled first; `false` when it was.
+/// (No deadline is computed: `now + delay` can overflow.)
 fn wait(delay: Duration, control: &Control) -> bool {
-    let until = Instant::now() + delay;
-    while Instant::now() < until && !control.is_cancelled() {
-        std::thread::sleep(Duration::from_millis(25).min(until - Instant::now()));
+    let started = Instant::now();
+    while !control.is_cancelled() {
+        let left = delay.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(25)));
     }
     !control.is_cancelled()
 }
@@ -169,24 +180,19 @@ fn one_try(
     };
     let done = AtomicBool::new(false);
     let result = std::thread::scope(|s| {
-        s.spawn(|| {
-            let t0 = Instant::now();
-            let mut sent: Option<Instant> = None;
-            while !done.load(Ordering::SeqCst) {
-                if sent.is_none() && t0.elapsed() >= limit {
-                    control.cancel_project(&job.path);
-                    sent = Some(Instant::now());
-                }
-                if sent.is_some_and(|t| t.elapsed() >= policy.grace) {
-                    control.kill_project(&job.path);
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(25));
-            }
-        });
-        let r = engine.run(job, control, sink);
-        done.store(true, Ordering::SeqCst);
-        r
+        let watcher = std::thread::Builder::new()
+            .name("timeout".into())
+            .spawn_scoped(s, || watch(limit, policy.grace, job, control, &done));
+        if let Err(e) = watcher {
+            return Err(Failure::Failed {
+                message: format!("strata could not start the thread that keeps its timeout: {e}"),
+                exit_code: None,
+                processes: 0,
+            });
+        }
+        // Set however the run ends (a panic too), so the watcher never outlives it.
+        let _done = SetOnDrop(&done);
+        engine.run(job, control, sink)
     });
     let timed_out = control.project_stopped(&job.path);
     control.resume_project(&job.path);
@@ -206,6 +212,32 @@ fn one_try(
     })
 }
 
+/// Until `done`: past `limit`, cancels the project like Ctrl-C; `grace` after, kills it.
+fn watch(limit: Duration, grace: Duration, job: &Job, control: &Control, done: &AtomicBool) {
+    let t0 = Instant::now();
+    let mut sent: Option<Instant> = None;
+    while !done.load(Ordering::SeqCst) {
+        if sent.is_none() && t0.elapsed() >= limit {
+            control.cancel_project(&job.path);
+            sent = Some(Instant::now());
+        }
+        if sent.is_some_and(|t| t.elapsed() >= grace) {
+            control.kill_project(&job.path);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// The first `on` pattern that matches a line of the try's output or its failure.
 fn matching(retry: &Retry, seen: &[String], message: &str) -> Option<String> {
     retry.on.iter().find_map(|p| {
@@ -223,7 +255,7 @@ fn failure_processes(f: &Failure) -> u32 {
 fn add_processes(mut f: Failure, more: u32) -> Failure {
     match &mut f {
         Failure::Failed { processes, .. } | Failure::Cancelled { processes, .. } => {
-            *processes += more
+            *processes = processes.saturating_add(more)
         }
     }
     f
@@ -529,5 +561,43 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A wait as long as a `Duration` holds (what a profile once let through as
+    /// `delay: 300000000000y`) neither overflows nor outlives Ctrl-C.
+    #[test]
+    fn the_longest_wait_ends_with_ctrl_c_and_doubling_stops_at_the_longest_delay() {
+        let engine = Flaky {
+            tries: Mutex::new(0),
+            ok_at: 10,
+            lines: vec!["connection reset by peer"],
+        };
+        let r = Retry {
+            delay: Duration::MAX,
+            ..retry(3, &["connection reset"])
+        };
+        let policy = Policy {
+            timeout: None,
+            retry: Some(&r),
+            grace: Duration::from_secs(1),
+            gate: None,
+        };
+        let control = Control::new();
+        let (res, tries) = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                control.cancel();
+            });
+            run(&engine, &job(), &control, &policy, &mut |_| {}, &mut |_| {})
+        });
+        assert_eq!(tries, 1);
+        assert!(matches!(res, Err(Failure::Cancelled { .. })), "{res:?}");
+        assert_eq!(
+            next_delay(Duration::from_millis(1)),
+            Duration::from_millis(2)
+        );
+        assert_eq!(next_delay(Duration::from_secs(40 * 60)), MAX_DELAY);
+        assert_eq!(next_delay(Duration::MAX), Duration::MAX);
+        assert_eq!(next_delay(Duration::ZERO), Duration::ZERO);
     }
 }

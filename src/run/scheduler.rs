@@ -1,8 +1,12 @@
 //! The scheduler: runs a plan's steps as soon as what they need has succeeded, at most
 //! `parallel` at once and no more than its pool allows; stops scheduling after a failure
-//! (unless keep-going) or Ctrl-C.
+//! (unless keep-going) or Ctrl-C. A step that panics is a failed step (`panics`): the
+//! scheduler always hears back from every step it started.
 
 use std::sync::mpsc;
+
+mod panics;
+pub use panics::Panic;
 
 use super::events::{RunEvent, Status};
 use super::pools::Pools;
@@ -52,6 +56,16 @@ pub trait Executor: Sync {
     /// Called on the scheduler thread just before the step starts; returns its log path.
     fn prepare(&self, node: usize) -> Option<String>;
     fn execute(&self, node: usize, emit: &(dyn Fn(RunEvent) + Sync)) -> StepResult;
+    /// A message about a step as it may be shown (secret values masked).
+    fn redact(&self, text: &str) -> String {
+        text.to_string()
+    }
+}
+
+/// Runs `f` on this thread; a panic in it is returned (what it said and where) instead of
+/// unwinding further. For step code that must end as a failed step whatever happens.
+pub fn catch_panic<T>(f: impl FnOnce() -> T) -> Result<T, Panic> {
+    panics::catch(f)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -149,18 +163,20 @@ pub fn run(
                     }
                     state[i] = State::Running;
                     running += 1;
-                    let log = exec.prepare(i);
+                    // Step code too, though on this thread: a panic fails the step.
+                    let prepared = panics::catch(|| exec.prepare(i));
                     emit(RunEvent::ProjectStarted {
                         project: plan.nodes[i].path.clone(),
                         operation: op,
-                        log,
+                        log: prepared.clone().unwrap_or_default(),
                         pool: pool_of(i).map(str::to_string),
                     });
-                    let tx = tx.clone();
-                    scope.spawn(move || {
-                        let r = exec.execute(i, emit);
-                        let _ = tx.send(Msg::Finished(i, r));
-                    });
+                    match prepared {
+                        Ok(_) => start(scope, exec, i, emit, tx.clone()),
+                        Err(p) => {
+                            let _ = tx.send(Msg::Finished(i, failed_by(exec, &p)));
+                        }
+                    }
                 }
             }
             if running == 0 {
@@ -205,6 +221,36 @@ pub fn run(
         .collect()
 }
 
+/// Runs step `i` on a thread of its own, which always says how it ended: a panic is a
+/// failed step, and a thread that cannot be started fails the step at once.
+fn start<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    exec: &'scope dyn Executor,
+    i: usize,
+    emit: &'scope (dyn Fn(RunEvent) + Sync),
+    tx: mpsc::Sender<Msg>,
+) {
+    let reply = tx.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("step {i}"))
+        .spawn_scoped(scope, move || {
+            let r = panics::catch(|| exec.execute(i, emit)).unwrap_or_else(|p| failed_by(exec, &p));
+            let _ = reply.send(Msg::Finished(i, r));
+        });
+    if let Err(e) = spawned {
+        let r = StepResult::not_run(
+            Status::Failed,
+            format!("strata could not start a thread for this step: {e}"),
+        );
+        let _ = tx.send(Msg::Finished(i, r));
+    }
+}
+
+/// A step that panicked: failed, saying what and where.
+fn failed_by(exec: &dyn Executor, panic: &Panic) -> StepResult {
+    StepResult::not_run(Status::Failed, exec.redact(&panic.describe()))
+}
+
 fn describe(s: Status) -> &'static str {
     match s {
         Status::Failed => "failed",
@@ -244,6 +290,8 @@ mod tests {
         plan: Plan,
         sleep_ms: u64,
         fail: Vec<&'static str>,
+        /// Steps that panic instead of ending.
+        panic_in: Vec<&'static str>,
         t0: Instant,
         spans: Mutex<BTreeMap<String, (u128, u128)>>,
         cancel_after_start: Option<(&'static str, &'static Control)>,
@@ -281,7 +329,15 @@ mod tests {
     }
 
     impl Executor for Fake {
-        fn prepare(&self, _node: usize) -> Option<String> {
+        fn prepare(&self, i: usize) -> Option<String> {
+            let path = &self.plan.nodes[i].path;
+            if self
+                .panic_in
+                .iter()
+                .any(|p| format!("prepare {path}") == *p)
+            {
+                panic!("preparing {path} broke");
+            }
             None
         }
         fn execute(&self, i: usize, _emit: &(dyn Fn(RunEvent) + Sync)) -> StepResult {
@@ -294,6 +350,9 @@ mod tests {
                 c.cancel();
             }
             std::thread::sleep(Duration::from_millis(self.sleep_ms));
+            if self.panic_in.contains(&path.as_str()) {
+                panic!("{path} broke");
+            }
             let end = self.t0.elapsed().as_millis();
             self.spans
                 .lock()
@@ -329,6 +388,7 @@ mod tests {
             plan: p.clone(),
             sleep_ms: 60,
             fail,
+            panic_in: Vec::new(),
             t0: Instant::now(),
             spans: Mutex::new(BTreeMap::new()),
             cancel_after_start: None,
@@ -536,5 +596,41 @@ mod tests {
         let r = run(&p, opts(2, false), &Pools::none(), &f, control, &|_| {});
         let st = statuses(&p, &r);
         assert_eq!(st["b"], Status::Cancelled);
+    }
+
+    #[test]
+    fn a_panicking_step_fails_with_its_message_and_the_run_ends() {
+        let p = plan(
+            "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: []\n",
+        );
+        let mut f = fake(&p, vec![]);
+        f.panic_in = vec!["a", "prepare c"];
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let r = run(
+                &p,
+                opts(2, true),
+                &Pools::none(),
+                &f,
+                &Control::new(),
+                &|_| {},
+            );
+            let message = |path: &str| r[p.index_of(path).unwrap()].message.clone();
+            let _ = tx.send((statuses(&p, &r), message("a"), message("c")));
+        });
+        let (st, a, c) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the run ended");
+        assert_eq!(st["a"], Status::Failed);
+        assert_eq!(st["b"], Status::Skipped);
+        // A panic while it is prepared, on the scheduler's thread, fails it too.
+        assert_eq!(st["c"], Status::Failed);
+        assert!(c.unwrap_or_default().contains("preparing c broke"));
+        assert_eq!(st["d"], Status::Succeeded);
+        let message = a.unwrap_or_default();
+        assert!(
+            message.contains("panicked at src/run/scheduler.rs:") && message.contains("a broke"),
+            "{message}"
+        );
     }
 }

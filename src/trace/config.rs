@@ -17,16 +17,38 @@ pub struct Config {
     pub service_name: String,
     /// One export's time budget (retries included).
     pub timeout: Duration,
+    /// The variable that set `timeout`, as written (`OTEL_EXPORTER_OTLP_TIMEOUT=2500`);
+    /// `None`: the default.
+    pub timeout_from: Option<String>,
     /// `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS` is set (the exporter reads it itself).
     pub headers: bool,
     /// strata's own `TRACEPARENT`: the run's span is its child.
     pub parent: Option<String>,
 }
 
+/// How long the end of a run waits for the collector, and which limit that is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushWait {
+    pub time: Duration,
+    /// The limit, for a warning: "strata waits at most 5.0s …", or the variable.
+    pub limit: String,
+}
+
 impl Config {
-    /// How long the end of a run waits for the last spans to be sent.
-    pub fn flush_wait(&self) -> Duration {
-        self.timeout.min(MAX_FLUSH_WAIT)
+    /// How long the end of a run waits for the last spans to be sent: the export timeout,
+    /// at most [`MAX_FLUSH_WAIT`].
+    pub fn flush_wait(&self) -> FlushWait {
+        let time = self.timeout.min(MAX_FLUSH_WAIT);
+        let shown =
+            crate::util::human_duration(u64::try_from(time.as_millis()).unwrap_or(u64::MAX));
+        let limit = match &self.timeout_from {
+            _ if self.timeout > MAX_FLUSH_WAIT => format!(
+                "strata waits at most {shown} for it at the end of a run, whatever the export timeout"
+            ),
+            Some(var) => var.clone(),
+            None => "the default export timeout".into(),
+        };
+        FlushWait { time, limit }
     }
 }
 
@@ -139,19 +161,27 @@ pub fn from_env(env: &BTreeMap<String, String>) -> Decision {
             "warning: {var}={url} is not an http:// or https:// URL with a host, so this run's trace is not sent; set it to the collector's OTLP/HTTP address, such as http://localhost:4318"
         ));
     }
-    let timeout = either(
+    let set = either(
         env,
         "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
         "OTEL_EXPORTER_OTLP_TIMEOUT",
     )
-    .and_then(|(_, ms)| ms.parse::<u64>().ok())
-    .map(Duration::from_millis)
-    .unwrap_or(DEFAULT_TIMEOUT);
+    .and_then(|(var, ms)| {
+        Some((
+            Duration::from_millis(ms.parse().ok()?),
+            format!("{var}={ms}"),
+        ))
+    });
+    let (timeout, timeout_from) = match set {
+        Some((t, var)) => (t, Some(var)),
+        None => (DEFAULT_TIMEOUT, None),
+    };
     Decision {
         config: Some(Config {
             endpoint: url,
             service_name: service_name(env),
             timeout,
+            timeout_from,
             headers: either(
                 env,
                 "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
@@ -284,7 +314,7 @@ mod tests {
         let c = from_env(&env(&[on])).config.unwrap();
         assert_eq!(c.service_name, "strata");
         assert_eq!(c.timeout, Duration::from_secs(10));
-        assert_eq!(c.flush_wait(), Duration::from_secs(5));
+        assert_eq!(c.flush_wait().time, Duration::from_secs(5));
         assert!(!c.headers);
         assert_eq!(c.parent, None);
         let c = from_env(&env(&[
@@ -325,8 +355,33 @@ mod tests {
             "strata"
         );
         assert_eq!(c.timeout, Duration::from_millis(800));
-        assert_eq!(c.flush_wait(), Duration::from_millis(800));
+        assert_eq!(c.flush_wait().time, Duration::from_millis(800));
         assert!(c.headers);
         assert!(c.parent.is_some());
+    }
+
+    /// The end of a run's wait is named by what bounds it: strata's cap when the export
+    /// timeout is longer (the default 10 s too), else the variable that set it.
+    #[test]
+    fn the_wait_at_the_end_names_the_limit_that_bounds_it() {
+        let on = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318");
+        let wait = |pairs: &[(&str, &str)]| {
+            let mut all = vec![on];
+            all.extend_from_slice(pairs);
+            from_env(&env(&all)).config.unwrap().flush_wait()
+        };
+        for capped in [wait(&[]), wait(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")])] {
+            assert_eq!(capped.time, Duration::from_secs(5));
+            assert_eq!(
+                capped.limit,
+                "strata waits at most 5.0s for it at the end of a run, whatever the export timeout"
+            );
+        }
+        let w = wait(&[
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),
+            ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "800"),
+        ]);
+        assert_eq!(w.time, Duration::from_millis(800));
+        assert_eq!(w.limit, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT=800");
     }
 }

@@ -16,7 +16,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, SpanData, SpanExporter,
 };
 
-use super::config::Config;
+use super::config::{Config, FlushWait};
 use crate::error::{Error, Result};
 
 /// Spans held for sending when `OTEL_BSP_MAX_QUEUE_SIZE` does not say: one per project
@@ -158,7 +158,8 @@ impl Sink {
     /// Sends what is left, waiting at most `wait`, and stops the sink. A signal ends the
     /// wait at once (`Err`, exit 128+n); a collector that is down or slow only makes the
     /// line to show.
-    pub fn flush(self, endpoint: &str, wait: Duration) -> Result<Flushed> {
+    pub fn flush(self, endpoint: &str, wait: &FlushWait) -> Result<Flushed> {
+        let (limit, wait) = (&wait.limit, wait.time);
         let caught = crate::run::signals::Caught::register().ok();
         let (tx, rx) = std::sync::mpsc::channel();
         let provider = self.provider.clone();
@@ -183,7 +184,7 @@ impl Sink {
                 Ok(r) => break r,
                 // The shutdown's own bound, and some slack for its thread.
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-                    if started.elapsed() > wait + Duration::from_secs(1) =>
+                    if started.elapsed() > wait.saturating_add(Duration::from_secs(1)) =>
                 {
                     break Err(opentelemetry_sdk::error::OTelSdkError::Timeout(wait));
                 }
@@ -207,7 +208,7 @@ impl Sink {
                 "warning: this run's trace could not be sent to {endpoint} ({why}): is the collector up and taking OTLP/HTTP there? The run itself is not affected"
             )),
             (Err(_), None) if timed_out => Flushed::NotSent(format!(
-                "warning: this run's trace was not sent to {endpoint}: the collector did not answer within {} (OTEL_EXPORTER_OTLP_TIMEOUT); the run itself is not affected",
+                "warning: this run's trace was not sent to {endpoint}: the collector did not answer within {} ({limit}); the run itself is not affected",
                 crate::util::human_duration(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
             )),
             (Err(e), None) => Flushed::NotSent(format!(
@@ -228,6 +229,7 @@ mod tests {
             endpoint,
             service_name: "strata".into(),
             timeout: Duration::from_secs(10),
+            timeout_from: None,
             headers: false,
             parent: None,
         }
@@ -243,7 +245,9 @@ mod tests {
         let sink = start(&config(endpoint.clone()), &Default::default()).unwrap();
         sink.tracer().start("a").end();
         let t0 = Instant::now();
-        let got = sink.flush(&endpoint, Duration::from_secs(5)).unwrap();
+        let got = sink
+            .flush(&endpoint, &config(endpoint.clone()).flush_wait())
+            .unwrap();
         assert!(t0.elapsed() < Duration::from_secs(7), "{:?}", t0.elapsed());
         let Flushed::NotSent(line) = got else {
             panic!("sent to a closed port?")
@@ -267,10 +271,14 @@ mod tests {
         let sink = start(&config(endpoint.clone()), &Default::default()).unwrap();
         sink.tracer().start("a").end();
         let t0 = Instant::now();
-        let got = sink.flush(&endpoint, Duration::from_millis(600)).unwrap();
+        let wait = FlushWait {
+            time: Duration::from_millis(600),
+            limit: "OTEL_EXPORTER_OTLP_TIMEOUT=600".into(),
+        };
+        let got = sink.flush(&endpoint, &wait).unwrap();
         assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
         assert!(
-            matches!(&got, Flushed::NotSent(l) if l.contains("did not answer")),
+            matches!(&got, Flushed::NotSent(l) if l.contains("did not answer within 600ms (OTEL_EXPORTER_OTLP_TIMEOUT=600)")),
             "{got:?}"
         );
         drop(l);

@@ -117,7 +117,7 @@ impl Trace {
         spans.close();
         drop(spans);
         let shown = crate::secrets::url::masked(&config.endpoint);
-        let flushed = sink.flush(&shown, config.flush_wait())?;
+        let flushed = sink.flush(&shown, &config.flush_wait())?;
         if let export::Flushed::NotSent(line) = flushed {
             eprintln!("{}", crate::secrets::url::mask_in(&line, &config.endpoint));
         }

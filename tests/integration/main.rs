@@ -14,6 +14,7 @@ mod firsthour;
 mod foundation;
 mod handoff;
 mod leaks;
+mod panic_trust;
 mod pipeline;
 mod policy;
 mod pools;

@@ -259,10 +259,12 @@ fn is_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// The inside of `[...]`: `A...B` or `REF`.
+/// The inside of `[...]` (its `[` at column `col`): `A...B` or `REF`. A bad revision is
+/// pointed at, whichever side it is on.
 fn range(text: &str, col: usize, inside: &str) -> Result<Range> {
-    let rev = |r: &str| -> Result<String> {
-        let r = r.trim();
+    // Each revision as written, and the column of its first character.
+    let rev = |written: &str, at: usize| -> Result<String> {
+        let r = written.trim();
         let why = if r.is_empty() {
             "a git range names a revision on each side of `...`: `[main...HEAD]`, or one: `[main]`"
         } else if r.contains("..") {
@@ -274,11 +276,15 @@ fn range(text: &str, col: usize, inside: &str) -> Result<Range> {
         } else {
             return Ok(r.to_string());
         };
-        Err(error(text, col + 1, why))
+        let leading = written.chars().take_while(|c| c.is_whitespace()).count();
+        Err(error(text, at + leading, why))
     };
     match inside.split_once("...") {
-        Some((a, b)) => Ok(Range::Between(rev(a)?, rev(b)?)),
-        None => Ok(Range::Since(rev(inside)?)),
+        Some((a, b)) => Ok(Range::Between(
+            rev(a, col + 1)?,
+            rev(b, col + 1 + a.chars().count() + 3)?,
+        )),
+        None => Ok(Range::Since(rev(inside, col + 1)?)),
     }
 }
 

@@ -370,6 +370,33 @@ fn parse_errors_point_at_the_column() {
 }
 
 #[test]
+fn a_bad_revision_of_a_git_range_is_the_one_pointed_at() {
+    bad_saying(
+        "[main...-x]",
+        &[
+            "cannot start with `-` (column 9)",
+            "\n  [main...-x]\n          ^\n",
+        ],
+    );
+    bad_saying(
+        "a | [main... my branch]",
+        &[
+            "has no spaces (column 14)",
+            "\n  a | [main... my branch]\n               ^\n",
+        ],
+    );
+    bad_saying("[main...]", &["a revision on each side", "(column 9)"]);
+    bad_saying(
+        "[ -x...main]",
+        &[
+            "cannot start with `-` (column 3)",
+            "\n  [ -x...main]\n    ^\n",
+        ],
+    );
+    bad_saying("[-x]", &["cannot start with `-` (column 2)"]);
+}
+
+#[test]
 fn filters_print_back_as_they_parse() {
     for text in [
         "infra/eks",

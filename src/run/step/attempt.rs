@@ -54,6 +54,8 @@ impl StepRunner<'_> {
             grace: signals::grace(&ctx.env),
             gate: gate.as_ref().map(|g| g as &dyn Gate),
         };
+        #[cfg(debug_assertions)]
+        panic_if_asked(&job.path);
         let mut on_retry = |n: &RetryNote| self.retrying(i, n, emit);
         let (result, tries) = policy::run(engine, job, self.control, &policy, sink, &mut on_retry);
         match result {
@@ -85,7 +87,7 @@ impl StepRunner<'_> {
     fn retrying(&self, i: usize, n: &RetryNote, emit: &(dyn Fn(RunEvent) + Sync)) {
         let ctx = self.ctx;
         let path = &ctx.plan.nodes[i].path;
-        let delay_ms = n.delay.as_millis() as u64;
+        let delay_ms = u64::try_from(n.delay.as_millis()).unwrap_or(u64::MAX);
         let reason = if n.throttled {
             format!("throttled: {}", n.pattern)
         } else {
@@ -192,6 +194,17 @@ impl Gate for PoolGate<'_, '_> {
 
     fn delay(&self) -> std::time::Duration {
         self.pools.delay()
+    }
+}
+
+/// Test-only, compiled into debug builds alone (a release build, as installed, has no
+/// such variable): `STRATA_TEST_PANIC_IN_STEP=<project path>` makes that project's step
+/// panic where its engine would run, as a retry's overflowing wait once did, so the
+/// integration tests can see that a panicking step ends as a failed one.
+#[cfg(debug_assertions)]
+fn panic_if_asked(path: &str) {
+    if std::env::var("STRATA_TEST_PANIC_IN_STEP").is_ok_and(|p| p == path) {
+        panic!("STRATA_TEST_PANIC_IN_STEP asked the step of {path} to panic");
     }
 }
 

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::events::{ChildEnv, RunEvent, Status};
 use super::journal::Journal;
-use super::scheduler::{Executor, StepResult};
+use super::scheduler::{Executor, StepResult, catch_panic};
 use crate::engine::command::CommandEngine;
 use crate::engine::pulumi::PulumiEngine;
 use crate::engine::{Control, Job, Operation, Progress};
@@ -338,6 +338,21 @@ impl<'a> StepRunner<'a> {
         })
     }
 
+    /// Runs step `i` as its kind says. A panic in it fails the step with what the panic
+    /// said and where (journaled and shown like any failure), and the run goes on.
+    fn run_step(
+        &self,
+        i: usize,
+        emit: &(dyn Fn(RunEvent) + Sync),
+        log: &mut dyn FnMut(&str),
+    ) -> Ran {
+        let ran = catch_panic(|| match Step::of(self.ctx.plan.nodes[i].kind) {
+            Step::Project => self.run_project(i, emit, log),
+            Step::ClusterSecrets => cluster_secrets::run(self.ctx, log),
+        });
+        ran.unwrap_or_else(|p| Ran::new(Status::Failed, Some(p.describe()), None))
+    }
+
     fn run_project(
         &self,
         i: usize,
@@ -461,6 +476,10 @@ impl<'a> StepRunner<'a> {
 }
 
 impl Executor for StepRunner<'_> {
+    fn redact(&self, text: &str) -> String {
+        self.ctx.redact(text)
+    }
+
     fn prepare(&self, i: usize) -> Option<String> {
         let node = &self.ctx.plan.nodes[i];
         // Decided here, when what it needs is done: no log for a step that will not run.
@@ -534,19 +553,17 @@ impl Executor for StepRunner<'_> {
             outputs_hash,
             planned,
             projected,
-        } = match Step::of(node.kind) {
-            Step::Project => self.run_project(i, emit, &mut log),
-            Step::ClusterSecrets => cluster_secrets::run(ctx, &mut log),
-        };
+        } = self.run_step(i, emit, &mut log);
         // Whatever became of it: a projected dependent may be waiting for it.
         self.publish_preview(&node.path, planned.unwrap_or_default());
         let ended = now_ms();
         self.forget_tail_unless_shown(i, status);
         let message = message.filter(|m| !m.is_empty()).map(|m| ctx.redact(&m));
+        let duration_ms = ended.saturating_sub(started);
         log(&format!(
             "# {} in {}ms{}",
             status.as_str(),
-            ended - started,
+            duration_ms,
             message
                 .as_ref()
                 .map(|m| format!(": {m}"))
@@ -578,7 +595,7 @@ impl Executor for StepRunner<'_> {
         }
         StepResult {
             status,
-            duration_ms: ended - started,
+            duration_ms,
             message,
             log: log_path.map(|p| display_path(&p)),
             exit_code,

@@ -67,7 +67,7 @@ impl StepRecord {
             status: self.status.as_str().into(),
             started_at: rfc3339(self.started_ms),
             ended_at: rfc3339(self.ended_ms),
-            duration_ms: self.ended_ms - self.started_ms,
+            duration_ms: self.ended_ms.saturating_sub(self.started_ms),
             exit_code: self.exit_code,
             fingerprint: self.fingerprint,
             message: self.message,
@@ -280,5 +280,21 @@ mod tests {
         assert_eq!(status, "skipped");
         assert_eq!((started_at == ended_at, duration_ms), (true, 0));
         assert_eq!(message.as_deref(), Some("upstream failed"));
+    }
+
+    /// A wall clock set back during a step (NTP, a VM resumed) is a step of no time,
+    /// not an overflow.
+    #[test]
+    fn a_clock_set_back_during_a_step_is_no_time() {
+        let record = StepRecord {
+            started_ms: 2_000,
+            ended_ms: 1_000,
+            ..StepRecord::not_run(Status::Succeeded, None)
+        }
+        .into_record("r1", "a", Operation::Up);
+        assert!(
+            matches!(record, Record::Project { duration_ms: 0, .. }),
+            "{record:?}"
+        );
     }
 }

@@ -138,8 +138,14 @@ impl Hook {
     }
 }
 
+/// The longest wait a profile may ask for before a retry (`retry: delay:`, `throttle:
+/// delay:`); a doubling wait stops growing there. Longer is a typo, not a policy (and
+/// `300000000000y` once overflowed the wait).
+pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
 /// `retry:` of an entry: a failed operation whose output matches one of `on` is run
-/// again, up to `attempts` tries in all, waiting `delay` before the second (doubling).
+/// again, up to `attempts` tries in all, waiting `delay` before the second (doubling, up
+/// to [`MAX_DELAY`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Retry {
     pub attempts: u32,
@@ -162,7 +168,7 @@ pub struct Pool {
 
 /// `throttle:`: how the throttling of a pooled project is recognised (its output matches
 /// one of `patterns`, the defaults and the profile's) and retried (`attempts` tries in
-/// all, waiting `delay` before the second, doubling).
+/// all, waiting `delay` before the second, doubling up to [`MAX_DELAY`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Throttle {
     pub patterns: Vec<String>,

@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
-use super::{ClusterRef, ConfigItem, Hook, Pool, Retry, SecretItem, Stage, Throttle};
+use super::{ClusterRef, ConfigItem, Hook, MAX_DELAY, Pool, Retry, SecretItem, Stage, Throttle};
 use crate::error::{Error, Result};
 use crate::util::display_path;
 
@@ -53,8 +54,8 @@ pub(super) struct RawEntry {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRetry {
     pub(super) attempts: u32,
-    #[serde(default)]
-    pub(super) delay: Option<String>,
+    #[serde(default, deserialize_with = "retry_delay")]
+    pub(super) delay: Option<Duration>,
     #[serde(default)]
     pub(super) on: Vec<String>,
 }
@@ -133,8 +134,66 @@ pub(super) struct RawThrottle {
     patterns: Vec<String>,
     #[serde(default)]
     attempts: Option<u32>,
-    #[serde(default)]
-    delay: Option<String>,
+    #[serde(default, deserialize_with = "throttle_delay")]
+    delay: Option<Duration>,
+}
+
+/// `retry: delay:` as written: a duration of at most [`MAX_DELAY`] (zero: no wait).
+fn retry_delay<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Duration>, D::Error> {
+    d.deserialize_str(Delay {
+        example: "`30s` or `2m`",
+        zero_ok: true,
+    })
+    .map(Some)
+}
+
+/// `throttle: delay:` as written: the same, and longer than zero.
+fn throttle_delay<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Duration>, D::Error> {
+    d.deserialize_str(Delay {
+        example: "`5s` or `1m`",
+        zero_ok: false,
+    })
+    .map(Some)
+}
+
+/// Reads a `delay:` scalar, refusing it there, so that the parser's error names its key
+/// and line.
+struct Delay {
+    example: &'static str,
+    zero_ok: bool,
+}
+
+impl serde::de::Visitor<'_> for Delay {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "a duration such as {}", self.example)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> std::result::Result<Duration, E> {
+        parse_delay(text, self.example, self.zero_ok).map_err(E::custom)
+    }
+}
+
+/// A wait before a project's next try, checked as the profile is read (so the refusal
+/// names its line): what is wrong, then `\n  ` and the fix (see [`read_yaml`]).
+fn parse_delay(text: &str, example: &str, zero_ok: bool) -> std::result::Result<Duration, String> {
+    let max = humantime::format_duration(MAX_DELAY);
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("`{text}` is not a duration ({e})\n  Write it like {example}."))?;
+    if d > MAX_DELAY {
+        return Err(format!(
+            "`{text}` is longer than {max}, the longest strata waits before a project's next try\n  Write at most `{max}` (for example {example}); the wait doubles after each try, up to {max}."
+        ));
+    }
+    if d.is_zero() && !zero_ok {
+        return Err(format!(
+            "`{text}`: a throttled project must pause before its next try (trying again at once only adds to the throttling)\n  Write a pause such as {example}, at most {max}."
+        ));
+    }
+    Ok(d)
 }
 
 /// A pool's or a tag's name: letters, digits, `-`, `_`, `.`.
@@ -145,7 +204,11 @@ pub(super) fn is_valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
-/// `pools:`, checked: each a name and a limit of at least 1.
+/// The most projects a pool may let run at once: more is no limit at all (a run starts at
+/// most `-j`, itself at most 65535), so it is refused rather than quietly lowered.
+pub(super) const MAX_POOL_LIMIT: u64 = 10_000;
+
+/// `pools:`, checked: each a name and a limit from 1 to [`MAX_POOL_LIMIT`].
 pub(super) fn pools(raw: &RawProfile, file: &Path) -> Result<Vec<Pool>> {
     let mut out = Vec::new();
     for (k, v) in &raw.pools {
@@ -159,36 +222,61 @@ pub(super) fn pools(raw: &RawProfile, file: &Path) -> Result<Vec<Pool>> {
                 )));
             }
         };
-        let bad = || {
-            Error::config(format!(
-                "{}: `pools: {name}: {}` must be a whole number of at least 1 (the projects of the pool that may run at once), or `{{limit: N, adaptive: false}}` for a limit that never moves.",
-                display_path(file),
-                scalar_text(v)
-            ))
-        };
-        let (limit, adaptive) = match v {
-            serde_yaml::Value::Mapping(m) => {
-                let mut limit = None;
-                let mut adaptive = true;
-                for (k, x) in m {
-                    match (k.as_str(), x) {
-                        (Some("limit"), x) => limit = x.as_u64(),
-                        (Some("adaptive"), serde_yaml::Value::Bool(b)) => adaptive = *b,
-                        _ => return Err(bad()),
-                    }
-                }
-                (limit, adaptive)
-            }
-            v => (v.as_u64(), true),
-        };
-        let limit = limit.filter(|&n| n >= 1).ok_or_else(bad)?;
+        let (limit, adaptive) = pool_limit(&name, v).map_err(|why| {
+            Error::config(format!("{}: `pools: {name}:` {why}", display_path(file)))
+        })?;
         out.push(Pool {
             name,
-            limit: limit.min(10_000) as usize,
+            limit: limit as usize,
             adaptive,
         });
     }
     Ok(out)
+}
+
+/// One pool's value: `N`, or `{limit: N, adaptive: BOOL}`; the limit and whether it adapts.
+fn pool_limit(name: &str, v: &serde_yaml::Value) -> std::result::Result<(u64, bool), String> {
+    let (limit, adaptive) = match v {
+        serde_yaml::Value::Mapping(m) => {
+            let mut limit = None;
+            let mut adaptive = true;
+            for (k, x) in m {
+                match (k.as_str(), x) {
+                    (Some("limit"), x) => limit = Some(x),
+                    (Some("adaptive"), serde_yaml::Value::Bool(b)) => adaptive = *b,
+                    (Some("adaptive"), x) => {
+                        return Err(format!(
+                            "`adaptive:` is true or false, not {}.",
+                            scalar_text(x)
+                        ));
+                    }
+                    (_, _) => {
+                        return Err(format!(
+                            "unknown key {}: a pool is a limit (`{name}: 4`) or a mapping of `limit` and `adaptive` (`{name}: {{limit: 1, adaptive: false}}`).",
+                            scalar_text(k)
+                        ));
+                    }
+                }
+            }
+            (limit, adaptive)
+        }
+        v => (Some(v), true),
+    };
+    let bad = |shown: String| {
+        format!(
+            "{shown} must be a whole number of at least 1 (the projects of the pool that may run at once), or `{{limit: N, adaptive: false}}` for a limit that never moves."
+        )
+    };
+    let Some(written) = limit else {
+        return Err(bad("a mapping without `limit:`".into()));
+    };
+    match written.as_u64() {
+        Some(n) if n > MAX_POOL_LIMIT => Err(format!(
+            "`{n}` is more than {MAX_POOL_LIMIT}, the most projects a pool may let run at once; for no limit but `-j`, leave its projects out of any pool."
+        )),
+        Some(n) if n >= 1 => Ok((n, adaptive)),
+        _ => Err(bad(scalar_text(written))),
+    }
 }
 
 /// A YAML value as it would be written, on one line, for an error message.
@@ -222,13 +310,8 @@ pub(super) fn throttle(raw: Option<&RawThrottle>, file: &Path) -> Result<Throttl
         }
         t.attempts = a;
     }
-    if let Some(d) = &raw.delay {
-        t.delay = humantime::parse_duration(d.trim()).map_err(|e| {
-            Error::config(format!(
-                "{}: `throttle: delay: {d}` is not a duration ({e}); write it like `5s` or `1m`.",
-                display_path(file)
-            ))
-        })?;
+    if let Some(d) = raw.delay {
+        t.delay = d;
     }
     Ok(t)
 }
@@ -237,6 +320,12 @@ pub(super) fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T
     let text = crate::workspace::yaml::read(file, "A profile")?;
     serde_yaml::from_str(&text).map_err(|e| {
         let msg = crate::workspace::yaml::scrub(&e.to_string());
+        if let Some((what, fix)) = msg.split_once("\n  ") {
+            // A field's own refusal (`parse_delay`): the parser's place goes with what
+            // is wrong, before the fix.
+            let (fix, at) = fix.split_at(fix.find(" at line ").unwrap_or(fix.len()));
+            return Error::config(format!("{}: {what}{at}\n  {fix}", display_path(file)));
+        }
         let (what, hint) = if msg.contains("unknown field") {
             (
                 msg.clone(),
@@ -336,12 +425,7 @@ pub(super) fn parse_retry(raw: &RawRetry) -> std::result::Result<Retry, String> 
             raw.attempts
         ));
     }
-    let delay = match &raw.delay {
-        None => std::time::Duration::ZERO,
-        Some(d) => humantime::parse_duration(d.trim()).map_err(|e| {
-            format!("`delay: {d}` is not a duration ({e}); write it like `30s` or `2m`.")
-        })?,
-    };
+    let delay = raw.delay.unwrap_or_default();
     if raw.on.is_empty() {
         return Err(
             "`on:` lists no pattern, so nothing would ever be retried; list the regexes of the errors to retry (for example `on: [\"TooManyRequests\"]`).".into(),

@@ -93,7 +93,7 @@ fn bad_timeout_and_retry_are_config_errors() {
         ("retry: { attempts: 2, on: [\"(\"] }", "not a valid regex"),
         (
             "retry: { attempts: 2, delay: later, on: [x] }",
-            "`delay: later`",
+            "retry.delay: `later` is not a duration",
         ),
     ] {
         let d = ws(&[(
@@ -325,7 +325,7 @@ fn an_unknown_pool_a_bad_limit_or_a_bad_pattern_is_refused_with_the_fix() {
     assert!(e.contains("declares no pools"), "{e}");
     let e = refused("pools: {harbor: 0}\ninfrastructure:\n  - path: a\n");
     assert!(
-        e.contains("`pools: harbor: `0`` must be a whole number of at least 1"),
+        e.contains("`pools: harbor:` `0` must be a whole number of at least 1"),
         "{e}"
     );
     let e = refused("pools: {harbor: many}\ninfrastructure:\n  - path: a\n");
@@ -337,7 +337,7 @@ fn an_unknown_pool_a_bad_limit_or_a_bad_pattern_is_refused_with_the_fix() {
     );
     let e = refused("throttle: {delay: soon}\ninfrastructure:\n  - path: a\n");
     assert!(
-        e.contains("`throttle: delay: soon` is not a duration"),
+        e.contains("throttle.delay: `soon` is not a duration"),
         "{e}"
     );
     let e = refused("infrastructure:\n  - path: a\n    tags: ['has space']\n");
@@ -425,4 +425,87 @@ fn a_profile_writing_secrets_must_say_which_cluster_is_the_stacks() {
         .unwrap_err()
         .message;
     assert!(e.contains("kubeconfig"), "{e}");
+}
+
+#[test]
+fn a_delay_over_an_hour_or_a_throttle_without_a_pause_is_refused_naming_file_key_and_line() {
+    for (body, at, key, says) in [
+        (
+            "infrastructure:\n  - path: a\n    retry: {attempts: 2, delay: 300000000000y, on: [x]}\n",
+            "line 5",
+            "infrastructure[0].retry.delay",
+            "`300000000000y` is longer than 1h",
+        ),
+        (
+            "kubernetes:\n  - path: a\n  - path: b\n    retry:\n      attempts: 2\n      delay: 61m\n      on: [x]\n",
+            "line 8",
+            "kubernetes[1].retry.delay",
+            "`61m` is longer than 1h",
+        ),
+        (
+            "throttle: {delay: 2h}\ninfrastructure:\n  - path: a\n",
+            "line 3",
+            "throttle.delay",
+            "`2h` is longer than 1h",
+        ),
+        (
+            "throttle:\n  attempts: 5\n  delay: 0s\ninfrastructure:\n  - path: a\n",
+            "line 5",
+            "throttle.delay",
+            "a throttled project must pause before its next try",
+        ),
+    ] {
+        let d = ws(&[("p.yaml", &format!("{HEAD}{body}"))]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert_eq!(e.exit_code(), 3, "{body}");
+        for part in ["p.yaml: ", at, key, says] {
+            assert!(e.message.contains(part), "{part} in {}", e.message);
+        }
+        assert!(!e.message.contains("not valid YAML"), "{}", e.message);
+    }
+    // Up to an hour, and a retry without a pause, are fine.
+    let d = ws(&[(
+        "p.yaml",
+        &format!(
+            "{HEAD}throttle: {{delay: 1h}}\ninfrastructure:\n  - path: a\n    retry: {{attempts: 2, delay: 0s, on: [x]}}\n  - path: b\n    retry: {{attempts: 2, delay: 60m, on: [x]}}\n"
+        ),
+    )]);
+    let p = load(d.path(), "p").unwrap();
+    assert_eq!(p.throttle.delay, MAX_DELAY);
+    assert_eq!(p.entries[1].retry.as_ref().unwrap().delay, MAX_DELAY);
+}
+
+#[test]
+fn a_pool_s_unknown_key_is_named_and_a_limit_above_the_most_is_refused() {
+    let refused = |body: &str| {
+        let d = ws(&[(
+            "p.yaml",
+            &format!("{HEAD}{body}\ninfrastructure:\n  - path: a\n"),
+        )]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert_eq!(e.exit_code(), 3, "{body}");
+        e.to_string()
+    };
+    let e = refused("pools: {harbor: {limit: 1, adaptve: false}}");
+    for part in [
+        "`pools: harbor:`",
+        "unknown key `adaptve`",
+        "`limit`",
+        "`adaptive`",
+    ] {
+        assert!(e.contains(part), "{part} in {e}");
+    }
+    assert!(!e.contains("whole number"), "{e}");
+    let e = refused("pools: {harbor: {limit: 1, adaptive: sometimes}}");
+    assert!(e.contains("`adaptive:` is true or false"), "{e}");
+    for body in ["pools: {aws: 20000}", "pools: {aws: {limit: 10001}}"] {
+        let e = refused(body);
+        assert!(e.contains("more than 10000"), "{e}");
+        assert!(e.contains("leave its projects out of any pool"), "{e}");
+    }
+    let d = ws(&[(
+        "p.yaml",
+        &format!("{HEAD}pools: {{aws: 10000}}\ninfrastructure:\n  - path: a\n"),
+    )]);
+    assert_eq!(load(d.path(), "p").unwrap().pools[0].limit, 10_000);
 }
