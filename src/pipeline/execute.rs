@@ -72,6 +72,15 @@ fn run_unique_key() -> Vec<u8> {
     .into_bytes()
 }
 
+/// Sets its flag when dropped, on a normal return or an unwind alike.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 pub fn execute(
     r: &Resolved,
     pre: Preflight,
@@ -361,9 +370,10 @@ pub fn execute(
     let handle = signals.handle();
     let results = std::thread::scope(|s| {
         s.spawn(|| signals::watch(signals, &control, &done, grace, &emit));
-        let r = scheduler::run(&sched_plan, opts, &pools, &runner, &control, &emit);
-        done.store(true, Ordering::SeqCst);
-        r
+        // Set however the scheduler's thread ends: were it to unwind (a panic while an
+        // event is shown), the watcher must end too, or the scope waits for it forever.
+        let _done = SetOnDrop(&done);
+        scheduler::run(&sched_plan, opts, &pools, &runner, &control, &emit)
     });
     handle.close();
     let interrupted = control.is_cancelled();
