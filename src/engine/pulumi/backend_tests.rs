@@ -89,6 +89,20 @@ fn only_a_project_scoped_layout_is_read_and_the_legacy_one_is_refused() {
             None
         );
     }
+    // A bucket strata cannot look into, with the variable that only serves the legacy
+    // layout: refused; on Pulumi Cloud the variable does nothing.
+    let ignore = ("PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR", "1");
+    let p = layout_problem(&env_of(&[("PULUMI_BACKEND_URL", "s3://b"), ignore])).unwrap();
+    assert!(
+        p.contains("Unset PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR"),
+        "{p}"
+    );
+    let cloud = env_of(&[("PULUMI_BACKEND_URL", "https://api.pulumi.com"), ignore]);
+    assert_eq!(layout_problem(&cloud), None);
+    assert_eq!(
+        layout_problem(&env_of(&[("PULUMI_BACKEND_URL", &url), ignore])),
+        None
+    );
 }
 
 const PLAIN: &[u8] = include_bytes!("testdata/dev.json");

@@ -3,7 +3,8 @@
 //! stacks at `.pulumi/stacks/<project>/<stack>.json`), or the legacy layout of CLIs
 //! before 3.61 (no `meta.yaml` and stack files at `.pulumi/stacks/<stack>.json`, or
 //! `version: 0`), where a stack belongs to no project and every project's `dev` is the
-//! same stack. strata refuses the legacy layout before anything runs.
+//! same stack. strata refuses the legacy layout before anything runs (and, on a bucket
+//! it cannot look into, the variable that lets the CLI run one).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -110,12 +111,28 @@ fn legacy_stack_name(file: &str) -> Option<String> {
     valid.then(|| stack.to_string())
 }
 
+/// A self-managed backend strata cannot look into (s3://, gs://, azblob://…) with
+/// `PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR` set: that variable only lets the CLI run
+/// a backend in the legacy layout, which strata cannot rule out there, so it is refused.
+/// Unset, Pulumi (3.257+) refuses a legacy backend itself.
+fn unreadable_problem(url: &str, env: &BTreeMap<String, String>) -> Option<String> {
+    let var = "PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR";
+    let self_managed = !(url.starts_with("https://") || url.starts_with("http://"));
+    (self_managed && env_bool(env, var, "")).then(|| {
+        format!(
+            "{var} is set: it only lets Pulumi run a backend in its legacy layout, where every project's stack of one name is the same stack, and strata cannot read the layout of {url} to rule that out. Nothing was started.\n  Unset {var}: Pulumi then refuses a legacy backend itself, and `pulumi state upgrade` converts it."
+        )
+    })
+}
+
 /// Why strata refuses the run's backend, if it does: a `file://` backend in the legacy
 /// layout, or one that `PULUMI_DIY_BACKEND_LEGACY_LAYOUT` would create so. `env` is the
 /// environment Pulumi gets (its `PULUMI_BACKEND_URL` absolute).
 pub fn layout_problem(env: &BTreeMap<String, String>) -> Option<String> {
     let url = env.get("PULUMI_BACKEND_URL")?;
-    let root = super::file_backend::backend_root(url, env)?;
+    let Some(root) = super::file_backend::backend_root(url, env) else {
+        return unreadable_problem(url, env);
+    };
     let upgrade = format!(
         "Upgrade it once to project mode, with no update running: `PULUMI_BACKEND_URL={url} pulumi state upgrade` (each stack moves under its project's folder), then run again"
     );

@@ -8,7 +8,7 @@
 //! alone.
 //!
 //! What strata can prove it proves from its own record: when a Pulumi process it
-//! started (its child, so in its PID namespace) holds the stack's lock, it notes that
+//! started (its descendant, so in its PID namespace) holds the stack's lock, it notes that
 //! lock in the project's work folder with this boot's id, this PID namespace and the
 //! process's start time, and forgets it once the lock is gone. A later run clears a lock
 //! only when every lock of the stack matches such a record (same file, pid, host and
@@ -156,12 +156,19 @@ fn proc_stat(pid: i64) -> std::io::Result<(i64, u64)> {
     Ok((ppid, start))
 }
 
-/// Whether `pid` is strata's own child running this job's Pulumi command (its
-/// arguments name the project's folder).
+/// Whether `pid` is a process strata started for this job's Pulumi command (its child,
+/// or a child of a wrapper it ran, so in its PID namespace; its arguments name the
+/// project's folder). Its start time when it is.
 fn own_child(pid: i64, job: &Job) -> Option<u64> {
-    let (ppid, started) = proc_stat(pid).ok()?;
-    if ppid != i64::from(std::process::id()) {
-        return None;
+    let me = i64::from(std::process::id());
+    let (mut parent, started) = proc_stat(pid).ok()?;
+    let mut depth = 0;
+    while parent != me {
+        depth += 1;
+        if parent <= 1 || depth > 4 {
+            return None;
+        }
+        parent = proc_stat(parent).ok()?.0;
     }
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let dir = job.dir.display().to_string();
