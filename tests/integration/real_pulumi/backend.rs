@@ -43,10 +43,16 @@ fn a_legacy_layout_backend_made_by_the_real_cli_is_refused() {
         again.stderr.contains("error: stack 'dev' already exists"),
         "the bare name strata refuses to take as its own: {again:?}"
     );
+    // Without the bypass the CLI itself refuses the layout (3.257+).
     r.ws.env
-        .retain(|(k, _)| k != "PULUMI_DIY_BACKEND_LEGACY_LAYOUT");
-    let without = r.pulumi("up1", &["stack", "ls", "--non-interactive"]);
-    assert_ne!(without.code, 0, "{without:?}");
+        .retain(|(k, _)| !k.starts_with("PULUMI_DIY_BACKEND_"));
+    let refused = r.pulumi("up1", &["stack", "ls", "--non-interactive"]);
+    assert_ne!(refused.code, 0, "{refused:?}");
+    assert!(
+        refused.stderr.contains("pulumi state upgrade"),
+        "{refused:?}"
+    );
+    r.ws.set_env("PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR", "1");
     r.take_calls();
     let run = r.strata(&["up", "--provider", "wired", "--stack", "dev"]);
     assert_eq!(run.code, 3, "{run:?}");
