@@ -465,7 +465,7 @@ impl PulumiEngine {
                 job.path,
                 job.name,
                 job.stack,
-                if file_backend_dir_of(job) {
+                if on_file_backend(job) {
                     " (its checkpoint is not in the project's folder of the file backend)"
                 } else {
                     ""
@@ -654,10 +654,10 @@ fn already_exists(line: &str) -> Option<&str> {
 fn existing_stack_is_ours(job: &Job, name: &str) -> bool {
     let named = matches!(name.split('/').collect::<Vec<_>>().as_slice(),
         [_, project, stack] if *project == job.name && *stack == job.stack);
-    named && (!file_backend_dir_of(job) || file_backend_stack_missing(job) == Some(false))
+    named && (!on_file_backend(job) || file_backend_stack_missing(job) == Some(false))
 }
 
-fn file_backend_dir_of(job: &Job) -> bool {
+fn on_file_backend(job: &Job) -> bool {
     file_backend::file_backend_dir(job).is_some()
 }
 
