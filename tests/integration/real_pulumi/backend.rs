@@ -30,6 +30,7 @@ fn a_legacy_layout_backend_made_by_the_real_cli_is_refused() {
     wired_projects(&r);
     r.ws.set_env("PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR", "1")
         .set_env("PULUMI_DIY_BACKEND_LEGACY_LAYOUT", "1");
+    std::fs::create_dir_all(r.ws.path(".strata/backend")).unwrap();
     let init = r.pulumi("up1", &["stack", "init", "dev", "--non-interactive"]);
     assert_eq!(init.code, 0, "{init:?}");
     assert!(
