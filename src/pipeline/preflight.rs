@@ -1,6 +1,7 @@
 //! Preflight: what must hold before anything is asked or written — the `pulumi` CLI
-//! (when the plan has Pulumi projects), the passphrase of a self-managed backend, and
-//! the provider's credentials. Every problem is reported at once.
+//! (when the plan has Pulumi projects), the passphrase of a self-managed backend, a file
+//! backend's layout (never Pulumi's legacy one), and the provider's credentials. Every
+//! problem is reported at once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -60,6 +61,7 @@ pub fn inspect(
         if let Err(e) = check_passphrase(ws, &env) {
             problems.push(e.message);
         }
+        problems.extend(crate::engine::pulumi::layout_problem(&env));
     }
     if !credentials.is_empty() && !credentials.iter().any(|c| env.contains_key(c)) {
         pre.notices.push(format!(

@@ -5,6 +5,7 @@ mod otlp;
 mod support;
 
 mod architecture;
+mod backend_trust;
 mod bounds;
 mod bundle;
 mod bundle_trust;

@@ -13,6 +13,9 @@ use serde_json::Value;
 
 use crate::support::{PASSPHRASE, Run, Ws};
 
+/// Issue 32 with the real CLI: backend layouts, checkpoint forms, foreign locks.
+mod backend;
+
 const HINT: &str = "build it with `scripts/install-pulumi.sh` (Go 1.26+ and the Go module proxy), or set STRATA_PULUMI_BIN_DIR to a folder holding pulumi, pulumi-language-yaml and pulumi-resource-command";
 const BINARIES: [&str; 3] = ["pulumi", "pulumi-language-yaml", "pulumi-resource-command"];
 /// The registry password the store hands lp-registry; never to be seen in clear.
@@ -657,6 +660,23 @@ fn lock_files(r: &Real) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// A Pulumi lock file on rp-slow's stack as the real file backend writes one, taken by
+/// `pid` on this host's name.
+fn write_slow_lock(r: &Real, file: &str, pid: u32) {
+    let dir =
+        r.ws.path(".strata/backend/.pulumi/locks/organization/rp-slow/dev");
+    std::fs::create_dir_all(&dir).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    std::fs::write(
+        dir.join(file),
+        format!(
+            "{{\"pid\":{pid},\"username\":\"someone\",\"hostname\":\"{}\",\"timestamp\":\"2026-01-01T00:00:00Z\"}}",
+            host.trim()
+        ),
+    )
+    .unwrap();
+}
+
 /// `kill -9` of strata and of the Pulumi update it ran: the real file backend keeps the
 /// update's lock file and a pending create in the checkpoint. `up --resume` clears the
 /// lock (its process is gone from this host), and Pulumi finishes the update.
@@ -716,19 +736,7 @@ fn a_live_pulumi_lock_is_left_alone_and_the_command_to_clear_it_is_named() {
         .arg("60")
         .spawn()
         .unwrap();
-    let dir =
-        r.ws.path(".strata/backend/.pulumi/locks/organization/rp-slow/dev");
-    std::fs::create_dir_all(&dir).unwrap();
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    std::fs::write(
-        dir.join("0d1f2e3c-live.json"),
-        format!(
-            "{{\"pid\":{},\"username\":\"someone\",\"hostname\":\"{}\",\"timestamp\":\"2026-01-01T00:00:00Z\"}}",
-            holder.id(),
-            host.trim()
-        ),
-    )
-    .unwrap();
+    write_slow_lock(&r, "0d1f2e3c-live.json", holder.id());
     let run = r.strata(&["up", "--provider", "slow", "--stack", "dev"]);
     let _ = holder.kill();
     let _ = holder.wait();

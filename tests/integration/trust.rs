@@ -578,7 +578,9 @@ fn a_stale_pulumi_lock_from_a_killed_update_is_cleared_on_resume() {
             .unwrap_or(0)
     };
     let t0 = std::time::Instant::now();
-    while json_locks(&locks) == 0 {
+    // strata notes the lock its Pulumi process holds (what lets the resume prove it
+    // stale) once the update's first event arrives.
+    while json_locks(&locks) == 0 || !ws.exists(".strata/dev/work/app/pulumi-locks.json") {
         assert!(t0.elapsed() < std::time::Duration::from_secs(60), "no lock");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

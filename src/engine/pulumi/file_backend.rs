@@ -1,7 +1,13 @@
 //! What strata reads straight from a `file://` backend, without starting a Pulumi
-//! process: the backend's folder, a stack's outputs from its checkpoint, its lock files.
+//! process: the backend's folder and a stack's checkpoint — which of the forms Pulumi
+//! writes is current (`<stack>.json`, `.json.gz` with `PULUMI_SELF_MANAGED_STATE_GZIP`,
+//! `.json.zst` with `PULUMI_SELF_MANAGED_STATE_ZSTD`), whether there is one, and the
+//! stack outputs it holds. Only where stacks live in project folders (`layout`); in any
+//! other layout, and on any doubt, the answer is "ask the CLI".
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
@@ -11,15 +17,15 @@ use crate::engine::Job;
 impl PulumiEngine {
     /// The stack's outputs as `stack output --json` prints them (secrets as `"[secret]"`),
     /// read from the checkpoint of a `file://` backend without starting a process;
-    /// `None` (ask the CLI) for any other backend, a compressed or unreadable
-    /// checkpoint, or an output holding anything but plain values and secrets.
+    /// `None` (ask the CLI) for any other backend or layout, a missing, unreadable or
+    /// unknown checkpoint, or an output holding anything but plain values and secrets.
     pub fn stack_outputs_from_file(job: &Job) -> Option<Map<String, Value>> {
-        let path = file_backend_dir(job)?
-            .join(".pulumi")
-            .join("stacks")
-            .join(&job.name)
-            .join(format!("{}.json", job.stack));
-        let doc: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+        let path = checkpoint(job)??;
+        let doc: Value = serde_json::from_slice(&decompressed(std::fs::read(path).ok()?)?).ok()?;
+        // Versions 3 and 4 share the shape read here; older or newer ones: the CLI.
+        if !matches!(doc["version"].as_u64(), Some(3 | 4)) {
+            return None;
+        }
         let resources = doc.pointer("/checkpoint/latest/resources")?.as_array()?;
         let Some(stack) = resources
             .iter()
@@ -33,6 +39,73 @@ impl PulumiEngine {
         }
         Some(out)
     }
+}
+
+/// On a `file://` backend whose stacks live in project folders, whether the stack has no
+/// checkpoint in any form; `None` (ask the CLI) for any other backend or layout, or
+/// when the folder cannot be read.
+pub fn file_backend_stack_missing(job: &Job) -> Option<bool> {
+    Some(checkpoint(job)?.is_none())
+}
+
+/// The checkpoint the CLI would read (`stackPath` in `pkg/backend/diy/state.go`): of
+/// `<stack>.json`, `.json.gz` and `.json.zst` in the project's folder, the most recently
+/// modified; on a tie the later of the three. `Some(None)`: none exists. `None`: strata
+/// cannot tell (not a file backend, not a project-scoped layout, an unreadable entry).
+pub(super) fn checkpoint(job: &Job) -> Option<Option<PathBuf>> {
+    let root = file_backend_dir(job)?;
+    if !super::layout::project_scoped(&root, &job.env) {
+        return None;
+    }
+    let plain = root
+        .join(".pulumi")
+        .join("stacks")
+        .join(&job.name)
+        .join(format!("{}.json", job.stack));
+    newest_form(&plain)
+}
+
+/// Of `plain` and its `.gz`/`.zst` forms, the most recently modified (a tie goes to the
+/// later form); `Some(None)` when none exists, `None` when one cannot be looked at.
+pub(super) fn newest_form(plain: &Path) -> Option<Option<PathBuf>> {
+    let mut best: Option<(PathBuf, std::time::SystemTime)> = None;
+    for ext in ["", ".gz", ".zst"] {
+        let mut p = plain.as_os_str().to_owned();
+        p.push(ext);
+        let p = PathBuf::from(p);
+        let modified = match std::fs::metadata(&p) {
+            Ok(m) => m.modified().ok()?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) => return None,
+        };
+        if best.as_ref().is_none_or(|(_, t)| modified >= *t) {
+            best = Some((p, modified));
+        }
+    }
+    Some(best.map(|(p, _)| p))
+}
+
+/// A checkpoint's JSON bytes, its compression told by its first bytes as the CLI tells
+/// it (`encoding.DetectCompression`): gzip, zstd (every frame), or none. `None` when it
+/// does not decompress.
+pub(super) fn decompressed(bytes: Vec<u8>) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    if bytes.starts_with(&[0x1f, 0x8b, 0x08]) {
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .read_to_end(&mut out)
+            .ok()?;
+    } else if bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let mut input = &bytes[..];
+        while !input.is_empty() {
+            ruzstd::decoding::StreamingDecoder::new(&mut input)
+                .ok()?
+                .read_to_end(&mut out)
+                .ok()?;
+        }
+    } else {
+        return Some(bytes);
+    }
+    Some(out)
 }
 
 /// A checkpoint value as `stack output --json` shows it: a secret as `"[secret]"`;
@@ -53,74 +126,25 @@ pub(super) fn masked(v: Value) -> Option<Value> {
     })
 }
 
-/// One lock file of a file backend: what Pulumi writes into
-/// `.pulumi/locks/organization/<project>/<stack>/<id>.json`.
-#[derive(Debug, serde::Deserialize)]
-pub(super) struct PulumiLock {
-    pub(super) pid: i64,
-    #[serde(default)]
-    pub(super) hostname: String,
-    #[serde(default)]
-    pub(super) timestamp: String,
-}
-
-impl PulumiLock {
-    /// Taken by a process of this host that no longer exists.
-    pub(super) fn stale(&self) -> bool {
-        if self.hostname != crate::util::hostname() || self.pid <= 0 {
-            return false;
-        }
-        let Ok(pid) = i32::try_from(self.pid) else {
-            return false;
-        };
-        // SAFETY: kill with signal 0 only checks whether the process exists.
-        let rc = unsafe { libc::kill(pid, 0) };
-        rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-    }
-}
-
-/// The folder of the job's `file://` backend (`~` and relative paths resolved).
+/// The folder of the job's `file://` backend (`~` resolved, a relative path taken from
+/// the project's folder).
 pub(super) fn file_backend_dir(job: &Job) -> Option<PathBuf> {
     let url = job.env.get("PULUMI_BACKEND_URL")?;
-    let dir = url.strip_prefix("file://")?;
-    let dir = dir.split('?').next().unwrap_or(dir);
-    let dir = match dir.strip_prefix('~') {
-        Some(rest) => format!("{}{rest}", job.env.get("HOME")?),
-        None => dir.to_string(),
-    };
-    if dir.is_empty() {
-        return None;
-    }
+    let dir = backend_path(url, &job.env)?;
     Some(job.dir.join(dir))
 }
 
-/// The stack's lock files in a file backend (none elsewhere); unreadable ones count as
-/// held by a live process, so they are never cleared.
-pub(super) fn pulumi_locks(job: &Job) -> Vec<PulumiLock> {
-    let Some(dir) = file_backend_dir(job) else {
-        return Vec::new();
+/// The folder of a `file://` backend URL when it is absolute (`~` resolved with HOME).
+pub(super) fn backend_root(url: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    backend_path(url, env).filter(|p| p.is_absolute())
+}
+
+fn backend_path(url: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    let dir = url.strip_prefix("file://")?;
+    let dir = dir.split('?').next().unwrap_or(dir);
+    let dir = match dir.strip_prefix('~') {
+        Some(rest) => format!("{}{rest}", env.get("HOME")?),
+        None => dir.to_string(),
     };
-    let dir = dir
-        .join(".pulumi")
-        .join("locks")
-        .join("organization")
-        .join(&job.name)
-        .join(&job.stack);
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .map(|p| {
-            std::fs::read_to_string(&p)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or(PulumiLock {
-                    pid: -1,
-                    hostname: String::new(),
-                    timestamp: String::new(),
-                })
-        })
-        .collect()
+    (!dir.is_empty()).then(|| PathBuf::from(dir))
 }

@@ -2,10 +2,13 @@
 //! project in the steady state: `up --json` streams events that carry the outputs;
 //! `stack init` only for a new stack, `stack output --show-secrets` only for a needed
 //! secret output. A failure put into words is `failure`'s; what is read from a `file://`
-//! backend without a process is `file_backend`'s.
+//! backend without a process is `file_backend`'s, the layouts strata refuses `layout`'s,
+//! and which Pulumi locks strata may clear `locks`'.
 
 mod failure;
 mod file_backend;
+mod layout;
+mod locks;
 pub mod otel;
 
 use std::path::PathBuf;
@@ -17,7 +20,8 @@ use super::events::EventState;
 use super::process::{Captured, Control, Exit, Stream, run_captured, run_streaming_tagged};
 use super::{Engine, Failure, Job, Operation, Outcome, PlanFile, Progress, contains_secret_mask};
 use failure::{cancel_command, error_line, exit_text, failure};
-use file_backend::{file_backend_dir, pulumi_locks};
+pub use file_backend::file_backend_stack_missing;
+pub use layout::layout_problem;
 
 /// What one CLI process printed: its engine events and its last lines.
 #[derive(Default)]
@@ -29,6 +33,9 @@ struct Seen {
     digest: Option<String>,
     /// The digest ends where the event lines start (`up --plan`).
     digest_then_events: bool,
+    /// A locking operation whose first event has not come yet: at that event Pulumi
+    /// holds the stack's lock, and strata notes it (`locks`).
+    lock_to_note: bool,
 }
 
 /// True when the CLI streams preview events instead of printing one digest.
@@ -83,6 +90,7 @@ impl PulumiEngine {
             tail,
             digest,
             digest_then_events,
+            lock_to_note,
         } = seen;
         *procs += 1;
         let args = otel::traced(&args, self.otel_traces.as_deref(), job);
@@ -93,6 +101,10 @@ impl PulumiEngine {
         let mut last_progress = (usize::MAX, usize::MAX);
         let exit = run_streaming_tagged(expr, control, &job.path, &mut |from, line| {
             report(Progress::Raw(line.clone()));
+            if *lock_to_note && from == Stream::Stdout && line.starts_with("{\"sequence\"") {
+                *lock_to_note = false;
+                locks::note_own_locks(job);
+            }
             if from == Stream::Stdout
                 && let Some(buf) = digest.as_mut()
                 && !(*digest_then_events && line.starts_with("{\"sequence\""))
@@ -334,6 +346,7 @@ impl Engine for PulumiEngine {
             let mut seen = Seen {
                 digest: (digest_mode || held_to_plan).then(String::new),
                 digest_then_events: held_to_plan,
+                lock_to_note: job.op != Operation::Preview,
                 ..Seen::default()
             };
             let exit = self.invoke(
@@ -437,20 +450,41 @@ impl PulumiEngine {
             &mut seen,
             procs,
         )?;
-        if exit.success() || seen.tail.iter().any(|l| l.contains("already exists")) {
+        if exit.success() {
             return Ok(());
         }
-        Err(failure(job, "stack init", &exit, &seen, control, *procs))
+        let Some(name) = seen.tail.iter().find_map(|l| already_exists(l)) else {
+            return Err(failure(job, "stack init", &exit, &seen, control, *procs));
+        };
+        if existing_stack_is_ours(job, name) {
+            return Ok(());
+        }
+        Err(Failure::Failed {
+            message: format!(
+                "`pulumi stack init` of {} says stack `{name}` already exists, and strata cannot tell it is {}'s own {} stack{}. On a backend in Pulumi's legacy layout every project's `{}` is one stack: an `up` would replace that stack's resources with this project's. Nothing of {} was run.\n  If the backend is in the legacy layout, upgrade it once with `pulumi state upgrade` (with PULUMI_BACKEND_URL set as for strata).",
+                job.path,
+                job.name,
+                job.stack,
+                if on_file_backend(job) {
+                    " (its checkpoint is not in the project's folder of the file backend)"
+                } else {
+                    ""
+                },
+                job.stack,
+                job.path
+            ),
+            exit_code: exit.code,
+            processes: *procs,
+        })
     }
 
-    /// A Pulumi update killed outright (strata and its child both SIGKILLed, a machine
-    /// that lost power) leaves its lock file in a file backend, and every later
-    /// operation on that stack fails with "the stack is currently locked". strata holds
-    /// the stack's own lock, and took it only once no child of an earlier strata was
-    /// alive; so a Pulumi lock whose process is gone from this host is stale, and
-    /// `pulumi cancel` (which on a file backend deletes the lock files) clears it. A lock
-    /// held by a live process, or one from another host, is left alone: the operation
-    /// then fails and says which command clears it.
+    /// A Pulumi update killed outright (strata and its child both SIGKILLed, a timeout's
+    /// SIGKILL) leaves its lock file in a file backend, and every later operation on that
+    /// stack fails with "the stack is currently locked". strata clears it with `pulumi
+    /// cancel` (which on a file backend deletes the lock files) only when it can prove
+    /// every lock's process is gone (`locks`: a process strata itself started, in this
+    /// boot and PID namespace, that no longer exists). Any other lock is left alone: the
+    /// operation then fails, and says which command clears it.
     fn clear_stale_lock(
         &self,
         job: &Job,
@@ -458,19 +492,31 @@ impl PulumiEngine {
         report: &mut dyn FnMut(Progress),
         procs: &mut u32,
     ) -> Result<(), Failure> {
-        let locks = pulumi_locks(job);
-        if locks.is_empty() || locks.iter().any(|l| !l.stale()) {
+        let judged = locks::judge(job);
+        if judged.is_empty() {
             return Ok(());
         }
-        for l in &locks {
+        if judged.iter().any(|(_, why)| why.is_some()) {
+            for (l, why) in &judged {
+                if let Some(why) = why {
+                    report(Progress::Line(format!(
+                        "the stack is locked by Pulumi process {} on {} (since {}); strata cannot prove that process is gone ({why}), so it leaves the lock",
+                        l.pid, l.hostname, l.timestamp
+                    )));
+                }
+            }
+            return Ok(());
+        }
+        for (l, _) in &judged {
             report(Progress::Line(format!(
-                "the stack was left locked by Pulumi process {} (since {}), which is gone: an update was interrupted; clearing the lock with `pulumi cancel`",
+                "the stack was left locked by Pulumi process {} (since {}), which strata started and which is gone: an update was interrupted; clearing the lock with `pulumi cancel`",
                 l.pid, l.timestamp
             )));
         }
         let argv = self.base(job, &["cancel", "--yes"], false);
         let (out, err) = self.capture(job, &argv, None, control, report, procs)?;
         if out.exit.success() {
+            locks::forget_released(job);
             return Ok(());
         }
         Err(Failure::Failed {
@@ -594,21 +640,28 @@ fn names_missing_stack(line: &str, job: &Job) -> bool {
     name == job.stack || name.ends_with(&format!("/{}", job.stack))
 }
 
-/// On a `file://` backend, whether the stack's checkpoint is absent, in Pulumi's
-/// project-scoped layout (`.pulumi/stacks/<project>/<stack>.json[.gz]`) or the legacy one.
-/// `None` when the backend is not a local file backend.
-pub fn file_backend_stack_missing(job: &Job) -> Option<bool> {
-    let stacks = file_backend_dir(job)?.join(".pulumi").join("stacks");
-    let candidates = [
-        stacks.join(&job.name).join(format!("{}.json", job.stack)),
-        stacks
-            .join(&job.name)
-            .join(format!("{}.json.gz", job.stack)),
-        stacks.join(format!("{}.json", job.stack)),
-        stacks.join(format!("{}.json.gz", job.stack)),
-    ];
-    Some(!candidates.iter().any(|p| p.exists()))
+/// The stack Pulumi's `error: stack '<name>' already exists` names.
+fn already_exists(line: &str) -> Option<&str> {
+    line.trim()
+        .strip_prefix("error: stack '")?
+        .strip_suffix("' already exists")
 }
 
+/// Whether the stack `stack init` found existing is this project's: Pulumi names it
+/// fully (`<org>/<project>/<stack>`: project mode and Pulumi Cloud; a legacy backend
+/// names a bare `<stack>`, shared by every project) with this project and stack, and on
+/// a file backend its checkpoint is in this project's folder.
+fn existing_stack_is_ours(job: &Job, name: &str) -> bool {
+    let named = matches!(name.split('/').collect::<Vec<_>>().as_slice(),
+        [_, project, stack] if *project == job.name && *stack == job.stack);
+    named && (!on_file_backend(job) || file_backend_stack_missing(job) == Some(false))
+}
+
+fn on_file_backend(job: &Job) -> bool {
+    file_backend::file_backend_dir(job).is_some()
+}
+
+#[cfg(test)]
+mod backend_tests;
 #[cfg(test)]
 mod tests;

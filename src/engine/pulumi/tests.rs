@@ -1,7 +1,8 @@
-//! Unit tests of the Pulumi engine: exit codes, missing stacks, error lines, stale locks.
+//! Unit tests of the Pulumi engine: exit codes, missing stacks, error lines, what a
+//! `stack init` that finds the stack existing means. The file backend's layouts,
+//! checkpoints and locks: `backend_tests`.
 
 use super::failure::describe_exit;
-use super::file_backend::PulumiLock;
 use super::*;
 
 #[test]
@@ -11,7 +12,7 @@ fn exit_codes_have_messages() {
     assert!(describe_exit(8).contains("cancelled"));
 }
 
-fn job(backend: &str) -> Job {
+pub(super) fn job(backend: &str) -> Job {
     Job {
         path: "infra/vpc".into(),
         name: "aws-vpc".into(),
@@ -80,23 +81,6 @@ fn the_error_line_is_the_last_error_line() {
 }
 
 #[test]
-fn a_pulumi_lock_is_stale_only_when_its_process_is_gone_from_this_host() {
-    let host = crate::util::hostname();
-    let lock = |pid: i64, hostname: &str| PulumiLock {
-        pid,
-        hostname: hostname.to_string(),
-        timestamp: String::new(),
-    };
-    assert!(!lock(std::process::id() as i64, &host).stale(), "alive");
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let dead = child.id() as i64;
-    child.wait().unwrap();
-    assert!(lock(dead, &host).stale(), "gone");
-    assert!(!lock(dead, "another-host").stale(), "another host: never");
-    assert!(!lock(-1, &host).stale(), "unreadable: never");
-}
-
-#[test]
 fn file_backend_stack_lookup() {
     let d = tempfile::tempdir().unwrap();
     let url = format!("file://{}", d.path().display());
@@ -108,5 +92,37 @@ fn file_backend_stack_lookup() {
     assert_eq!(
         file_backend_stack_missing(&job("https://api.pulumi.com")),
         None
+    );
+}
+
+#[test]
+fn an_existing_stack_is_taken_only_when_pulumi_names_this_projects() {
+    assert_eq!(
+        already_exists("error: stack 'organization/aws-vpc/dev' already exists"),
+        Some("organization/aws-vpc/dev")
+    );
+    assert_eq!(
+        already_exists("  error: stack 'dev' already exists"),
+        Some("dev")
+    );
+    assert_eq!(already_exists("warning: the bucket already exists"), None);
+    let cloud = job("https://api.pulumi.com");
+    assert!(existing_stack_is_ours(&cloud, "acme/aws-vpc/dev"));
+    // The legacy layout names the bare stack, which every project shares.
+    assert!(!existing_stack_is_ours(&cloud, "dev"));
+    assert!(!existing_stack_is_ours(&cloud, "acme/other/dev"));
+    assert!(!existing_stack_is_ours(&cloud, "acme/aws-vpc/prod"));
+    // On a file backend the checkpoint must be in the project's folder too.
+    let d = tempfile::tempdir().unwrap();
+    let file = job(&format!("file://{}", d.path().display()));
+    assert!(!existing_stack_is_ours(&file, "organization/aws-vpc/dev"));
+    let f = d.path().join(".pulumi/stacks/aws-vpc/dev.json.zst");
+    std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+    std::fs::write(&f, "x").unwrap();
+    assert!(existing_stack_is_ours(&file, "organization/aws-vpc/dev"));
+    std::fs::write(d.path().join(".pulumi/stacks/dev.json"), "{}").unwrap();
+    assert!(
+        !existing_stack_is_ours(&file, "organization/aws-vpc/dev"),
+        "a legacy layout: nothing is read from it"
     );
 }

@@ -90,7 +90,7 @@ fn stack_init(ctx: &Ctx) -> Result<()> {
     if backend.exists(&project.name, &name) {
         return Err(Fail::error(format!(
             "stack '{}' already exists",
-            fq_name(&project.name, &name)
+            backend.fq(&project.name, &name)
         )));
     }
     let mut cfg = ctx.stack_config(&project, &name)?;
@@ -170,7 +170,8 @@ fn stack_ls(ctx: &Ctx) -> Result<()> {
     let mut rows = Vec::new();
     for (p, s) in backend.list(filter) {
         let st = backend.load(&p, &s)?.unwrap_or_default();
-        let name = if project.as_ref().is_some_and(|pr| pr.name == p) {
+        // A legacy stack has no project: its bare name.
+        let name = if p.is_empty() || project.as_ref().is_some_and(|pr| pr.name == p) {
             s.clone()
         } else {
             fq_name(&p, &s)

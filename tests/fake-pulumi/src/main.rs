@@ -15,6 +15,7 @@ mod engine;
 mod error;
 mod eval;
 mod flags;
+mod layout;
 mod output;
 mod plan;
 mod program;

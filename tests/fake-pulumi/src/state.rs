@@ -1,5 +1,6 @@
 //! The file backend: `PULUMI_BACKEND_URL=file://DIR`, checkpoints and lock files under
-//! `DIR/.pulumi/` in Pulumi's project-scoped layout.
+//! `DIR/.pulumi/` in Pulumi's project-scoped layout (or its legacy one, where a stack
+//! belongs to no project: `layout`).
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -19,6 +20,9 @@ pub struct Backend {
     pub url: String,
     /// Cloud mode: the organization of the stacks this backend addresses.
     pub org: Option<String>,
+    /// Pulumi's legacy layout: `.pulumi/stacks/<stack>.json`, one stack per name for
+    /// every project.
+    pub legacy: bool,
 }
 
 /// The organization this invocation's `--stack` names (cloud mode).
@@ -156,6 +160,7 @@ impl Backend {
                 root: PathBuf::from(dir),
                 url,
                 org: Some(org),
+                legacy: false,
             });
         }
         let url = match std::env::var("PULUMI_BACKEND_URL") {
@@ -190,7 +195,9 @@ impl Backend {
                 std::env::current_dir().unwrap_or_default().join(p)
             }
         };
+        crate::layout::Compression::from_env()?;
         Ok(Backend {
+            legacy: crate::layout::legacy(&root)?,
             root,
             url,
             org: None,
@@ -209,28 +216,38 @@ impl Backend {
         self.root.join(".pulumi")
     }
 
+    /// The stack's plain checkpoint path, `<stack>.json` (its compressed forms beside it).
     pub fn stack_path(&self, project: &str, stack: &str) -> PathBuf {
         let stacks = self.dot().join("stacks");
-        let stacks = match &self.org {
-            Some(org) => stacks.join(org),
-            None => stacks,
+        let dir = match (&self.org, self.legacy) {
+            (Some(org), _) => stacks.join(org).join(project),
+            (None, true) => stacks,
+            (None, false) => stacks.join(project),
         };
-        stacks.join(project).join(format!("{stack}.json"))
+        dir.join(format!("{stack}.json"))
+    }
+
+    /// The stack's name in messages and checkpoints: `organization/<project>/<stack>`,
+    /// or the bare stack name in the legacy layout.
+    pub fn fq(&self, project: &str, stack: &str) -> String {
+        if self.legacy {
+            stack.to_string()
+        } else {
+            fq_name(project, stack)
+        }
     }
 
     pub fn exists(&self, project: &str, stack: &str) -> bool {
-        self.stack_path(project, stack).is_file()
+        crate::layout::current(&self.stack_path(project, stack)).is_some()
     }
 
     /// The stack's state; `None` when the stack does not exist.
     pub fn load(&self, project: &str, stack: &str) -> Result<Option<StackState>> {
-        let path = self.stack_path(project, stack);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Fail::io("reading", &path, e)),
+        let Some(path) = crate::layout::current(&self.stack_path(project, stack)) else {
+            return Ok(None);
         };
-        let doc: Value = serde_json::from_str(&text).map_err(|e| {
+        let text = crate::layout::read(&path)?;
+        let doc: Value = serde_json::from_slice(&text).map_err(|e| {
             Fail::new(
                 code::INTERNAL,
                 format!("could not parse checkpoint {}: {e}", path.display()),
@@ -249,7 +266,8 @@ impl Backend {
         }))
     }
 
-    /// Writes the checkpoint atomically (temp file + rename).
+    /// Writes the checkpoint atomically (temp file + rename), in the form the
+    /// environment asks for.
     pub fn save(&self, project: &str, stack: &str, st: &StackState) -> Result<()> {
         let path = self.stack_path(project, stack);
         let dir = path.parent().expect("stack dir");
@@ -274,37 +292,43 @@ impl Backend {
         );
         let doc = json!({
             "version": 3,
-            "checkpoint": {"stack": fq_name(project, stack), "latest": latest},
+            "checkpoint": {"stack": self.fq(project, stack), "latest": latest},
         });
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-        let tmp = dir.join(format!(".{stack}.json.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, text).map_err(|e| Fail::io("writing", &tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| Fail::io("writing", &path, e))
+        crate::layout::write(&path, text.as_bytes())
     }
 
     pub fn remove(&self, project: &str, stack: &str) -> Result<()> {
-        let path = self.stack_path(project, stack);
+        let plain = self.stack_path(project, stack);
+        let path = crate::layout::current(&plain).unwrap_or(plain);
         std::fs::remove_file(&path).map_err(|e| Fail::io("removing", &path, e))
     }
 
     fn write_meta(&self) -> Result<()> {
         let meta = self.dot().join("meta.yaml");
-        if !meta.exists() {
+        if !self.legacy && !meta.exists() {
             std::fs::write(&meta, "version: 1\n").map_err(|e| Fail::io("writing", &meta, e))?;
         }
         Ok(())
     }
 
-    /// Every stack as (project, stack), of one project or of all.
+    /// Every stack as (project, stack), of one project or of all. In the legacy layout
+    /// stacks have no project (`""`), and every one is listed.
     pub fn list(&self, project: Option<&str>) -> Vec<(String, String)> {
-        let mut out = Vec::new();
         let stacks = self.dot().join("stacks");
+        if self.legacy {
+            return crate::layout::legacy_stacks(&stacks)
+                .into_iter()
+                .map(|s| (String::new(), s))
+                .collect();
+        }
+        let mut out = Vec::new();
         let Ok(projects) = std::fs::read_dir(&stacks) else {
             return out;
         };
         for p in projects.flatten() {
             let pname = p.file_name().to_string_lossy().to_string();
-            if project.is_some_and(|want| want != pname) {
+            if project.is_some_and(|want| want != pname) || !p.path().is_dir() {
                 continue;
             }
             let Ok(files) = std::fs::read_dir(p.path()) else {
@@ -312,17 +336,23 @@ impl Backend {
             };
             for f in files.flatten() {
                 let fname = f.file_name().to_string_lossy().to_string();
-                if let Some(s) = fname.strip_suffix(".json").filter(|s| !s.starts_with('.')) {
+                let base = fname
+                    .strip_suffix(".gz")
+                    .or_else(|| fname.strip_suffix(".zst"))
+                    .unwrap_or(&fname);
+                if let Some(s) = base.strip_suffix(".json").filter(|s| !s.starts_with('.')) {
                     out.push((pname.clone(), s.to_string()));
                 }
             }
         }
         out.sort();
+        out.dedup();
         out
     }
 
+    /// `.pulumi/locks/<fully qualified stack name>/`.
     fn lock_dir(&self, project: &str, stack: &str) -> PathBuf {
-        self.dot().join("locks").join(ORG).join(project).join(stack)
+        self.dot().join("locks").join(self.fq(project, stack))
     }
 
     /// Takes the stack lock, refusing when another process holds one.

@@ -1,0 +1,307 @@
+//! Unit tests of what strata reads from a `file://` backend: its layout, each checkpoint
+//! form, and the rule for clearing a Pulumi lock.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::file_backend::newest_form;
+use super::layout::{Layout, layout, layout_problem, project_scoped};
+use super::locks::{Held, Here, PulumiLock, judge, note_own_locks, proven_gone};
+use super::tests::job;
+use super::*;
+
+fn write(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn the_layout_is_told_as_pulumi_tells_it() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    assert_eq!(layout(root), Layout::New);
+    write(&root.join(".pulumi/stacks/aws-vpc/dev.json"), b"{}");
+    write(&root.join(".pulumi/stacks/dev.json.bak"), b"{}");
+    write(&root.join(".pulumi/stacks/dev.json.attrs"), b"{}");
+    assert_eq!(
+        layout(root),
+        Layout::New,
+        "project folders and backups only"
+    );
+    write(&root.join(".pulumi/stacks/dev.json.zst"), b"x");
+    write(&root.join(".pulumi/stacks/prod.json"), b"{}");
+    assert_eq!(
+        layout(root),
+        Layout::Legacy(vec!["dev".into(), "prod".into()])
+    );
+    write(&root.join(".pulumi/meta.yaml"), b"version: 1\n");
+    assert_eq!(layout(root), Layout::Project, "meta.yaml decides");
+    write(&root.join(".pulumi/meta.yaml"), b"version: 0\n");
+    assert!(matches!(layout(root), Layout::Legacy(_)));
+    write(&root.join(".pulumi/meta.yaml"), b"version: 2\n");
+    assert!(matches!(layout(root), Layout::Unknown(_)));
+    write(&root.join(".pulumi/meta.yaml"), b": [\n");
+    assert!(matches!(layout(root), Layout::Unknown(_)));
+}
+
+#[test]
+fn only_a_project_scoped_layout_is_read_and_the_legacy_one_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let url = format!("file://{}", root.display());
+    let env = env_of(&[("PULUMI_BACKEND_URL", &url)]);
+    let legacy_var = env_of(&[
+        ("PULUMI_BACKEND_URL", &url),
+        ("PULUMI_DIY_BACKEND_LEGACY_LAYOUT", "TRUE"),
+    ]);
+    assert!(project_scoped(root, &env));
+    assert_eq!(layout_problem(&env), None);
+    // A new backend the variable would make legacy.
+    assert!(!project_scoped(root, &legacy_var));
+    let p = layout_problem(&legacy_var).unwrap();
+    assert!(p.contains("PULUMI_DIY_BACKEND_LEGACY_LAYOUT is set"), "{p}");
+    // The first name wins when set at all, as Pulumi's env.Bool reads it.
+    let off = env_of(&[
+        ("PULUMI_BACKEND_URL", &url),
+        ("PULUMI_DIY_BACKEND_LEGACY_LAYOUT", "0"),
+        ("PULUMI_SELF_MANAGED_STATE_LEGACY_LAYOUT", "1"),
+    ]);
+    assert_eq!(layout_problem(&off), None);
+    write(&root.join(".pulumi/stacks/dev.json"), b"{}");
+    assert!(!project_scoped(root, &env));
+    let p = layout_problem(&env).unwrap();
+    assert!(p.contains("legacy layout"), "{p}");
+    assert!(p.contains("pulumi state upgrade"), "{p}");
+    assert!(p.contains(": dev"), "names the stacks: {p}");
+    // Once upgraded, the variable does nothing.
+    write(&root.join(".pulumi/meta.yaml"), b"version: 1\n");
+    assert_eq!(layout_problem(&legacy_var), None);
+    for other in ["https://api.pulumi.com", "s3://bucket", "file://relative"] {
+        assert_eq!(
+            layout_problem(&env_of(&[("PULUMI_BACKEND_URL", other)])),
+            None
+        );
+    }
+    // A bucket strata cannot look into, with the variable that only serves the legacy
+    // layout: refused; on Pulumi Cloud the variable does nothing.
+    let ignore = ("PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR", "1");
+    let p = layout_problem(&env_of(&[("PULUMI_BACKEND_URL", "s3://b"), ignore])).unwrap();
+    assert!(
+        p.contains("Unset PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR"),
+        "{p}"
+    );
+    let cloud = env_of(&[("PULUMI_BACKEND_URL", "https://api.pulumi.com"), ignore]);
+    assert_eq!(layout_problem(&cloud), None);
+    assert_eq!(
+        layout_problem(&env_of(&[("PULUMI_BACKEND_URL", &url), ignore])),
+        None
+    );
+}
+
+const PLAIN: &[u8] = include_bytes!("testdata/dev.json");
+const GZIP: &[u8] = include_bytes!("testdata/dev.json.gz");
+const ZSTD: &[u8] = include_bytes!("testdata/dev.json.zst");
+
+fn backend_with(files: &[(&str, &[u8])]) -> (tempfile::TempDir, Job) {
+    let d = tempfile::tempdir().unwrap();
+    for (name, bytes) in files {
+        write(&d.path().join(".pulumi/stacks/aws-vpc").join(name), bytes);
+    }
+    write(&d.path().join(".pulumi/meta.yaml"), b"version: 1\n");
+    let j = job(&format!("file://{}", d.path().display()));
+    (d, j)
+}
+
+#[test]
+fn every_checkpoint_form_pulumi_writes_is_read() {
+    let want = serde_json::json!({"vpcId": "vpc-123", "token": "[secret]"});
+    for (name, bytes) in [
+        ("dev.json", PLAIN),
+        ("dev.json.gz", GZIP),
+        ("dev.json.zst", ZSTD),
+    ] {
+        let (_d, j) = backend_with(&[(name, bytes)]);
+        assert_eq!(file_backend_stack_missing(&j), Some(false), "{name}");
+        let got = PulumiEngine::stack_outputs_from_file(&j);
+        assert_eq!(got.map(Value::Object), Some(want.clone()), "{name}");
+    }
+    let (_d, j) = backend_with(&[]);
+    assert_eq!(file_backend_stack_missing(&j), Some(true));
+    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+    // Broken or unknown: the CLI is asked.
+    let (_d, j) = backend_with(&[("dev.json.zst", &ZSTD[..40])]);
+    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+    let v9 = String::from_utf8_lossy(PLAIN).replace("\"version\":3", "\"version\":9");
+    let (_d, j) = backend_with(&[("dev.json", v9.as_bytes())]);
+    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+}
+
+#[test]
+fn of_several_forms_the_newest_is_read_as_the_cli_reads_it() {
+    let stale = String::from_utf8_lossy(PLAIN).replace("vpc-123", "vpc-old");
+    let (d, j) = backend_with(&[("dev.json", stale.as_bytes()), ("dev.json.zst", ZSTD)]);
+    let dir = d.path().join(".pulumi/stacks/aws-vpc");
+    let set = |name: &str, secs: u64| {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000 - secs);
+        std::fs::File::options()
+            .write(true)
+            .open(dir.join(name))
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    };
+    set("dev.json", 60);
+    let out = PulumiEngine::stack_outputs_from_file(&j).unwrap();
+    assert_eq!(out["vpcId"], "vpc-123", "the newer .json.zst");
+    set("dev.json.zst", 120);
+    let out = PulumiEngine::stack_outputs_from_file(&j).unwrap();
+    assert_eq!(out["vpcId"], "vpc-old", "now the plain one is newer");
+    // A tie goes to the later form.
+    set("dev.json", 120);
+    assert_eq!(
+        newest_form(&dir.join("dev.json")),
+        Some(Some(dir.join("dev.json.zst")))
+    );
+}
+
+#[test]
+fn a_legacy_or_unknown_layout_is_never_read_as_missing() {
+    let d = tempfile::tempdir().unwrap();
+    write(&d.path().join(".pulumi/stacks/dev.json"), PLAIN);
+    let j = job(&format!("file://{}", d.path().display()));
+    assert_eq!(file_backend_stack_missing(&j), None);
+    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+    write(&d.path().join(".pulumi/meta.yaml"), b"version: 7\n");
+    assert_eq!(file_backend_stack_missing(&j), None);
+}
+
+fn lock(pid: i64, host: &str) -> PulumiLock {
+    PulumiLock {
+        file: "1f0e.json".into(),
+        pid,
+        hostname: host.into(),
+        timestamp: "2026-11-27T10:00:00Z".into(),
+    }
+}
+
+fn dead_pid() -> i64 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    i64::from(pid)
+}
+
+#[test]
+fn a_lock_is_proven_stale_only_by_strata_s_own_record_in_this_boot_and_pid_namespace() {
+    let here = Here {
+        host: "h1".into(),
+        boot: Some("b1".into()),
+        pid_ns: Some("4:4026531836".into()),
+    };
+    let dead = dead_pid();
+    let l = lock(dead, "h1");
+    let held = |l: &PulumiLock, boot: &str, ns: &str, started: u64| Held {
+        lock: l.clone(),
+        boot: boot.into(),
+        pid_ns: ns.into(),
+        started,
+    };
+    let ours = held(&l, "b1", "4:4026531836", 1);
+    assert_eq!(proven_gone(&l, std::slice::from_ref(&ours), &here), Ok(()));
+    // A dead pid alone proves nothing: the lock may be another namespace's.
+    let why = proven_gone(&l, &[], &here).unwrap_err();
+    assert!(why.contains("no Pulumi process strata started"), "{why}");
+    let other = lock(dead, "h1");
+    let renamed = PulumiLock {
+        file: "other.json".into(),
+        ..other
+    };
+    assert!(proven_gone(&renamed, std::slice::from_ref(&ours), &here).is_err());
+    let rebooted = held(&l, "b0", "4:4026531836", 1);
+    assert!(
+        proven_gone(&l, &[rebooted], &here)
+            .unwrap_err()
+            .contains("booted")
+    );
+    let container = held(&l, "b1", "4:4026532999", 1);
+    assert!(
+        proven_gone(&l, &[container], &here)
+            .unwrap_err()
+            .contains("PID namespace")
+    );
+    let no_ns = Here {
+        pid_ns: None,
+        ..here.clone()
+    };
+    assert!(proven_gone(&l, std::slice::from_ref(&ours), &no_ns).is_err());
+    // A live pid: the same process (same start time) holds it; a later one reused it.
+    let me = i64::from(std::process::id());
+    let started = crate::run::lock::start_time(std::process::id()).unwrap();
+    let live = lock(me, "h1");
+    let why = proven_gone(&live, &[held(&live, "b1", "4:4026531836", started)], &here);
+    assert!(why.unwrap_err().contains("still running"));
+    let reused = held(&live, "b1", "4:4026531836", started + 1);
+    assert_eq!(proven_gone(&live, &[reused], &here), Ok(()));
+}
+
+/// The record is made only for strata's own child running this job (its `--cwd`), and
+/// proves the lock stale once that child is gone.
+#[test]
+fn strata_notes_its_own_childs_lock_and_proves_it_stale_once_the_child_is_gone() {
+    let d = tempfile::tempdir().unwrap();
+    let mut j = job(&format!("file://{}", d.path().join("backend").display()));
+    j.dir = d.path().join("projects/vpc");
+    j.scratch_dir = d.path().join("work");
+    write(&d.path().join("backend/.pulumi/meta.yaml"), b"version: 1\n");
+    let lock_dir = d
+        .path()
+        .join("backend/.pulumi/locks/organization/aws-vpc/dev");
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "sleep 30", "--cwd"])
+        .arg(&j.dir)
+        .spawn()
+        .unwrap();
+    let host = crate::util::hostname();
+    let content = |pid: u32| {
+        format!(
+            r#"{{"pid":{pid},"username":"u","hostname":"{host}","timestamp":"2026-11-27T10:00:00Z"}}"#
+        )
+    };
+    write(&lock_dir.join("a1.json"), content(child.id()).as_bytes());
+    // Not a child of this process: never noted.
+    write(&lock_dir.join("b2.json"), content(1).as_bytes());
+    note_own_locks(&j);
+    let judged = judge(&j);
+    assert_eq!(judged.len(), 2);
+    assert!(
+        judged[0].1.as_deref().unwrap().contains("still running"),
+        "{judged:?}"
+    );
+    assert!(
+        judged[1]
+            .1
+            .as_deref()
+            .unwrap()
+            .contains("no Pulumi process"),
+        "{judged:?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let judged = judge(&j);
+    assert_eq!(judged[0].1, None, "its process is gone: {judged:?}");
+    assert!(judged[1].1.is_some());
+    std::fs::remove_file(lock_dir.join("a1.json")).unwrap();
+    std::fs::remove_file(lock_dir.join("b2.json")).unwrap();
+    super::locks::forget_released(&j);
+    assert!(
+        !j.scratch_dir.join("pulumi-locks.json").exists(),
+        "forgotten"
+    );
+}
