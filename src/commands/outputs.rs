@@ -99,6 +99,11 @@ impl<'a> Reader<'a> {
         let env = crate::pipeline::env::pulumi_env(&loaded.ws);
         let bin = crate::pipeline::preflight::find_pulumi(&loaded.ws, &env, &loaded.plan)?;
         crate::pipeline::preflight::check_passphrase(&loaded.ws, &env)?;
+        // On a legacy layout every project's stack of a name is one stack: its outputs
+        // would be another project's.
+        if let Some(problem) = crate::engine::pulumi::layout_problem(&env) {
+            return Err(crate::error::Error::config(problem));
+        }
         Ok(Reader {
             loaded,
             stack: stack.to_string(),

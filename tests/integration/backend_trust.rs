@@ -230,3 +230,16 @@ fn a_lock_strata_cannot_prove_stale_is_left_and_the_command_named() {
     );
     assert!(all.contains("cannot prove"), "says why it was left: {r:?}");
 }
+
+/// `strata outputs` on a legacy-layout backend would show another project's outputs as
+/// this one's (one `dev` for all): refused the same way.
+#[test]
+fn outputs_on_a_legacy_layout_backend_are_refused() {
+    let mut ws = ws_with(TWO, &["alpha", "bravo"]);
+    ws.set_env("PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR", "1");
+    legacy_checkpoint(&ws, &name("alpha"));
+    let r = ws.strata(&["outputs", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.all().contains("pulumi state upgrade"), "{r:?}");
+    assert!(!r.stdout.contains("value"), "no outputs shown: {r:?}");
+}
