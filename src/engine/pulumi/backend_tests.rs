@@ -243,7 +243,7 @@ fn a_lock_is_proven_stale_only_by_strata_s_own_record_in_this_boot_and_pid_names
     assert!(proven_gone(&l, std::slice::from_ref(&ours), &no_ns).is_err());
     // A live pid: the same process (same start time) holds it; a later one reused it.
     let me = i64::from(std::process::id());
-    let started = crate::run::lock::start_time(std::process::id()).unwrap();
+    let started = super::locks::proc_stat(me).unwrap().1;
     let live = lock(me, "h1");
     let why = proven_gone(&live, &[held(&live, "b1", "4:4026531836", started)], &here);
     assert!(why.unwrap_err().contains("still running"));

@@ -5,13 +5,13 @@
 //! stack outputs it holds. Only where stacks live in project folders (`layout`); in any
 //! other layout, and on any doubt, the answer is "ask the CLI".
 
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use super::PulumiEngine;
+use super::layout::file_backend_dir;
 use crate::engine::Job;
 
 impl PulumiEngine {
@@ -124,27 +124,4 @@ pub(super) fn masked(v: Value) -> Option<Value> {
         Value::Array(a) => Value::Array(a.into_iter().map(masked).collect::<Option<Vec<_>>>()?),
         other => other,
     })
-}
-
-/// The folder of the job's `file://` backend (`~` resolved, a relative path taken from
-/// the project's folder).
-pub(super) fn file_backend_dir(job: &Job) -> Option<PathBuf> {
-    let url = job.env.get("PULUMI_BACKEND_URL")?;
-    let dir = backend_path(url, &job.env)?;
-    Some(job.dir.join(dir))
-}
-
-/// The folder of a `file://` backend URL when it is absolute (`~` resolved with HOME).
-pub(super) fn backend_root(url: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    backend_path(url, env).filter(|p| p.is_absolute())
-}
-
-fn backend_path(url: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    let dir = url.strip_prefix("file://")?;
-    let dir = dir.split('?').next().unwrap_or(dir);
-    let dir = match dir.strip_prefix('~') {
-        Some(rest) => format!("{}{rest}", env.get("HOME")?),
-        None => dir.to_string(),
-    };
-    (!dir.is_empty()).then(|| PathBuf::from(dir))
 }

@@ -4,10 +4,13 @@
 //! before 3.61 (no `meta.yaml` and stack files at `.pulumi/stacks/<stack>.json`, or
 //! `version: 0`), where a stack belongs to no project and every project's `dev` is the
 //! same stack. strata refuses the legacy layout before anything runs (and, on a bucket
-//! it cannot look into, the variable that lets the CLI run one).
+//! it cannot look into, the variable that lets the CLI run one). Where a `file://`
+//! backend's folder is lives here too.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::engine::Job;
 
 /// What the backend's folder says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +133,7 @@ fn unreadable_problem(url: &str, env: &BTreeMap<String, String>) -> Option<Strin
 /// environment Pulumi gets (its `PULUMI_BACKEND_URL` absolute).
 pub fn layout_problem(env: &BTreeMap<String, String>) -> Option<String> {
     let url = env.get("PULUMI_BACKEND_URL")?;
-    let Some(root) = super::file_backend::backend_root(url, env) else {
+    let Some(root) = backend_root(url, env) else {
         return unreadable_problem(url, env);
     };
     let upgrade = format!(
@@ -156,4 +159,27 @@ pub fn layout_problem(env: &BTreeMap<String, String>) -> Option<String> {
         }),
         Layout::Project | Layout::Unknown(_) => None,
     }
+}
+
+/// The folder of the job's `file://` backend (`~` resolved, a relative path taken from
+/// the project's folder).
+pub(super) fn file_backend_dir(job: &Job) -> Option<PathBuf> {
+    let url = job.env.get("PULUMI_BACKEND_URL")?;
+    let dir = backend_path(url, &job.env)?;
+    Some(job.dir.join(dir))
+}
+
+/// The folder of a `file://` backend URL when it is absolute (`~` resolved with HOME).
+pub(super) fn backend_root(url: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    backend_path(url, env).filter(|p| p.is_absolute())
+}
+
+fn backend_path(url: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    let dir = url.strip_prefix("file://")?;
+    let dir = dir.split('?').next().unwrap_or(dir);
+    let dir = match dir.strip_prefix('~') {
+        Some(rest) => format!("{}{rest}", env.get("HOME")?),
+        None => dir.to_string(),
+    };
+    (!dir.is_empty()).then(|| PathBuf::from(dir))
 }

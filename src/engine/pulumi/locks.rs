@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::file_backend::file_backend_dir;
+use super::layout::file_backend_dir;
 use crate::engine::Job;
 
 /// One lock file: its name and what Pulumi wrote into it.
@@ -142,7 +142,7 @@ fn save_records(job: &Job, held: &[Held]) {
 }
 
 /// `/proc/<pid>/stat`: (parent pid, start time in clock ticks since boot).
-fn proc_stat(pid: i64) -> std::io::Result<(i64, u64)> {
+pub(super) fn proc_stat(pid: i64) -> std::io::Result<(i64, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Field 2, the command, is in parentheses and may hold anything: count after it.
     let bad = || std::io::Error::other("unexpected /proc/<pid>/stat");

@@ -658,7 +658,7 @@ fn existing_stack_is_ours(job: &Job, name: &str) -> bool {
 }
 
 fn on_file_backend(job: &Job) -> bool {
-    file_backend::file_backend_dir(job).is_some()
+    layout::file_backend_dir(job).is_some()
 }
 
 #[cfg(test)]
