@@ -307,7 +307,13 @@ impl Backend {
     fn write_meta(&self) -> Result<()> {
         let meta = self.dot().join("meta.yaml");
         if !self.legacy && !meta.exists() {
-            std::fs::write(&meta, "version: 1\n").map_err(|e| Fail::io("writing", &meta, e))?;
+            // As gocloud's fileblob writes every blob: a temp file renamed into place, so
+            // a `stack init` running beside this one reads all of it or nothing.
+            let tmp = self
+                .dot()
+                .join(format!("meta.yaml.{}.tmp", std::process::id()));
+            std::fs::write(&tmp, "version: 1\n").map_err(|e| Fail::io("writing", &tmp, e))?;
+            std::fs::rename(&tmp, &meta).map_err(|e| Fail::io("writing", &meta, e))?;
         }
         Ok(())
     }

@@ -982,3 +982,37 @@ fn up_plan_and_upstream_outputs() {
         .unwrap();
     assert_eq!(cluster["inputs"]["vpcId"], "net-id");
 }
+
+/// A fresh backend, many `stack init`s at once (strata's first wave): each sees
+/// `meta.yaml` whole or not at all, as with the real CLI, whose blob writes are a temp
+/// file renamed into place. A torn read failed one of them with "corrupt store".
+#[test]
+fn parallel_stack_inits_on_a_fresh_backend_never_see_a_torn_meta_yaml() {
+    for round in 0..100 {
+        let ws = Ws::new(&format!("meta-race-{round}"));
+        let children: Vec<Child> = (0..8)
+            .map(|i| {
+                let project = if i % 2 == 0 { "vpc" } else { "eks" };
+                let stack = format!("s{i}");
+                let dir = ws.path(project).display().to_string();
+                let mut c = ws.cmd(&[
+                    "stack",
+                    "init",
+                    "--cwd",
+                    &dir,
+                    "--stack",
+                    &stack,
+                    "--non-interactive",
+                ]);
+                c.stdout(Stdio::piped()).stderr(Stdio::piped());
+                c.spawn().unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}: {}", text(&out.stderr));
+        }
+        let meta = std::fs::read_to_string(ws.path("backend/.pulumi/meta.yaml")).unwrap();
+        assert_eq!(meta, "version: 1\n");
+    }
+}
