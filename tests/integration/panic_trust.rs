@@ -6,10 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::policy::OK;
 use crate::run::Background;
 use crate::support::*;
-
-const OK: &str = "printf '{}' > \"$STRATA_OUTPUTS_FILE\"";
 
 /// A retry delay of 300000000000 years once passed `validate`, then overflowed in the
 /// wait and hung the run with the stack locked. Now the profile is refused, by

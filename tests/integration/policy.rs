@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::support::*;
 
-const OK: &str = "printf '{}' > \"$STRATA_OUTPUTS_FILE\"";
+pub(crate) const OK: &str = "printf '{}' > \"$STRATA_OUTPUTS_FILE\"";
 
 /// A try that runs longer than `timeout:` is cancelled like Ctrl-C (one SIGINT to the
 /// project) and fails "timed out after …"; the rest of the run goes on by the failure
