@@ -2,6 +2,7 @@
 //! engine, child-process control and Pulumi event parsing.
 
 pub mod command;
+mod descendants;
 pub mod digest;
 pub mod events;
 pub mod process;

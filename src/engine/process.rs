@@ -194,7 +194,17 @@ impl Control {
     }
 }
 
+/// Signals a process group; a SIGKILL also reaches the groups its processes' children
+/// went into (Pulumi's plugins), before their parent dies and they are orphaned.
 fn signal_group(pgid: i32, sig: i32) {
+    if pgid > 1 && sig == libc::SIGKILL {
+        for g in super::descendants::other_groups_below(pgid) {
+            // SAFETY: as below.
+            unsafe {
+                libc::kill(-g, sig);
+            }
+        }
+    }
     if pgid > 1 {
         // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
         unsafe {

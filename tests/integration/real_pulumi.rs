@@ -660,6 +660,52 @@ fn lock_files(r: &Real) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// The processes whose working folder is inside `root` (a test's workspace): Pulumi and
+/// its plugins run in the project's folder.
+fn processes_in(root: &Path) -> Vec<(i32, String)> {
+    std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| {
+                    let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+                    let cwd = std::fs::read_link(e.path().join("cwd")).ok()?;
+                    let cmd = std::fs::read_to_string(e.path().join("cmdline")).ok()?;
+                    cwd.starts_with(root)
+                        .then(|| (pid, cmd.replace('\0', " ").trim().to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A second Ctrl-C kills the update outright: Pulumi's plugins, each in a process group
+/// of its own, are killed with it, not orphaned (they ran on, one pair per run).
+#[test]
+fn a_second_ctrl_c_leaves_no_plugin_running() {
+    let Some(r) = Real::new("real_pulumi::second_ctrl_c") else {
+        return;
+    };
+    slow_project(&r);
+    let child = r.ws.spawn(&["up", "--provider", "slow", "--stack", "dev"]);
+    wait_for("b's create to start", || r.ws.exists("b-started"));
+    assert!(
+        processes_in(&r.ws.root)
+            .iter()
+            .any(|(_, c)| c.contains("pulumi-resource-command")),
+        "the provider runs: {:?}",
+        processes_in(&r.ws.root)
+    );
+    for _ in 0..2 {
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    wait_for("the plugins to be gone", || {
+        processes_in(&r.ws.root).is_empty()
+    });
+}
+
 /// A Pulumi lock file on rp-slow's stack as the real file backend writes one, taken by
 /// `pid` on this host's name.
 fn write_slow_lock(r: &Real, file: &str, pid: u32) {
@@ -704,6 +750,15 @@ fn kill_9_in_the_middle_of_a_real_update_then_resume_finishes_without_a_human() 
     }
     wait_for("the killed groups to be gone", || {
         last.iter().all(|(g, _)| unsafe { libc::kill(-g, 0) } != 0)
+    });
+    // Pulumi's plugins run in groups of their own: with strata and Pulumi killed, they
+    // are orphans that nothing will stop, as after a lost machine's reboot they would
+    // not exist. This test made them, so it ends them.
+    for (pid, _) in processes_in(&r.ws.root) {
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    wait_for("the orphaned plugins to be gone", || {
+        processes_in(&r.ws.root).is_empty()
     });
     assert!(!r.ws.exists("b-done"));
     assert_eq!(lock_files(&r).len(), 1, "Pulumi's lock is left behind");
