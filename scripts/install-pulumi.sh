@@ -5,6 +5,8 @@
 #   pulumi                    github.com/pulumi/pulumi/pkg/v3/cmd/pulumi   (the CLI)
 #   pulumi-language-yaml      github.com/pulumi/pulumi-yaml                (YAML programs)
 #   pulumi-resource-command   tools/pulumi-resource-command in this repo   (command:local:Command)
+#   pulumi-resource-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4, through
+#                             tools/pulumi-resource-kubernetes             (kubernetes:*)
 #
 # The folder is keyed by the versions (and the provider's source hash) and reused when
 # present, so a second run takes seconds. It prints the folder on its last line, and
@@ -18,6 +20,12 @@
 # Pulumi's Python language host (sdk/python/cmd/pulumi-language-python, an untagged
 # module) is refused the same way, so no Python program runs here.
 #
+# The Kubernetes provider is Pulumi's own, built by a small main of ours
+# (tools/pulumi-resource-kubernetes): upstream's main embeds a schema file its Makefile
+# generates. It is built last, and only when missing or stale (its `.kubernetes-version`
+# names the module and our main's hash, not the folder); if it cannot be built the rest
+# is still ready and `current` still points at it, but the script says why and exits 1.
+#
 # Usage: scripts/install-pulumi.sh [--print-dir]
 #   --print-dir   print the folder it would use and exit (nothing is built)
 # Environment: STRATA_PULUMI_CACHE (default ~/.cache/strata/pulumi), GOFLAGS as usual.
@@ -27,9 +35,15 @@ PULUMI_VERSION=3.274.1
 PULUMI_YAML_VERSION=1.25.0
 # Pulumi's release config (.goreleaser.yml) builds the CLI with these tags and flags.
 PULUMI_TAGS=osusergo,grpcnotrace
+# Pulumi's Kubernetes provider: the proxy serves no tagged provider/v4, only this
+# pseudo-version (commit f47bc2d6f199, 2026-01-15); its version is stamped as the same.
+KUBERNETES_MODULE=github.com/pulumi/pulumi-kubernetes/provider/v4
+KUBERNETES_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199
+KUBERNETES_VERSION=${KUBERNETES_MODULE_VERSION#v}
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 provider_src="$repo/tools/pulumi-resource-command"
+kubernetes_src="$repo/tools/pulumi-resource-kubernetes"
 cache="${STRATA_PULUMI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/pulumi}"
 
 if ! command -v go >/dev/null 2>&1; then
@@ -37,8 +51,12 @@ if ! command -v go >/dev/null 2>&1; then
     exit 1
 fi
 
-provider_hash=$(cd "$provider_src" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) \
-    -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)
+# The hash of a Go module's sources (what a change of ours must rebuild).
+source_hash() {
+    (cd "$1" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) \
+        -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)
+}
+provider_hash=$(source_hash "$provider_src")
 dest="$cache/pulumi-v$PULUMI_VERSION-yaml-v$PULUMI_YAML_VERSION-command-$provider_hash"
 
 if [ "${1:-}" = "--print-dir" ]; then
@@ -112,6 +130,44 @@ if [ ! -x "$dest/pulumi-resource-command" ]; then
     mv "$dest/pulumi-resource-command.tmp" "$dest/pulumi-resource-command"
 fi
 
+# Pulumi's Kubernetes provider through our main (see tools/pulumi-resource-kubernetes):
+# the main and the module's schema.json and terraform-mapping.json, copied from the
+# module cache, are built together in a scratch folder. Runs in an `if`, where `set -e`
+# does not apply: each step says `|| return 1`.
+build_kubernetes() {
+    local dir="$work/kubernetes" mod
+    log "building pulumi-resource-kubernetes $KUBERNETES_VERSION (cold: 20-25 minutes on 2 cores)"
+    cp -r "$kubernetes_src" "$dir" || return 1
+    mod=$(cd "$dir" && go mod download -json "$KUBERNETES_MODULE@$KUBERNETES_MODULE_VERSION" |
+        sed -n 's/.*"Dir": "\(.*\)".*/\1/p') || return 1
+    if [ -z "$mod" ]; then
+        log "$KUBERNETES_MODULE@$KUBERNETES_MODULE_VERSION could not be downloaded"
+        return 1
+    fi
+    cp "$mod/cmd/pulumi-resource-kubernetes/schema.json" \
+        "$mod/cmd/pulumi-resource-kubernetes/terraform-mapping.json" "$dir/" || return 1
+    (cd "$dir" && CGO_ENABLED=0 go build -trimpath \
+        -ldflags "-w -s -X $KUBERNETES_MODULE/pkg/version.Version=$KUBERNETES_VERSION" \
+        -o "$dest/pulumi-resource-kubernetes.tmp" .) || return 1
+    mv "$dest/pulumi-resource-kubernetes.tmp" "$dest/pulumi-resource-kubernetes" || return 1
+    echo "$kubernetes_stamp" >"$dest/.kubernetes-version"
+}
+kubernetes_stamp="$KUBERNETES_MODULE_VERSION $(source_hash "$kubernetes_src")"
+kubernetes_missing=
+if [ ! -x "$dest/pulumi-resource-kubernetes" ] || [ "$(cat "$dest/.kubernetes-version" 2>/dev/null)" != "$kubernetes_stamp" ]; then
+    k8s_started=$(date +%s)
+    if build_kubernetes; then
+        log "pulumi-resource-kubernetes built in $(($(date +%s) - k8s_started)) s"
+    else
+        rm -f "$dest/pulumi-resource-kubernetes.tmp" "$dest/pulumi-resource-kubernetes" "$dest/.kubernetes-version"
+        kubernetes_missing=1
+    fi
+fi
+
 ln -sfn "$dest" "$cache/current"
+if [ -n "$kubernetes_missing" ]; then
+    log "pulumi-resource-kubernetes could NOT be built (see the Go errors above): the CLI, the YAML host and the command provider are ready in $dest, the Kubernetes provider is missing, so the tests that need it fail"
+    exit 1
+fi
 log "ready in $(($(date +%s) - started)) s: $(du -sh "$dest" | cut -f1) in $dest"
 echo "$dest"

@@ -49,7 +49,7 @@ fn script(name: &str) -> PathBuf {
 }
 
 /// A running control plane (scripts/kube-test-cluster.sh); stopped when dropped.
-struct Cluster {
+pub(crate) struct Cluster {
     dir: tempfile::TempDir,
     env: BTreeMap<String, String>,
 }
@@ -82,20 +82,20 @@ impl Cluster {
         cluster
     }
 
-    fn var(&self, key: &str) -> &str {
+    pub(crate) fn var(&self, key: &str) -> &str {
         self.env
             .get(key)
             .unwrap_or_else(|| panic!("{key} not in cluster.env"))
     }
 
     /// The kubeconfig of `user` (admin, writer, reader), as text.
-    fn kubeconfig(&self, user: &str) -> String {
+    pub(crate) fn kubeconfig(&self, user: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("{user}.kubeconfig")))
             .expect("kubeconfig")
     }
 
     /// A request to the API server as `user`; the status code and the JSON body.
-    fn request(
+    pub(crate) fn request(
         &self,
         user: &str,
         method: &str,
@@ -182,7 +182,7 @@ impl Drop for Cluster {
 }
 
 /// The control plane, shared by the tests running now; `None` when skipped.
-fn cluster(test: &str) -> Option<Arc<Cluster>> {
+pub(crate) fn cluster(test: &str) -> Option<Arc<Cluster>> {
     static SHARED: Mutex<Weak<Cluster>> = Mutex::new(Weak::new());
     let bin = real_bin_dir(test)?;
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());

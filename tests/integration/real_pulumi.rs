@@ -15,6 +15,8 @@ use crate::support::{PASSPHRASE, Run, Ws};
 
 /// Issue 32 with the real CLI: backend layouts, checkpoint forms, foreign locks.
 mod backend;
+/// Issue 33: Pulumi's own Kubernetes provider on the throwaway control plane.
+mod kubernetes;
 
 const HINT: &str = "build it with `scripts/install-pulumi.sh` (Go 1.26+ and the Go module proxy), or set STRATA_PULUMI_BIN_DIR to a folder holding pulumi, pulumi-language-yaml and pulumi-resource-command";
 const BINARIES: [&str; 3] = ["pulumi", "pulumi-language-yaml", "pulumi-resource-command"];
