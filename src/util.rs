@@ -192,6 +192,18 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// The `${…}` placeholders of `text`, in order: where each is, and what is inside (an
+/// unclosed `${` is none). Hook commands and a profile's `cluster:` share them.
+pub fn placeholders(text: &str) -> impl Iterator<Item = (std::ops::Range<usize>, &str)> {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let start = from + text[from..].find("${")?;
+        let len = text[start + 2..].find('}')?;
+        from = start + 2 + len + 1;
+        Some((start..from, &text[start + 2..start + 2 + len]))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

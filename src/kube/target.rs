@@ -166,7 +166,12 @@ pub fn from_profile(
         Some(c) if !c.trim().is_empty() => c.trim().to_string(),
         _ => only_context(&file)?,
     };
-    let server = server_of(&file, &context)?;
+    let server = server_of(&file, &context).map_err(|e| {
+        format!(
+            "{e}: point the profile's `cluster:` (or the config keys it reads) at stack {}'s kubeconfig and context",
+            at.stack
+        )
+    })?;
     Ok(ClusterTarget {
         kubeconfig: file,
         context,
@@ -196,34 +201,34 @@ fn only_context(file: &Path) -> Result<String, String> {
 /// `text` with `${config.KEY}` and `${env.NAME}` filled in.
 fn fill(text: &str, at: &Lookup) -> Result<String, String> {
     let mut out = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let Some(len) = rest[start + 2..].find('}') else {
-            return Err(format!("`cluster:` value `{text}` has an unclosed `${{`"));
-        };
-        let inner = &rest[start + 2..start + 2 + len];
-        let value = if let Some(key) = inner.strip_prefix("config.") {
-            at.config.get(key).ok_or_else(|| {
-                format!(
-                    "the profile's `cluster:` reads config `{key}`, which stack {}'s config does not set: run `strata up` to be asked, or add it to config/pulumi/Pulumi.{}.yaml",
-                    at.stack, at.stack
-                )
-            })?
-        } else if let Some(name) = inner.strip_prefix("env.") {
-            at.env.get(name).ok_or_else(|| {
-                format!("the profile's `cluster:` reads ${{env.{name}}}, which is not set")
-            })?
-        } else {
-            return Err(format!(
-                "`cluster:` value `{text}` has `${{{inner}}}`: only ${{config.KEY}} and ${{env.NAME}} are filled in"
-            ));
-        };
-        out.push_str(value);
-        rest = &rest[start + 2 + len + 1..];
+    let mut last = 0;
+    for (range, inner) in crate::util::placeholders(text) {
+        out.push_str(&text[last..range.start]);
+        out.push_str(fill_one(text, inner, at)?);
+        last = range.end;
     }
-    out.push_str(rest);
+    out.push_str(&text[last..]);
     Ok(out)
+}
+
+/// The value of one placeholder (`inner` is what is between `${` and `}`).
+fn fill_one<'a>(text: &str, inner: &str, at: &'a Lookup) -> Result<&'a str, String> {
+    if let Some(key) = inner.strip_prefix("config.") {
+        return at.config.get(key).map(String::as_str).ok_or_else(|| {
+            format!(
+                "the profile's `cluster:` reads config `{key}`, which stack {}'s config does not set: run `strata up` to be asked, or add it to config/pulumi/Pulumi.{}.yaml",
+                at.stack, at.stack
+            )
+        });
+    }
+    if let Some(name) = inner.strip_prefix("env.") {
+        return at.env.get(name).map(String::as_str).ok_or_else(|| {
+            format!("the profile's `cluster:` reads ${{env.{name}}}, which is not set: set it in the environment or config/pulumi/environment")
+        });
+    }
+    Err(format!(
+        "`cluster:` value `{text}` has `${{{inner}}}`: only ${{config.KEY}} and ${{env.NAME}} are filled in"
+    ))
 }
 
 /// `~/…` from HOME; a relative path from the workspace root.

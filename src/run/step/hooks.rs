@@ -3,7 +3,6 @@
 //! environment variables, never on a command line) and the built-in `kubeconfig` merge.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
@@ -16,20 +15,9 @@ use crate::run::events::{RunEvent, Status};
 use crate::util::{env_key, now_ms};
 use crate::workspace::profile::Hook;
 
-/// The `${…}` placeholders of `command`, in order: where each is, and what is inside.
-fn placeholders(command: &str) -> impl Iterator<Item = (Range<usize>, &str)> {
-    let mut from = 0;
-    std::iter::from_fn(move || {
-        let start = from + command[from..].find("${")?;
-        let len = command[start + 2..].find('}')?;
-        from = start + 2 + len + 1;
-        Some((start..from, &command[start + 2..start + 2 + len]))
-    })
-}
-
 /// The outputs a `run:` hook names (`${outputs.NAME}`), in order.
 pub fn outputs_named(command: &str) -> impl Iterator<Item = &str> {
-    placeholders(command).filter_map(|(_, inner)| inner.strip_prefix("outputs."))
+    crate::util::placeholders(command).filter_map(|(_, inner)| inner.strip_prefix("outputs."))
 }
 
 /// Rewrites `${outputs.NAME}`, `${config.KEY}` and `${env.NAME}` into shell parameter
@@ -37,7 +25,7 @@ pub fn outputs_named(command: &str) -> impl Iterator<Item = &str> {
 pub fn to_shell(command: &str) -> String {
     let mut out = String::with_capacity(command.len());
     let mut last = 0;
-    for (at, inner) in placeholders(command) {
+    for (at, inner) in crate::util::placeholders(command) {
         out.push_str(&command[last..at.start]);
         let replaced = if let Some(name) = inner.strip_prefix("outputs.") {
             Some(format!("${{STRATA_OUTPUT_{}}}", env_key(name)))
