@@ -104,6 +104,14 @@ mod tests {
             .unwrap();
         let grandchild: i32 = line.trim().parse().unwrap();
         let pgid = child.id() as i32;
+        // `$!` is known as soon as the shell forks, before `setsid` has run in the
+        // fork: until it has, the grandchild is still in the child's group.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while stat(grandchild).is_some_and(|(_, g)| g != grandchild)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let found = other_groups_below(pgid);
         // SAFETY: kill(2) of processes this test started.
         unsafe {
