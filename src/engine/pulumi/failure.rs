@@ -112,20 +112,63 @@ pub(super) fn error_line<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + C
 }
 
 /// The first line of a (possibly multi-line) message that has words in it; a bare
-/// `error:` line is joined to the first such line after it.
+/// `error:` line is joined to the first such line after it. A Go multierror
+/// (`… N errors occurred:` then `* item` lines, as Pulumi's Kubernetes provider reports a
+/// server-side apply conflict) is told by its items instead of their count.
 pub(super) fn headline(message: &str) -> String {
     let has_words = |l: &str| l.chars().any(char::is_alphanumeric);
     let mut lines = message.lines().map(str::trim).filter(|l| has_words(l));
     let Some(first) = lines.next() else {
         return String::new();
     };
-    match first.strip_prefix("error:").map(str::trim) {
+    let first = match first.strip_prefix("error:").map(str::trim) {
         Some("") => match lines.next() {
             Some(words) => format!("error: {words}"),
-            None => "error:".to_string(),
+            None => return "error:".to_string(),
         },
         _ => first.to_string(),
+    };
+    match multierror_lead(&first) {
+        Some(lead) => {
+            let items = multierror_items(lines);
+            if items.is_empty() {
+                first
+            } else {
+                format!("{lead}{items}")
+            }
+        }
+        None => first,
     }
+}
+
+/// `error: Preview failed: ` of `error: Preview failed: 1 error occurred:`.
+fn multierror_lead(line: &str) -> Option<&str> {
+    let rest = line
+        .strip_suffix(" errors occurred:")
+        .or_else(|| line.strip_suffix(" error occurred:"))?;
+    let count_at = rest
+        .rfind(|c: char| !c.is_ascii_digit())
+        .map_or(0, |i| i + 1);
+    (count_at < rest.len()).then(|| &rest[..count_at])
+}
+
+/// A multierror's items, each on one line (an item's own continuation lines joined to
+/// it), separated by `; `.
+fn multierror_items<'a>(lines: impl Iterator<Item = &'a str>) -> String {
+    let mut items: Vec<String> = Vec::new();
+    for line in lines {
+        match line.strip_prefix("* ") {
+            Some(item) => items.push(item.trim().to_string()),
+            None => match items.last_mut() {
+                Some(last) => {
+                    last.push(' ');
+                    last.push_str(line);
+                }
+                None => items.push(line.to_string()),
+            },
+        }
+    }
+    items.join("; ")
 }
 
 /// The one command that clears a stack's Pulumi lock, with the backend strata uses (a
@@ -170,7 +213,34 @@ mod tests {
             "boom: it failed"
         );
         assert_eq!(headline("error: one line"), "error: one line");
+        assert_eq!(
+            headline("error: 2 errors occurred:"),
+            "error: 2 errors occurred:"
+        );
         assert_eq!(headline("error:"), "error:");
         assert_eq!(headline(""), "");
+    }
+
+    /// Pulumi's Kubernetes provider reports a server-side apply conflict as a Go
+    /// multierror: the first line only counts the errors, the items say what they are.
+    /// (The real message, from `preview --refresh` after a `kubectl patch` by another
+    /// field manager.)
+    #[test]
+    fn a_multierror_is_told_by_its_items() {
+        let message = "error: Preview failed: 1 error occurred:\n\t* the Kubernetes API server reported that \"lk-logs/logstore-settings\" failed to fully initialize or become live: Server-Side Apply field conflict detected. See https://www.pulumi.com/registry/packages/kubernetes/how-to-guides/managing-resources-with-server-side-apply/#handle-field-conflicts-on-existing-resources for troubleshooting help.\nThe resource managed by field manager \"pulumi-kubernetes-494a29a2\" had an apply conflict: Apply failed with 1 conflict: conflict with \"oob\" using v1: .data.shards\n\n\n";
+        let told = headline(message);
+        assert!(told.starts_with("error: Preview failed: the Kubernetes API server reported that \"lk-logs/logstore-settings\" failed"), "{told}");
+        assert!(
+            told.ends_with(
+                "Apply failed with 1 conflict: conflict with \"oob\" using v1: .data.shards"
+            ),
+            "{told}"
+        );
+        assert!(
+            !told.contains('\n') && !told.contains("1 error occurred"),
+            "{told}"
+        );
+        let two = "error: update failed: 2 errors occurred:\n\t* first: a\n\t* second: b\n";
+        assert_eq!(headline(two), "error: update failed: first: a; second: b");
     }
 }
