@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Builds a real Kubernetes API server and the etcd it stores into, pinned, into one folder
-# that the real-Kubernetes tests (tests/integration/real_kube.rs) start a throwaway
-# control plane from (scripts/kube-test-cluster.sh):
+# Builds a real Kubernetes control plane, pinned, into one folder that the
+# real-Kubernetes tests (tests/integration/real_kube.rs) and the `local-kube` profile
+# start a throwaway control plane from (scripts/kube-test-cluster.sh):
 #
-#   kube-apiserver   k8s.io/kubernetes/cmd/kube-apiserver   (Kubernetes v1.34.4)
-#   etcd             go.etcd.io/etcd/server/v3               (etcd v3.6.4)
+#   kube-apiserver            k8s.io/kubernetes/cmd/kube-apiserver            (v1.34.4)
+#   kube-controller-manager   k8s.io/kubernetes/cmd/kube-controller-manager   (v1.34.4)
+#   etcd                      go.etcd.io/etcd/server/v3                        (v3.6.4)
+#
+# The controller manager is there for the garbage collector and the namespace
+# controller: Pulumi's Kubernetes provider deletes in the foreground, and without them a
+# deleted ConfigMap or Namespace never goes away.
 #
 # The folder is keyed by the versions and reused when present, so a second run takes a
 # second. It prints the folder on its last line, and points ${STRATA_KUBE_CACHE}/current
@@ -49,13 +54,19 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -mod=mod"
 
-# --- kube-apiserver -----------------------------------------------------------------
+# --- kube-apiserver and kube-controller-manager -----------------------------------------
 # (Each version is read whole before it is compared: `grep -q` on a pipe would stop
 # reading early, and pipefail would count the writer's SIGPIPE as a mismatch.)
 version_of() { "$@" 2>/dev/null | head -n 1 || true; }
-if [ "$(version_of "$dest/kube-apiserver" --version)" != "Kubernetes v$KUBE_VERSION" ]; then
-    log "building kube-apiserver v$KUBE_VERSION (cold: about 25 minutes on 2 busy cores)"
-    t0=$(date +%s)
+KUBE_COMMANDS="kube-apiserver kube-controller-manager"
+missing=
+for c in $KUBE_COMMANDS; do
+    [ "$(version_of "$dest/$c" --version)" = "Kubernetes v$KUBE_VERSION" ] || missing+=" $c"
+done
+
+# The wrapper module in $work/kube (see the top of this file), once.
+kube_wrapper() {
+    local info kube_mod staging src=$work/kube
     info=$(cd "$work" && go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION") ||
         fail "go mod download k8s.io/kubernetes@v$KUBE_VERSION failed"
     kube_mod=$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' <<<"$info")
@@ -64,10 +75,9 @@ if [ "$(version_of "$dest/kube-apiserver" --version)" != "Kubernetes v$KUBE_VERS
     # The staging repositories k8s.io/kubernetes requires at v0.0.0.
     staging=$(sed -n 's/^[[:space:]]*\(k8s\.io\/[a-z0-9-]*\) v0\.0\.0$/\1/p' "$kube_mod" | sort -u)
     [ -n "$staging" ] || fail "k8s.io/kubernetes@v$KUBE_VERSION: no k8s.io/* v0.0.0 requirement found in $kube_mod"
-    src="$work/apiserver"
     mkdir -p "$src"
     {
-        echo "module strata.invalid/kube-apiserver"
+        echo "module strata.invalid/kube"
         echo
         sed -n 's/^go \(.*\)/go \1/p' "$kube_mod"
         # k8s.io/kubernetes builds with these runtime defaults; a consumer's go line decides
@@ -80,26 +90,43 @@ if [ "$(version_of "$dest/kube-apiserver" --version)" != "Kubernetes v$KUBE_VERS
         for m in $staging; do echo "	$m v0.0.0 => $m v0.${KUBE_VERSION#1.}"; done
         echo ")"
     } >"$src/go.mod"
-    # What kubernetes/cmd/kube-apiserver/apiserver.go is; built by its import path below.
-    printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' >"$src/tools.go"
+    # What kubernetes/cmd/<command>/<command>.go are; built by their import paths below.
+    {
+        printf '//go:build tools\n\npackage tools\n\nimport (\n'
+        for c in $KUBE_COMMANDS; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+        printf ')\n'
+    } >"$src/tools.go"
     (cd "$src" && go mod tidy >"$work/tidy.log" 2>&1) || {
         cat "$work/tidy.log" >&2
-        fail "go mod tidy of the kube-apiserver wrapper failed (see above)"
+        fail "go mod tidy of the Kubernetes wrapper failed (see above)"
     }
-    # The version stamps hack/lib/version.sh sets (gitCommit is not in the module zip).
+}
+
+# The version stamps hack/lib/version.sh sets (gitCommit is not in the module zip).
+kube_ldflags() {
+    local build_date minor flags="-s -w" pkg
     build_date=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$kube_info")
     minor=${KUBE_VERSION#1.}
     minor=${minor%%.*}
-    ldflags="-s -w"
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-        ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-        ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${build_date:-1970-01-01T00:00:00Z}"
+        flags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+        flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${build_date:-1970-01-01T00:00:00Z}"
     done
-    (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
-        -o "$dest/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver) ||
-        fail "go build of k8s.io/kubernetes/cmd/kube-apiserver v$KUBE_VERSION failed (see above)"
-    mv "$dest/kube-apiserver.tmp" "$dest/kube-apiserver"
-    log "built kube-apiserver in $(($(date +%s) - t0)) s ($(du -h "$dest/kube-apiserver" | cut -f1))"
+    echo "$flags"
+}
+
+if [ -n "$missing" ]; then
+    kube_wrapper
+    ldflags=$(kube_ldflags)
+    for c in $missing; do
+        log "building $c v$KUBE_VERSION (cold: about 25 minutes on 2 busy cores; the second shares most of the first's packages)"
+        t0=$(date +%s)
+        (cd "$work/kube" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
+            -o "$dest/$c.tmp" "k8s.io/kubernetes/cmd/$c") ||
+            fail "go build of k8s.io/kubernetes/cmd/$c v$KUBE_VERSION failed (see above)"
+        mv "$dest/$c.tmp" "$dest/$c"
+        log "built $c in $(($(date +%s) - t0)) s ($(du -h "$dest/$c" | cut -f1))"
+    done
 fi
 
 # --- etcd -----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A throwaway Kubernetes control plane for tests, on loopback only: etcd and
-# kube-apiserver (built by scripts/install-kube.sh), no kubelet, controller manager or
-# scheduler. Everything lives in DIR; `stop DIR` ends what `start DIR` started, by pid.
+# A throwaway Kubernetes control plane on loopback only, for tests and the `local-kube`
+# profile: etcd, kube-apiserver and kube-controller-manager (built by
+# scripts/install-kube.sh); no kubelet and no scheduler, so no Pod ever runs. Everything
+# lives in DIR; `stop DIR` ends what `start DIR` started, by pid.
 #
 #   scripts/kube-test-cluster.sh start DIR [--watch PID]
 #   scripts/kube-test-cluster.sh stop DIR
@@ -16,11 +17,17 @@
 #            through the API)
 #   reader   may do nothing                             DIR/reader.kubeconfig
 #
+# The controller manager runs the controllers a deletion needs (the garbage collector,
+# which foreground deletion waits for, and the namespace controller, which empties and
+# removes a Terminating namespace), those that make a namespace usable (service
+# accounts and their tokens) and those behind a Deployment (deployment, replicaset: the
+# Pods they create stay Pending).
+#
 # It waits (bounded, STRATA_KUBE_START_TIMEOUT seconds, default 120) for /readyz, then
 # writes DIR/cluster.env (SERVER, CA_FILE, ADMIN_TOKEN, WRITER_TOKEN, READER_TOKEN,
 # NAMESPACE, ETCD_PID, APISERVER_PID, ...) and prints DIR on stdout. Progress and errors
 # go to stderr; on failure it stops what it started and shows the end of the logs
-# (DIR/etcd.log, DIR/kube-apiserver.log).
+# (DIR/etcd.log, DIR/kube-apiserver.log, DIR/kube-controller-manager.log).
 # --watch PID: a watchdog stops the cluster when process PID ends (a test binary that
 # was killed before its Drop guard ran).
 #
@@ -60,6 +67,7 @@ stop_pid() {
 }
 
 stop_all() {
+    stop_pid "$dir/kube-controller-manager.pid"
     stop_pid "$dir/kube-apiserver.pid"
     stop_pid "$dir/etcd.pid"
     # Not the watchdog when it is the one stopping.
@@ -86,7 +94,7 @@ fi
 
 cache="${STRATA_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/kube}"
 bin="${STRATA_KUBE_BIN_DIR:-$cache/current}"
-for b in etcd kube-apiserver; do
+for b in etcd kube-apiserver kube-controller-manager; do
     [ -x "$bin/$b" ] || fail "$bin/$b is missing: build it with scripts/install-kube.sh, or set STRATA_KUBE_BIN_DIR"
 done
 for t in openssl curl base64; do
@@ -270,6 +278,51 @@ EOF
     chmod 600 "$dir/$user.kubeconfig"
 done
 
+# --- kube-controller-manager -------------------------------------------------------------
+CONTROLLERS=garbagecollector,namespace,serviceaccount,serviceaccount-token,deployment,replicaset
+start_controller_manager() {
+    cm_port=$(free_port)
+    setsid "$bin/kube-controller-manager" \
+        --kubeconfig "$dir/admin.kubeconfig" \
+        --authentication-kubeconfig "$dir/admin.kubeconfig" \
+        --authorization-kubeconfig "$dir/admin.kubeconfig" \
+        --bind-address 127.0.0.1 --secure-port "$cm_port" --cert-dir "$dir/cm-certs" \
+        --leader-elect=false \
+        --controllers "$CONTROLLERS" \
+        --use-service-account-credentials=false \
+        --service-account-private-key-file "$pki/sa.key" \
+        --root-ca-file "$pki/ca.crt" \
+        --profiling=false \
+        </dev/null >"$dir/kube-controller-manager.log" 2>&1 &
+    echo $! >"$dir/kube-controller-manager.pid"
+}
+trap 'say "start failed; stopping what was started"; stop_all' ERR
+cm_ready=0
+for attempt in 1 2 3; do
+    start_controller_manager
+    while [ $(($(date +%s) - started)) -lt "$timeout" ] && alive kube-controller-manager; do
+        # /healthz is always allowed; its certificate is self-signed in cm-certs.
+        if [ "$(curl -sk --max-time 5 "https://127.0.0.1:$cm_port/healthz" 2>/dev/null)" = ok ]; then
+            cm_ready=1
+            break
+        fi
+        sleep 0.5
+    done
+    [ "$cm_ready" = 1 ] && break
+    tail_log kube-controller-manager
+    if alive kube-controller-manager; then
+        stop_all
+        fail "kube-controller-manager was not healthy within ${timeout}s"
+    fi
+    # A port taken meanwhile, most likely: try another.
+    rm -f "$dir/kube-controller-manager.pid"
+    [ "$attempt" = 3 ] && {
+        stop_all
+        fail "kube-controller-manager exited three times (log above)"
+    }
+done
+trap - ERR
+
 cat >"$dir/cluster.env" <<EOF
 SERVER=$server
 CA_FILE=$pki/ca.crt
@@ -280,6 +333,7 @@ NAMESPACE=$NAMESPACE
 ETCD_URL=http://127.0.0.1:$etcd_port
 ETCD_PID=$(cat "$dir/etcd.pid")
 APISERVER_PID=$(cat "$dir/kube-apiserver.pid")
+CONTROLLER_MANAGER_PID=$(cat "$dir/kube-controller-manager.pid")
 EOF
 chmod 600 "$dir/cluster.env"
 
