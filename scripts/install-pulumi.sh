@@ -8,8 +8,10 @@
 #   pulumi-resource-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4, through
 #                             tools/pulumi-resource-kubernetes             (kubernetes:*)
 #
-# The folder is keyed by the versions (and the provider's source hash) and reused when
-# present, so a second run takes seconds. It prints the folder on its last line, and
+# The folder is keyed by Pulumi's versions and reused when present, so a second run
+# takes seconds. The two providers built from this repository's sources are rebuilt in
+# it when those sources change (each has a stamp file naming their hash): a change of
+# ours never rebuilds the CLI. It prints the folder on its last line, and
 # points ${STRATA_PULUMI_CACHE}/current at it (what the tests look for when
 # STRATA_PULUMI_BIN_DIR is unset).
 #
@@ -57,7 +59,7 @@ source_hash() {
         -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)
 }
 provider_hash=$(source_hash "$provider_src")
-dest="$cache/pulumi-v$PULUMI_VERSION-yaml-v$PULUMI_YAML_VERSION-command-$provider_hash"
+dest="$cache/pulumi-v$PULUMI_VERSION-yaml-v$PULUMI_YAML_VERSION"
 
 if [ "${1:-}" = "--print-dir" ]; then
     echo "$dest"
@@ -122,12 +124,13 @@ if [ ! -x "$dest/pulumi-language-yaml" ] || [ "$(cat "$dest/.yaml-version" 2>/de
     echo "$PULUMI_YAML_VERSION" >"$dest/.yaml-version"
 fi
 
-# The command provider, from this repository (its hash is in the folder's name).
-if [ ! -x "$dest/pulumi-resource-command" ]; then
+# The command provider, from this repository (rebuilt when its sources' hash moves).
+if [ ! -x "$dest/pulumi-resource-command" ] || [ "$(cat "$dest/.command-version" 2>/dev/null)" != "$provider_hash" ]; then
     log "building pulumi-resource-command ($provider_hash)"
     (cd "$provider_src" && CGO_ENABLED=0 go build -trimpath -tags "$PULUMI_TAGS" -ldflags "-w -s" \
         -o "$dest/pulumi-resource-command.tmp" .)
     mv "$dest/pulumi-resource-command.tmp" "$dest/pulumi-resource-command"
+    echo "$provider_hash" >"$dest/.command-version"
 fi
 
 # Pulumi's Kubernetes provider through our main (see tools/pulumi-resource-kubernetes):

@@ -10,7 +10,7 @@
 //
 //	command:local:Command
 //	  inputs:  create, update, delete, dir (strings), environment (map of strings),
-//	           triggers (array of any)
+//	           triggers (array of any), logging (stdout, stderr, stdoutAndStderr, none)
 //	  outputs: the inputs, plus stdout and stderr
 //
 // The names, types and semantics follow pulumi-command's local.Command, so the
@@ -81,6 +81,28 @@ type CommandArgs struct {
 	Dir         *string            `pulumi:"dir,optional"`
 	Environment *map[string]string `pulumi:"environment,optional"`
 	Triggers    *[]any             `pulumi:"triggers,optional" provider:"replaceOnChanges"`
+	Logging     *Logging           `pulumi:"logging,optional"`
+}
+
+// Logging says which of the command's streams reach Pulumi's log (as pulumi-command's
+// local.Logging). A command whose stdout is a secret (a kubeconfig) logs only stderr.
+type Logging string
+
+const (
+	LogStdout          Logging = "stdout"
+	LogStderr          Logging = "stderr"
+	LogStdoutAndStderr Logging = "stdoutAndStderr"
+	LogNone            Logging = "none"
+)
+
+// Values lists the enum for the schema (infer.Enum).
+func (Logging) Values() []infer.EnumValue[Logging] {
+	return []infer.EnumValue[Logging]{
+		{Name: "Stdout", Value: LogStdout, Description: "Log stdout only."},
+		{Name: "Stderr", Value: LogStderr, Description: "Log stderr only."},
+		{Name: "StdoutAndStderr", Value: LogStdoutAndStderr, Description: "Log both (the default)."},
+		{Name: "None", Value: LogNone, Description: "Log neither."},
+	}
 }
 
 // CommandState is the checkpointed state: the inputs plus captured output.
@@ -105,6 +127,8 @@ func (c *CommandArgs) Annotate(a infer.Annotator) {
 	a.Describe(&c.Dir, "The directory to run the command in; defaults to the provider's working directory.")
 	a.Describe(&c.Environment, "Additional environment variables for the command's process.")
 	a.Describe(&c.Triggers, "Trigger replacements on changes to this input.")
+	a.Describe(&c.Logging, "Which streams of the command reach Pulumi's log, and its error on failure: "+
+		"stdout, stderr, stdoutAndStderr (the default) or none.")
 }
 
 // Annotate describes the outputs in the schema.
@@ -173,11 +197,20 @@ func (s *CommandState) run(ctx context.Context, command string) error {
 	if s.Stderr != "" {
 		cmd.Env = append(cmd.Env, "PULUMI_COMMAND_STDERR="+s.Stderr)
 	}
-	// combined interleaves both streams for logs and error messages.
+	// combined interleaves the logged streams for logs and error messages.
 	var stdout, stderr bytes.Buffer
 	combined := &syncBuffer{}
-	cmd.Stdout = io.MultiWriter(&stdout, combined)
-	cmd.Stderr = io.MultiWriter(&stderr, combined)
+	logging := LogStdoutAndStderr
+	if s.Logging != nil {
+		logging = *s.Logging
+	}
+	cmd.Stdout, cmd.Stderr = io.Writer(&stdout), io.Writer(&stderr)
+	if logging == LogStdout || logging == LogStdoutAndStderr {
+		cmd.Stdout = io.MultiWriter(&stdout, combined)
+	}
+	if logging == LogStderr || logging == LogStdoutAndStderr {
+		cmd.Stderr = io.MultiWriter(&stderr, combined)
+	}
 	err := cmd.Run()
 	if out := strings.TrimSpace(combined.String()); out != "" {
 		p.GetLogger(ctx).Info(out)

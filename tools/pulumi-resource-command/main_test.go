@@ -341,3 +341,42 @@ func TestReadKeepsState(t *testing.T) {
 		t.Errorf("read = %v %v, want %v %v", resp.ID, resp.Properties, c.ID, c.Properties)
 	}
 }
+
+// logging: a stream not logged is not in the error either (a secret stdout stays out of
+// Pulumi's output), and is still the output.
+func TestLoggingKeepsUnloggedStreamsOutOfErrors(t *testing.T) {
+	dir := t.TempDir()
+	s := server(t)
+	for _, c := range []struct {
+		logging     string
+		want, never []string
+	}{
+		{"stderr", []string{"progress"}, []string{"s3cr3t"}},
+		{"stdout", []string{"s3cr3t"}, []string{"progress"}},
+		{"none", nil, []string{"s3cr3t", "progress"}},
+		{"stdoutAndStderr", []string{"s3cr3t", "progress"}, nil},
+	} {
+		in := inputs(dir, "create", "echo s3cr3t; echo progress >&2; exit 3")
+		in = in.Set("logging", property.New(c.logging))
+		_, err := s.Create(p.CreateRequest{Urn: urn, Properties: in})
+		if err == nil {
+			t.Fatalf("%s: no error", c.logging)
+		}
+		msg := strings.ReplaceAll(err.Error(), "echo s3cr3t; echo progress", "")
+		for _, w := range c.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: %q not in the error %q", c.logging, w, msg)
+			}
+		}
+		for _, n := range c.never {
+			if strings.Contains(msg, n) {
+				t.Errorf("%s: %q in the error %q", c.logging, n, msg)
+			}
+		}
+	}
+	in := inputs(dir, "create", "echo s3cr3t; echo progress >&2")
+	in = in.Set("logging", property.New("none"))
+	if got := str(t, create(t, s, in).Properties, "stdout"); got != "s3cr3t" {
+		t.Errorf("stdout = %q", got)
+	}
+}
