@@ -10,6 +10,7 @@ mod file_backend;
 mod layout;
 mod locks;
 pub mod otel;
+mod passphrase;
 
 use std::path::PathBuf;
 
