@@ -332,6 +332,24 @@ fn the_kubeconfig_hook_merges_the_real_output_and_secrets_stay_secret() {
     assert_eq!(outputs.code, 0, "{outputs:?}");
     assert!(outputs.stdout.contains("[secret]"), "{outputs:?}");
     assert_no_clear_secret(&r, &[REGISTRY_PASSWORD, &token], &[&first, &outputs]);
+
+    // Asked for, the secret is shown as the CLI shows it, strata decrypting it from
+    // the checkpoint with the passphrase: no Pulumi process, masked or not.
+    r.take_calls();
+    let shown = r.strata(&[
+        "outputs",
+        "local-pulumi/cluster",
+        "--provider",
+        "local-pulumi",
+        "--stack",
+        "dev",
+        "--show-secrets",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(shown.stdout.contains(&token), "{shown:?}");
+    assert_eq!(r.take_calls(), Vec::<String>::new(), "{shown:?}");
 }
 
 /// The change counts of strata's preview, per project, against `pulumi preview --json`.
