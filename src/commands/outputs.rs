@@ -162,6 +162,16 @@ impl<'a> Reader<'a> {
                     refresh: false,
                     plan: None,
                 };
+                // A file backend's checkpoint holds them (secrets decrypted where the
+                // passphrase provider allows): no process.
+                let from_file = if show_secrets {
+                    PulumiEngine::stack_outputs_from_file_revealed(&job)
+                } else {
+                    PulumiEngine::stack_outputs_from_file(&job)
+                };
+                if from_file.is_some() {
+                    return Ok(from_file);
+                }
                 let mut procs = 0;
                 match engine.stack_outputs(
                     &job,

@@ -144,6 +144,54 @@ fn every_checkpoint_form_pulumi_writes_is_read() {
 }
 
 #[test]
+fn secret_outputs_are_read_in_clear_only_where_the_passphrase_opens_them() {
+    // Made by the real CLI (testdata/README.md), in the gzip form too.
+    let secrets = include_bytes!("testdata/secrets.json");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, secrets).unwrap();
+    let gz = gz.finish().unwrap();
+    for (name, bytes) in [("dev.json", &secrets[..]), ("dev.json.gz", &gz)] {
+        let (_d, mut j) = backend_with(&[(name, bytes)]);
+        let masked = PulumiEngine::stack_outputs_from_file(&j).unwrap();
+        assert_eq!(masked["token"], "[secret]", "{name}");
+        assert_eq!(
+            PulumiEngine::stack_outputs_from_file_revealed(&j),
+            None,
+            "{name}: no passphrase"
+        );
+        j.env
+            .insert("PULUMI_CONFIG_PASSPHRASE".into(), "wrong".into());
+        assert_eq!(
+            PulumiEngine::stack_outputs_from_file_revealed(&j),
+            None,
+            "{name}: wrong"
+        );
+        j.env.insert(
+            "PULUMI_CONFIG_PASSPHRASE".into(),
+            "correct horse battery staple".into(),
+        );
+        let clear = PulumiEngine::stack_outputs_from_file_revealed(&j).unwrap();
+        assert_eq!(clear["token"], "tok-3f9a-known", "{name}");
+        assert_eq!(clear["plain"], "not-a-secret", "{name}");
+        assert_eq!(clear.len(), masked.len(), "{name}");
+    }
+    // A checkpoint without a secrets provider: its secrets are the CLI's to show; one
+    // without secrets needs no passphrase.
+    let (_d, j) = backend_with(&[("dev.json", PLAIN)]);
+    assert_eq!(PulumiEngine::stack_outputs_from_file_revealed(&j), None);
+    let plain = String::from_utf8_lossy(PLAIN).replace(
+        r#""token":{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"v1:abc"}"#,
+        r#""token":"t""#,
+    );
+    let (_d, j) = backend_with(&[("dev.json", plain.as_bytes())]);
+    let got = PulumiEngine::stack_outputs_from_file_revealed(&j).map(Value::Object);
+    assert_eq!(
+        got,
+        Some(serde_json::json!({"vpcId": "vpc-123", "token": "t"}))
+    );
+}
+
+#[test]
 fn of_several_forms_the_newest_is_read_as_the_cli_reads_it() {
     let stale = String::from_utf8_lossy(PLAIN).replace("vpc-123", "vpc-old");
     let (d, j) = backend_with(&[("dev.json", stale.as_bytes()), ("dev.json.zst", ZSTD)]);

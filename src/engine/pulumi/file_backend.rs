@@ -2,8 +2,9 @@
 //! process: the backend's folder and a stack's checkpoint — which of the forms Pulumi
 //! writes is current (`<stack>.json`, `.json.gz` with `PULUMI_SELF_MANAGED_STATE_GZIP`,
 //! `.json.zst` with `PULUMI_SELF_MANAGED_STATE_ZSTD`), whether there is one, and the
-//! stack outputs it holds. Only where stacks live in project folders (`layout`); in any
-//! other layout, and on any doubt, the answer is "ask the CLI".
+//! stack outputs it holds (secrets masked, or decrypted by `passphrase`). Only where
+//! stacks live in project folders (`layout`); in any other layout, and on any doubt, the
+//! answer is "ask the CLI".
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,25 +21,46 @@ impl PulumiEngine {
     /// `None` (ask the CLI) for any other backend or layout, a missing, unreadable or
     /// unknown checkpoint, or an output holding anything but plain values and secrets.
     pub fn stack_outputs_from_file(job: &Job) -> Option<Map<String, Value>> {
-        let path = checkpoint(job)??;
-        let doc: Value = serde_json::from_slice(&decompressed(std::fs::read(path).ok()?)?).ok()?;
-        // Versions 3 and 4 share the shape read here; older or newer ones: the CLI.
-        if !matches!(doc["version"].as_u64(), Some(3 | 4)) {
-            return None;
-        }
-        let resources = doc.pointer("/checkpoint/latest/resources")?.as_array()?;
-        let Some(stack) = resources
-            .iter()
-            .find(|r| r["type"] == "pulumi:pulumi:Stack")
-        else {
-            return Some(Map::new());
-        };
-        let mut out = Map::new();
-        for (k, v) in stack["outputs"].as_object().cloned().unwrap_or_default() {
-            out.insert(k, masked(v)?);
-        }
-        Some(out)
+        let (_, outputs) = checkpoint_outputs(job)?;
+        outputs
+            .into_iter()
+            .map(|(k, v)| masked(v).map(|v| (k, v)))
+            .collect()
     }
+
+    /// The stack's outputs as `stack output --json --show-secrets` prints them, read from
+    /// the checkpoint like `stack_outputs_from_file`, its secrets decrypted when the stack
+    /// uses the passphrase secrets provider and the job's passphrase opens it; `None`
+    /// (ask the CLI) on any doubt.
+    pub fn stack_outputs_from_file_revealed(job: &Job) -> Option<Map<String, Value>> {
+        let (doc, outputs) = checkpoint_outputs(job)?;
+        if !outputs.values().any(crate::engine::contains_secret_mask) {
+            return Self::stack_outputs_from_file(job);
+        }
+        let key = super::passphrase::decrypter(&doc, &job.env, &job.dir)?;
+        outputs
+            .into_iter()
+            .map(|(k, v)| key.reveal(v).map(|v| (k, v)))
+            .collect()
+    }
+}
+
+/// The checkpoint of the job's stack and its stack resource's outputs as stored (none
+/// without a stack resource); `None` when there is no checkpoint strata can read.
+fn checkpoint_outputs(job: &Job) -> Option<(Value, Map<String, Value>)> {
+    let path = checkpoint(job)??;
+    let doc: Value = serde_json::from_slice(&decompressed(std::fs::read(path).ok()?)?).ok()?;
+    // Versions 3 and 4 share the shape read here; older or newer ones: the CLI.
+    if !matches!(doc["version"].as_u64(), Some(3 | 4)) {
+        return None;
+    }
+    let resources = doc.pointer("/checkpoint/latest/resources")?.as_array()?;
+    let outputs = resources
+        .iter()
+        .find(|r| r["type"] == "pulumi:pulumi:Stack")
+        .and_then(|stack| stack["outputs"].as_object().cloned())
+        .unwrap_or_default();
+    Some((doc, outputs))
 }
 
 /// On a `file://` backend whose stacks live in project folders, whether the stack has no

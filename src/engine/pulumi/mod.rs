@@ -1,15 +1,17 @@
 //! The Pulumi engine: one project through the real `pulumi` CLI (duct). One process per
 //! project in the steady state: `up --json` streams events that carry the outputs;
 //! `stack init` only for a new stack, `stack output --show-secrets` only for a needed
-//! secret output. A failure put into words is `failure`'s; what is read from a `file://`
-//! backend without a process is `file_backend`'s, the layouts strata refuses `layout`'s,
-//! and which Pulumi locks strata may clear `locks`'.
+//! secret output that `passphrase` cannot decrypt. A failure put into words is
+//! `failure`'s; what is read from a `file://` backend without a process is
+//! `file_backend`'s, the layouts strata refuses `layout`'s, and which Pulumi locks strata
+//! may clear `locks`'.
 
 mod failure;
 mod file_backend;
 mod layout;
 mod locks;
 pub mod otel;
+mod passphrase;
 
 use std::path::PathBuf;
 
@@ -408,10 +410,14 @@ impl Engine for PulumiEngine {
             .iter()
             .any(|k| outputs.get(k).is_some_and(contains_secret_mask));
         // A CLI whose events lack an output a dependent needs: ask for the outputs once.
+        // On a file backend with the passphrase provider strata reads them itself.
         let missing_needed =
             job.op == Operation::Up && job.needed_outputs.iter().any(|k| !outputs.contains_key(k));
         if secret_needed || missing_needed {
-            outputs = self.stack_outputs(job, control, report, true, &mut procs)?;
+            outputs = match Self::stack_outputs_from_file_revealed(job) {
+                Some(clear) => clear,
+                None => self.stack_outputs(job, control, report, true, &mut procs)?,
+            };
         }
         let planned_outputs = match (&job.op, &job.plan) {
             (Operation::Preview, Some(PlanFile::Save(f))) => std::fs::read_to_string(f)

@@ -114,12 +114,20 @@ impl StepRunner<'_> {
                     .map(|(k, _)| k.clone())
                     .collect();
                 let values = if wanted.iter().any(|w| secret.contains(*w)) {
-                    let mut procs = 0;
-                    let plain = engine
-                        .stack_outputs(&job, self.control, log, true, &mut procs)
-                        .map_err(|f| (f.message().to_string(), false));
-                    self.processes.fetch_add(procs, Ordering::SeqCst);
-                    plain?
+                    // Decrypted by strata where it can (the passphrase provider).
+                    match crate::engine::pulumi::PulumiEngine::stack_outputs_from_file_revealed(
+                        &job,
+                    ) {
+                        Some(clear) => clear,
+                        None => {
+                            let mut procs = 0;
+                            let plain = engine
+                                .stack_outputs(&job, self.control, log, true, &mut procs)
+                                .map_err(|f| (f.message().to_string(), false));
+                            self.processes.fetch_add(procs, Ordering::SeqCst);
+                            plain?
+                        }
+                    }
                 } else {
                     masked
                 };

@@ -3,7 +3,9 @@
 //! The layout copies Pulumi's (`encryptionsalt: v1:<salt>:v1:<nonce>:<ciphertext>`,
 //! secure values `v1:<nonce>:<ciphertext>`), but the cipher is a SHA-256 keystream
 //! with a SHA-256 tag instead of PBKDF2 + AES-GCM: the fake needs no crypto crates
-//! and never has to read a real Pulumi file.
+//! and never has to read a real Pulumi file. So strata, which decrypts a real CLI's
+//! passphrase secrets itself, finds the fake's salt check wrong and asks the fake's
+//! `stack output --show-secrets`, as it asks the real CLI on any doubt.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
