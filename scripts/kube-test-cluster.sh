@@ -28,8 +28,9 @@
 # NAMESPACE, ETCD_PID, APISERVER_PID, ...) and prints DIR on stdout. Progress and errors
 # go to stderr; on failure it stops what it started and shows the end of the logs
 # (DIR/etcd.log, DIR/kube-apiserver.log, DIR/kube-controller-manager.log).
-# --watch PID: a watchdog stops the cluster when process PID ends (a test binary that
-# was killed before its Drop guard ran).
+# --watch PID (or STRATA_KUBE_WATCH_PID, for a start that a Pulumi program makes): a
+# watchdog stops the cluster when process PID ends (a test binary that was killed before
+# its Drop guard ran).
 #
 # The binaries: STRATA_KUBE_BIN_DIR, else ${XDG_CACHE_HOME:-~/.cache}/strata/kube/current.
 set -euo pipefail
@@ -87,7 +88,7 @@ start) ;;
 *) usage ;;
 esac
 
-watch_pid=
+watch_pid=${STRATA_KUBE_WATCH_PID:-}
 if [ "${1:-}" = "--watch" ]; then
     watch_pid=${2:?--watch needs a pid}
 fi

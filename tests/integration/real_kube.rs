@@ -23,15 +23,15 @@ use serde_json::{Value, json};
 
 use crate::support::{HEAD, Run, Ws, find_tool, missing};
 
-const HINT: &str = "build them with `scripts/install-kube.sh` (Go 1.24+ and the Go module proxy), or set STRATA_KUBE_BIN_DIR to a folder holding kube-apiserver and etcd";
-const BINARIES: [&str; 2] = ["kube-apiserver", "etcd"];
+const HINT: &str = "build them with `scripts/install-kube.sh` (Go 1.24+ and the Go module proxy), or set STRATA_KUBE_BIN_DIR to a folder holding kube-apiserver, kube-controller-manager and etcd";
+const BINARIES: [&str; 3] = ["kube-apiserver", "kube-controller-manager", "etcd"];
 
 const ADMIN: &str = "adm1n-REAL-VALUE-6d2f";
 const DB: &str = "db-REAL-VALUE-91ab";
 const API: &str = "api-REAL-VALUE-c07e";
 
 /// The folder holding the real binaries, or `None` (skipped) outside CI.
-fn real_bin_dir(test: &str) -> Option<PathBuf> {
+pub(crate) fn real_bin_dir(test: &str) -> Option<PathBuf> {
     crate::support::real_bin_dir(
         test,
         "the real Kubernetes API server",
@@ -42,7 +42,7 @@ fn real_bin_dir(test: &str) -> Option<PathBuf> {
     )
 }
 
-fn script(name: &str) -> PathBuf {
+pub(crate) fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scripts")
         .join(name)
@@ -240,7 +240,7 @@ fn profile(context: &str, secret_name: &str, ns: &str, api_key: bool) -> String 
 }
 
 /// `strata ARGS` with `input` on stdin.
-fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
+pub(crate) fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
     let mut child = ws
         .command(args)
         .stdin(Stdio::piped())
@@ -262,7 +262,7 @@ fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
     }
 }
 
-fn b64(text: &str) -> String {
+pub(crate) fn b64(text: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(text)
 }
@@ -576,6 +576,23 @@ fn an_exec_plugin_kubeconfig_reaches_the_real_server() {
     assert!(!r.all().contains(&token), "{r:?}");
 }
 
+/// kubectl: on PATH, else where scripts/install-tools.sh builds it; missing, see
+/// [`missing`] (fails under `CI=true`).
+pub(crate) fn kubectl() -> Option<PathBuf> {
+    let tools = std::env::var_os("HOME")
+        .map(|h| Path::new(&h).join(".cache/strata/tools/bin/kubectl"))
+        .filter(|p| p.is_file());
+    let found = find_tool(&["kubectl"]).or(tools);
+    if found.is_none() {
+        missing(
+            "kubectl",
+            "is not installed",
+            "scripts/install-tools.sh builds it (k8s.io/kubectl, from the Go module proxy): put the folder it prints first on PATH",
+        );
+    }
+    found
+}
+
 /// The kubeconfig the hook merged is one kubectl uses against the real server.
 #[test]
 fn kubectl_reads_the_secret_through_the_merged_kubeconfig() {
@@ -583,15 +600,7 @@ fn kubectl_reads_the_secret_through_the_merged_kubeconfig() {
     let Some(k) = cluster(test) else {
         return;
     };
-    let tools = std::env::var_os("HOME")
-        .map(|h| Path::new(&h).join(".cache/strata/tools/bin/kubectl"))
-        .filter(|p| p.is_file());
-    let Some(kubectl) = find_tool(&["kubectl"]).or(tools) else {
-        missing(
-            "kubectl",
-            "is not installed",
-            "scripts/install-tools.sh builds it (k8s.io/kubectl, from the Go module proxy): put the folder it prints first on PATH",
-        );
+    let Some(kubectl) = kubectl() else {
         return;
     };
     let ws = workspace(

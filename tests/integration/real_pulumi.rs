@@ -17,6 +17,8 @@ use crate::support::{PASSPHRASE, Run, Ws};
 mod backend;
 /// Issue 33: Pulumi's own Kubernetes provider on the throwaway control plane.
 mod kubernetes;
+/// Issue 33: the shipped `local-kube` profile, whose cluster project starts its own.
+mod local_kube;
 
 const HINT: &str = "build it with `scripts/install-pulumi.sh` (Go 1.26+ and the Go module proxy), or set STRATA_PULUMI_BIN_DIR to a folder holding pulumi, pulumi-language-yaml and pulumi-resource-command";
 const BINARIES: [&str; 3] = ["pulumi", "pulumi-language-yaml", "pulumi-resource-command"];
