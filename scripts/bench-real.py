@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-"""strata against the real Pulumi, side by side in one run, on the local-pulumi profile
-(six real Pulumi YAML projects with command resources, file backend, no cloud).
+"""strata against the real Pulumi, side by side in one run, on the shipped profiles made
+of real Pulumi YAML projects, file backend, no cloud:
+  local-pulumi   six projects with command resources
+  local-kube     a throwaway control plane (etcd, kube-apiserver, kube-controller-manager)
+                 brought up by its cluster project, and four projects deploying into it
+                 through Pulumi's Kubernetes provider (needs --kube-dir)
 
 For `up` and for `preview`, it measures:
   strata            the whole environment through strata (first run: stacks created;
@@ -14,7 +18,8 @@ and prints wall / critical path (goal <= 1.10), Pulumi processes per project (a 
 on PATH counts them; goal 1 in the steady state), and strata's own share of the CPU of
 the run (its `cpu_ms` over the CPU of its whole process tree).
 
-Usage: scripts/bench-real.py --strata target/release/strata --pulumi-dir DIR [--runs 5]
+Usage: scripts/bench-real.py --strata target/release/strata --pulumi-dir DIR
+         [--kube-dir DIR] [--profile local-pulumi --profile local-kube] [--runs 5]
 """
 import argparse, json, os, resource, shutil, statistics, subprocess, tempfile, time
 
@@ -61,19 +66,51 @@ def critical_path(graph, durations):
     return max(fin(p) for p in graph)
 
 
+# What each profile needs beyond the projects: plugins, files, environment.
+PROFILES = {
+    "local-pulumi": {
+        "plugins": ("pulumi-language-yaml", "pulumi-resource-command"),
+        "files": (),
+        "env": {"STRATA_SECRET_LP_REGISTRY_PASSWORD": "bench-registry-password"},
+    },
+    "local-kube": {
+        "plugins": ("pulumi-language-yaml", "pulumi-resource-command", "pulumi-resource-kubernetes"),
+        "files": ("scripts/kube-test-cluster.sh",),
+        "env": {"STRATA_SECRET_LK_APP_API_KEY": "bench-api-key"},
+    },
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", default="target/release/strata")
     ap.add_argument("--pulumi-dir", required=True)
+    ap.add_argument("--kube-dir", help="the control plane's binaries (scripts/install-kube.sh), for local-kube")
+    ap.add_argument("--profile", action="append", choices=sorted(PROFILES),
+                    help="repeatable; default: every profile")
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
+    for profile in a.profile or sorted(PROFILES, reverse=True):
+        if profile == "local-kube" and not a.kube_dir:
+            raise SystemExit("local-kube needs --kube-dir (scripts/install-kube.sh prints it)")
+        print(f"\n=== {profile} ===")
+        bench(profile, a)
+
+
+def bench(profile, a):
+    spec = PROFILES[profile]
     strata = os.path.abspath(a.strata)
     real = os.path.abspath(a.pulumi_dir)
     root = tempfile.mkdtemp(prefix="strata-bench-real-")
+    base = None
+    env = None
     try:
-        shutil.copytree(os.path.join(REPO, "projects", "local-pulumi"), os.path.join(root, "projects", "local-pulumi"))
+        shutil.copytree(os.path.join(REPO, "projects", profile), os.path.join(root, "projects", profile))
         os.makedirs(os.path.join(root, "providers"))
-        shutil.copy(os.path.join(REPO, "providers", "local-pulumi.yaml"), os.path.join(root, "providers"))
+        shutil.copy(os.path.join(REPO, "providers", profile + ".yaml"), os.path.join(root, "providers"))
+        for f in spec["files"]:
+            os.makedirs(os.path.dirname(os.path.join(root, f)), exist_ok=True)
+            shutil.copy(os.path.join(REPO, f), os.path.join(root, f))
         os.makedirs(os.path.join(root, "config", "pulumi"))
         bindir = os.path.join(root, "bin")
         os.makedirs(bindir)
@@ -81,7 +118,7 @@ def main():
         with open(os.path.join(bindir, "pulumi"), "w") as f:
             f.write(f"#!/bin/sh\necho \"$*\" >>'{log}'\nexec '{real}/pulumi' \"$@\"\n")
         os.chmod(os.path.join(bindir, "pulumi"), 0o755)
-        for b in ("pulumi-language-yaml", "pulumi-resource-command"):
+        for b in spec["plugins"]:
             os.symlink(os.path.join(real, b), os.path.join(bindir, b))
         home = os.path.join(root, "home")
         os.makedirs(home)
@@ -91,10 +128,11 @@ def main():
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             "PULUMI_CONFIG_PASSPHRASE": "bench-passphrase",
-
-            "STRATA_SECRET_LP_REGISTRY_PASSWORD": "bench-registry-password",
             "KUBECONFIG": os.path.join(home, "kubeconfig"),
+            **spec["env"],
         }
+        if a.kube_dir:
+            env["STRATA_KUBE_BIN_DIR"] = os.path.abspath(a.kube_dir)
         # The store opened with an age identity (the README's recommendation for teams and
         # CI): a passphrase would add scrypt's ~0.6 s of CPU to every run.
         key = os.path.join(root, "key.txt")
@@ -104,7 +142,7 @@ def main():
         else:
             env["STRATA_PASSPHRASE"] = "bench-store-passphrase"
             print("age-keygen not found: the store is opened with a passphrase (scrypt)")
-        base = [strata, "--root", root, "-p", "local-pulumi", "-s", "dev", "--output", "json"]
+        base = [strata, "--root", root, "-p", profile, "-s", "dev", "--output", "json"]
 
         _, _, show = run(base + ["show", "--format", "json"], env, root)
         plan = json.loads(show.stdout)
@@ -113,7 +151,7 @@ def main():
         pulumi_projects = [p for p, n in nodes.items() if n["kind"] == "pulumi"]
         order = [p["path"] for p in sorted(plan["projects"], key=lambda p: p["wave"]) if p["kind"] == "pulumi"]
         n = len(pulumi_projects)
-        print(f"local-pulumi: {n} Pulumi projects, {max(p['wave'] for p in plan['projects'])} waves; "
+        print(f"{profile}: {n} Pulumi projects, {max(p['wave'] for p in plan['projects'])} waves; "
               f"pulumi {subprocess.run([real + '/pulumi', 'version'], capture_output=True, text=True).stdout.strip()}")
 
         wall, cpu, p = run(base + ["up"], env, root)
@@ -175,6 +213,10 @@ def main():
             slowest = max(durations, key=durations.get)
             print(f"  slowest project: {slowest} {durations[slowest]*1000:.0f} ms")
     finally:
+        # What the profile brought up outside the workspace (local-kube's control plane)
+        # goes with its stacks.
+        if base is not None and os.path.isdir(os.path.join(root, ".strata", "backend")):
+            subprocess.run(base + ["destroy", "--yes"], env=env, cwd=root, capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
 
 
