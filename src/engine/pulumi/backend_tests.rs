@@ -353,3 +353,44 @@ fn strata_notes_its_own_childs_lock_and_proves_it_stale_once_the_child_is_gone()
         "forgotten"
     );
 }
+
+/// The key of a stack's secrets is derived while its update runs (a thread of its own),
+/// so reading the secret outputs after it does not pay the 1,000,000 rounds on the
+/// critical path; a checkpoint without secret outputs derives nothing.
+#[test]
+fn the_secret_key_is_derived_beside_the_update() {
+    let secrets = include_bytes!("testdata/secrets.json");
+    let doc: Value = serde_json::from_slice(secrets).unwrap();
+    let state = doc
+        .pointer("/checkpoint/latest/secrets_providers/state/salt")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_string();
+    // A passphrase no other test uses: the cache of keys is the process's.
+    let phrase = "derived-early-8c1f";
+    let (_d, mut j) = backend_with(&[("dev.json", &secrets[..])]);
+    j.env
+        .insert("PULUMI_CONFIG_PASSPHRASE".into(), phrase.into());
+    assert!(!super::passphrase::derived(&state, phrase));
+    PulumiEngine::derive_secret_key_early(&j);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !super::passphrase::derived(&state, phrase) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        super::passphrase::derived(&state, phrase),
+        "not derived in a minute"
+    );
+
+    let plain = String::from_utf8_lossy(PLAIN).replace(
+        r#""token":{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"v1:abc"}"#,
+        r#""token":"t""#,
+    );
+    let quiet = "no-secrets-here-51d0";
+    let (_d, mut j) = backend_with(&[("dev.json", plain.as_bytes())]);
+    j.env
+        .insert("PULUMI_CONFIG_PASSPHRASE".into(), quiet.into());
+    PulumiEngine::derive_secret_key_early(&j);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!super::passphrase::derived(&state, quiet));
+}

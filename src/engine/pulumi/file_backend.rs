@@ -45,6 +45,26 @@ impl PulumiEngine {
     }
 }
 
+impl PulumiEngine {
+    /// Starts deriving, in a thread of its own, the key of the job's stack's secrets (the
+    /// passphrase provider's 1,000,000 rounds, about a quarter of a CPU-second), when its
+    /// current checkpoint holds secret outputs: `stack_outputs_from_file_revealed` after
+    /// the update then finds it derived (or waits for it) instead of deriving it on the
+    /// critical path. The salt survives updates, so the key is the one it will need.
+    pub fn derive_secret_key_early(job: &Job) {
+        let Some((doc, outputs)) = checkpoint_outputs(job) else {
+            return;
+        };
+        if !outputs.values().any(crate::engine::contains_secret_mask) {
+            return;
+        }
+        let (env, dir) = (job.env.clone(), job.dir.clone());
+        let _ = std::thread::Builder::new()
+            .name("derive-secret-key".into())
+            .spawn(move || super::passphrase::decrypter(&doc, &env, &dir).is_some());
+    }
+}
+
 /// The checkpoint of the job's stack and its stack resource's outputs as stored (none
 /// without a stack resource); `None` when there is no checkpoint strata can read.
 fn checkpoint_outputs(job: &Job) -> Option<(Value, Map<String, Value>)> {

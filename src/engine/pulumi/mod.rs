@@ -341,6 +341,11 @@ impl Engine for PulumiEngine {
         if !job.secret_config.is_empty() && job.op != Operation::Destroy {
             self.set_secret_config(job, control, report, &mut procs)?;
         }
+        // While Pulumi updates the stack, the key its secret outputs will need (a
+        // dependent's input, a hook) is derived beside it, off the critical path.
+        if job.op == Operation::Up && !job.needed_outputs.is_empty() {
+            Self::derive_secret_key_early(job);
+        }
         // The operation; when Pulumi says the stack does not exist, create it and retry once.
         let mut created = false;
         let (exit, mut seen) = loop {

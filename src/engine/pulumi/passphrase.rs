@@ -63,8 +63,9 @@ fn passphrase(env: &BTreeMap<String, String>, dir: &Path) -> Option<String> {
 /// `None`: the passphrase does not open that state.
 type Keys = HashMap<(String, String), Arc<OnceLock<Option<[u8; 32]>>>>;
 
+static KEYS: OnceLock<Mutex<Keys>> = OnceLock::new();
+
 fn cached_key(state: &str, phrase: &str) -> Option<[u8; 32]> {
-    static KEYS: OnceLock<Mutex<Keys>> = OnceLock::new();
     let slot = KEYS
         .get_or_init(Mutex::default)
         .lock()
@@ -73,6 +74,15 @@ fn cached_key(state: &str, phrase: &str) -> Option<[u8; 32]> {
         .or_default()
         .clone();
     *slot.get_or_init(|| key_of_state(state, phrase))
+}
+
+/// Whether the key of `state` and `phrase` has been derived in this process (or found
+/// not to open it).
+#[cfg(test)]
+pub(super) fn derived(state: &str, phrase: &str) -> bool {
+    KEYS.get()
+        .and_then(|k| k.lock().ok()?.get(&(state.into(), phrase.into())).cloned())
+        .is_some_and(|slot| slot.get().is_some())
 }
 
 /// `symmetricCrypterFromPhraseAndState`: the state is `v1:<salt b64>:<check>`, the check
