@@ -6,8 +6,8 @@ use std::path::Path;
 use crate::cli::{ReportArgs, ReportFormat};
 use crate::error::Result;
 use crate::plan::Plan;
+use crate::report;
 use crate::report::journal::Journal;
-use crate::report::{self, model};
 use crate::settings::{Display, Settings};
 use crate::util::display_path;
 use crate::workspace::Target;
@@ -23,7 +23,7 @@ pub fn run(target: &Target, settings: &Settings, args: &ReportArgs) -> Result<i3
     let run_id = journal.select(args.run.as_deref())?;
     // The graph of the profile the run used, if it still resolves.
     let plan = plan_of(&ws, journal.provider_of(&run_id));
-    let r = model::build(
+    let r = report::build::build(
         &journal,
         &run_id,
         plan.as_ref().map_err(Clone::clone),

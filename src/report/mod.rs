@@ -2,10 +2,11 @@
 //! ran and how it ended, the critical path, the totals and the tail of each failure's
 //! log — drawn as a self-contained HTML page, a Mermaid gantt or one JSON document.
 //!
-//! The room: [`journal`] reads the journal, [`model`] builds the run to draw from it
-//! (`tail` reads a failure's log, `pools` the changes of the pools' limits), and [`html`],
-//! [`mermaid`] and [`json`] render it.
+//! The room: [`journal`] reads the journal, [`model`] is the run to draw, [`build`] makes
+//! it from the journal (`tail` reads a failure's log, `pools` the changes of the pools'
+//! limits), and [`html`], [`mermaid`] and [`json`] render it.
 
+pub mod build;
 pub mod html;
 pub mod journal;
 pub mod json;
@@ -19,8 +20,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::plan::Plan;
+use build::build;
 use journal::Journal;
-use model::{Report, build};
+use model::Report;
 
 /// What a report is drawn as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
