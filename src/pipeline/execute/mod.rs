@@ -20,7 +20,7 @@ use crate::run::journal::{Journal, Record};
 use crate::run::scheduler::{self, StepResult};
 use crate::run::step::bundle::PlanBundle;
 use crate::run::step::{Ctx, StepRecord, StepRunner, hooks};
-use crate::run::{fingerprint, signals};
+use crate::run::signals;
 use crate::secrets::redact::Redactor;
 use crate::trace::Trace;
 use crate::util::{now_ms, rfc3339};
@@ -33,8 +33,7 @@ use super::preflight::Preflight;
 use super::resolve::Resolved;
 
 mod changed;
-
-use changed::Changed;
+mod inputs;
 
 /// What a run did, for the `record` stage.
 pub struct Executed {
@@ -63,17 +62,6 @@ pub struct Executed {
     pub bundle_mark: Option<crate::error::Error>,
     /// The run's trace, still open: `record` ends and sends it.
     pub trace: Trace,
-}
-
-/// A key no other run has, when the kernel's random source cannot be read.
-fn run_unique_key() -> Vec<u8> {
-    format!(
-        "{}-{}-{:?}",
-        std::process::id(),
-        now_ms(),
-        std::time::Instant::now()
-    )
-    .into_bytes()
 }
 
 /// Sets its flag when dropped, on a normal return or an unwind alike.
@@ -109,56 +97,20 @@ pub fn execute(
     let child_env = ChildEnv::default();
     let trace = Trace::from_env(&r.ws.process_env, &child_env, &mut notices);
     let env = super::env::child_env(&r.ws, &stack, &r.profile, pre.org.as_deref());
-    let digest_key = secrets.digest_key().map(|k| k.as_bytes().to_vec());
+    let inputs::Inputs {
+        secret_key,
+        fingerprint_salt: fp_salt,
+        fingerprints,
+        last_outputs,
+        changed,
+    } = inputs::prepare(
+        r,
+        &stack_config,
+        &secrets,
+        &held.caught,
+        held.lock.is_some(),
+    )?;
     let redactor = Redactor::new(secrets.redact);
-    let fp_salt = fingerprint::salt(&state_dir);
-    // Secret values are digested under the store's own key (see `secrets::hmac::secret_digest`).
-    // Without one (no store could be written), a key of this run only: its digests match
-    // no other run's, so `--changed` reruns what takes a secret, and nothing is guessable.
-    let secret_key: Vec<u8> = match digest_key {
-        Some(k) => k,
-        None => crate::util::random_bytes(32).unwrap_or_else(|_| run_unique_key()),
-    };
-    // Hashing every project's files (and, for `--changed`, reading their sources) can
-    // take a while: on a thread of its own, so a signal is answered at once.
-    let (fingerprints, last_outputs, changed) = {
-        let (plan, full, profile) = (r.plan.clone(), r.full.clone(), r.profile.clone());
-        let (cfg, changed_only) = (stack_config.clone(), r.req.changed);
-        let secret_hashes = crate::secrets::hmac::hash_secrets(&secret_key, &secrets.values);
-        let state_dir = state_dir.clone();
-        let (root, env_vars) = (r.ws.root.clone(), r.ws.env_file.vars.clone());
-        let locked = held.lock.is_some();
-        held.caught
-            .until_signal("while fingerprinting the projects", move || {
-                let cache_file = state_dir.join("fingerprint.cache");
-                let extra = fingerprint::Extra {
-                    root: &root,
-                    env: &env_vars,
-                    // Written only by a run that holds the stack lock.
-                    cache: Some((&cache_file, locked)),
-                };
-                let fingerprints =
-                    fingerprint::of_plan(&plan, &profile, &cfg, &secret_hashes, &extra);
-                // What is deployed now as this journal knows it: each project's last
-                // success and the outputs it left (only the hashes, unless `--changed`
-                // needs the whole records).
-                let journal = Journal::new(&state_dir);
-                let last_outputs = journal.last_outputs();
-                let changed = if changed_only {
-                    changed::decide(
-                        &plan,
-                        &full,
-                        &profile,
-                        &journal,
-                        &last_outputs,
-                        &fingerprints,
-                    )
-                } else {
-                    Changed::default()
-                };
-                (fingerprints, last_outputs, changed)
-            })?
-    };
     // `up --plan`, under the stack lock and before anything runs: applied since it was
     // opened (by a run that held the lock before this one), or moved.
     if let (Some(dir), Some(m)) = (&r.req.plan, &r.bundle) {
