@@ -13,19 +13,16 @@ use crate::engine::Operation;
 use crate::engine::command::CommandEngine;
 use crate::engine::pulumi::PulumiEngine;
 use crate::error::Result;
-use crate::plan::NodeKind;
 use crate::plan::Plan;
 use crate::run::events::{ChildEnv, RunEvent, Status};
 use crate::run::journal::{Journal, Record};
 use crate::run::scheduler::{self, StepResult};
-use crate::run::step::bundle::PlanBundle;
-use crate::run::step::{Ctx, StepRecord, StepRunner, hooks};
 use crate::run::signals;
+use crate::run::step::{StepRecord, StepRunner};
 use crate::secrets::redact::Redactor;
 use crate::trace::Trace;
 use crate::util::{now_ms, rfc3339};
 use crate::workspace::ProjectKind;
-use crate::workspace::profile::Hook;
 
 use super::ask::Answers;
 use super::lock::Held;
@@ -33,7 +30,10 @@ use super::preflight::Preflight;
 use super::resolve::Resolved;
 
 mod changed;
+mod context;
 mod inputs;
+
+pub use context::needed_outputs;
 
 /// What a run did, for the `record` stage.
 pub struct Executed {
@@ -96,21 +96,13 @@ pub fn execute(
     // trace sets each running project's TRACEPARENT here for its children.
     let child_env = ChildEnv::default();
     let trace = Trace::from_env(&r.ws.process_env, &child_env, &mut notices);
-    let env = super::env::child_env(&r.ws, &stack, &r.profile, pre.org.as_deref());
-    let inputs::Inputs {
-        secret_key,
-        fingerprint_salt: fp_salt,
-        fingerprints,
-        last_outputs,
-        changed,
-    } = inputs::prepare(
+    let mut inputs = inputs::prepare(
         r,
         &stack_config,
         &secrets,
         &held.caught,
         held.lock.is_some(),
     )?;
-    let redactor = Redactor::new(secrets.redact);
     // `up --plan`, under the stack lock and before anything runs: applied since it was
     // opened (by a run that held the lock before this one), or moved.
     if let (Some(dir), Some(m)) = (&r.req.plan, &r.bundle) {
@@ -124,100 +116,27 @@ pub fn execute(
             &stack,
             dir,
             m,
-            &fingerprints,
+            &inputs.fingerprints,
         )?;
     }
-    let plan = changed.plan.map_or_else(|| Arc::clone(&r.plan), Arc::new);
-    let unchanged = changed.dropped;
+    let unchanged = std::mem::take(&mut inputs.changed.dropped);
     let run_id = format!(
         "{}-{}",
         rfc3339(now_ms()).replace([':', '-'], ""),
         std::process::id()
     );
-    let ctx = Ctx {
-        root: r.ws.root.clone(),
-        stack: stack.clone(),
-        provider: r.profile.name.clone(),
-        op,
-        plan,
-        env,
-        stack_config,
-        state_dir: state_dir.clone(),
-        run_id: run_id.clone(),
-        redactor: std::sync::RwLock::new(redactor),
-        secrets: secrets.values,
-        profile_secret_keys: r.profile.secrets.iter().map(|s| s.key.clone()).collect(),
-        needed: needed_outputs(&r.profile),
-        fingerprints,
-        fingerprint_salt: fp_salt,
-        secret_key,
-        secret_name: r.profile.secret_name.clone(),
-        cluster: r.profile.cluster_source(),
-        verbose,
-        projects: r
-            .full
-            .nodes
-            .iter()
-            .filter_map(|n| n.project.as_ref().map(|p| (n.path.clone(), Arc::clone(p))))
-            .collect(),
-        upstreams: r
-            .full
-            .nodes
-            .iter()
-            .map(|n| {
-                let ups = n
-                    .needs
-                    .iter()
-                    .map(|&j| &r.full.nodes[j])
-                    .filter(|u| u.kind != NodeKind::Builtin)
-                    .map(|u| u.path.clone())
-                    .collect();
-                (n.path.clone(), ups)
-            })
-            .collect(),
-        refresh: r.req.preview.refresh,
-        last_outputs,
-        conditional: changed.conditional,
-        force_conflicts: r.req.force_conflicts,
-        bundle: match (&r.req.preview.save_plan, &r.req.plan, &r.bundle) {
-            (Some(dir), _, _) if op == Operation::Preview => {
-                crate::bundle::prepare_dir(dir)?;
-                Some(PlanBundle::Save { dir: dir.clone() })
-            }
-            (_, Some(dir), Some(m)) => Some(PlanBundle::Apply {
-                dir: dir.clone(),
-                manifest: Box::new(m.clone()),
-            }),
-            _ => None,
+    let ctx = context::build(
+        r,
+        context::Given {
+            run_id: run_id.clone(),
+            org: pre.org,
+            stack_config,
+            secrets,
+            verbose,
+            child_env,
         },
-        reads_backend: if op == Operation::Preview {
-            reads_backend(&r.full)
-        } else {
-            BTreeMap::new()
-        },
-        // Only a preview projects inputs (`run::step::projection`).
-        declared_needs: if op == Operation::Preview {
-            declared_needs(&r.profile)
-        } else {
-            BTreeMap::new()
-        },
-        mocks: r
-            .profile
-            .entries
-            .iter()
-            .filter(|e| {
-                !e.mock_outputs.is_empty()
-                    && e.mock_outputs_allowed_commands
-                        .iter()
-                        .any(|c| c == op.as_str())
-            })
-            .map(|e| {
-                let m = e.mock_outputs.clone().into_iter().collect();
-                (e.path.clone(), m)
-            })
-            .collect(),
-        child_env,
-    };
+        inputs,
+    )?;
     let control = Control::new();
     if let Some(lock) = &held.lock {
         control.observe(Box::new(lock.recorder()));
@@ -395,40 +314,6 @@ pub fn execute(
     })
 }
 
-/// The needs each entry declares: its `needs:`, else the entry before it.
-fn declared_needs(
-    profile: &crate::workspace::Profile,
-) -> BTreeMap<String, std::collections::BTreeSet<String>> {
-    let mut out = BTreeMap::new();
-    let mut previous: Option<&str> = None;
-    for e in &profile.entries {
-        let needs = match &e.needs {
-            Some(n) => n.iter().cloned().collect(),
-            None => previous.into_iter().map(String::from).collect(),
-        };
-        out.insert(e.path.clone(), needs);
-        previous = Some(&e.path);
-    }
-    out
-}
-
-/// What each Pulumi project reads through StackReferences: the projects named, or
-/// `None` when a name cannot be read (see [`Ctx::reads_backend`]).
-fn reads_backend(full: &Plan) -> BTreeMap<String, Option<std::collections::BTreeSet<String>>> {
-    crate::plan::references::of_plan(full)
-        .into_iter()
-        .filter(|(_, refs)| !refs.is_empty())
-        .map(|(path, refs)| {
-            let targets = if refs.iter().any(|f| f.reference.unreadable()) {
-                None
-            } else {
-                Some(refs.into_iter().filter_map(|f| f.target).collect())
-            };
-            (path, targets)
-        })
-        .collect()
-}
-
 /// The same steps with no order between them (a preview).
 fn unordered(plan: &Plan) -> Plan {
     let mut flat = plan.clone();
@@ -436,29 +321,4 @@ fn unordered(plan: &Plan) -> Plan {
         n.needs.clear();
     }
     flat
-}
-
-/// Outputs that dependents (`inputs:`) or the project's own hooks read.
-pub fn needed_outputs(profile: &crate::workspace::Profile) -> BTreeMap<String, Vec<String>> {
-    let mut needed: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for e in &profile.entries {
-        for i in &e.inputs {
-            needed
-                .entry(i.project.clone())
-                .or_default()
-                .push(i.output.clone());
-        }
-        for h in &e.on_success {
-            let names: Vec<String> = match h {
-                Hook::Kubeconfig(k) => vec![k.output.clone()],
-                Hook::Run(cmd) => hooks::outputs_named(cmd).map(String::from).collect(),
-            };
-            needed.entry(e.path.clone()).or_default().extend(names);
-        }
-    }
-    for v in needed.values_mut() {
-        v.sort();
-        v.dedup();
-    }
-    needed
 }
