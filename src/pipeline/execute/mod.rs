@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::display::Reporter;
 use crate::engine::Control;
@@ -16,8 +15,7 @@ use crate::error::Result;
 use crate::plan::Plan;
 use crate::run::events::{ChildEnv, RunEvent, Status};
 use crate::run::journal::{Journal, Record};
-use crate::run::scheduler::{self, StepResult};
-use crate::run::signals;
+use crate::run::scheduler::StepResult;
 use crate::run::step::{StepRecord, StepRunner};
 use crate::secrets::redact::Redactor;
 use crate::trace::Trace;
@@ -32,8 +30,10 @@ use super::resolve::Resolved;
 mod changed;
 mod context;
 mod inputs;
+mod schedule;
 
 pub use context::needed_outputs;
+use schedule::Ran;
 
 /// What a run did, for the `record` stage.
 pub struct Executed {
@@ -62,15 +62,6 @@ pub struct Executed {
     pub bundle_mark: Option<crate::error::Error>,
     /// The run's trace, still open: `record` ends and sends it.
     pub trace: Trace,
-}
-
-/// Sets its flag when dropped, on a normal return or an unwind alike.
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
 }
 
 pub fn execute(
@@ -220,43 +211,13 @@ pub fn execute(
         });
     }
 
-    let grace = signals::grace(&ctx.env);
-    let done = AtomicBool::new(false);
-    // A preview changes nothing, so it needs no order: every project starts at once
-    // (bounded by -j), reading its upstreams' outputs as they are now, and one failed
-    // preview does not hide what the others would change. The one order a preview
-    // keeps is a projection's (an upstream never deployed, whose preview's known
-    // outputs a downstream takes): that downstream waits for that upstream's preview
-    // at run time (`run::step::projection`), since only then is it known that the
-    // upstream was never deployed; steps still start in the plan's order, which is
-    // what keeps that wait from deadlocking.
-    let preview = op == Operation::Preview;
-    let sched_plan = if preview {
-        std::borrow::Cow::Owned(unordered(&ctx.plan))
-    } else {
-        // Not copied: the plan of thousands of projects is large.
-        std::borrow::Cow::Borrowed(&*ctx.plan)
-    };
-    let opts = scheduler::Options {
-        parallel: r.req.args.parallel as usize,
-        keep_going: r.req.args.keep_going || preview,
-        operation: op,
-    };
     let Held { signals, lock, .. } = held;
-    let handle = signals.handle();
-    let results = std::thread::scope(|s| {
-        s.spawn(|| signals::watch(signals, &control, &done, grace, &emit));
-        // Set however the scheduler's thread ends: were it to unwind (a panic while an
-        // event is shown), the watcher must end too, or the scope waits for it forever.
-        let _done = SetOnDrop(&done);
-        scheduler::run(&sched_plan, opts, &pools, &runner, &control, &emit)
-    });
-    handle.close();
-    let interrupted = control.is_cancelled();
-    let signal = control.signal();
-    let killed = control.is_killed();
-    // Nothing may survive the run.
-    control.kill();
+    let Ran {
+        results,
+        interrupted,
+        signal,
+        killed,
+    } = schedule::run(&r.req.args, &ctx, signals, &pools, &runner, &control, &emit);
 
     // Journal records for the steps that never ran.
     for (i, res) in results.iter().enumerate() {
@@ -312,13 +273,4 @@ pub fn execute(
         bundle_mark,
         trace,
     })
-}
-
-/// The same steps with no order between them (a preview).
-fn unordered(plan: &Plan) -> Plan {
-    let mut flat = plan.clone();
-    for n in &mut flat.nodes {
-        n.needs.clear();
-    }
-    flat
 }
