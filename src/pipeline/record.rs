@@ -27,6 +27,9 @@ pub fn finish(
     code
 }
 
+/// The run's end, step by step: the summary's rows, `run_finished`, the headline, a
+/// preview's Markdown summary and bundle, the summary shown, the report written, and
+/// the exit code.
 fn summarize(
     r: &Resolved,
     mut done: Executed,
@@ -35,7 +38,40 @@ fn summarize(
     trace: &Trace,
 ) -> Result<i32> {
     let op = r.req.op;
-    let stack = r.stack();
+    let (rows, counts) = rows(&done);
+    let elapsed = now_ms().saturating_sub(done.started_ms);
+    let status = run_status(&done, &counts);
+    let finished = RunEvent::RunFinished {
+        run_id: done.run_id.clone(),
+        operation: op,
+        status,
+        duration_ms: elapsed,
+        counts: counts.clone(),
+        cpu_ms: crate::util::self_cpu_ms(),
+        processes: done.processes,
+    };
+    trace.event(&finished);
+    reporter.event(&finished);
+    let headline = headline(op, status, &counts, elapsed, done.processes);
+    let mut summary_failed = None;
+    if op == Operation::Preview {
+        summary_failed = write_preview(r, &done, &rows);
+    }
+    // `up --plan`: the applied mark was written under the lock (`execute`).
+    summary_failed = summary_failed.or(done.bundle_mark.take());
+    show_summary(&rows, &headline, &done, reporter, settings);
+    // What only the summaries read goes before the report is drawn: a run of thousands
+    // of projects holds a row, and a fingerprint, for each.
+    drop(rows);
+    drop(std::mem::take(&mut done.fingerprints));
+    crate::util::return_free_memory();
+    write_report(r, &done, reporter, settings);
+    exit_code(r, &done, status, summary_failed)
+}
+
+/// A row of the summary for each step `--changed` skipped, then for each step of the
+/// plan in its order; and the count of each status.
+fn rows(done: &Executed) -> (Vec<Row>, Counts) {
     let mut counts = Counts::default();
     let mut rows = Vec::new();
     for (path, why) in &done.unchanged {
@@ -72,28 +108,30 @@ fn summarize(
             changes: res.changes.clone(),
         });
     }
-    let elapsed = now_ms().saturating_sub(done.started_ms);
-    let status = if done.interrupted {
+    (rows, counts)
+}
+
+/// The run's status: cancelled by a signal, failed, or succeeded.
+fn run_status(done: &Executed, counts: &Counts) -> Status {
+    if done.interrupted {
         Status::Cancelled
     } else if counts.failed > 0 || counts.cancelled > 0 {
         // A project Pulumi cancelled on its own (not a Ctrl-C) fails the run.
         Status::Failed
     } else {
         Status::Succeeded
-    };
-    let finished = RunEvent::RunFinished {
-        run_id: done.run_id.clone(),
-        operation: op,
-        status,
-        duration_ms: elapsed,
-        counts: counts.clone(),
-        cpu_ms: crate::util::self_cpu_ms(),
-        processes: done.processes,
-    };
-    trace.event(&finished);
-    reporter.event(&finished);
-    let processes = done.processes;
-    let headline = format!(
+    }
+}
+
+/// The summary's last line: the counts, how long, how many processes.
+fn headline(
+    op: Operation,
+    status: Status,
+    counts: &Counts,
+    elapsed: u64,
+    processes: u32,
+) -> String {
+    format!(
         "strata {} {}: {} succeeded, {} failed, {} skipped, {} cancelled{} in {} · {} process{} started",
         op.as_str(),
         status.as_str(),
@@ -109,27 +147,39 @@ fn summarize(
         human_duration(elapsed),
         processes,
         if processes == 1 { "" } else { "es" }
-    );
-    let mut summary_failed = None;
-    if op == Operation::Preview {
-        let text = preview_markdown(r, &done, &rows);
-        summary_failed = write_preview_summary(r, &text).err();
-        if let Some(dir) = &r.req.preview.save_plan
-            && !done.interrupted
-        {
-            let git = crate::bundle::git_state(&r.ws.root);
-            match super::bundle::write(r, dir, &done, &text, git) {
-                Ok(()) => eprintln!(
-                    "wrote the plan bundle {} (apply exactly it: strata up --plan {})",
-                    display_path(dir),
-                    display_path(dir)
-                ),
-                Err(e) => summary_failed = summary_failed.or(Some(e)),
-            }
+    )
+}
+
+/// A preview's Markdown summary (`--summary-file`, `$GITHUB_STEP_SUMMARY`) and, for
+/// `--save-plan`, its plan bundle; the first error in writing them.
+fn write_preview(r: &Resolved, done: &Executed, rows: &[Row]) -> Option<Error> {
+    let text = preview_markdown(r, done, rows);
+    let mut failed = write_preview_summary(r, &text).err();
+    if let Some(dir) = &r.req.preview.save_plan
+        && !done.interrupted
+    {
+        let git = crate::bundle::git_state(&r.ws.root);
+        match super::bundle::write(r, dir, done, &text, git) {
+            Ok(()) => eprintln!(
+                "wrote the plan bundle {} (apply exactly it: strata up --plan {})",
+                display_path(dir),
+                display_path(dir)
+            ),
+            Err(e) => failed = failed.or(Some(e)),
         }
     }
-    // `up --plan`: the applied mark was written under the lock (`execute`).
-    summary_failed = summary_failed.or(done.bundle_mark.take());
+    failed
+}
+
+/// The summary as the display asks: with -q the headline and what failed, else every
+/// row (none with `--json`).
+fn show_summary(
+    rows: &[Row],
+    headline: &str,
+    done: &Executed,
+    reporter: &Reporter,
+    settings: &Settings,
+) {
     if settings.display == crate::settings::Display::Quiet {
         // -q: the final line, and what failed.
         for row in rows.iter().filter(|r| r.status == Status::Failed) {
@@ -141,15 +191,15 @@ fn summarize(
         }
         println!("{headline}");
     } else if !settings.json {
-        let text = summary::summary(&rows, &headline, &|l| done.redactor.redact(l));
+        let text = summary::summary(rows, headline, &|l| done.redactor.redact(l));
         reporter.println(text.trim_end());
     }
-    // What only the summaries read goes before the report is drawn: a run of thousands
-    // of projects holds a row, and a fingerprint, for each.
-    drop(rows);
-    drop(std::mem::take(&mut done.fingerprints));
-    crate::util::return_free_memory();
-    // The run as a timeline, next to its journal (`strata report` draws it again).
+}
+
+/// The run as a timeline, next to its journal (`strata report` draws it again), and
+/// where it went.
+fn write_report(r: &Resolved, done: &Executed, reporter: &Reporter, settings: &Settings) {
+    let stack = r.stack();
     let timeline = crate::report::write_after_run(
         &r.ws.root,
         &r.ws.state_dir(stack),
@@ -164,47 +214,18 @@ fn summarize(
             Err(e) => format!("report: not written ({e})"),
         });
     }
+}
+
+/// The run's exit code, or the error that ends it: a stop by a signal, a summary or
+/// bundle not written, `--expect-no-changes` with changes.
+fn exit_code(
+    r: &Resolved,
+    done: &Executed,
+    status: Status,
+    summary_failed: Option<Error>,
+) -> Result<i32> {
     match status {
-        Status::Cancelled => {
-            let cancelled = |kind: NodeKind| -> Vec<String> {
-                done.plan
-                    .order
-                    .iter()
-                    .filter(|&&i| {
-                        done.results[i].status == Status::Cancelled
-                            && done.plan.nodes[i].kind == kind
-                            && done.logs[i].is_some()
-                    })
-                    .map(|&i| done.plan.nodes[i].path.clone())
-                    .collect()
-            };
-            let (pulumi, commands) = (cancelled(NodeKind::Pulumi), cancelled(NodeKind::Command));
-            let mut hint = String::new();
-            if !pulumi.is_empty() {
-                if done.killed {
-                    hint.push_str(&format!(
-                        " These Pulumi stacks were killed and may need `pulumi cancel --stack {stack}` in their folder: {}.",
-                        pulumi.join(", ")
-                    ));
-                } else {
-                    hint.push_str(&format!(
-                        " Pulumi cancelled {} gracefully and saved its state.",
-                        pulumi.join(", ")
-                    ));
-                }
-            }
-            if !commands.is_empty() {
-                hint.push_str(&format!(
-                    " Command projects {}: {}.",
-                    if done.killed { "killed" } else { "stopped" },
-                    commands.join(", ")
-                ));
-            }
-            hint.push_str(&format!(" To continue: {}", resume_command(r)));
-            let sig = done.signal.unwrap_or(libc::SIGINT);
-            let what = crate::run::signals::stopped_by(sig);
-            Err(Error::signal(sig, format!("{what}.{hint}")))
-        }
+        Status::Cancelled => Err(stopped(r, done)),
         // A downstream whose upstream was never deployed lacks an input: exit 3.
         Status::Failed if done.results.iter().any(|r| r.missing_input) => Ok(exit::CONFIG),
         Status::Failed => Ok(exit::FAILED),
@@ -213,7 +234,7 @@ fn summarize(
                 return Err(e);
             }
             let changing = if r.req.preview.expect_no_changes {
-                pending_changes(r, &done)
+                pending_changes(r, done)
             } else {
                 Vec::new()
             };
@@ -229,6 +250,50 @@ fn summarize(
             Ok(exit::OK)
         }
     }
+}
+
+/// A run a signal stopped: what it stopped (killed, or cancelled gracefully), and the
+/// command that continues it.
+fn stopped(r: &Resolved, done: &Executed) -> Error {
+    let stack = r.stack();
+    let cancelled = |kind: NodeKind| -> Vec<String> {
+        done.plan
+            .order
+            .iter()
+            .filter(|&&i| {
+                done.results[i].status == Status::Cancelled
+                    && done.plan.nodes[i].kind == kind
+                    && done.logs[i].is_some()
+            })
+            .map(|&i| done.plan.nodes[i].path.clone())
+            .collect()
+    };
+    let (pulumi, commands) = (cancelled(NodeKind::Pulumi), cancelled(NodeKind::Command));
+    let mut hint = String::new();
+    if !pulumi.is_empty() {
+        if done.killed {
+            hint.push_str(&format!(
+                " These Pulumi stacks were killed and may need `pulumi cancel --stack {stack}` in their folder: {}.",
+                pulumi.join(", ")
+            ));
+        } else {
+            hint.push_str(&format!(
+                " Pulumi cancelled {} gracefully and saved its state.",
+                pulumi.join(", ")
+            ));
+        }
+    }
+    if !commands.is_empty() {
+        hint.push_str(&format!(
+            " Command projects {}: {}.",
+            if done.killed { "killed" } else { "stopped" },
+            commands.join(", ")
+        ));
+    }
+    hint.push_str(&format!(" To continue: {}", resume_command(r)));
+    let sig = done.signal.unwrap_or(libc::SIGINT);
+    let what = crate::run::signals::stopped_by(sig);
+    Error::signal(sig, format!("{what}.{hint}"))
 }
 
 /// `--expect-no-changes`: the projects of a preview that would change something, each
