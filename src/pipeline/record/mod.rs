@@ -1,8 +1,8 @@
-//! Record: the end of a run — the summary (every project with its status and duration,
-//! the tail of each failure's log), the `run_finished` event, and the exit code.
+//! Record: the end of a run — the summary (each project's status, duration, failure's
+//! tail), `run_finished`, the report, the exit code (a stopped run's says how to go on).
 
+use crate::display::Reporter;
 use crate::display::summary::{self, Row};
-use crate::display::{Reporter, markdown};
 use crate::engine::Operation;
 use crate::error::{Error, Result, exit};
 use crate::plan::NodeKind;
@@ -13,6 +13,8 @@ use crate::util::{display_path, human_duration, now_ms};
 
 use super::execute::Executed;
 use super::resolve::Resolved;
+
+mod preview;
 
 pub fn finish(
     r: &Resolved,
@@ -55,7 +57,7 @@ fn summarize(
     let headline = headline(op, status, &counts, elapsed, done.processes);
     let mut summary_failed = None;
     if op == Operation::Preview {
-        summary_failed = write_preview(r, &done, &rows);
+        summary_failed = preview::write(r, &done, &rows);
     }
     // `up --plan`: the applied mark was written under the lock (`execute`).
     summary_failed = summary_failed.or(done.bundle_mark.take());
@@ -150,27 +152,6 @@ fn headline(
     )
 }
 
-/// A preview's Markdown summary (`--summary-file`, `$GITHUB_STEP_SUMMARY`) and, for
-/// `--save-plan`, its plan bundle; the first error in writing them.
-fn write_preview(r: &Resolved, done: &Executed, rows: &[Row]) -> Option<Error> {
-    let text = preview_markdown(r, done, rows);
-    let mut failed = write_preview_summary(r, &text).err();
-    if let Some(dir) = &r.req.preview.save_plan
-        && !done.interrupted
-    {
-        let git = crate::bundle::git_state(&r.ws.root);
-        match super::bundle::write(r, dir, done, &text, git) {
-            Ok(()) => eprintln!(
-                "wrote the plan bundle {} (apply exactly it: strata up --plan {})",
-                display_path(dir),
-                display_path(dir)
-            ),
-            Err(e) => failed = failed.or(Some(e)),
-        }
-    }
-    failed
-}
-
 /// The summary as the display asks: with -q the headline and what failed, else every
 /// row (none with `--json`).
 fn show_summary(
@@ -233,21 +214,7 @@ fn exit_code(
             if let Some(e) = summary_failed {
                 return Err(e);
             }
-            let changing = if r.req.preview.expect_no_changes {
-                pending_changes(r, done)
-            } else {
-                Vec::new()
-            };
-            if !changing.is_empty() {
-                eprintln!(
-                    "--expect-no-changes: {} project{} would change: {}",
-                    changing.len(),
-                    if changing.len() == 1 { "" } else { "s" },
-                    changing.join(", ")
-                );
-                return Ok(exit::CHANGES);
-            }
-            Ok(exit::OK)
+            Ok(preview::changes_exit(r, done))
         }
     }
 }
@@ -294,85 +261,6 @@ fn stopped(r: &Resolved, done: &Executed) -> Error {
     let sig = done.signal.unwrap_or(libc::SIGINT);
     let what = crate::run::signals::stopped_by(sig);
     Error::signal(sig, format!("{what}.{hint}"))
-}
-
-/// `--expect-no-changes`: the projects of a preview that would change something, each
-/// with why. A project changes when its preview counts a change (an import included),
-/// when it is blocked behind a project never deployed (it would be created after it),
-/// and, for a command project (whose preview has no counts), when no `up` of it has
-/// succeeded since its last destroy (it would be created).
-fn pending_changes(r: &Resolved, done: &Executed) -> Vec<String> {
-    let deployed = crate::run::journal::Journal::new(&r.ws.state_dir(r.stack())).last_success();
-    let mut out = Vec::new();
-    for &i in &done.plan.order {
-        let (node, res) = (&done.plan.nodes[i], &done.results[i]);
-        let why = if res.changes.as_ref().is_some_and(|c| c.any()) {
-            None
-        } else if res.status == Status::Blocked {
-            Some(match &res.upstream {
-                Some(u) => format!("blocked behind {u}"),
-                None => "blocked".to_string(),
-            })
-        } else if node.kind == NodeKind::Command
-            && matches!(res.status, Status::Succeeded | Status::Skipped)
-            && !res.unchanged
-            && !deployed.contains_key(&node.path)
-        {
-            Some("never deployed: would be created".to_string())
-        } else {
-            continue;
-        };
-        out.push(match why {
-            Some(w) => format!("{} ({w})", node.path),
-            None => node.path.clone(),
-        });
-    }
-    out
-}
-
-/// The preview's Markdown summary, redacted.
-fn preview_markdown(r: &Resolved, done: &Executed, rows: &[Row]) -> String {
-    let lines: Vec<markdown::Line> = rows
-        .iter()
-        .map(|row| markdown::Line {
-            project: &row.project,
-            status: row.status,
-            note: &row.note,
-            changes: row.changes.as_ref(),
-            text: &row.tail,
-        })
-        .collect();
-    done.redactor.redact(&markdown::preview_summary(
-        r.stack(),
-        &r.profile.name,
-        &lines,
-    ))
-}
-
-/// `--summary-file FILE` and `$GITHUB_STEP_SUMMARY` (appended to, like GitHub's own
-/// actions do): the preview's Markdown summary.
-fn write_preview_summary(r: &Resolved, text: &str) -> Result<()> {
-    let file = r.req.preview.summary_file.as_ref();
-    let step =
-        r.ws.env
-            .get("GITHUB_STEP_SUMMARY")
-            .cloned()
-            .or_else(|| std::env::var("GITHUB_STEP_SUMMARY").ok())
-            .filter(|s| !s.is_empty());
-    if let Some(path) = file {
-        crate::files::write_atomic(path, text.as_bytes(), None)?;
-    }
-    if let Some(path) = step {
-        use std::io::Write;
-        let path = std::path::PathBuf::from(path);
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(format!("{text}\n").as_bytes()))
-            .map_err(|e| Error::io("append the summary to $GITHUB_STEP_SUMMARY", &path, e))?;
-    }
-    Ok(())
 }
 
 /// The exact command that resumes this run, with the flags in force (under a plan
