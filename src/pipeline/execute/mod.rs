@@ -1,6 +1,5 @@
-//! Execute: the run itself — its inputs prepared, its steps' context and engines built,
-//! the run opened in the journal, its steps scheduled under the signal watch, and the
-//! run closed; events go to the reporter.
+//! Execute: the run itself — its inputs, its steps' context and engines, the run opened
+//! in the journal, its steps scheduled under the signal watch, the run closed.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
