@@ -2,9 +2,80 @@
 //! (the language host, every provider) in a process group of its own, so signalling the
 //! group strata made for `pulumi` does not reach them; if `pulumi` is then killed
 //! outright, they are orphaned and run on. A hard kill therefore looks them up through
-//! `/proc` (while their parent still lives) and kills their groups too.
+//! `/proc` (while their parent still lives) and kills their groups too. A plugin the CLI
+//! left running when it exited on its own is found by the call's name in its
+//! environment, and stopped.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Names one Pulumi call in its environment. Every plugin the CLI starts inherits it
+/// (Pulumi passes its own environment on), so what a call left is found after it exits.
+pub const CALL_VAR: &str = "STRATA_PULUMI_CALL";
+
+/// A new value for [`CALL_VAR`], unique on this machine while strata runs.
+pub fn new_call() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// Kills (SIGKILL, by pid) each Pulumi plugin (an executable named `pulumi-<kind>-...`:
+/// language host, provider, analyzer) of the call `call` still running once its CLI has
+/// exited, and says which, for the log. The real CLI leaves one when it exits before a
+/// goroutine of its own closed the language host it had started (`pulumi up` on a stack
+/// that does not exist yet: `GetLanguageRuntimeMetadata`, cmd/pulumi/metadata); that
+/// host only notices the CLI is gone at its next health check, minutes later. Nothing
+/// else is touched: not the CLI's own children that are no plugin (a server a
+/// `command:local:Command` started on purpose), not another call's plugins.
+pub fn stop_plugins_left_by(call: &str) -> Option<String> {
+    let left = plugins_of(call);
+    for (pid, _) in &left {
+        // SAFETY: kill(2) of one process, found just now with this call's name in its
+        // environment; no memory is touched.
+        unsafe {
+            libc::kill(*pid, libc::SIGKILL);
+        }
+    }
+    let names: Vec<String> = left.iter().map(|(p, n)| format!("{n} (pid {p})")).collect();
+    (!names.is_empty()).then(|| {
+        format!(
+            "strata stopped what the Pulumi CLI left running when it exited: {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// The running plugins whose environment names `call`: (pid, executable name).
+fn plugins_of(call: &str) -> Vec<(i32, String)> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let wanted = format!("{CALL_VAR}={call}");
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+            let name = exe.file_name()?.to_str()?.to_string();
+            if !name.starts_with("pulumi-") || stat_state(pid) == Some('Z') {
+                return None;
+            }
+            let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            env.split(|b| *b == 0)
+                .any(|kv| kv == wanted.as_bytes())
+                .then_some((pid, name))
+        })
+        .collect()
+}
+
+/// The state letter of `/proc/<pid>/stat` (`Z`: a zombie, already dead).
+fn stat_state(pid: i32) -> Option<char> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..].trim_start().chars().next()
+}
 
 /// One process as `/proc/<pid>/stat` tells it: (parent pid, process group).
 fn stat(pid: i32) -> Option<(i32, i32)> {
@@ -84,6 +155,87 @@ mod tests {
         );
         assert!(groups_below(&procs, 200).is_empty());
         assert!(groups_below(&procs, 999).is_empty());
+    }
+
+    /// Three orphans, each a copy of `sleep` in a session of its own, as the CLI leaves a
+    /// plugin: a `pulumi-language-yaml` of this call is killed; the same plugin of
+    /// another call, and a server of this call that is no plugin, are left alone.
+    #[test]
+    fn only_the_plugins_a_call_left_are_stopped() {
+        let d = tempfile::tempdir().unwrap();
+        let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).is_file())
+            .unwrap();
+        for name in ["pulumi-language-yaml", "etcd"] {
+            std::fs::copy(sleep, d.path().join(name)).unwrap();
+        }
+        let (ours, other) = (new_call(), new_call());
+        let orphan = |name: &str, call: &str| -> i32 {
+            let out = std::process::Command::new("sh")
+                .args([
+                    "-c",
+                    "setsid \"$0\" 30 </dev/null >/dev/null 2>&1 & echo $!",
+                ])
+                .arg(d.path().join(name))
+                .env(CALL_VAR, call)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+        };
+        let plugin = orphan("pulumi-language-yaml", &ours);
+        let others = orphan("pulumi-language-yaml", &other);
+        let server = orphan("etcd", &ours);
+        // Until each has exec'd its copy, it is still `sh`.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while [plugin, others, server].iter().any(|p| {
+            std::fs::read_link(format!("/proc/{p}/exe"))
+                .is_ok_and(|e| e.starts_with("/bin") || e.starts_with("/usr"))
+        }) && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let said = stop_plugins_left_by(&ours);
+        let gone = |pid: i32| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !matches!(stat_state(pid), None | Some('Z')) {
+                if std::time::Instant::now() > deadline {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            true
+        };
+        let plugin_gone = gone(plugin);
+        let (others_alive, server_alive) = (stat_state(others), stat_state(server));
+        // SAFETY: kill(2) of the processes this test started.
+        unsafe {
+            libc::kill(others, libc::SIGKILL);
+            libc::kill(server, libc::SIGKILL);
+        }
+        assert!(plugin_gone, "the call's plugin {plugin} still runs");
+        assert!(
+            matches!(others_alive, Some(s) if s != 'Z'),
+            "another call's plugin"
+        );
+        assert!(
+            matches!(server_alive, Some(s) if s != 'Z'),
+            "a server of the call"
+        );
+        let said = said.unwrap_or_default();
+        assert!(
+            said.contains(&format!("pulumi-language-yaml (pid {plugin})")),
+            "{said}"
+        );
+        assert!(
+            !said.contains(&others.to_string()) && !said.contains("etcd"),
+            "{said}"
+        );
+        assert_eq!(
+            stop_plugins_left_by(&ours),
+            None,
+            "nothing left the second time"
+        );
     }
 
     /// A real child that starts a grandchild in a group of its own (as Pulumi starts its

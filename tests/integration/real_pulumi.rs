@@ -38,12 +38,12 @@ fn real_bin_dir(test: &str) -> Option<PathBuf> {
 }
 
 /// A workspace whose `pulumi` is the real CLI (behind a wrapper that logs each call).
-struct Real {
-    ws: Ws,
+pub(crate) struct Real {
+    pub(crate) ws: Ws,
 }
 
 impl Real {
-    fn new(test: &str) -> Option<Real> {
+    pub(crate) fn new(test: &str) -> Option<Real> {
         let dir = real_bin_dir(test)?;
         let mut ws = Ws::new();
         std::fs::remove_file(ws.bin.join("pulumi")).unwrap();
@@ -73,7 +73,7 @@ impl Real {
     }
 
     /// The repository's `local-pulumi` profile and projects, copied in.
-    fn with_local_pulumi(test: &str) -> Option<Real> {
+    pub(crate) fn with_local_pulumi(test: &str) -> Option<Real> {
         let r = Real::new(test)?;
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
         crate::support::copy_path(
@@ -87,7 +87,7 @@ impl Real {
         Some(r)
     }
 
-    fn strata(&self, args: &[&str]) -> Run {
+    pub(crate) fn strata(&self, args: &[&str]) -> Run {
         self.ws.strata(args)
     }
 
@@ -120,7 +120,7 @@ impl Real {
     }
 
     /// The Pulumi calls logged since the last `take_calls`, per project folder name.
-    fn take_calls(&self) -> Vec<String> {
+    pub(crate) fn take_calls(&self) -> Vec<String> {
         let p = self.ws.path("pulumi-calls.log");
         let text = std::fs::read_to_string(&p).unwrap_or_default();
         let _ = std::fs::remove_file(&p);
@@ -132,8 +132,23 @@ impl Real {
     }
 }
 
+/// Two YAML projects without resources: `rp-up1` outputs `value`, `rp-down1` takes it as
+/// its config `v` (strata `inputs:`) and outputs it again as `got`.
+pub(crate) fn wired_projects(r: &Real) {
+    r.ws.profile(
+        "wired",
+        "description: two wired projects\ninfra_type: test\ninfrastructure:\n  - path: up1\n  - path: down1\n    inputs:\n      rp-down1:v: up1:value\n",
+    );
+    r.ws.pulumi_project("up1", "rp-up1", "outputs:\n  value: from-up1\n");
+    r.ws.pulumi_project(
+        "down1",
+        "rp-down1",
+        "config:\n  v:\n    type: string\noutputs:\n  got: ${v}\n",
+    );
+}
+
 /// How many logged calls ran in `projects/<project>` (strata passes `--cwd`).
-fn calls_for(calls: &[String], project: &str) -> usize {
+pub(crate) fn calls_for(calls: &[String], project: &str) -> usize {
     let needle = format!("projects/{project} ");
     calls.iter().filter(|c| c.contains(&needle)).count()
 }
@@ -151,7 +166,7 @@ fn finished(r: &Run) -> Vec<(String, String)> {
         .collect()
 }
 
-fn status_of(r: &Run, project: &str) -> String {
+pub(crate) fn status_of(r: &Run, project: &str) -> String {
     finished(r)
         .into_iter()
         .find(|(p, _)| p == project)
@@ -159,7 +174,7 @@ fn status_of(r: &Run, project: &str) -> String {
         .unwrap_or_else(|| panic!("{project} did not finish: {r:?}"))
 }
 
-const ALL: [&str; 6] = [
+pub(crate) const ALL: [&str; 6] = [
     "local-pulumi/network",
     "local-pulumi/registry",
     "local-pulumi/cluster",
@@ -168,7 +183,7 @@ const ALL: [&str; 6] = [
     "local-pulumi/app",
 ];
 
-fn up(r: &Real) -> Run {
+pub(crate) fn up(r: &Real) -> Run {
     r.strata(&[
         "up",
         "--provider",

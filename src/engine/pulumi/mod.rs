@@ -17,6 +17,7 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
+use super::descendants;
 use super::digest::{self, Changes};
 use super::events::EventState;
 use super::process::{Captured, Control, Exit, Stream, run_captured, run_streaming_tagged};
@@ -97,9 +98,7 @@ impl PulumiEngine {
         *procs += 1;
         let args = otel::traced(&args, self.otel_traces.as_deref(), job);
         report(Progress::Raw(format!("$ pulumi {}", args.join(" "))));
-        let expr = duct::cmd(&self.binary, &args)
-            .dir(&job.dir)
-            .full_env(&job.env);
+        let (expr, call) = self.cmd(job, &args);
         let mut last_progress = (usize::MAX, usize::MAX);
         let exit = run_streaming_tagged(expr, control, &job.path, &mut |from, line| {
             report(Progress::Raw(line.clone()));
@@ -135,7 +134,18 @@ impl PulumiEngine {
             exit_code: None,
             processes: *procs,
         })?;
+        report_left(&call, report);
         Ok(exit)
+    }
+
+    /// The CLI with `args` in the job's folder and environment, which names the call
+    /// ([`descendants::CALL_VAR`]) so that the plugins it leaves are found; and the name.
+    fn cmd(&self, job: &Job, args: &[String]) -> (duct::Expression, String) {
+        let call = descendants::new_call();
+        let mut env = job.env.clone();
+        env.insert(descendants::CALL_VAR.to_string(), call.clone());
+        let expr = duct::cmd(&self.binary, args).dir(&job.dir).full_env(env);
+        (expr, call)
     }
 
     /// Pulumi's "the stack does not exist": exit 6 (CLI 3.226+). Older CLIs exit 255 on
@@ -178,19 +188,13 @@ impl PulumiEngine {
                 ""
             }
         )));
-        let out = run_captured(
-            duct::cmd(&self.binary, argv)
-                .dir(&job.dir)
-                .full_env(&job.env),
-            control,
-            &job.path,
-            stdin,
-        )
-        .map_err(|e| Failure::Failed {
+        let (expr, call) = self.cmd(job, argv);
+        let out = run_captured(expr, control, &job.path, stdin).map_err(|e| Failure::Failed {
             message: format!("could not run {}: {e}", self.binary.display()),
             exit_code: None,
             processes: *procs,
         })?;
+        report_left(&call, report);
         let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
         for l in err.lines() {
             report(Progress::Raw(l.to_string()));
@@ -624,6 +628,14 @@ impl PulumiEngine {
         }
     }
 }
+/// Stops the plugins the call left running (see [`descendants::stop_plugins_left_by`]),
+/// saying so in the project's log.
+fn report_left(call: &str, report: &mut dyn FnMut(Progress)) {
+    if let Some(line) = descendants::stop_plugins_left_by(call) {
+        report(Progress::Raw(line));
+    }
+}
+
 /// The `--stack` of every call. On Pulumi Cloud with a known organization it is
 /// `org/project/stack`: `stack init --stack dev` would create the stack in the CLI's
 /// default organization, which may not be the one stack references name (MARA #223).

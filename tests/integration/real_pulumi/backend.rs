@@ -1,22 +1,7 @@
 //! The real-Pulumi tier on backends (issue 32): a legacy layout made by the real CLI is
 //! refused, its zstd checkpoints are read, a lock strata did not take is kept.
 
-use super::{Real, lock_files, slow_project, write_slow_lock};
-
-/// Two YAML projects without resources: `rp-up1` outputs `value`, `rp-down1` takes it as
-/// its config `v` (strata `inputs:`) and outputs it again as `got`.
-fn wired_projects(r: &Real) {
-    r.ws.profile(
-        "wired",
-        "description: two wired projects\ninfra_type: test\ninfrastructure:\n  - path: up1\n  - path: down1\n    inputs:\n      rp-down1:v: up1:value\n",
-    );
-    r.ws.pulumi_project("up1", "rp-up1", "outputs:\n  value: from-up1\n");
-    r.ws.pulumi_project(
-        "down1",
-        "rp-down1",
-        "config:\n  v:\n    type: string\noutputs:\n  got: ${v}\n",
-    );
-}
+use super::{Real, lock_files, slow_project, wired_projects, write_slow_lock};
 
 /// Issue 32: a backend in Pulumi's legacy layout, made by the real CLI itself (with
 /// PULUMI_DIY_BACKEND_LEGACY_LAYOUT on a new backend): no meta.yaml, stacks at

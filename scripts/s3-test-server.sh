@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# A throwaway S3-compatible object store on loopback only, for tests: SeaweedFS's `weed
+# server` (master, volume server, filer and S3 gateway in one process, built by
+# scripts/install-s3.sh). Everything lives in DIR; `stop DIR` ends what `start DIR`
+# started, by pid.
+#
+#   scripts/s3-test-server.sh start DIR [--watch PID]
+#   scripts/s3-test-server.sh stop DIR
+#
+# start: the server on free 127.0.0.1 ports (each HTTP port and its gRPC port chosen
+# here, none left to SeaweedFS's defaults), its data and metadata in DIR/data, one
+# identity with an access key and secret generated here (DIR/s3.json, mode 600), and a
+# bucket (STRATA_S3_BUCKET, default `strata`) created through the S3 API. It waits
+# (bounded, STRATA_S3_START_TIMEOUT seconds, default 90) until that bucket takes a
+# signed conditional PUT of an object (and its DELETE), then writes DIR/s3.env:
+#
+#   ENDPOINT=http://127.0.0.1:PORT      BUCKET=strata
+#   AWS_ACCESS_KEY_ID=...               AWS_SECRET_ACCESS_KEY=...
+#   AWS_REGION=us-east-1                WEED_PID=...  WATCHDOG_PID=... (with --watch)
+#   PULUMI_BACKEND_URL='s3://strata?endpoint=http://127.0.0.1:PORT&use_path_style=true&region=us-east-1'
+#
+# (quoted where a shell needs it: `set -a; . DIR/s3.env` exports them all), and prints
+# DIR on stdout. Progress and errors go to stderr; on failure it stops what it
+# started and shows the end of DIR/weed.log.
+#
+# PULUMI_BACKEND_URL: Pulumi 3.274 opens s3:// with gocloud.dev's s3blob on the AWS SDK
+# v2, which takes `endpoint` (with its scheme), `region` and `use_path_style` (and still
+# `s3ForcePathStyle`, its v1 name); Pulumi itself adds request_checksum_calculation=
+# when_required when an endpoint is set. Any other unknown parameter is an error.
+#
+# --watch PID (or STRATA_S3_WATCH_PID): a watchdog stops the server when process PID ends
+# (a test binary that was killed before its Drop guard ran).
+#
+# The binary: STRATA_S3_BIN_DIR, else ${XDG_CACHE_HOME:-~/.cache}/strata/s3/current.
+set -euo pipefail
+
+REGION=us-east-1
+say() { echo "s3-test-server: $*" >&2; }
+fail() {
+    say "error: $*"
+    exit 1
+}
+
+usage() { fail "usage: $0 start DIR [--watch PID] | stop DIR"; }
+[ $# -ge 2 ] || usage
+cmd=$1
+dir=$2
+shift 2
+
+# Kills the process of pidfile $1 if it is still the one we started (its command line
+# names DIR), TERM then KILL after 3 s (weed's own shutdown may take longer, waiting for
+# peers that are stopping too; its data is thrown away).
+stop_pid() {
+    local file=$1 pid _
+    [ -f "$file" ] || return 0
+    pid=$(cat "$file")
+    if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$dir"; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 30); do
+            [ -d "/proc/$pid" ] || break
+            # A zombie child of ours is gone for our purposes.
+            [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" = Z ] && break
+            sleep 0.1
+        done
+        if [ -d "/proc/$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
+    fi
+    rm -f "$file"
+}
+
+# SeaweedFS also serves each gRPC port on /tmp/seaweedfs-<service>-grpc-<port>.sock (no
+# flag moves them) and removes them when it stops gracefully; after a KILL they stay.
+# Only the ones of the ports this start chose, named in DIR/grpc-sockets.
+remove_sockets() {
+    local s
+    [ -f "$dir/grpc-sockets" ] || return 0
+    while read -r s; do
+        [ -S "$s" ] && rm -f "$s"
+    done <"$dir/grpc-sockets"
+    rm -f "$dir/grpc-sockets"
+}
+
+stop_all() {
+    stop_pid "$dir/weed.pid"
+    remove_sockets
+    # Not the watchdog when it is the one stopping.
+    if [ "${STRATA_S3_WATCHDOG:-}" != 1 ]; then
+        stop_pid "$dir/watchdog.pid"
+    fi
+}
+
+case "$cmd" in
+stop)
+    [ -d "$dir" ] || exit 0
+    dir=$(cd "$dir" && pwd)
+    stop_all
+    exit 0
+    ;;
+start) ;;
+*) usage ;;
+esac
+
+watch_pid=${STRATA_S3_WATCH_PID:-}
+if [ "${1:-}" = "--watch" ]; then
+    watch_pid=${2:?--watch needs a pid}
+fi
+
+cache="${STRATA_S3_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/s3}"
+bin="${STRATA_S3_BIN_DIR:-$cache/current}"
+[ -x "$bin/weed" ] || fail "$bin/weed is missing: build it with scripts/install-s3.sh, or set STRATA_S3_BIN_DIR"
+for t in openssl curl; do
+    command -v "$t" >/dev/null 2>&1 || fail "$t is not installed (apt-get install $t)"
+done
+curl --help all 2>/dev/null | grep -q -- --aws-sigv4 ||
+    fail "this curl has no --aws-sigv4 (curl 7.75 or later signs S3 requests)"
+
+bucket=${STRATA_S3_BUCKET:-strata}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+chmod 700 "$dir"
+trap 'say "start failed; stopping what was started"; stop_all' ERR
+
+# --- free ports on 127.0.0.1 ------------------------------------------------------------
+declare -a taken=()
+listening() { # is PORT listened on (any address)?
+    local hex
+    hex=$(printf '%04X' "$1")
+    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+free_port() {
+    local p _
+    for _ in $(seq 1 200); do
+        p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
+        listening "$p" && continue
+        [[ " ${taken[*]:-} " == *" $p "* ]] && continue
+        taken+=("$p")
+        echo "$p"
+        return 0
+    done
+    fail "no free port found"
+}
+
+# --- the identity -------------------------------------------------------------------------
+access_key="STRATA$(openssl rand -hex 7 | tr '[:lower:]' '[:upper:]')"
+secret_key=$(openssl rand -hex 20)
+umask 077
+cat >"$dir/s3.json" <<EOF
+{
+  "identities": [
+    {
+      "name": "strata-test",
+      "credentials": [{ "accessKey": "$access_key", "secretKey": "$secret_key" }],
+      "actions": ["Admin", "Read", "List", "Tagging", "Write"]
+    }
+  ]
+}
+EOF
+umask 022
+
+# --- the server ---------------------------------------------------------------------------
+start_weed() {
+    local p
+    master_port=$(free_port)
+    master_grpc=$(free_port)
+    volume_port=$(free_port)
+    volume_grpc=$(free_port)
+    filer_port=$(free_port)
+    filer_grpc=$(free_port)
+    s3_port=$(free_port)
+    s3_grpc=$(free_port)
+    for p in "master $master_grpc" "volume $volume_grpc" "filer $filer_grpc" "s3 $s3_grpc"; do
+        echo "/tmp/seaweedfs-${p% *}-grpc-${p#* }.sock"
+    done >"$dir/grpc-sockets"
+    mkdir -p "$dir/data"
+    # -master.telemetry=false: nothing leaves this machine. The Iceberg and Lance
+    # endpoints are off; WebDAV, SFTP, IAM and MQ are off by default.
+    (cd "$dir" && exec setsid "$bin/weed" server \
+        -dir "$dir/data" -ip 127.0.0.1 -ip.bind 127.0.0.1 \
+        -master.port "$master_port" -master.port.grpc "$master_grpc" \
+        -master.telemetry=false -master.volumeSizeLimitMB 64 \
+        -volume.port "$volume_port" -volume.port.grpc "$volume_grpc" \
+        -volume.max 16 -volume.preStopSeconds 0 \
+        -filer -filer.port "$filer_port" -filer.port.grpc "$filer_grpc" \
+        -filer.localSocket "$dir/filer.sock" \
+        -s3 -s3.port "$s3_port" -s3.port.grpc "$s3_grpc" \
+        -s3.port.iceberg 0 -s3.port.lance 0 \
+        -s3.localSocket "$dir/s3.sock" -s3.config "$dir/s3.json" \
+        </dev/null >"$dir/weed.log" 2>&1) &
+    echo $! >"$dir/weed.pid"
+}
+
+alive() { [ -d "/proc/$(cat "$dir/weed.pid")" ] && [ "$(cut -d' ' -f3 "/proc/$(cat "$dir/weed.pid")/stat")" != Z ]; }
+tail_log() {
+    say "the end of $dir/weed.log:"
+    tail -n 25 "$dir/weed.log" >&2 || true
+}
+
+# A signed S3 request: s3 METHOD PATH [curl args...]; prints the HTTP status.
+s3() {
+    local method=$1 path=$2
+    shift 2
+    curl -s -o /dev/null -w '%{http_code}' --max-time 10 \
+        --aws-sigv4 "aws:amz:$REGION:s3" --user "$access_key:$secret_key" \
+        -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
+        -X "$method" "$@" "$endpoint$path" 2>/dev/null || true
+}
+
+# The bucket exists and takes a conditional write: creates it (200, or 409 once it
+# exists), then PUTs a probe object with If-None-Match (whose lock service starts last;
+# 412: an earlier attempt's probe is there) and DELETEs it.
+usable() {
+    case "$(s3 PUT "/$bucket")" in 200 | 409) ;; *) return 1 ;; esac
+    case "$(s3 PUT "/$bucket/.strata-probe" -H 'If-None-Match: *' --data-binary probe)" in
+    200 | 412) ;;
+    *) return 1 ;;
+    esac
+    case "$(s3 DELETE "/$bucket/.strata-probe")" in 200 | 204) ;; *) return 1 ;; esac
+}
+
+started=$(date +%s)
+timeout=${STRATA_S3_START_TIMEOUT:-90}
+for attempt in 1 2 3; do
+    start_weed
+    endpoint="http://127.0.0.1:$s3_port"
+    ready=0
+    while [ $(($(date +%s) - started)) -lt "$timeout" ]; do
+        alive || break
+        if usable; then
+            ready=1
+            break
+        fi
+        sleep 0.5
+    done
+    [ "$ready" = 1 ] && break
+    if alive; then
+        tail_log
+        stop_all
+        fail "the S3 gateway did not take a write to bucket $bucket within ${timeout}s ($endpoint)"
+    fi
+    # A port taken meanwhile, most likely: try other ports.
+    say "attempt $attempt: weed exited"
+    tail_log
+    stop_all
+    [ "$attempt" = 3 ] && fail "weed exited three times (log above)"
+    rm -rf "$dir/data"
+done
+trap - ERR
+
+umask 077
+cat >"$dir/s3.env" <<EOF
+ENDPOINT=$endpoint
+BUCKET=$bucket
+AWS_ACCESS_KEY_ID=$access_key
+AWS_SECRET_ACCESS_KEY=$secret_key
+AWS_REGION=$REGION
+PULUMI_BACKEND_URL='s3://$bucket?endpoint=$endpoint&use_path_style=true&region=$REGION'
+WEED_PID=$(cat "$dir/weed.pid")
+EOF
+umask 022
+
+if [ -n "$watch_pid" ]; then
+    self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+    # shellcheck disable=SC2016 # expanded by the watchdog's shell
+    STRATA_S3_WATCHDOG=1 setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
+        watchdog "$watch_pid" "$self" "$dir" </dev/null >/dev/null 2>&1 &
+    echo $! >"$dir/watchdog.pid"
+    echo "WATCHDOG_PID=$!" >>"$dir/s3.env"
+fi
+
+say "ready in $(($(date +%s) - started)) s: $endpoint (bucket $bucket), data in $dir"
+echo "$dir"

@@ -1,0 +1,132 @@
+//! Pulumi's own CLI (the real-Pulumi tier's `Real`) with its state in the object store:
+//! `PULUMI_BACKEND_URL=s3://BUCKET?endpoint=…&use_path_style=true&region=…` and the usual
+//! `AWS_*` credentials, a bucket per test.
+
+use super::{Server, server};
+use crate::leftovers::{KillLeftovers, leftover_language_hosts};
+use crate::real_pulumi::{ALL, Real, calls_for, status_of, up, wired_projects};
+
+/// The workspace's Pulumi calls go to `bucket` (created here) on the server.
+fn on_s3(r: &mut Real, s: &Server, bucket: &str) {
+    s.bucket(bucket);
+    r.ws.set_env("PULUMI_BACKEND_URL", &s.backend_url(bucket))
+        .set_env("AWS_ACCESS_KEY_ID", s.var("AWS_ACCESS_KEY_ID"))
+        .set_env("AWS_SECRET_ACCESS_KEY", s.var("AWS_SECRET_ACCESS_KEY"))
+        .set_env("AWS_REGION", s.var("AWS_REGION"));
+}
+
+/// strata `up` of two wired YAML projects with the real CLI on the object store: both
+/// stacks are created and updated, their checkpoints are objects in the bucket (none on
+/// disk), the upstream's output reaches the downstream, and a steady `up` succeeds with
+/// one `pulumi up` per project and nothing else: the output the downstream needs is in
+/// the upstream's update events, so no `stack output` is asked for.
+#[test]
+fn the_real_cli_keeps_its_state_in_the_object_store() {
+    let Some(s) = server("real_s3::pulumi_state") else {
+        return;
+    };
+    let Some(mut r) = Real::new("real_s3::pulumi_state") else {
+        return;
+    };
+    let _guard = KillLeftovers(r.ws.root.clone());
+    on_s3(&mut r, &s, "pulumi-state");
+    wired_projects(&r);
+    let args = [
+        "up",
+        "--provider",
+        "wired",
+        "--stack",
+        "dev",
+        "--output",
+        "json",
+    ];
+    let first = r.strata(&args);
+    assert_eq!(first.code, 0, "{first:?}");
+    for p in ["up1", "down1"] {
+        assert_eq!(status_of(&first, p), "succeeded", "{first:?}");
+    }
+    let keys = s.list("pulumi-state", ".pulumi/");
+    for name in ["rp-up1", "rp-down1"] {
+        let checkpoint = format!(".pulumi/stacks/{name}/dev.json");
+        assert!(keys.contains(&checkpoint), "no {checkpoint} in {keys:#?}");
+    }
+    assert!(keys.contains(&".pulumi/meta.yaml".to_string()), "{keys:#?}");
+    assert!(!r.ws.exists(".strata/backend"), "no file backend was used");
+    let got = s.request(
+        "GET",
+        "/pulumi-state/.pulumi/stacks/rp-down1/dev.json",
+        &[],
+        None,
+    );
+    let checkpoint: serde_json::Value = serde_json::from_str(&got.body).expect("checkpoint");
+    assert_eq!(
+        checkpoint["checkpoint"]["latest"]["resources"][0]["outputs"]["got"], "from-up1",
+        "{got:?}"
+    );
+
+    r.take_calls();
+    let steady = r.strata(&args);
+    assert_eq!(steady.code, 0, "{steady:?}");
+    let calls = r.take_calls();
+    for p in ["up1", "down1"] {
+        assert_eq!(calls_for(&calls, p), 1, "{p}: {calls:#?}");
+    }
+    assert!(calls.iter().all(|c| c.starts_with("up ")), "{calls:#?}");
+    // Each new stack's first `up` failed ("no stack named 'dev' found") before its
+    // update: no language host of it is left.
+    let left = leftover_language_hosts(&r.ws.root);
+    assert!(left.is_empty(), "left running:\n{}", left.join("\n"));
+}
+
+/// The real-Pulumi profile on the object store: a first `up` creates every stack, a
+/// steady `up` succeeds at one Pulumi process per project but lp-cluster's two, and no
+/// `pulumi-language-yaml` is left running after either.
+#[test]
+fn the_real_pulumi_profile_on_s3_leaves_no_language_host() {
+    let Some(s) = server("real_s3::local_pulumi") else {
+        return;
+    };
+    let Some(mut r) = Real::with_local_pulumi("real_s3::local_pulumi") else {
+        return;
+    };
+    let _guard = KillLeftovers(r.ws.root.clone());
+    on_s3(&mut r, &s, "local-pulumi");
+    let first = up(&r);
+    assert_eq!(first.code, 0, "{first:?}");
+    for p in ALL {
+        assert_eq!(status_of(&first, p), "succeeded", "{first:?}");
+    }
+    let first_calls = r.take_calls();
+    let left = leftover_language_hosts(&r.ws.root);
+    assert!(
+        left.is_empty(),
+        "language hosts left by the first up:\n{}\ncalls:\n{}",
+        left.join("\n"),
+        first_calls.join("\n")
+    );
+
+    let steady = up(&r);
+    assert_eq!(steady.code, 0, "{steady:?}");
+    let calls = r.take_calls();
+    let left = leftover_language_hosts(&r.ws.root);
+    assert!(
+        left.is_empty(),
+        "language hosts left by the steady up:\n{}\ncalls:\n{}",
+        left.join("\n"),
+        calls.join("\n")
+    );
+    // One process per project, but lp-cluster's: strata reads outputs from the checkpoint
+    // on file:// only, so the secret admin token lp-ingress takes from lp-cluster through
+    // `inputs:` (blinded in the update's events) costs a `stack output --show-secrets`.
+    for p in ALL {
+        let want = if p == "local-pulumi/cluster" { 2 } else { 1 };
+        assert_eq!(calls_for(&calls, p), want, "{p}: {calls:#?}");
+    }
+    let extra: Vec<&String> = calls.iter().filter(|c| !c.starts_with("up ")).collect();
+    assert_eq!(extra.len(), 1, "{calls:#?}");
+    assert!(
+        extra[0].starts_with("stack output --json --show-secrets")
+            && extra[0].contains("projects/local-pulumi/cluster "),
+        "{calls:#?}"
+    );
+}
