@@ -316,6 +316,17 @@ fn strata_notes_its_own_childs_lock_and_proves_it_stale_once_the_child_is_gone()
         .arg(&j.dir)
         .spawn()
         .unwrap();
+    // Right after exec, /proc/<pid>/cmdline can still read empty (seen here about once
+    // in twenty runs): wait until it names the folder, as it does long before Pulumi's
+    // first event, which is when strata notes its locks.
+    let dir = j.dir.display().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read(format!("/proc/{}/cmdline", child.id()))
+        .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == dir.as_bytes()))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let host = crate::util::hostname();
     let content = |pid: u32| {
         format!(

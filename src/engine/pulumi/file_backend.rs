@@ -43,9 +43,7 @@ impl PulumiEngine {
             .map(|(k, v)| key.reveal(v).map(|v| (k, v)))
             .collect()
     }
-}
 
-impl PulumiEngine {
     /// Starts deriving, in a thread of its own, the key of the job's stack's secrets (the
     /// passphrase provider's 1,000,000 rounds, about a quarter of a CPU-second), when its
     /// current checkpoint holds secret outputs: `stack_outputs_from_file_revealed` after

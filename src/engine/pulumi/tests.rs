@@ -3,6 +3,7 @@
 //! checkpoints and locks: `backend_tests`.
 
 use super::failure::describe_exit;
+use super::stack::{already_exists, existing_stack_is_ours};
 use super::*;
 
 #[test]

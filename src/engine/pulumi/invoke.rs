@@ -1,0 +1,206 @@
+//! Starting the CLI for one call and reading what it says: its arguments (`--stack`,
+//! `--cwd`, the config file), its streamed events and last lines (`Seen`), its captured
+//! output, whether it said the stack is missing, and the plugins it left behind.
+
+use super::*;
+
+/// What one CLI process printed: its engine events and its last lines.
+#[derive(Default)]
+pub(super) struct Seen {
+    pub(super) state: EventState,
+    pub(super) tail: Vec<String>,
+    /// `preview --json`: stdout, which holds one PreviewDigest document. `up --plan
+    /// --json` prints its preview's digest before the update's event lines.
+    pub(super) digest: Option<String>,
+    /// The digest ends where the event lines start (`up --plan`).
+    pub(super) digest_then_events: bool,
+    /// A locking operation whose first event has not come yet: at that event Pulumi
+    /// holds the stack's lock, and strata notes it (`locks`).
+    pub(super) lock_to_note: bool,
+}
+
+/// True when the CLI streams preview events instead of printing one digest.
+pub(super) fn streaming_preview(job: &Job) -> bool {
+    job.env
+        .get("PULUMI_ENABLE_STREAMING_JSON_PREVIEW")
+        .is_some_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
+impl PulumiEngine {
+    pub(super) fn base(&self, job: &Job, args: &[&str], config_file: bool) -> Vec<String> {
+        let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        v.extend([
+            "--cwd".to_string(),
+            job.dir.display().to_string(),
+            "--stack".to_string(),
+            stack_arg(job),
+            "--non-interactive".to_string(),
+        ]);
+        if config_file {
+            v.push("--config-file".to_string());
+            v.push(job.config_file.display().to_string());
+        }
+        v
+    }
+
+    pub(super) fn invoke(
+        &self,
+        job: &Job,
+        args: Vec<String>,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        seen: &mut Seen,
+        procs: &mut u32,
+    ) -> Result<Exit, Failure> {
+        let Seen {
+            state,
+            tail,
+            digest,
+            digest_then_events,
+            lock_to_note,
+        } = seen;
+        *procs += 1;
+        let args = otel::traced(&args, self.otel_traces.as_deref(), job);
+        report(Progress::Raw(format!("$ pulumi {}", args.join(" "))));
+        let (expr, call) = self.cmd(job, &args);
+        let mut last_progress = (usize::MAX, usize::MAX);
+        let exit = run_streaming_tagged(expr, control, &job.path, &mut |from, line| {
+            report(Progress::Raw(line.clone()));
+            if *lock_to_note && from == Stream::Stdout && line.starts_with("{\"sequence\"") {
+                *lock_to_note = false;
+                locks::note_own_locks(job);
+            }
+            if from == Stream::Stdout
+                && let Some(buf) = digest.as_mut()
+                && !(*digest_then_events && line.starts_with("{\"sequence\""))
+            {
+                buf.push_str(&line);
+                buf.push('\n');
+                return;
+            }
+            if let Some(shown) = state.feed(&line) {
+                tail.push(shown.clone());
+                if tail.len() > 40 {
+                    tail.remove(0);
+                }
+                report(Progress::Line(shown));
+            }
+            if (state.done, state.started) != last_progress {
+                last_progress = (state.done, state.started);
+                report(state.progress());
+            }
+        })
+        .map_err(|e| Failure::Failed {
+            message: format!(
+                "could not run {}: {e}. Install the Pulumi CLI or point STRATA_PULUMI at it.",
+                self.binary.display()
+            ),
+            exit_code: None,
+            processes: *procs,
+        })?;
+        report_left(&call, report);
+        Ok(exit)
+    }
+
+    /// The CLI with `args` in the job's folder and environment, which names the call
+    /// ([`descendants::CALL_VAR`]) so that the plugins it leaves are found; and the name.
+    pub(super) fn cmd(&self, job: &Job, args: &[String]) -> (duct::Expression, String) {
+        let call = descendants::new_call();
+        let mut env = job.env.clone();
+        env.insert(descendants::CALL_VAR.to_string(), call.clone());
+        let expr = duct::cmd(&self.binary, args).dir(&job.dir).full_env(env);
+        (expr, call)
+    }
+
+    /// Pulumi's "the stack does not exist": exit 6 (CLI 3.226+). Older CLIs exit 255 on
+    /// every error; for them only the one error line Pulumi prints for it,
+    /// `error: no stack named '<stack>' found` naming this stack, counts. Never any other
+    /// line: a provider error that quotes that text is a failure, not a missing stack.
+    /// On a file backend whose checkpoint exists, the stack exists, whatever was printed.
+    pub(super) fn is_missing_stack<'a>(
+        job: &Job,
+        exit: &Exit,
+        lines: impl IntoIterator<Item = &'a str>,
+    ) -> bool {
+        if file_backend_stack_missing(job) == Some(false) {
+            return false;
+        }
+        exit.code == Some(6)
+            || (exit.code == Some(255) && lines.into_iter().any(|l| names_missing_stack(l, job)))
+    }
+
+    /// Runs one captured CLI call (`config set`, `stack output`): counted, logged with its
+    /// stderr, in its own process group; `stdin` piped in when given.
+    pub(super) fn capture(
+        &self,
+        job: &Job,
+        argv: &[String],
+        stdin: Option<&[u8]>,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        procs: &mut u32,
+    ) -> Result<(Captured, String), Failure> {
+        stop_if_cancelled(job, control, *procs)?;
+        *procs += 1;
+        let argv = &otel::traced(argv, self.otel_traces.as_deref(), job);
+        report(Progress::Raw(format!(
+            "$ pulumi {}{}",
+            argv.join(" "),
+            if stdin.is_some() {
+                " (value on stdin)"
+            } else {
+                ""
+            }
+        )));
+        let (expr, call) = self.cmd(job, argv);
+        let out = run_captured(expr, control, &job.path, stdin).map_err(|e| Failure::Failed {
+            message: format!("could not run {}: {e}", self.binary.display()),
+            exit_code: None,
+            processes: *procs,
+        })?;
+        report_left(&call, report);
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        for l in err.lines() {
+            report(Progress::Raw(l.to_string()));
+        }
+        if !out.exit.success() {
+            stop_if_cancelled(job, control, *procs)?;
+        }
+        Ok((out, err))
+    }
+}
+
+/// Stops the plugins the call left running (see [`descendants::stop_plugins_left_by`]),
+/// saying so in the project's log.
+pub(super) fn report_left(call: &str, report: &mut dyn FnMut(Progress)) {
+    if let Some(line) = descendants::stop_plugins_left_by(call) {
+        report(Progress::Raw(line));
+    }
+}
+
+/// The `--stack` of every call. On Pulumi Cloud with a known organization it is
+/// `org/project/stack`: `stack init --stack dev` would create the stack in the CLI's
+/// default organization, which may not be the one stack references name (MARA #223).
+pub(super) fn stack_arg(job: &Job) -> String {
+    let cloud = job
+        .env
+        .get("PULUMI_BACKEND_URL")
+        .is_some_and(|u| u.starts_with("https://") || u.starts_with("http://"));
+    match job.env.get("STRATA_ORG").filter(|o| cloud && !o.is_empty()) {
+        Some(org) => format!("{org}/{}/{}", job.name, job.stack),
+        None => job.stack.clone(),
+    }
+}
+
+/// Whether `line` is exactly Pulumi's error for a missing stack naming the job's stack
+/// (`error: no stack named 'dev' found`, the name possibly `org/project/dev`).
+pub(super) fn names_missing_stack(line: &str, job: &Job) -> bool {
+    let Some(name) = line
+        .trim()
+        .strip_prefix("error: no stack named '")
+        .and_then(|rest| rest.strip_suffix("' found"))
+    else {
+        return false;
+    };
+    name == job.stack || name.ends_with(&format!("/{}", job.stack))
+}

@@ -1,0 +1,210 @@
+//! The stack's own commands around an operation: `stack init` (and whether a stack
+//! that "already exists" is this project's), clearing a stale lock, secret config, and
+//! `stack output`.
+
+use super::*;
+
+impl PulumiEngine {
+    /// `pulumi stack init`. It selects the new stack in the project's own workspace
+    /// file, which is per project, so parallel projects do not race on it.
+    pub(super) fn stack_init(
+        &self,
+        job: &Job,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        procs: &mut u32,
+    ) -> Result<(), Failure> {
+        stop_if_cancelled(job, control, *procs)?;
+        let mut seen = Seen::default();
+        let exit = self.invoke(
+            job,
+            self.base(job, &["stack", "init"], false),
+            control,
+            report,
+            &mut seen,
+            procs,
+        )?;
+        if exit.success() {
+            return Ok(());
+        }
+        let Some(name) = seen.tail.iter().find_map(|l| already_exists(l)) else {
+            return Err(failure(job, "stack init", &exit, &seen, control, *procs));
+        };
+        if existing_stack_is_ours(job, name) {
+            return Ok(());
+        }
+        Err(Failure::Failed {
+            message: format!(
+                "`pulumi stack init` of {} says stack `{name}` already exists, and strata cannot tell it is {}'s own {} stack{}. On a backend in Pulumi's legacy layout every project's `{}` is one stack: an `up` would replace that stack's resources with this project's. Nothing of {} was run.\n  If the backend is in the legacy layout, upgrade it once with `pulumi state upgrade` (with PULUMI_BACKEND_URL set as for strata).",
+                job.path,
+                job.name,
+                job.stack,
+                if on_file_backend(job) {
+                    " (its checkpoint is not in the project's folder of the file backend)"
+                } else {
+                    ""
+                },
+                job.stack,
+                job.path
+            ),
+            exit_code: exit.code,
+            processes: *procs,
+        })
+    }
+
+    /// A Pulumi update killed outright (strata and its child both SIGKILLed, a timeout's
+    /// SIGKILL) leaves its lock file in a file backend, and every later operation on that
+    /// stack fails with "the stack is currently locked". strata clears it with `pulumi
+    /// cancel` (which on a file backend deletes the lock files) only when it can prove
+    /// every lock's process is gone (`locks`: a process strata itself started, in this
+    /// boot and PID namespace, that no longer exists). Any other lock is left alone: the
+    /// operation then fails, and says which command clears it.
+    pub(super) fn clear_stale_lock(
+        &self,
+        job: &Job,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        procs: &mut u32,
+    ) -> Result<(), Failure> {
+        let judged = locks::judge(job);
+        if judged.is_empty() {
+            return Ok(());
+        }
+        if judged.iter().any(|(_, why)| why.is_some()) {
+            for (l, why) in &judged {
+                if let Some(why) = why {
+                    report(Progress::Line(format!(
+                        "the stack is locked by Pulumi process {} on {} (since {}); strata cannot prove that process is gone ({why}), so it leaves the lock",
+                        l.pid, l.hostname, l.timestamp
+                    )));
+                }
+            }
+            return Ok(());
+        }
+        for (l, _) in &judged {
+            report(Progress::Line(format!(
+                "the stack was left locked by Pulumi process {} (since {}), which strata started and which is gone: an update was interrupted; clearing the lock with `pulumi cancel`",
+                l.pid, l.timestamp
+            )));
+        }
+        let argv = self.base(job, &["cancel", "--yes"], false);
+        let (out, err) = self.capture(job, &argv, None, control, report, procs)?;
+        if out.exit.success() {
+            locks::forget_released(job);
+            return Ok(());
+        }
+        Err(Failure::Failed {
+            message: format!(
+                "could not clear the stale Pulumi lock of {} ({}): {}. Run: {}",
+                job.path,
+                exit_text(&out.exit),
+                error_line(err.lines()),
+                cancel_command(job)
+            ),
+            exit_code: out.exit.code,
+            processes: *procs,
+        })
+    }
+
+    /// Sets each secret config value with `pulumi config set --secret KEY`, the value on
+    /// stdin; creates the stack first when it does not exist.
+    pub(super) fn set_secret_config(
+        &self,
+        job: &Job,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        procs: &mut u32,
+    ) -> Result<(), Failure> {
+        let mut initialised = false;
+        for (key, value) in &job.secret_config {
+            loop {
+                let argv = self.base(job, &["config", "set", "--secret", key.as_str()], true);
+                let (out, err) =
+                    self.capture(job, &argv, Some(value.as_bytes()), control, report, procs)?;
+                if out.exit.success() {
+                    break;
+                }
+                if Self::is_missing_stack(job, &out.exit, err.lines()) && !initialised {
+                    initialised = true;
+                    self.stack_init(job, control, report, procs)?;
+                    continue;
+                }
+                return Err(Failure::Failed {
+                    message: format!(
+                        "could not set secret config `{key}` of {} ({}): {}",
+                        job.path,
+                        exit_text(&out.exit),
+                        error_line(err.lines())
+                    ),
+                    exit_code: out.exit.code,
+                    processes: *procs,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `pulumi stack output --json [--show-secrets]` of the job's project and stack.
+    pub fn stack_outputs(
+        &self,
+        job: &Job,
+        control: &Control,
+        report: &mut dyn FnMut(Progress),
+        show_secrets: bool,
+        procs: &mut u32,
+    ) -> Result<Map<String, Value>, Failure> {
+        let mut args = vec!["stack", "output", "--json"];
+        if show_secrets {
+            args.push("--show-secrets");
+        }
+        let argv = self.base(job, &args, false);
+        let (out, err) = self.capture(job, &argv, None, control, report, procs)?;
+        let code = out.exit.code;
+        if !out.exit.success() {
+            // An old CLI's missing-stack answer is recorded as the code 3.226+ gives it.
+            let missing = Self::is_missing_stack(job, &out.exit, err.lines());
+            return Err(Failure::Failed {
+                message: format!(
+                    "`pulumi stack output` of {} failed ({}): {}",
+                    job.path,
+                    exit_text(&out.exit),
+                    error_line(err.lines())
+                ),
+                exit_code: if missing { Some(6) } else { code },
+                processes: *procs,
+            });
+        }
+        match serde_json::from_slice::<Value>(&out.stdout) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(Failure::Failed {
+                message: format!(
+                    "`pulumi stack output --json` of {} did not print a JSON object",
+                    job.path
+                ),
+                exit_code: code,
+                processes: *procs,
+            }),
+        }
+    }
+}
+
+/// The stack Pulumi's `error: stack '<name>' already exists` names.
+pub(super) fn already_exists(line: &str) -> Option<&str> {
+    line.trim()
+        .strip_prefix("error: stack '")?
+        .strip_suffix("' already exists")
+}
+
+/// Whether the stack `stack init` found existing is this project's: Pulumi names it
+/// fully (`<org>/<project>/<stack>`: project mode and Pulumi Cloud; a legacy backend
+/// names a bare `<stack>`, shared by every project) with this project and stack, and on
+/// a file backend its checkpoint is in this project's folder.
+pub(super) fn existing_stack_is_ours(job: &Job, name: &str) -> bool {
+    let named = matches!(name.split('/').collect::<Vec<_>>().as_slice(),
+        [_, project, stack] if *project == job.name && *stack == job.stack);
+    named && (!on_file_backend(job) || file_backend_stack_missing(job) == Some(false))
+}
+
+pub(super) fn on_file_backend(job: &Job) -> bool {
+    layout::file_backend_dir(job).is_some()
+}
