@@ -215,9 +215,35 @@ fn check_references(
     }
 }
 
+/// Every check, in the order `up` meets them; `Err` when one cannot go on (no workspace,
+/// an unreadable profile, a cycle), with what was found so far in `r`.
 fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
     let ws = super::open_workspace(target)?;
     r.ok("workspace", display_path(&ws.root));
+    check_env_file(&ws, r);
+    let stack = ws.resolve_stack(target.stack.as_deref())?;
+    let stack_config = check_stack(&ws, target, stack.as_deref(), r)?;
+    let profile = check_provider(&ws, target, stack_config.as_ref(), r)?;
+    let plan = check_plan(&ws, &profile, r)?;
+    check_preflight(&ws, &plan, &profile, r);
+    if let (Some(cfg), Some(s)) = (&stack_config, &stack) {
+        check_infra_type(&profile, cfg, s, r);
+    }
+    check_config(
+        &ws,
+        stack.as_deref(),
+        stack_config.as_ref(),
+        &profile,
+        settings,
+        r,
+    );
+    check_references(&ws, &plan, &profile, r);
+    check_secrets(&ws, stack.as_deref(), &profile, settings, r);
+    Ok(())
+}
+
+/// The env file: its variables, or that it is absent (it is optional).
+fn check_env_file(ws: &workspace::Workspace, r: &mut Report) {
     if ws.env_file.exists {
         r.ok(
             "env file",
@@ -233,7 +259,15 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
             format!("{}: absent (optional)", display_path(&ws.env_file.path)),
         );
     }
-    let stack = ws.resolve_stack(target.stack.as_deref())?;
+}
+
+/// The stack, where its name came from, and its config file (read when it exists).
+fn check_stack(
+    ws: &workspace::Workspace,
+    target: &Target,
+    stack: Option<&str>,
+    r: &mut Report,
+) -> Result<Option<StackConfig>> {
     let source = if target.stack.is_some() {
         "--stack"
     } else if ws.env_file.get("PULUMI_STACK").is_some() {
@@ -241,43 +275,48 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
     } else {
         "PULUMI_STACK of the environment"
     };
-    let stack_config = match &stack {
-        Some(s) => {
-            r.ok("stack", format!("{s} (from {source})"));
-            let path = ws.stack_config_path(s);
-            let cfg = StackConfig::load(&path)?;
-            match &cfg {
-                Some(c) => r.ok(
-                    "stack config",
-                    format!(
-                        "{}: {} keys, infra_type {}",
-                        display_path(&path),
-                        c.config().len(),
-                        c.infra_type().unwrap_or_else(|| "(not set yet)".into())
-                    ),
-                ),
-                None => r.note(
-                    "stack config",
-                    format!(
-                        "{}: absent; the first `strata up` creates it",
-                        display_path(&path)
-                    ),
-                ),
-            }
-            cfg
-        }
-        None => {
-            r.bad(
-                "stack",
-                format!(
-                    "no stack named: pass --stack NAME, or set PULUMI_STACK in {}",
-                    display_path(&ws.env_file.path)
-                ),
-            );
-            None
-        }
+    let Some(s) = stack else {
+        r.bad(
+            "stack",
+            format!(
+                "no stack named: pass --stack NAME, or set PULUMI_STACK in {}",
+                display_path(&ws.env_file.path)
+            ),
+        );
+        return Ok(None);
     };
-    let provider = ws.select_provider(target.provider.as_deref(), stack_config.as_ref())?;
+    r.ok("stack", format!("{s} (from {source})"));
+    let path = ws.stack_config_path(s);
+    let cfg = StackConfig::load(&path)?;
+    match &cfg {
+        Some(c) => r.ok(
+            "stack config",
+            format!(
+                "{}: {} keys, infra_type {}",
+                display_path(&path),
+                c.config().len(),
+                c.infra_type().unwrap_or_else(|| "(not set yet)".into())
+            ),
+        ),
+        None => r.note(
+            "stack config",
+            format!(
+                "{}: absent; the first `strata up` creates it",
+                display_path(&path)
+            ),
+        ),
+    }
+    Ok(cfg)
+}
+
+/// The provider (named, or recorded in the stack config) and its profile.
+fn check_provider(
+    ws: &workspace::Workspace,
+    target: &Target,
+    stack_config: Option<&StackConfig>,
+    r: &mut Report,
+) -> Result<workspace::Profile> {
+    let provider = ws.select_provider(target.provider.as_deref(), stack_config)?;
     let profile = ws.profile(&provider)?;
     r.ok(
         "provider",
@@ -289,7 +328,16 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
             profile.entries.len()
         ),
     );
-    let projects = ws.projects(&profile)?;
+    Ok(profile)
+}
+
+/// The profile's project folders, and the graph they make (no cycle).
+fn check_plan(
+    ws: &workspace::Workspace,
+    profile: &workspace::Profile,
+    r: &mut Report,
+) -> Result<Plan> {
+    let projects = ws.projects(profile)?;
     let pulumi = projects.iter().filter(|p| p.kind_str() == "pulumi").count();
     r.ok(
         "projects",
@@ -301,7 +349,7 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
             projects.len() - pulumi
         ),
     );
-    let plan = Plan::build(&profile, projects)?;
+    let plan = Plan::build(profile, projects)?;
     r.ok(
         "graph",
         format!(
@@ -310,9 +358,18 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
             plan.wave_count()
         ),
     );
-    // Preflight, as `up` runs it before asking or writing anything.
-    let (pre, problems) =
-        crate::pipeline::preflight::inspect(&ws, &plan, &plan, &profile.credentials);
+    Ok(plan)
+}
+
+/// Preflight, as `up` runs it before asking or writing anything: the Pulumi CLI, the
+/// backend's passphrase, the credentials.
+fn check_preflight(
+    ws: &workspace::Workspace,
+    plan: &Plan,
+    profile: &workspace::Profile,
+    r: &mut Report,
+) {
+    let (pre, problems) = crate::pipeline::preflight::inspect(ws, plan, plan, &profile.credentials);
     match (&pre.pulumi, problems.is_empty()) {
         (Some(bin), true) => r.ok("pulumi", display_path(bin)),
         (None, true) => r.ok("pulumi", "not needed: the plan has no Pulumi project"),
@@ -324,23 +381,36 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
     for n in pre.notices {
         r.note("preflight", n);
     }
-    if let (Some(cfg), Some(s)) = (&stack_config, &stack) {
-        match workspace::check_infra_type(&profile, cfg, s) {
-            Ok(()) => r.ok(
-                "infra_type",
-                match cfg.infra_type() {
-                    Some(t) => format!("{t} matches provider {}", profile.name),
-                    None => "not recorded yet; the first `up` records it".into(),
-                },
-            ),
-            Err(e) => r.bad("infra_type", e.message),
-        }
+}
+
+/// The infra_type recorded in the stack config, against the provider's.
+fn check_infra_type(profile: &workspace::Profile, cfg: &StackConfig, stack: &str, r: &mut Report) {
+    match workspace::check_infra_type(profile, cfg, stack) {
+        Ok(()) => r.ok(
+            "infra_type",
+            match cfg.infra_type() {
+                Some(t) => format!("{t} matches provider {}", profile.name),
+                None => "not recorded yet; the first `up` records it".into(),
+            },
+        ),
+        Err(e) => r.bad("infra_type", e.message),
     }
-    // Required config keys.
+}
+
+/// The profile's config keys: each set one of its type; a missing one is asked on the
+/// first `up`, or a problem when this run cannot prompt.
+fn check_config(
+    ws: &workspace::Workspace,
+    stack: Option<&str>,
+    stack_config: Option<&StackConfig>,
+    profile: &workspace::Profile,
+    settings: &Settings,
+    r: &mut Report,
+) {
     let mut missing = Vec::new();
     let mut set = 0;
     for item in &profile.config {
-        match stack_config.as_ref().and_then(|c| c.get(&item.key)) {
+        match stack_config.and_then(|c| c.get(&item.key)) {
             Some(v) if !v.is_null() => {
                 set += 1;
                 if let Err(why) = type_matches(v, item.value_type) {
@@ -375,7 +445,6 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
         );
     } else {
         let path = stack
-            .as_deref()
             .map(|s| display_path(&ws.stack_config_path(s)))
             .unwrap_or_else(|| "config/pulumi/Pulumi.<stack>.yaml".into());
         for item in missing {
@@ -388,9 +457,6 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
             );
         }
     }
-    check_references(&ws, &plan, &profile, r);
-    check_secrets(&ws, stack.as_deref(), &profile, settings, r);
-    Ok(())
 }
 
 /// Secrets: can the store be read, and is every declared secret there (or in

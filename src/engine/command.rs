@@ -1,6 +1,9 @@
 //! Command projects (`Strata.yaml`): shell commands run with `sh -c` in the project
 //! folder; outputs are the JSON object written to `$STRATA_OUTPUTS_FILE`.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
 use serde_json::{Map, Value};
 
 use super::process::{Control, run_streaming};
@@ -24,161 +27,220 @@ impl Engine for CommandEngine {
         control: &Control,
         report: &mut dyn FnMut(Progress),
     ) -> Result<Outcome, Failure> {
-        let fail = |message: String| Failure::Failed {
-            message,
-            exit_code: None,
-            processes: 0,
-        };
         let Some(spec) = self.specs.get(&job.path) else {
-            return Err(fail(format!("{} is not a command project", job.path)));
+            return Err(failed(format!("{} is not a command project", job.path)));
         };
-        let script = match job.op {
-            Operation::Up => Some(&spec.up),
-            Operation::Destroy => Some(&spec.destroy),
-            Operation::Preview => spec.preview.as_ref(),
-            Operation::Refresh => spec.refresh.as_ref(),
+        let Some(script) = script_of(spec, job.op) else {
+            return Ok(nothing_to_do(job.op, report));
         };
-        let Some(script) = script else {
-            report(Progress::Line(format!(
-                "no `{}` command in Strata.yaml: nothing to do",
-                job.op.as_str()
-            )));
-            return Ok(Outcome {
-                summary: format!("no {} command", job.op.as_str()),
-                ..Outcome::default()
-            });
-        };
+        let files = ScratchFiles::prepare(job)?;
+        let env = script_env(job, &files);
+        let last_line = run_script(job, script, &env, control, report)?;
+        let outputs = read_outputs(job, &files.outputs)?;
+        Ok(outcome(job.op, last_line, outputs))
+    }
+}
+
+/// A failure of the project (not of a process strata could stop).
+fn failed(message: String) -> Failure {
+    Failure::Failed {
+        message,
+        exit_code: None,
+        processes: 0,
+    }
+}
+
+/// The command of `op` in Strata.yaml; `preview` and `refresh` may have none.
+fn script_of(spec: &CommandSpec, op: Operation) -> Option<&String> {
+    match op {
+        Operation::Up => Some(&spec.up),
+        Operation::Destroy => Some(&spec.destroy),
+        Operation::Preview => spec.preview.as_ref(),
+        Operation::Refresh => spec.refresh.as_ref(),
+    }
+}
+
+/// The outcome of an operation Strata.yaml has no command for: nothing ran.
+fn nothing_to_do(op: Operation, report: &mut dyn FnMut(Progress)) -> Outcome {
+    report(Progress::Line(format!(
+        "no `{}` command in Strata.yaml: nothing to do",
+        op.as_str()
+    )));
+    Outcome {
+        summary: format!("no {} command", op.as_str()),
+        ..Outcome::default()
+    }
+}
+
+/// The files a command reads and writes: its inputs, and where it writes its outputs.
+struct ScratchFiles {
+    outputs: PathBuf,
+    inputs: PathBuf,
+}
+
+impl ScratchFiles {
+    /// The scratch folder made, the outputs file emptied, the inputs written.
+    fn prepare(job: &Job) -> Result<ScratchFiles, Failure> {
         // The scratch folder exists after the first run: create it only when missing.
         if !job.scratch_dir.is_dir() {
-            crate::files::private_dir(&job.scratch_dir).map_err(|e| fail(e.message))?;
+            crate::files::private_dir(&job.scratch_dir).map_err(|e| failed(e.message))?;
         }
         // Emptied, not removed: a shell's `>` then reuses the file (a new file per project
         // and run is what costs most on a busy ext4). Empty afterwards = no outputs.
-        let outputs_file = job.scratch_dir.join("outputs.json");
-        if outputs_file.exists() {
-            crate::files::write_private(&outputs_file, b"").map_err(|e| fail(e.message))?;
+        let outputs = job.scratch_dir.join("outputs.json");
+        if outputs.exists() {
+            crate::files::write_private(&outputs, b"").map_err(|e| failed(e.message))?;
         }
-        // Inputs are derived again on every run: written in place, no fsync; a project
-        // without inputs reads one shared `{}`.
-        let inputs_file = if job.inputs.is_empty() {
-            let shared = job
-                .scratch_dir
-                .parent()
-                .unwrap_or(&job.scratch_dir)
-                .join("no-inputs.json");
-            if std::fs::read(&shared).ok().as_deref() != Some(b"{}\n".as_slice()) {
-                crate::files::write_private(&shared, b"{}\n").map_err(|e| fail(e.message))?;
-            }
-            shared
-        } else {
-            let file = job.scratch_dir.join("inputs.json");
-            let inputs = Value::Object(job.inputs.clone().into_iter().collect());
-            crate::files::write_private(
-                &file,
-                serde_json::to_string_pretty(&inputs)
-                    .unwrap_or_default()
-                    .as_bytes(),
-            )
-            .map_err(|e| fail(e.message))?;
-            file
-        };
-        let mut env = job.env.clone();
-        env.insert(
-            "STRATA_OUTPUTS_FILE".into(),
-            outputs_file.display().to_string(),
-        );
-        env.insert(
-            "STRATA_INPUTS_FILE".into(),
-            inputs_file.display().to_string(),
-        );
-        env.insert("STRATA_PROJECT".into(), job.path.clone());
-        env.insert("STRATA_OPERATION".into(), job.op.as_str().into());
-        env.insert(
-            "STRATA_CONFIG_FILE".into(),
-            job.config_file.display().to_string(),
-        );
-        for (k, v) in &job.inputs {
-            let text = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            env.insert(input_var(k), text);
-        }
-        report(Progress::Raw(format!(
-            "$ sh -c <{} command>",
-            job.op.as_str()
-        )));
-        let expr = duct::cmd(super::process::shell(&env), ["-c", script.as_str()])
-            .dir(&job.dir)
-            .full_env(&env);
-        let mut last_line = String::new();
-        let exit = run_streaming(expr, control, &job.path, &mut |line| {
-            report(Progress::Raw(line.clone()));
-            if !line.trim().is_empty() {
-                last_line = line.trim().to_string();
-            }
-            report(Progress::Line(line));
-        })
-        .map_err(|e| fail(format!("could not run sh for {}: {e}", job.path)))?;
-        if !exit.success() {
-            if control.is_cancelled() {
-                return Err(Failure::Cancelled {
-                    message: format!("{} of {} was cancelled", job.op.as_str(), job.path),
-                    processes: 1,
-                });
-            }
-            return Err(Failure::Failed {
-                message: format!(
-                    "the `{}` command of {} failed ({})",
-                    job.op.as_str(),
-                    job.path,
-                    match (exit.code, exit.signal) {
-                        (Some(c), _) => format!("exit {c}"),
-                        (_, Some(s)) => format!("signal {s}"),
-                        _ => "unknown exit".into(),
-                    }
-                ),
-                exit_code: exit.code,
-                processes: 1,
-            });
-        }
-        let written = match job.op {
-            Operation::Up => std::fs::read_to_string(&outputs_file).unwrap_or_default(),
-            _ => String::new(),
-        };
-        let outputs = if !written.trim().is_empty() {
-            match serde_json::from_str::<Value>(&written) {
-                Ok(Value::Object(m)) => m,
-                _ => {
-                    return Err(fail(format!(
-                        "the `up` command of {} wrote something that is not a JSON object to $STRATA_OUTPUTS_FILE",
-                        job.path
-                    )));
-                }
-            }
-        } else {
-            Map::new()
-        };
-        Ok(Outcome {
-            // A preview command's answer is what it printed: its last line.
-            summary: if job.op == Operation::Preview {
-                last_line
-            } else if outputs.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "{} output{}",
-                    outputs.len(),
-                    if outputs.len() == 1 { "" } else { "s" }
-                )
-            },
+        Ok(ScratchFiles {
             outputs,
-            secret_outputs: Default::default(),
-            processes: 1,
-            changes: None,
-            // A command project's preview says nothing of its outputs.
-            planned_outputs: None,
+            inputs: write_inputs(job)?,
         })
+    }
+}
+
+/// Writes the job's inputs as JSON and returns the file. Inputs are derived again on
+/// every run: written in place, no fsync; a project without inputs reads one shared `{}`.
+fn write_inputs(job: &Job) -> Result<PathBuf, Failure> {
+    if job.inputs.is_empty() {
+        let shared = job
+            .scratch_dir
+            .parent()
+            .unwrap_or(&job.scratch_dir)
+            .join("no-inputs.json");
+        if std::fs::read(&shared).ok().as_deref() != Some(b"{}\n".as_slice()) {
+            crate::files::write_private(&shared, b"{}\n").map_err(|e| failed(e.message))?;
+        }
+        return Ok(shared);
+    }
+    let file = job.scratch_dir.join("inputs.json");
+    let inputs = Value::Object(job.inputs.clone().into_iter().collect());
+    crate::files::write_private(
+        &file,
+        serde_json::to_string_pretty(&inputs)
+            .unwrap_or_default()
+            .as_bytes(),
+    )
+    .map_err(|e| failed(e.message))?;
+    Ok(file)
+}
+
+/// The command's environment: the job's, the `STRATA_*` variables that tell it its
+/// project, operation and files, and a `STRATA_INPUT_<KEY>` per input.
+fn script_env(job: &Job, files: &ScratchFiles) -> BTreeMap<String, String> {
+    let mut env = job.env.clone();
+    env.insert(
+        "STRATA_OUTPUTS_FILE".into(),
+        files.outputs.display().to_string(),
+    );
+    env.insert(
+        "STRATA_INPUTS_FILE".into(),
+        files.inputs.display().to_string(),
+    );
+    env.insert("STRATA_PROJECT".into(), job.path.clone());
+    env.insert("STRATA_OPERATION".into(), job.op.as_str().into());
+    env.insert(
+        "STRATA_CONFIG_FILE".into(),
+        job.config_file.display().to_string(),
+    );
+    for (k, v) in &job.inputs {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        env.insert(input_var(k), text);
+    }
+    env
+}
+
+/// Runs `script` with `sh -c` in the project folder, its lines reported as they come;
+/// returns its last line that is not blank, or how it failed or was cancelled.
+fn run_script(
+    job: &Job,
+    script: &str,
+    env: &BTreeMap<String, String>,
+    control: &Control,
+    report: &mut dyn FnMut(Progress),
+) -> Result<String, Failure> {
+    report(Progress::Raw(format!(
+        "$ sh -c <{} command>",
+        job.op.as_str()
+    )));
+    let expr = duct::cmd(super::process::shell(env), ["-c", script])
+        .dir(&job.dir)
+        .full_env(env);
+    let mut last_line = String::new();
+    let exit = run_streaming(expr, control, &job.path, &mut |line| {
+        report(Progress::Raw(line.clone()));
+        if !line.trim().is_empty() {
+            last_line = line.trim().to_string();
+        }
+        report(Progress::Line(line));
+    })
+    .map_err(|e| failed(format!("could not run sh for {}: {e}", job.path)))?;
+    if exit.success() {
+        return Ok(last_line);
+    }
+    if control.is_cancelled() {
+        return Err(Failure::Cancelled {
+            message: format!("{} of {} was cancelled", job.op.as_str(), job.path),
+            processes: 1,
+        });
+    }
+    Err(Failure::Failed {
+        message: format!(
+            "the `{}` command of {} failed ({})",
+            job.op.as_str(),
+            job.path,
+            match (exit.code, exit.signal) {
+                (Some(c), _) => format!("exit {c}"),
+                (_, Some(s)) => format!("signal {s}"),
+                _ => "unknown exit".into(),
+            }
+        ),
+        exit_code: exit.code,
+        processes: 1,
+    })
+}
+
+/// The outputs an `up` wrote to `outputs_file`: a JSON object, or nothing.
+fn read_outputs(job: &Job, outputs_file: &Path) -> Result<Map<String, Value>, Failure> {
+    let written = match job.op {
+        Operation::Up => std::fs::read_to_string(outputs_file).unwrap_or_default(),
+        _ => String::new(),
+    };
+    if written.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(&written) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(failed(format!(
+            "the `up` command of {} wrote something that is not a JSON object to $STRATA_OUTPUTS_FILE",
+            job.path
+        ))),
+    }
+}
+
+/// What a command that succeeded did: its outputs, summed up.
+fn outcome(op: Operation, last_line: String, outputs: Map<String, Value>) -> Outcome {
+    Outcome {
+        // A preview command's answer is what it printed: its last line.
+        summary: if op == Operation::Preview {
+            last_line
+        } else if outputs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{} output{}",
+                outputs.len(),
+                if outputs.len() == 1 { "" } else { "s" }
+            )
+        },
+        outputs,
+        secret_outputs: Default::default(),
+        processes: 1,
+        changes: None,
+        // A command project's preview says nothing of its outputs.
+        planned_outputs: None,
     }
 }
 

@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::{ExportContext, Format};
 use crate::error::Result;
 use crate::plan::{NodeKind, Plan};
+use crate::workspace::profile::Pool;
 
 /// The default image: strata and the Pulumi CLI (and the projects' runtimes).
 pub const IMAGE: &str = "ghcr.io/example/strata:latest";
@@ -218,15 +219,73 @@ fn secret_env(key: &'static str) -> Env {
     }
 }
 
+/// The Workflow of `full` (the secrets step bridged), under its header.
 pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
     let plan = super::without_builtin(full);
-    let names = task_names(&plan);
+    // Command projects' outputs live in .strata/<stack>/outputs/, not in the Pulumi
+    // backend: when one feeds `inputs:`, every pod mounts one shared volume there.
+    let share_outputs = !super::command_output_sources(&plan).is_empty();
+    let used = super::used_pools(&plan, ctx.pools);
+    let workflow = workflow(&plan, ctx, share_outputs, &used);
+    let notes = notes(full, &plan, ctx, share_outputs, &used);
+    let mut text = super::header(Format::Argo, ctx, &notes);
+    text.push_str(&super::to_yaml(&[workflow])?);
+    Ok(text)
+}
+
+/// The Workflow: its parameters, the DAG, the template a task runs and one more per pool.
+fn workflow(plan: &Plan, ctx: &ExportContext, share_outputs: bool, used: &[&Pool]) -> Workflow {
+    let project = project_template(ctx, share_outputs);
+    let mut templates = vec![dag_template(plan), project.clone()];
+    templates.extend(used.iter().map(|pool| pool_template(&project, &pool.name)));
+    Workflow {
+        api_version: "argoproj.io/v1alpha1",
+        kind: "Workflow",
+        metadata: Metadata {
+            generate_name: format!(
+                "{}-",
+                super::dns_label(&format!("strata-{}-{}", ctx.provider, ctx.stack), 57)
+            ),
+            labels: super::labels(ctx),
+        },
+        spec: Spec {
+            entrypoint: "strata",
+            arguments: workflow_parameters(),
+            volume_claim_templates: outputs_claim(share_outputs),
+            templates,
+        },
+    }
+}
+
+/// What `argo submit -p` sets: the image, and the repository and revision to check out.
+fn workflow_parameters() -> Arguments {
+    Arguments {
+        parameters: vec![
+            Parameter {
+                name: "image",
+                value: Some(IMAGE.into()),
+            },
+            Parameter {
+                name: "repo",
+                value: Some(REPO_PLACEHOLDER.into()),
+            },
+            Parameter {
+                name: "revision",
+                value: Some("main".into()),
+            },
+        ],
+    }
+}
+
+/// The entry template: the DAG, one task per project, its dependencies its needs.
+fn dag_template(plan: &Plan) -> Template {
+    let names = task_names(plan);
     let tasks: Vec<Task> = plan
         .order
         .iter()
         .map(|&i| Task {
             name: names[i].clone(),
-            dependencies: super::needs_in_order(&plan, i)
+            dependencies: super::needs_in_order(plan, i)
                 .into_iter()
                 .map(|j| names[j].clone())
                 .collect(),
@@ -239,136 +298,114 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
             },
         })
         .collect();
-    // Command projects' outputs live in .strata/<stack>/outputs/, not in the Pulumi
-    // backend: when one feeds `inputs:`, every pod mounts one shared volume there.
-    let share_outputs = !super::command_output_sources(&plan).is_empty();
-    let volume_claim_templates = if share_outputs {
-        vec![ClaimTemplate {
-            metadata: ClaimMeta {
-                name: OUTPUTS_VOLUME,
-            },
-            spec: ClaimSpec {
-                access_modes: vec!["ReadWriteMany"],
-                resources: ClaimResources {
-                    requests: [("storage", "1Mi")].into_iter().collect(),
-                },
-            },
-        }]
-    } else {
-        Vec::new()
-    };
-    let volume_mounts = if share_outputs {
-        vec![VolumeMount {
-            name: OUTPUTS_VOLUME,
-            mount_path: format!("{WORKDIR}/.strata/{}/outputs", ctx.stack),
-        }]
-    } else {
-        Vec::new()
-    };
-    let mut labels = std::collections::BTreeMap::new();
-    labels.insert("app.kubernetes.io/managed-by", "strata".to_string());
-    labels.insert("strata/provider", super::dns_label(ctx.provider, 63));
-    labels.insert("strata/stack", super::dns_label(ctx.stack, 63));
-    let workflow = Workflow {
-        api_version: "argoproj.io/v1alpha1",
-        kind: "Workflow",
-        metadata: Metadata {
-            generate_name: format!(
-                "{}-",
-                super::dns_label(&format!("strata-{}-{}", ctx.provider, ctx.stack), 57)
-            ),
-            labels,
-        },
-        spec: Spec {
-            entrypoint: "strata",
-            arguments: Arguments {
-                parameters: vec![
-                    Parameter {
-                        name: "image",
-                        value: Some(IMAGE.into()),
-                    },
-                    Parameter {
-                        name: "repo",
-                        value: Some(REPO_PLACEHOLDER.into()),
-                    },
-                    Parameter {
-                        name: "revision",
-                        value: Some("main".into()),
-                    },
-                ],
-            },
-            volume_claim_templates,
-            templates: vec![
-                Template {
-                    name: "strata".into(),
-                    synchronization: None,
-                    dag: Some(Dag { tasks }),
-                    inputs: None,
-                    container: None,
-                },
-                Template {
-                    name: "project".into(),
-                    synchronization: None,
-                    dag: None,
-                    inputs: Some(Inputs {
-                        parameters: vec![Parameter {
-                            name: "project",
-                            value: None,
-                        }],
-                        artifacts: vec![Artifact {
-                            name: "workspace",
-                            path: WORKDIR,
-                            git: Git {
-                                repo: "{{workflow.parameters.repo}}",
-                                revision: "{{workflow.parameters.revision}}",
-                                depth: 1,
-                            },
-                        }],
-                    }),
-                    container: Some(Container {
-                        image: "{{workflow.parameters.image}}",
-                        working_dir: WORKDIR,
-                        command: vec!["strata"],
-                        args: vec![
-                            "up".into(),
-                            "--provider".into(),
-                            ctx.provider.to_string(),
-                            "--stack".into(),
-                            ctx.stack.to_string(),
-                            "--project".into(),
-                            "{{inputs.parameters.project}}".into(),
-                            "--non-interactive".into(),
-                        ],
-                        env: vec![
-                            secret_env("PULUMI_BACKEND_URL"),
-                            secret_env("PULUMI_ACCESS_TOKEN"),
-                            secret_env("PULUMI_CONFIG_PASSPHRASE"),
-                            secret_env("STRATA_PASSPHRASE"),
-                        ],
-                        volume_mounts,
-                    }),
-                },
-            ],
-        },
-    };
+    Template {
+        name: "strata".into(),
+        synchronization: None,
+        dag: Some(Dag { tasks }),
+        inputs: None,
+        container: None,
+    }
+}
 
-    // One template per pool: the project template held by the pool's semaphore.
-    let used = super::used_pools(&plan, ctx.pools);
-    let mut workflow = workflow;
-    let project = workflow.spec.templates[1].clone();
-    for pool in &used {
-        let mut t = project.clone();
-        t.name = template_name(Some(&pool.name));
-        t.synchronization = Some(Synchronization {
-            semaphores: vec![SemaphoreRef {
-                config_map_key_ref: ConfigMapKey {
-                    name: POOLS_CONFIGMAP.into(),
-                    key: pool.name.clone(),
+/// The template a task runs: a pod with the workspace checked out, running strata up
+/// on its one project.
+fn project_template(ctx: &ExportContext, share_outputs: bool) -> Template {
+    Template {
+        name: "project".into(),
+        synchronization: None,
+        dag: None,
+        inputs: Some(Inputs {
+            parameters: vec![Parameter {
+                name: "project",
+                value: None,
+            }],
+            artifacts: vec![Artifact {
+                name: "workspace",
+                path: WORKDIR,
+                git: Git {
+                    repo: "{{workflow.parameters.repo}}",
+                    revision: "{{workflow.parameters.revision}}",
+                    depth: 1,
                 },
             }],
-        });
-        workflow.spec.templates.push(t);
+        }),
+        container: Some(Container {
+            image: "{{workflow.parameters.image}}",
+            working_dir: WORKDIR,
+            command: vec!["strata"],
+            args: vec![
+                "up".into(),
+                "--provider".into(),
+                ctx.provider.to_string(),
+                "--stack".into(),
+                ctx.stack.to_string(),
+                "--project".into(),
+                "{{inputs.parameters.project}}".into(),
+                "--non-interactive".into(),
+            ],
+            env: vec![
+                secret_env("PULUMI_BACKEND_URL"),
+                secret_env("PULUMI_ACCESS_TOKEN"),
+                secret_env("PULUMI_CONFIG_PASSPHRASE"),
+                secret_env("STRATA_PASSPHRASE"),
+            ],
+            volume_mounts: outputs_mount(ctx, share_outputs),
+        }),
     }
+}
+
+/// The project template held by the semaphore of `pool`.
+fn pool_template(project: &Template, pool: &str) -> Template {
+    let mut t = project.clone();
+    t.name = template_name(Some(pool));
+    t.synchronization = Some(Synchronization {
+        semaphores: vec![SemaphoreRef {
+            config_map_key_ref: ConfigMapKey {
+                name: POOLS_CONFIGMAP.into(),
+                key: pool.to_string(),
+            },
+        }],
+    });
+    t
+}
+
+/// The shared volume for command projects' outputs, when they are shared.
+fn outputs_claim(share_outputs: bool) -> Vec<ClaimTemplate> {
+    if !share_outputs {
+        return Vec::new();
+    }
+    vec![ClaimTemplate {
+        metadata: ClaimMeta {
+            name: OUTPUTS_VOLUME,
+        },
+        spec: ClaimSpec {
+            access_modes: vec!["ReadWriteMany"],
+            resources: ClaimResources {
+                requests: [("storage", "1Mi")].into_iter().collect(),
+            },
+        },
+    }]
+}
+
+/// Where each pod mounts that volume: the stack's outputs folder.
+fn outputs_mount(ctx: &ExportContext, share_outputs: bool) -> Vec<VolumeMount> {
+    if !share_outputs {
+        return Vec::new();
+    }
+    vec![VolumeMount {
+        name: OUTPUTS_VOLUME,
+        mount_path: format!("{WORKDIR}/.strata/{}/outputs", ctx.stack),
+    }]
+}
+
+/// The header's notes: what the Workflow does and what to set up before submitting it.
+fn notes(
+    full: &Plan,
+    plan: &Plan,
+    ctx: &ExportContext,
+    share_outputs: bool,
+    used: &[&Pool],
+) -> Vec<String> {
     let mut notes = vec![
         format!(
             "An Argo Workflows DAG with one task per project of profile `{}` (infra_type {}); `dependencies` is strata's dependency graph, so what does not depend on each other runs at the same time. Each task runs `strata up --project <path>` in its own pod.",
@@ -410,9 +447,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 .join(" ")
         ));
     }
-    let mut text = super::header(Format::Argo, ctx, &notes);
-    text.push_str(&super::to_yaml(&[workflow])?);
-    Ok(text)
+    notes
 }
 
 #[cfg(test)]

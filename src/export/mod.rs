@@ -13,7 +13,7 @@ pub mod argo;
 pub mod github_actions;
 pub mod pko;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -71,6 +71,16 @@ pub(crate) fn used_pools<'a>(
         .iter()
         .filter(|p| plan.nodes.iter().any(|n| n.pool() == Some(p.name.as_str())))
         .collect()
+}
+
+/// The labels of every Kubernetes object an export writes: made by strata, for which
+/// provider and stack.
+pub(crate) fn labels(ctx: &ExportContext) -> BTreeMap<&'static str, String> {
+    let mut labels = BTreeMap::new();
+    labels.insert("app.kubernetes.io/managed-by", "strata".to_string());
+    labels.insert("strata/provider", dns_label(ctx.provider, 63));
+    labels.insert("strata/stack", dns_label(ctx.stack, 63));
+    labels
 }
 
 /// What export knows of one upstream output an `inputs:` entry reads.

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::{ExportContext, Format};
 use crate::error::{Error, Result};
+use crate::plan::graph::Node;
 use crate::plan::{NodeKind, Plan};
 
 /// The Secret the Stacks read PULUMI_ACCESS_TOKEN / PULUMI_CONFIG_PASSPHRASE from.
@@ -157,9 +158,25 @@ fn inputs_key(consumer: &str, key: &str) -> String {
         .collect()
 }
 
+/// One Stack per Pulumi project of `full`, under the header; an error when there is none.
 pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
-    let commands = left_out(full);
-    // Only Pulumi projects; what they needed through the others, they need directly.
+    let plan = pulumi_projects(full, ctx)?;
+    let names = stack_names(&plan, ctx.stack);
+    let mut to_create = ToCreate::default();
+    let docs: Vec<Stack> = plan
+        .order
+        .iter()
+        .map(|&i| stack(&plan, i, &names, ctx, &mut to_create))
+        .collect();
+    let notes = notes(full, &plan, ctx, &to_create);
+    let mut text = super::header(Format::Pko, ctx, &notes);
+    text.push_str(&super::to_yaml(&docs)?);
+    Ok(text)
+}
+
+/// The plan of the Pulumi projects only (what they needed through the others, they
+/// need directly); an error when there is none.
+fn pulumi_projects(full: &Plan, ctx: &ExportContext) -> Result<Plan> {
     let keep: Vec<bool> = full
         .nodes
         .iter()
@@ -172,100 +189,130 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
             ctx.provider
         )));
     }
-    let names = stack_names(&plan, ctx.stack);
+    Ok(plan)
+}
+
+/// The keys of the inputs object the user creates, for the `inputs:` not known at
+/// export time: each `<key> (output <output> of <upstream>)`.
+#[derive(Default)]
+struct ToCreate {
+    /// In the ConfigMap.
+    config_map: Vec<String>,
+    /// In the Secret: the secret outputs.
+    secret: Vec<String>,
+}
+
+/// What a Stack's `inputs:` become: literal config, or references to the inputs object.
+#[derive(Default)]
+struct StackInputs {
+    config: BTreeMap<String, serde_json::Value>,
+    config_ref: BTreeMap<String, ConfigMapRef>,
+    secrets_ref: BTreeMap<String, EnvRef>,
+}
+
+/// The `inputs:` of `node`: the value known now as literal config, a secret from the
+/// Secret, anything else from the ConfigMap (its key noted in `to_create`).
+fn stack_inputs(node: &Node, ctx: &ExportContext, to_create: &mut ToCreate) -> StackInputs {
     let holder = inputs_object(ctx.stack);
-    let mut docs = Vec::new();
-    let mut to_fill: Vec<String> = Vec::new();
-    let mut secret_keys: Vec<String> = Vec::new();
-    for &i in &plan.order {
-        let node = &plan.nodes[i];
-        // `inputs:`: the value known now as literal config, a secret from the Secret,
-        // anything else from the ConfigMap.
-        let mut config = BTreeMap::new();
-        let mut config_ref = BTreeMap::new();
-        let mut secrets_ref = BTreeMap::new();
-        for input in node.entry.iter().flat_map(|e| &e.inputs) {
-            let known = ctx
-                .inputs
-                .and_then(|m| m.get(&(input.project.clone(), input.output.clone())));
-            let k = inputs_key(&node.path, &input.key);
-            match known {
-                Some(super::InputValue::Known(v)) => {
-                    config.insert(input.key.clone(), v.clone());
-                }
-                Some(super::InputValue::Secret) => {
-                    secrets_ref.insert(input.key.clone(), env_ref(&holder, &k));
-                    secret_keys.push(format!(
-                        "{k} (output {} of {})",
-                        input.output, input.project
-                    ));
-                }
-                _ => {
-                    config_ref.insert(
-                        input.key.clone(),
-                        ConfigMapRef {
-                            name: holder.clone(),
-                            key: k.clone(),
-                            json: true,
-                        },
-                    );
-                    to_fill.push(format!(
-                        "{k} (output {} of {})",
-                        input.output, input.project
-                    ));
-                }
+    let mut wired = StackInputs::default();
+    for input in node.entry.iter().flat_map(|e| &e.inputs) {
+        let known = ctx
+            .inputs
+            .and_then(|m| m.get(&(input.project.clone(), input.output.clone())));
+        let k = inputs_key(&node.path, &input.key);
+        match known {
+            Some(super::InputValue::Known(v)) => {
+                wired.config.insert(input.key.clone(), v.clone());
+            }
+            Some(super::InputValue::Secret) => {
+                wired
+                    .secrets_ref
+                    .insert(input.key.clone(), env_ref(&holder, &k));
+                to_create.secret.push(format!(
+                    "{k} (output {} of {})",
+                    input.output, input.project
+                ));
+            }
+            _ => {
+                wired.config_ref.insert(
+                    input.key.clone(),
+                    ConfigMapRef {
+                        name: holder.clone(),
+                        key: k.clone(),
+                        json: true,
+                    },
+                );
+                to_create.config_map.push(format!(
+                    "{k} (output {} of {})",
+                    input.output, input.project
+                ));
             }
         }
-        let mut labels = BTreeMap::new();
-        labels.insert("app.kubernetes.io/managed-by", "strata".to_string());
-        labels.insert("strata/provider", super::dns_label(ctx.provider, 63));
-        labels.insert("strata/stack", super::dns_label(ctx.stack, 63));
-        let mut annotations = BTreeMap::new();
-        annotations.insert("strata/path", node.path.clone());
-        docs.push(Stack {
-            api_version: "pulumi.com/v1",
-            kind: "Stack",
-            metadata: Metadata {
-                name: names[i].clone(),
-                labels,
-                annotations,
-            },
-            spec: StackSpec {
-                stack: format!("organization/{}/{}", node.name, ctx.stack),
-                project_repo: REPO_PLACEHOLDER,
-                branch: "main",
-                repo_dir: format!("projects/{}", node.path),
-                service_account_name: SERVICE_ACCOUNT,
-                refresh: true,
-                destroy_on_finalize: false,
-                env_refs: [
-                    (
-                        "PULUMI_ACCESS_TOKEN",
-                        env_ref(SECRET, "PULUMI_ACCESS_TOKEN"),
-                    ),
-                    (
-                        "PULUMI_CONFIG_PASSPHRASE",
-                        env_ref(SECRET, "PULUMI_CONFIG_PASSPHRASE"),
-                    ),
-                ]
-                .into_iter()
-                .collect(),
-                config,
-                config_ref,
-                secrets_ref,
-                prerequisites: super::needs_in_order(&plan, i)
-                    .into_iter()
-                    .map(|j| Prerequisite {
-                        name: names[j].clone(),
-                        requirement: Requirement {
-                            succeeded_within_duration: SUCCEEDED_WITHIN,
-                        },
-                    })
-                    .collect(),
-            },
-        });
     }
+    wired
+}
 
+/// The Stack of step `i`: its project folder, credentials, `inputs:` and prerequisites.
+fn stack(
+    plan: &Plan,
+    i: usize,
+    names: &[String],
+    ctx: &ExportContext,
+    to_create: &mut ToCreate,
+) -> Stack {
+    let node = &plan.nodes[i];
+    let inputs = stack_inputs(node, ctx, to_create);
+    let mut annotations = BTreeMap::new();
+    annotations.insert("strata/path", node.path.clone());
+    Stack {
+        api_version: "pulumi.com/v1",
+        kind: "Stack",
+        metadata: Metadata {
+            name: names[i].clone(),
+            labels: super::labels(ctx),
+            annotations,
+        },
+        spec: StackSpec {
+            stack: format!("organization/{}/{}", node.name, ctx.stack),
+            project_repo: REPO_PLACEHOLDER,
+            branch: "main",
+            repo_dir: format!("projects/{}", node.path),
+            service_account_name: SERVICE_ACCOUNT,
+            refresh: true,
+            destroy_on_finalize: false,
+            env_refs: [
+                (
+                    "PULUMI_ACCESS_TOKEN",
+                    env_ref(SECRET, "PULUMI_ACCESS_TOKEN"),
+                ),
+                (
+                    "PULUMI_CONFIG_PASSPHRASE",
+                    env_ref(SECRET, "PULUMI_CONFIG_PASSPHRASE"),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            config: inputs.config,
+            config_ref: inputs.config_ref,
+            secrets_ref: inputs.secrets_ref,
+            prerequisites: super::needs_in_order(plan, i)
+                .into_iter()
+                .map(|j| Prerequisite {
+                    name: names[j].clone(),
+                    requirement: Requirement {
+                        succeeded_within_duration: SUCCEEDED_WITHIN,
+                    },
+                })
+                .collect(),
+        },
+    }
+}
+
+/// The header's notes: what was left out, what the Stacks do and what to create
+/// before applying them.
+fn notes(full: &Plan, plan: &Plan, ctx: &ExportContext, to_create: &ToCreate) -> Vec<String> {
+    let commands = left_out(full);
+    let holder = inputs_object(ctx.stack);
     let mut notes = Vec::new();
     if !commands.is_empty() {
         notes.push(format!(
@@ -290,7 +337,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         ),
         "- The operator runs `pulumi up` in each project folder, nothing of what strata adds: it reads Pulumi.<stack>.yaml from the project folder, not config/pulumi/Pulumi.<stack>.yaml (copy the keys into spec.config or that file), does not prompt, and runs no on_success hooks.".to_string(),
     ]);
-    let used = super::used_pools(&plan, ctx.pools);
+    let used = super::used_pools(plan, ctx.pools);
     if !used.is_empty() {
         notes.push(format!(
             "- Pools are not carried ({}): the operator has no limit per group of Stacks, it reconciles them as its own settings allow. Bring a pool's projects up with strata (`strata up --filter ...`) when their limit matters.",
@@ -300,8 +347,8 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 .join(", ")
         ));
     }
-    let has_inputs = !super::paths_with_inputs(&plan).is_empty();
-    if has_inputs && to_fill.is_empty() && secret_keys.is_empty() {
+    let has_inputs = !super::paths_with_inputs(plan).is_empty();
+    if has_inputs && to_create.config_map.is_empty() && to_create.secret.is_empty() {
         notes.push(
             "- `inputs:` are wired into spec.config with the upstream outputs as they were at export time: export again after an upstream's outputs change.".to_string(),
         );
@@ -309,16 +356,16 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         notes.push(
             "- `inputs:` whose upstream output was known at export time are in spec.config (export again after it changes); the others are read from the ConfigMap and Secret below.".to_string(),
         );
-        if !to_fill.is_empty() {
+        if !to_create.config_map.is_empty() {
             notes.push(format!(
                 "- Create the ConfigMap `{holder}` with these keys, each holding its JSON of the upstream output it names, a string in quotes (`\"vpc-123\"`), as `strata outputs <upstream> --output json` prints it once it is deployed (spec.configRef reads them with `json: true`, so objects and lists stay structured): {}.",
-                to_fill.join(", ")
+                to_create.config_map.join(", ")
             ));
         }
-        if !secret_keys.is_empty() {
+        if !to_create.secret.is_empty() {
             notes.push(format!(
                 "- Create the Secret `{holder}` with these keys, each the secret upstream output it names (`strata outputs <upstream> --show-secrets --output json`): {}.",
-                secret_keys.join(", ")
+                to_create.secret.join(", ")
             ));
         }
     }
@@ -328,9 +375,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
             ctx.provider, ctx.stack
         ));
     }
-    let mut text = super::header(Format::Pko, ctx, &notes);
-    text.push_str(&super::to_yaml(&docs)?);
-    Ok(text)
+    notes
 }
 
 #[cfg(test)]

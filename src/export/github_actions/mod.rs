@@ -5,9 +5,8 @@
 //! [`review_apply`] is the other shape: preview a pull request into a plan bundle, apply
 //! that bundle after the merge; it shares the build job, the steps and the settings here.
 
+mod jobs;
 pub mod review_apply;
-
-use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use serde_yaml::{Mapping, Value};
@@ -15,6 +14,7 @@ use serde_yaml::{Mapping, Value};
 use super::{ExportContext, Format};
 use crate::error::Result;
 use crate::plan::{NodeKind, Plan};
+use jobs::ProjectJobs;
 
 /// Where a job keeps the outputs of command projects (strata's local state).
 const OUTPUTS_DIR: &str = ".strata/${{ inputs.stack }}/outputs";
@@ -127,11 +127,6 @@ pub fn is_valid_job_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-/// The job id of every step of `plan` (indexed like `plan.nodes`), unique.
-fn job_ids(plan: &Plan) -> Vec<String> {
-    super::names_in_order(plan, job_id, |base, _| base.to_string())
-}
-
 /// Whether the job of node `i` needs the pulumi CLI: a Pulumi project, or a project
 /// that reads outputs of a Pulumi project through `inputs:`.
 fn needs_pulumi_cli(plan: &Plan, i: usize) -> bool {
@@ -173,219 +168,36 @@ fn shell_word(word: &str) -> String {
     }
 }
 
-/// Jobs: steps of `plan` grouped so that a command project that needs another command
-/// project runs in that project's job (the image it built is on that runner), together
-/// with every step on a path between them (an image build, the registry's
-/// configuration, then the push: one runner). Returns, per node, the index of its
-/// group's first node.
-fn groups(plan: &Plan) -> Vec<usize> {
-    let mut group: Vec<usize> = (0..plan.nodes.len()).collect();
-    fn root(g: &mut [usize], i: usize) -> usize {
-        let mut r = i;
-        while g[r] != r {
-            r = g[r];
-        }
-        g[i] = r;
-        r
-    }
-    let pos = super::positions(plan);
-    for &i in &plan.order {
-        if plan.nodes[i].kind != NodeKind::Command {
-            continue;
-        }
-        for &j in &plan.nodes[i].needs {
-            if plan.nodes[j].kind == NodeKind::Command {
-                let (a, b) = (root(&mut group, i), root(&mut group, j));
-                // The group is named after its earliest member.
-                let (keep, other) = if pos[a] <= pos[b] { (a, b) } else { (b, a) };
-                group[other] = keep;
-            }
-        }
-    }
-    let mut group: Vec<usize> = (0..plan.nodes.len()).map(|i| root(&mut group, i)).collect();
-    // Convex closure: whatever lies between two members joins them, or the jobs would
-    // need each other both ways.
-    let n = plan.nodes.len();
-    let reach = |from: &[usize], forward: bool| -> Vec<bool> {
-        let mut seen = vec![false; n];
-        let mut todo: Vec<usize> = from.to_vec();
-        while let Some(i) = todo.pop() {
-            let next: Vec<usize> = if forward {
-                (0..n)
-                    .filter(|&k| plan.nodes[k].needs.contains(&i))
-                    .collect()
-            } else {
-                plan.nodes[i].needs.clone()
-            };
-            for k in next {
-                if !seen[k] {
-                    seen[k] = true;
-                    todo.push(k);
-                }
-            }
-        }
-        seen
-    };
-    let leads: BTreeSet<usize> = group.iter().copied().collect();
-    for lead in leads {
-        let members: Vec<usize> = (0..n).filter(|&i| group[i] == lead).collect();
-        if members.len() < 2 {
-            continue;
-        }
-        let (after, before) = (reach(&members, true), reach(&members, false));
-        for k in 0..n {
-            if after[k] && before[k] {
-                group[k] = lead;
-            }
-        }
-    }
-    group
-}
-
-/// Per job (by its first node), the jobs before it in the lanes of its pools. A pool
-/// of limit N becomes N chains of its jobs, in execution order, so that at most N of
-/// them run at once. (A job-level `concurrency:` group is no equivalent: it keeps one
-/// job waiting and cancels any other.)
-fn pool_lanes(
-    plan: &Plan,
-    group: &[usize],
-    pools: &[crate::workspace::profile::Pool],
-) -> BTreeMap<usize, Vec<usize>> {
-    let mut before: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for pool in super::used_pools(plan, pools) {
-        let mut jobs: Vec<usize> = Vec::new();
-        for &i in &plan.order {
-            let lead = group[i];
-            if plan.nodes[i].pool() == Some(pool.name.as_str()) && !jobs.contains(&lead) {
-                jobs.push(lead);
-            }
-        }
-        for (k, &lead) in jobs.iter().enumerate().skip(pool.limit) {
-            let prev = jobs[k - pool.limit];
-            let list = before.entry(lead).or_default();
-            if !list.contains(&prev) {
-                list.push(prev);
-            }
-        }
-    }
-    before
-}
-
+/// The workflow of `full` (the secrets step bridged): the build job, then a job per
+/// project or chain of command projects, under its header.
 pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
     let plan = super::without_builtin(full);
-    let ids = job_ids(&plan);
-    let group = groups(&plan);
-    let lanes = pool_lanes(&plan, &group, ctx.pools);
-    let carried = super::command_output_sources(&plan);
-    let aws_oidc = uses_aws_oidc(ctx);
+    let projects = ProjectJobs::new(&plan, ctx);
     let mut jobs = Mapping::new();
-    jobs.insert(
-        Value::from(BUILD_JOB),
-        serde_yaml::to_value(build_job()).map_err(yaml_error)?,
-    );
-    for &lead in plan.order.iter().filter(|&&i| group[i] == i) {
-        let members: Vec<usize> = plan
-            .order
-            .iter()
-            .copied()
-            .filter(|&i| group[i] == lead)
-            .collect();
-        let mut steps = strata_steps();
-        // Outputs of command projects in other jobs that these take `inputs:` from.
-        let sources: BTreeSet<&str> = members
-            .iter()
-            .flat_map(|&i| plan.nodes[i].entry.iter().flat_map(|e| e.inputs.iter()))
-            .map(|input| input.project.as_str())
-            .filter(|p| carried.contains(*p))
-            .filter(|p| plan.index_of(p).is_none_or(|j| group[j] != lead))
-            .collect();
-        for &j in &plan.order {
-            if sources.contains(plan.nodes[j].path.as_str()) {
-                steps.push(Step {
-                    name: Some(format!("Outputs of {}", plan.nodes[j].path)),
-                    uses: Some("actions/download-artifact@v4".into()),
-                    with: Some(map(&[
-                        ("name", &format!("strata-outputs-{}", ids[j])),
-                        ("path", OUTPUTS_DIR),
-                    ])),
-                    ..Default::default()
-                });
-            }
-        }
-        steps.extend(runner_setup(
-            members.iter().any(|&i| needs_pulumi_cli(&plan, i)),
-            aws_oidc.then(|| format!("strata-{}", ids[lead])),
-        ));
-        let paths: Vec<&str> = members
-            .iter()
-            .map(|&i| plan.nodes[i].path.as_str())
-            .collect();
-        let projects: Vec<String> = paths
-            .iter()
-            .map(|p| format!("--project {}", shell_word(p)))
-            .collect();
-        steps.push(run_step(
-            &format!("strata up {}", paths.join(" + ")),
-            format!(
-                "strata up --provider {} --stack \"$PULUMI_STACK\" {} --non-interactive",
-                shell_word(ctx.provider),
-                projects.join(" ")
-            ),
-        ));
-        for &i in members
-            .iter()
-            .filter(|&&i| carried.contains(&plan.nodes[i].path))
-        {
-            let node = &plan.nodes[i];
-            steps.push(upload_step(
-                &format!("Keep the outputs of {}", node.path),
-                &format!("strata-outputs-{}", ids[i]),
-                &format!("{OUTPUTS_DIR}/{}.json", crate::util::slug(&node.path)),
-                1,
-            ));
-        }
-        let mut needs: Vec<String> = vec![BUILD_JOB.to_string()];
-        for &i in &members {
-            for j in super::needs_in_order(&plan, i) {
-                let id = ids[group[j]].clone();
-                if group[j] != lead && !needs.contains(&id) {
-                    needs.push(id);
-                }
-            }
-        }
-        // A pool's lane: wait for the job before, whatever became of it, and run when
-        // what the job really needs succeeded.
-        let mut condition = None;
-        if let Some(prev) = lanes.get(&lead) {
-            condition = Some(format!(
-                "${{{{ !cancelled() && {} }}}}",
-                needs
-                    .iter()
-                    .map(|id| format!("needs.{id}.result == 'success'"))
-                    .collect::<Vec<_>>()
-                    .join(" && ")
-            ));
-            for &j in prev {
-                if !needs.contains(&ids[j]) {
-                    needs.push(ids[j].clone());
-                }
-            }
-        }
-        let job = Job {
-            name: paths.join(" + "),
-            condition,
-            runs_on: "ubuntu-latest",
-            needs,
-            steps,
-            ..Default::default()
-        };
-        jobs.insert(
-            Value::from(ids[lead].clone()),
-            serde_yaml::to_value(job).map_err(yaml_error)?,
-        );
+    insert_job(&mut jobs, BUILD_JOB, build_job())?;
+    for lead in projects.leads() {
+        insert_job(&mut jobs, &projects.ids[lead], projects.job(lead))?;
     }
+    let workflow = dispatch_workflow(ctx, jobs);
+    let notes = notes(full, &plan, ctx);
+    let mut text = super::header(Format::GithubActions, ctx, &notes);
+    text.push_str(&super::to_yaml(&[workflow])?);
+    Ok(text)
+}
 
-    let workflow = Workflow {
+/// Adds `job` to `jobs` under `id`.
+fn insert_job(jobs: &mut Mapping, id: &str, job: Job) -> Result<()> {
+    jobs.insert(
+        Value::from(id),
+        serde_yaml::to_value(job).map_err(yaml_error)?,
+    );
+    Ok(())
+}
+
+/// The workflow, run by hand on a stack (workflow_dispatch), one run of a stack at a
+/// time.
+fn dispatch_workflow(ctx: &ExportContext, jobs: Mapping) -> Workflow {
+    Workflow {
         name: format!("strata up ({})", ctx.provider),
         on: On {
             workflow_dispatch: Dispatch {
@@ -408,8 +220,12 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
         },
         env: workflow_env(ctx, "${{ inputs.stack }}"),
         jobs,
-    };
+    }
+}
 
+/// The header's notes: what the jobs do, the setup, and what runs otherwise than in
+/// strata (the secrets step, command projects, pools).
+fn notes(full: &Plan, plan: &Plan, ctx: &ExportContext) -> Vec<String> {
     let mut notes = vec![format!(
         "One job per project of profile `{}` (infra_type {}); `needs:` is strata's dependency graph, so what does not depend on each other runs at the same time. strata is built once (job {BUILD_JOB}) and handed to every job as an artifact; each job runs `strata up --project <path>` on a fresh runner.",
         ctx.provider, ctx.infra_type
@@ -427,7 +243,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 .to_string(),
         );
     }
-    let used = super::used_pools(&plan, ctx.pools);
+    let used = super::used_pools(plan, ctx.pools);
     if !used.is_empty() {
         notes.push(format!(
             "- Pools ({}): each is as many chains of its jobs, in order, as its limit, so no more run at once; a job waits for the one before it in its chain whatever became of it (`if: !cancelled()` and its own needs succeeded). GitHub's `concurrency:` groups are no equivalent: one keeps a single job waiting and cancels the others. The limits are fixed here: halving a pool when a project is throttled happens only inside strata, which retries that job's project.",
@@ -437,9 +253,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
                 .join(", ")
         ));
     }
-    let mut text = super::header(Format::GithubActions, ctx, &notes);
-    text.push_str(&super::to_yaml(&[workflow])?);
-    Ok(text)
+    notes
 }
 
 fn yaml_error(e: serde_yaml::Error) -> crate::error::Error {

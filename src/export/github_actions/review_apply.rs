@@ -9,12 +9,12 @@
 //! step and setting (secrets, the Pulumi CLI, AWS OIDC) is that export's.
 
 use serde::Serialize;
-use serde_yaml::{Mapping, Value};
+use serde_yaml::Mapping;
 
 use super::{
-    BUILD_JOB, Concurrency, Job, Step, build_job, map, needs_pulumi_cli, permissions, run_step,
-    runner_setup, setup_notes, shell_word, strata_steps, upload_step, uses_aws_oidc, workflow_env,
-    yaml_error,
+    BUILD_JOB, Concurrency, Job, Step, build_job, insert_job, map, needs_pulumi_cli, permissions,
+    run_step, runner_setup, setup_notes, shell_word, strata_steps, upload_step, uses_aws_oidc,
+    workflow_env,
 };
 use crate::error::Result;
 use crate::export::{ExportContext, Format};
@@ -202,10 +202,7 @@ pub fn render(plan: &Plan, ctx: &ExportContext) -> Result<String> {
     ];
     let mut job_map = Mapping::new();
     for (id, job) in jobs {
-        job_map.insert(
-            Value::from(id),
-            serde_yaml::to_value(job).map_err(yaml_error)?,
-        );
+        insert_job(&mut job_map, id, job)?;
     }
     let workflow = Workflow {
         name: format!("strata review and apply ({}, {})", ctx.provider, ctx.stack),
@@ -262,6 +259,7 @@ fn notes(ctx: &ExportContext) -> Vec<String> {
 mod tests {
     use super::super::super::testutil::*;
     use super::*;
+    use serde_yaml::Value;
 
     fn doc(ctx: &ExportContext) -> (String, Value) {
         let plan = plan_of(&sample(), &[]).unwrap();

@@ -1,6 +1,7 @@
 //! Composition of one stage's list: `include:` fragments expanded, each raw entry
 //! checked and resolved, `after:`/`before:` insertions spliced into the chain.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::raw::{
@@ -78,6 +79,8 @@ pub(super) fn compose(
     Ok(placed)
 }
 
+/// Appends the entries of `list` (read from `file`) to `out`, each `include:` expanded
+/// in place; `include_stack` holds the fragments being expanded, to refuse a cycle.
 fn flatten(
     providers_dir: &Path,
     file: &Path,
@@ -88,154 +91,185 @@ fn flatten(
 ) -> Result<()> {
     for (i, raw) in list.iter().enumerate() {
         let where_ = format!("{}: {} entry {}", display_path(file), stage.key(), i + 1);
-        if let Some(inc) = &raw.include {
-            let has_other = raw.path.is_some()
-                || raw.description.is_some()
-                || raw.needs.is_some()
-                || !raw.inputs.is_empty()
-                || !raw.secrets.is_empty()
-                || !raw.on_success.is_empty()
-                || raw.after.is_some()
-                || raw.before.is_some()
-                || raw.pool.is_some()
-                || !raw.tags.is_empty()
-                || raw.timeout.is_some()
-                || raw.retry.is_some();
-            if has_other {
-                return Err(Error::config(format!(
-                    "{where_}: an `include:` entry takes no other field; put the fields on the entries of {inc}."
-                )));
-            }
-            let inc_path = providers_dir.join(inc);
-            if include_stack.contains(&inc_path) {
-                return Err(Error::config(format!(
-                    "{where_}: `include: {inc}` includes itself (through {}).",
-                    include_stack
-                        .iter()
-                        .map(|p| display_path(p))
-                        .collect::<Vec<_>>()
-                        .join(" → ")
-                )));
-            }
-            if !inc_path.is_file() {
-                return Err(Error::config(format!(
-                    "{where_}: `include: {inc}` names no file ({} does not exist). Paths are relative to the providers folder.",
-                    display_path(&inc_path)
-                )));
-            }
-            // Includes stay inside providers/ (symbolic links resolved): a profile must
-            // not be able to read, and have an error print, any other file.
-            let inside = match (inc_path.canonicalize(), providers_dir.canonicalize()) {
-                (Ok(f), Ok(dir)) => f.starts_with(&dir),
-                _ => false,
-            };
-            if !inside {
-                return Err(Error::config(format!(
-                    "{where_}: `include: {inc}` is outside the providers folder ({}). An include names a fragment under providers/, for example `include: common/kubernetes.yaml`.",
-                    display_path(providers_dir)
-                )));
-            }
-            let sub: Vec<RawEntry> = read_yaml(&inc_path)?;
-            include_stack.push(inc_path.clone());
-            flatten(providers_dir, &inc_path, stage, &sub, out, include_stack)?;
-            include_stack.pop();
+        let Some(inc) = &raw.include else {
+            out.push(entry(file, stage, raw, &where_)?);
             continue;
-        }
-        let Some(path) = raw.path.clone() else {
-            return Err(Error::config(format!(
-                "{where_}: the entry has no `path:` (the project folder under projects/), and is not an `include:`."
-            )));
         };
-        let path = path.trim_matches('/').to_string();
-        if path.is_empty() {
-            return Err(Error::config(format!("{where_}: `path:` is empty.")));
-        }
-        if path.split('/').any(|c| c == ".." || c == ".") || path.contains('\\') {
-            return Err(Error::config(format!(
-                "{where_}: `path: {path}` must name a folder inside projects/ without `.` or `..` parts."
-            )));
-        }
-        let placement = match (&raw.after, &raw.before) {
-            (Some(_), Some(_)) => {
-                return Err(Error::config(format!(
-                    "{where_} ({path}): give `after:` or `before:`, not both."
-                )));
-            }
-            (Some(a), None) => Some(Placement::After(a.trim_matches('/').to_string())),
-            (None, Some(b)) => Some(Placement::Before(b.trim_matches('/').to_string())),
-            (None, None) => None,
-        };
-        let mut inputs = Vec::new();
-        for (key, source) in &raw.inputs {
-            let parsed = source
-                .rsplit_once(':')
-                .filter(|(p, o)| !p.trim().is_empty() && !o.trim().is_empty() && !p.contains(':'));
-            let Some((project, output)) = parsed else {
-                return Err(Error::config(format!(
-                    "{where_} ({path}): input `{key}: {source}` is not `<project path>:<output>` (for example `infrastructure/aws/vpc:vpc_id`)."
-                )));
-            };
-            inputs.push(Input {
-                key: key.clone(),
-                project: project.trim().trim_matches('/').to_string(),
-                output: output.trim().to_string(),
-            });
-        }
-        let timeout = match &raw.timeout {
-            None => None,
-            Some(t) => Some(parse_duration(t).map_err(|why| {
-                Error::config(format!(
-                    "{where_} ({path}): `timeout: {t}` is not a duration ({why}); write it like `45m`, `90s` or `1h 30m`."
-                ))
-            })?),
-        };
-        let retry = match &raw.retry {
-            None => None,
-            Some(r) => Some(
-                parse_retry(r)
-                    .map_err(|why| Error::config(format!("{where_} ({path}): `retry:` {why}")))?,
-            ),
-        };
-        let watch = check_watch(&raw.watch)
-            .map_err(|why| Error::config(format!("{where_} ({path}): `watch:` {why}")))?;
-        let mock_outputs_allowed_commands =
-            check_mock_commands(raw.mock_outputs_allowed_commands.as_deref()).map_err(|why| {
-                Error::config(format!(
-                    "{where_} ({path}): `mock_outputs_allowed_commands:` {why}."
-                ))
-            })?;
-        let mut mock_outputs = std::collections::BTreeMap::new();
-        for (name, v) in &raw.mock_outputs {
-            let value = serde_json::to_value(v).map_err(|e| {
-                Error::config(format!(
-                    "{where_} ({path}): `mock_outputs: {name}` is not a plain value ({e})."
-                ))
-            })?;
-            mock_outputs.insert(name.clone(), value);
-        }
-        out.push((
-            Entry {
-                path,
-                description: raw.description.clone(),
-                stage,
-                needs: raw
-                    .needs
-                    .as_ref()
-                    .map(|n| n.iter().map(|s| s.trim_matches('/').to_string()).collect()),
-                inputs,
-                secrets: raw.secrets.clone(),
-                on_success: raw.on_success.clone(),
-                timeout,
-                retry,
-                watch,
-                mock_outputs,
-                mock_outputs_allowed_commands,
-                pool: raw.pool.as_ref().map(|p| p.trim().to_string()),
-                tags: raw.tags.iter().map(|t| t.trim().to_string()).collect(),
-                file: file.to_path_buf(),
-            },
-            placement,
-        ));
+        let inc_path = include_path(providers_dir, raw, inc, &where_, include_stack)?;
+        let sub: Vec<RawEntry> = read_yaml(&inc_path)?;
+        include_stack.push(inc_path.clone());
+        flatten(providers_dir, &inc_path, stage, &sub, out, include_stack)?;
+        include_stack.pop();
     }
     Ok(())
+}
+
+/// The fragment the entry `include: inc` names, checked: the entry has no other field,
+/// the fragment is not being expanded already, and it is a file inside providers/.
+fn include_path(
+    providers_dir: &Path,
+    raw: &RawEntry,
+    inc: &str,
+    where_: &str,
+    include_stack: &[PathBuf],
+) -> Result<PathBuf> {
+    if raw.has_fields_besides_include() {
+        return Err(Error::config(format!(
+            "{where_}: an `include:` entry takes no other field; put the fields on the entries of {inc}."
+        )));
+    }
+    let inc_path = providers_dir.join(inc);
+    if include_stack.contains(&inc_path) {
+        return Err(Error::config(format!(
+            "{where_}: `include: {inc}` includes itself (through {}).",
+            include_stack
+                .iter()
+                .map(|p| display_path(p))
+                .collect::<Vec<_>>()
+                .join(" → ")
+        )));
+    }
+    if !inc_path.is_file() {
+        return Err(Error::config(format!(
+            "{where_}: `include: {inc}` names no file ({} does not exist). Paths are relative to the providers folder.",
+            display_path(&inc_path)
+        )));
+    }
+    // Includes stay inside providers/ (symbolic links resolved): a profile must
+    // not be able to read, and have an error print, any other file.
+    let inside = match (inc_path.canonicalize(), providers_dir.canonicalize()) {
+        (Ok(f), Ok(dir)) => f.starts_with(&dir),
+        _ => false,
+    };
+    if !inside {
+        return Err(Error::config(format!(
+            "{where_}: `include: {inc}` is outside the providers folder ({}). An include names a fragment under providers/, for example `include: common/kubernetes.yaml`.",
+            display_path(providers_dir)
+        )));
+    }
+    Ok(inc_path)
+}
+
+/// A project entry (not an `include:`) checked and resolved, with where it is placed.
+fn entry(
+    file: &Path,
+    stage: Stage,
+    raw: &RawEntry,
+    where_: &str,
+) -> Result<(Entry, Option<Placement>)> {
+    let path = entry_path(raw, where_)?;
+    // Where a problem of this entry is: the file, the entry's number and its path.
+    let at = format!("{where_} ({path})");
+    let placement = placement(raw, &at)?;
+    let inputs = inputs(raw, &at)?;
+    let timeout = raw
+        .timeout
+        .as_ref()
+        .map(|t| {
+            parse_duration(t).map_err(|why| {
+                Error::config(format!(
+                    "{at}: `timeout: {t}` is not a duration ({why}); write it like `45m`, `90s` or `1h 30m`."
+                ))
+            })
+        })
+        .transpose()?;
+    let retry = raw
+        .retry
+        .as_ref()
+        .map(|r| parse_retry(r).map_err(|why| Error::config(format!("{at}: `retry:` {why}"))))
+        .transpose()?;
+    let watch =
+        check_watch(&raw.watch).map_err(|why| Error::config(format!("{at}: `watch:` {why}")))?;
+    let mock_outputs_allowed_commands =
+        check_mock_commands(raw.mock_outputs_allowed_commands.as_deref()).map_err(|why| {
+            Error::config(format!("{at}: `mock_outputs_allowed_commands:` {why}."))
+        })?;
+    let mock_outputs = mock_outputs(raw, &at)?;
+    let entry = Entry {
+        path,
+        description: raw.description.clone(),
+        stage,
+        needs: raw
+            .needs
+            .as_ref()
+            .map(|n| n.iter().map(|s| s.trim_matches('/').to_string()).collect()),
+        inputs,
+        secrets: raw.secrets.clone(),
+        on_success: raw.on_success.clone(),
+        timeout,
+        retry,
+        watch,
+        mock_outputs,
+        mock_outputs_allowed_commands,
+        pool: raw.pool.as_ref().map(|p| p.trim().to_string()),
+        tags: raw.tags.iter().map(|t| t.trim().to_string()).collect(),
+        file: file.to_path_buf(),
+    };
+    Ok((entry, placement))
+}
+
+/// The entry's `path:`, trimmed of slashes: a folder inside projects/.
+fn entry_path(raw: &RawEntry, where_: &str) -> Result<String> {
+    let Some(path) = raw.path.clone() else {
+        return Err(Error::config(format!(
+            "{where_}: the entry has no `path:` (the project folder under projects/), and is not an `include:`."
+        )));
+    };
+    let path = path.trim_matches('/').to_string();
+    if path.is_empty() {
+        return Err(Error::config(format!("{where_}: `path:` is empty.")));
+    }
+    if path.split('/').any(|c| c == ".." || c == ".") || path.contains('\\') {
+        return Err(Error::config(format!(
+            "{where_}: `path: {path}` must name a folder inside projects/ without `.` or `..` parts."
+        )));
+    }
+    Ok(path)
+}
+
+/// The entry's `after:` or `before:` (not both), if any.
+fn placement(raw: &RawEntry, at: &str) -> Result<Option<Placement>> {
+    match (&raw.after, &raw.before) {
+        (Some(_), Some(_)) => Err(Error::config(format!(
+            "{at}: give `after:` or `before:`, not both."
+        ))),
+        (Some(a), None) => Ok(Some(Placement::After(a.trim_matches('/').to_string()))),
+        (None, Some(b)) => Ok(Some(Placement::Before(b.trim_matches('/').to_string()))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The entry's `inputs:`, each `<key>: <project path>:<output>`.
+fn inputs(raw: &RawEntry, at: &str) -> Result<Vec<Input>> {
+    let mut inputs = Vec::new();
+    for (key, source) in &raw.inputs {
+        let parsed = source
+            .rsplit_once(':')
+            .filter(|(p, o)| !p.trim().is_empty() && !o.trim().is_empty() && !p.contains(':'));
+        let Some((project, output)) = parsed else {
+            return Err(Error::config(format!(
+                "{at}: input `{key}: {source}` is not `<project path>:<output>` (for example `infrastructure/aws/vpc:vpc_id`)."
+            )));
+        };
+        inputs.push(Input {
+            key: key.clone(),
+            project: project.trim().trim_matches('/').to_string(),
+            output: output.trim().to_string(),
+        });
+    }
+    Ok(inputs)
+}
+
+/// The entry's `mock_outputs:`, each a plain value.
+fn mock_outputs(raw: &RawEntry, at: &str) -> Result<BTreeMap<String, serde_json::Value>> {
+    let mut mock_outputs = BTreeMap::new();
+    for (name, v) in &raw.mock_outputs {
+        let value = serde_json::to_value(v).map_err(|e| {
+            Error::config(format!(
+                "{at}: `mock_outputs: {name}` is not a plain value ({e})."
+            ))
+        })?;
+        mock_outputs.insert(name.clone(), value);
+    }
+    Ok(mock_outputs)
 }

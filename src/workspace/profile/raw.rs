@@ -49,6 +49,24 @@ pub(super) struct RawEntry {
     pub(super) tags: Vec<String>,
 }
 
+impl RawEntry {
+    /// Whether a field other than `include:` is set: an `include:` entry takes none.
+    pub(super) fn has_fields_besides_include(&self) -> bool {
+        self.path.is_some()
+            || self.description.is_some()
+            || self.needs.is_some()
+            || !self.inputs.is_empty()
+            || !self.secrets.is_empty()
+            || !self.on_success.is_empty()
+            || self.after.is_some()
+            || self.before.is_some()
+            || self.pool.is_some()
+            || !self.tags.is_empty()
+            || self.timeout.is_some()
+            || self.retry.is_some()
+    }
+}
+
 /// `retry:` as written: `{attempts: 3, delay: 30s, on: [regex, ...]}`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -509,3 +509,76 @@ fn a_pool_s_unknown_key_is_named_and_a_limit_above_the_most_is_refused() {
     )]);
     assert_eq!(load(d.path(), "p").unwrap().pools[0].limit, 10_000);
 }
+
+#[test]
+fn a_bad_entry_is_refused_naming_its_file_number_and_path() {
+    let cases = [
+        (
+            "  - include: common/a.yaml\n    path: x\n",
+            "p.yaml: infrastructure entry 1: an `include:` entry takes no other field; put the fields on the entries of common/a.yaml.",
+        ),
+        (
+            "  - path: a\n  - include: common/none.yaml\n",
+            "p.yaml: infrastructure entry 2: `include: common/none.yaml` names no file (",
+        ),
+        (
+            "  - description: d\n",
+            "p.yaml: infrastructure entry 1: the entry has no `path:` (the project folder under projects/), and is not an `include:`.",
+        ),
+        (
+            "  - path: /\n",
+            "p.yaml: infrastructure entry 1: `path:` is empty.",
+        ),
+        (
+            "  - path: a/../b\n",
+            "p.yaml: infrastructure entry 1: `path: a/../b` must name a folder inside projects/ without `.` or `..` parts.",
+        ),
+        (
+            "  - path: a\n  - path: /x/\n    after: a\n    before: a\n",
+            "p.yaml: infrastructure entry 2 (x): give `after:` or `before:`, not both.",
+        ),
+        (
+            "  - path: x\n    inputs: {'k:v': nocolon}\n",
+            "p.yaml: infrastructure entry 1 (x): input `k:v: nocolon` is not `<project path>:<output>` (for example `infrastructure/aws/vpc:vpc_id`).",
+        ),
+        (
+            "  - path: x\n    timeout: soon\n",
+            "p.yaml: infrastructure entry 1 (x): `timeout: soon` is not a duration (",
+        ),
+        (
+            "  - path: x\n    retry: {attempts: 0}\n",
+            "p.yaml: infrastructure entry 1 (x): `retry:` ",
+        ),
+        (
+            "  - path: x\n    watch: ['../x']\n",
+            "p.yaml: infrastructure entry 1 (x): `watch:` ",
+        ),
+        (
+            "  - path: x\n    mock_outputs_allowed_commands: [nope]\n",
+            "p.yaml: infrastructure entry 1 (x): `mock_outputs_allowed_commands:` ",
+        ),
+        (
+            "  - path: x\n    mock_outputs:\n      o:\n        [1, 2]: x\n",
+            "p.yaml: infrastructure entry 1 (x): `mock_outputs: o` is not a plain value (",
+        ),
+        // An entry of an included fragment is named by the fragment's file.
+        (
+            "  - include: common/b.yaml\n",
+            "b.yaml: infrastructure entry 1 (y): give `after:` or `before:`, not both.",
+        ),
+    ];
+    for (list, want) in cases {
+        let d = ws(&[
+            ("common/a.yaml", "- path: a\n"),
+            ("common/b.yaml", "- path: y\n  after: a\n  before: a\n"),
+            ("p.yaml", &format!("{HEAD}infrastructure:\n{list}")),
+        ]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert_eq!(e.exit_code(), 3, "{list}");
+        assert!(
+            e.message.contains(want),
+            "{list}\nwant: {want}\ngot:  {}",
+            e.message
+        );
+    }
+}
