@@ -117,6 +117,8 @@ pub enum Command {
     Outputs(OutputsArgs),
     /// The last result of every project of the stack
     Status(StatusArgs),
+    /// Show who holds the stack's lease in a shared (s3://) backend, and free it
+    Unlock(UnlockArgs),
     /// The plan for an engine that runs beyond one machine
     Export(ExportArgs),
     /// The last run (or --run ID) as a timeline: an HTML page, a Mermaid gantt or JSON
@@ -248,6 +250,12 @@ pub struct RunArgs {
     /// Do not ask for confirmation (required for destroy when non-interactive)
     #[arg(short = 'y', long)]
     pub yes: bool,
+
+    /// On a shared (s3://) backend, wait up to DURATION (`90s`, `10m`) for the stack's
+    /// lease while another checkout or machine runs it, and take over a lease left
+    /// unrenewed for its whole TTL [default: refuse at once, naming the holder]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub lock_timeout: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -328,6 +336,13 @@ pub struct ShowArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub select: SelectArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct UnlockArgs {
+    /// Free it without asking to type the stack's name (for scripts)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

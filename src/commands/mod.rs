@@ -9,6 +9,7 @@ mod run;
 mod secrets;
 mod show;
 mod status;
+mod unlock;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -49,6 +50,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Status(a) => status::run(target, &settings, &selector(&a.select, false)?),
         Command::Export(a) => export::run(target, a, &selector(&a.select, false)?),
         Command::Report(a) => report::run(target, &settings, a),
+        Command::Unlock(a) => unlock::run(target, &settings, a.yes),
         Command::Completions { shell } => docs::completions(*shell),
         Command::Man => docs::man(),
         Command::Up(a) => run::run(
@@ -104,6 +106,7 @@ fn run_options(a: &RunArgs, destroy: bool) -> Result<pipeline::RunOptions> {
         parallel: a.parallel,
         keep_going: a.keep_going,
         yes: a.yes,
+        lock_timeout: a.lock_timeout.unwrap_or_default(),
     })
 }
 

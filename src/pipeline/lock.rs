@@ -2,17 +2,25 @@
 //! the lock is released on every path), and the stack lock refuses a second strata.
 //! Every stage from here on answers a signal within a second: the orphan wait and the
 //! stages before the scheduler look at [`Caught`]; `execute`'s watcher reads `signals`.
+//! On an S3 backend the run also holds the stack's lease in the backend (after the local
+//! lock), so that another checkout or machine waits or refuses too.
 
 use signal_hook::iterator::Signals;
 
 use crate::error::{Error, Result};
 use crate::run::lock::StackLock;
+use crate::run::lock::lease::{self, Lease, Where};
 use crate::run::signals::{self, Caught};
 
 use super::resolve::Resolved;
 
 /// The stack lock and the signal handlers of a run; dropping it releases the lock.
 pub struct Held {
+    /// The lease in the backend, first so that it goes first (its renewals may raise
+    /// SIGTERM, which must find strata's handlers still installed).
+    pub lease: Option<Lease>,
+    /// The run's id (also in the lease, which names its holder's run).
+    pub run_id: String,
     pub signals: Signals,
     /// The first signal, for the stages before the scheduler.
     pub caught: Caught,
@@ -34,6 +42,8 @@ fn install_signals() -> Result<(Signals, Caught)> {
 pub fn signals_only() -> Result<Held> {
     let (signals, caught) = install_signals()?;
     Ok(Held {
+        lease: None,
+        run_id: new_run_id(),
         signals,
         caught,
         lock: None,
@@ -50,7 +60,58 @@ pub fn acquire(r: &Resolved) -> Result<Held> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(120),
     );
-    acquire_waiting(r, orphan_wait)
+    let mut held = acquire_waiting(r, orphan_wait)?;
+    held.lease = take_lease(r, &mut held)?;
+    Ok(held)
+}
+
+/// The run's id: when it started, and the process.
+fn new_run_id() -> String {
+    format!(
+        "{}-{}",
+        crate::util::rfc3339(crate::util::now_ms()).replace([':', '-'], ""),
+        std::process::id()
+    )
+}
+
+/// The stack's lease in its backend, when that is an S3 bucket, waiting for it up to
+/// `--lock-timeout`. A lease lost during the run cancels it as SIGTERM would, saying why.
+fn take_lease(r: &Resolved, held: &mut Held) -> Result<Option<Lease>> {
+    let env = super::env::pulumi_env(&r.ws);
+    let backend = match Where::of(&env)? {
+        Where::S3(b) => b,
+        Where::Unsupported(scheme) => {
+            held.notices.push(format!(
+                "warning: strata keeps a stack's lease only in s3:// backends, not yet in {scheme}://: another checkout or machine on this backend is not kept from running stack `{}` at the same time.",
+                r.stack()
+            ));
+            return Ok(None);
+        }
+        Where::None => return Ok(None),
+    };
+    let me = lease::Holder::me(
+        &r.ws.env,
+        r.stack(),
+        &held.run_id,
+        &format!("strata {}", r.req.op.as_str()),
+    )?;
+    let caught = &held.caught;
+    let notices = &mut held.notices;
+    let lease = lease::acquire(
+        backend,
+        me,
+        lease::Waiting {
+            timeout: r.req.args.lock_timeout,
+            stop: &|| caught.signal(),
+            warn: &mut |w| notices.push(format!("warning: {w}")),
+        },
+        Box::new(|why: String| {
+            eprintln!("strata: {why}");
+            // SAFETY: kill sends a signal to this process; its handlers are installed.
+            unsafe { libc::kill(std::process::id() as i32, libc::SIGTERM) };
+        }),
+    )?;
+    Ok(Some(lease))
 }
 
 /// The lock now or never (a preview saving its answers does not wait for anyone).
@@ -70,6 +131,8 @@ fn acquire_waiting(r: &Resolved, orphan_wait: std::time::Duration) -> Result<Hel
         &mut |w| notices.push(format!("warning: {w}")),
     )?;
     Ok(Held {
+        lease: None,
+        run_id: new_run_id(),
         signals,
         caught,
         lock: Some(lock),

@@ -42,6 +42,8 @@ pub struct RunOptions {
     pub keep_going: bool,
     /// Confirmation given in advance (destroy).
     pub yes: bool,
+    /// How long to wait for the stack's lease in a shared backend (`--lock-timeout`).
+    pub lock_timeout: std::time::Duration,
 }
 
 /// What a preview is asked to do beyond previewing.

@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::real_kube::script;
 
+/// The stack's lease in the object store, two checkouts playing two machines.
+mod lease;
 /// Pulumi's CLI with its state in the object store.
 mod pulumi;
 

@@ -72,11 +72,15 @@ pub fn execute(
     reporter: &Reporter,
     verbose: bool,
 ) -> Result<Executed> {
+    // The lease is bound last, so that on every early return it goes before the signal
+    // handlers its loss would need.
     let Held {
+        run_id,
         signals,
         caught,
         lock,
         notices: lock_notices,
+        lease,
     } = held;
     let Answers {
         stack_config,
@@ -94,7 +98,7 @@ pub fn execute(
     check_bundle(r, &inputs.fingerprints)?;
     let unchanged = std::mem::take(&mut inputs.changed.dropped);
     let given = context::Given {
-        run_id: new_run_id(),
+        run_id,
         org: pre.org,
         stack_config,
         secrets,
@@ -118,6 +122,7 @@ pub fn execute(
     let opened = announce(r, &ctx, &journal, &caught, notices, &unchanged, &emit)?;
     let ran = schedule::run(&r.req.args, &ctx, signals, &pools, &runner, &control, &emit);
     let bundle_mark = close(r, &ctx, &journal, &runner, &ran, lock.is_some(), &emit);
+    drop(lease);
     drop(lock);
     let kept = Kept::take(runner, ctx.plan.nodes.len());
     Ok(executed(
@@ -148,15 +153,6 @@ fn check_bundle(r: &Resolved, fingerprints: &BTreeMap<String, String>) -> Result
         dir,
         m,
         fingerprints,
-    )
-}
-
-/// The run's id: when it started, and the process.
-fn new_run_id() -> String {
-    format!(
-        "{}-{}",
-        rfc3339(now_ms()).replace([':', '-'], ""),
-        std::process::id()
     )
 }
 

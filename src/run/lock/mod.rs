@@ -417,5 +417,6 @@ impl Drop for StackLock {
     }
 }
 
+pub mod lease;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,81 @@
+//! `strata unlock`: shows who holds the stack's lease in its shared backend and frees it
+//! once the stack's name is typed (or `--yes`).
+
+use dialoguer::{Input, theme::ColorfulTheme};
+
+use crate::error::{Error, Result};
+use crate::run::lock::lease::{self, Where};
+use crate::settings::Settings;
+use crate::workspace::Target;
+
+pub fn run(target: &Target, settings: &Settings, yes: bool) -> Result<i32> {
+    let ws = super::open_workspace(target)?;
+    let Some(stack) = ws.stack_to_read(target.stack.as_deref())? else {
+        return Err(crate::workspace::no_stack_error(&ws));
+    };
+    let env = crate::pipeline::env::pulumi_env(&ws);
+    let url = crate::secrets::url::masked(
+        env.get("PULUMI_BACKEND_URL")
+            .map(String::as_str)
+            .unwrap_or(""),
+    );
+    let backend = match Where::of(&env)? {
+        Where::S3(b) => b,
+        _ => {
+            eprintln!(
+                "stack `{stack}`: its Pulumi backend {url} holds no lease of strata's (only s3:// backends do), so there is nothing to free. This checkout's lock, .strata/{stack}/lock, is held only while its strata runs, and goes with it."
+            );
+            return Ok(0);
+        }
+    };
+    let Some(found) =
+        lease::read(&backend, &stack)?.filter(|f| !f.holder.as_ref().is_some_and(|h| h.released))
+    else {
+        eprintln!(
+            "stack `{stack}` has no lease held in {}: nothing to free.",
+            backend.name
+        );
+        return Ok(0);
+    };
+    let who = found.holder.as_ref().map_or_else(
+        || format!("a lease strata cannot read ({})", backend.lease_key(&stack)),
+        |h| h.describe(),
+    );
+    eprintln!(
+        "stack `{stack}`'s lease in {} is held by {who}.\n  Freeing it lets another run start now; if that run is still alive, it is cancelled at its next renewal.",
+        backend.name
+    );
+    if !yes {
+        confirm(&stack, settings.interactive)?;
+    }
+    if lease::free(&backend, &stack, &found)? {
+        eprintln!("freed the lease of stack `{stack}`.");
+        Ok(0)
+    } else {
+        Err(Error::config(format!(
+            "the lease of stack `{stack}` changed while you confirmed (renewed or taken by another run): it was not freed. Run `strata unlock -s {stack}` again to see its holder now."
+        )))
+    }
+}
+
+/// The stack's name, typed: the confirmation. Refused without a terminal.
+fn confirm(stack: &str, interactive: bool) -> Result<()> {
+    if !interactive {
+        return Err(Error::usage(format!(
+            "not freeing the lease of stack `{stack}` without a confirmation, and there is no terminal to ask on. Run `strata unlock -s {stack} --yes` to free it."
+        )));
+    }
+    let typed: String = Input::with_theme(&ColorfulTheme::default())
+        .with_prompt(format!("Type the stack's name ({stack}) to free its lease"))
+        .allow_empty(true)
+        .interact_text()
+        .map_err(Error::prompt)?;
+    if typed.trim() == stack {
+        Ok(())
+    } else {
+        Err(Error::config(format!(
+            "you typed `{}`, not `{stack}`: the lease was not freed.",
+            typed.trim()
+        )))
+    }
+}

@@ -1,0 +1,207 @@
+//! Unit tests of the lease on an in-memory object store (with ETags and conditional
+//! puts, as S3 has them): taking, refusing, releasing, takeover after a whole TTL only,
+//! a lost lease, racing waiters, and freeing.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use object_store::memory::InMemory;
+
+use super::*;
+
+fn backend(store: &Arc<InMemory>) -> Backend {
+    Backend::new("s3://test".into(), store.clone(), String::new()).unwrap()
+}
+
+fn holder(host: &str, ttl_ms: u64) -> Holder {
+    let env = BTreeMap::from([
+        ("STRATA_TEST_HOSTNAME".to_string(), host.to_string()),
+        ("STRATA_TEST_LEASE_TTL_MS".to_string(), ttl_ms.to_string()),
+        ("USER".to_string(), "alice".to_string()),
+    ]);
+    Holder::me(&env, "prod", &format!("run-{host}"), "strata up").unwrap()
+}
+
+/// `host`'s lease of stack `prod` (of `ttl_ms`), waiting up to `timeout`; a loss ignored.
+fn take(
+    store: &Arc<InMemory>,
+    host: &str,
+    ttl_ms: u64,
+    timeout: Duration,
+    warnings: &mut Vec<String>,
+) -> Result<Lease> {
+    acquire(
+        backend(store),
+        holder(host, ttl_ms),
+        Waiting {
+            timeout,
+            stop: &|| None,
+            warn: &mut |m| warnings.push(m),
+        },
+        Box::new(|_: String| {}),
+    )
+}
+
+#[test]
+fn a_held_lease_refuses_naming_its_holder_and_is_free_once_released() {
+    let store = Arc::new(InMemory::new());
+    let mut w = Vec::new();
+    let a = take(&store, "host-a", 3000, Duration::ZERO, &mut w).unwrap();
+    let t0 = Instant::now();
+    let Err(e) = take(&store, "host-b", 3000, Duration::ZERO, &mut w) else {
+        panic!("taken twice")
+    };
+    assert!(t0.elapsed() < Duration::from_secs(1), "refused at once");
+    assert_eq!(e.exit_code(), 3);
+    for part in [
+        "stack `prod` is in use",
+        "run run-host-a",
+        "by alice on host-a",
+        "s3://test",
+        "strata unlock -s prod",
+        "--lock-timeout",
+    ] {
+        assert!(e.message.contains(part), "{part}: {}", e.message);
+    }
+    drop(a);
+    let found = read(&backend(&store), "prod").unwrap().unwrap();
+    assert!(found.holder.unwrap().released);
+    // Released: taken at once, no takeover notice.
+    let b = take(&store, "host-b", 3000, Duration::ZERO, &mut w);
+    assert!(b.is_ok());
+    assert!(w.is_empty(), "{w:?}");
+}
+
+#[test]
+fn a_renewed_lease_is_never_taken_over_and_a_dead_one_only_after_its_ttl() {
+    let store = Arc::new(InMemory::new());
+    let mut w = Vec::new();
+    let ttl = Duration::from_millis(600);
+    let live = take(&store, "host-a", 600, Duration::ZERO, &mut w).unwrap();
+    // Three TTLs of waiting: the holder renews, so the waiter never sees it still.
+    let e = take(&store, "host-b", 600, ttl * 3, &mut w);
+    assert!(e.is_err(), "a renewed lease was taken over");
+    drop(live);
+
+    // A holder that died: its lease is never renewed.
+    let b = backend(&store);
+    let dead = holder("host-dead", 600);
+    let key = b.lease_key("prod");
+    let cur = b.get(&key).unwrap().unwrap();
+    b.update(&key, &dead.body(), &cur.etag).unwrap().unwrap();
+    let t0 = Instant::now();
+    let early = take(&store, "host-b", 600, ttl / 2, &mut w);
+    assert!(early.is_err(), "taken over before its TTL");
+    let t0b = Instant::now();
+    let late = take(&store, "host-b", 600, ttl * 3, &mut w);
+    assert!(late.is_ok());
+    assert!(t0b.elapsed() >= ttl, "took over after {:?}", t0b.elapsed());
+    assert!(t0.elapsed() >= ttl);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("host-dead"), "{w:?}");
+}
+
+#[test]
+fn a_holder_whose_lease_was_taken_is_told_naming_the_taker() {
+    let store = Arc::new(InMemory::new());
+    let lost = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = lost.clone();
+    let a = acquire(
+        backend(&store),
+        holder("host-a", 300),
+        Waiting {
+            timeout: Duration::ZERO,
+            stop: &|| None,
+            warn: &mut |_| {},
+        },
+        Box::new(move |m: String| seen.lock().unwrap().push(m)),
+    )
+    .unwrap();
+    let b = backend(&store);
+    let key = b.lease_key("prod");
+    let cur = b.get(&key).unwrap().unwrap();
+    b.update(&key, &holder("host-thief", 300).body(), &cur.etag)
+        .unwrap()
+        .unwrap();
+    let t0 = Instant::now();
+    while lost.lock().unwrap().is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(a);
+    let msgs = lost.lock().unwrap().clone();
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert!(msgs[0].contains("host-thief"), "{msgs:?}");
+    assert!(msgs[0].contains("Cancelling this run"), "{msgs:?}");
+    // Its end did not release the thief's lease.
+    let now = read(&b, "prod").unwrap().unwrap().holder.unwrap();
+    assert_eq!((now.host.as_str(), now.released), ("host-thief", false));
+}
+
+#[test]
+fn two_waiters_racing_for_a_dead_lease_never_both_win() {
+    for round in 0..20 {
+        let store = Arc::new(InMemory::new());
+        let b = backend(&store);
+        let key = b.lease_key("prod");
+        b.create(&key, &holder("host-dead", 200).body()).unwrap();
+        let racers: Vec<_> = ["host-x", "host-y"]
+            .into_iter()
+            .map(|h| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    let mut w = Vec::new();
+                    take(&store, h, 200, Duration::from_millis(700), &mut w)
+                        .ok()
+                        .map(|lease| {
+                            // Held until both are done racing.
+                            std::thread::sleep(Duration::from_millis(800));
+                            drop(lease);
+                        })
+                })
+            })
+            .collect();
+        let won: Vec<bool> = racers
+            .into_iter()
+            .map(|t| t.join().unwrap().is_some())
+            .collect();
+        assert_eq!(
+            won.iter().filter(|w| **w).count(),
+            1,
+            "round {round}: {won:?}"
+        );
+    }
+}
+
+#[test]
+fn free_writes_released_on_the_etag_shown_only() {
+    let store = Arc::new(InMemory::new());
+    let b = backend(&store);
+    let key = b.lease_key("prod");
+    b.create(&key, &holder("host-a", 1000).body()).unwrap();
+    let shown = read(&b, "prod").unwrap().unwrap();
+    // Renewed since it was shown: not freed.
+    let cur = b.get(&key).unwrap().unwrap();
+    b.update(&key, &holder("host-a2", 1000).body(), &cur.etag)
+        .unwrap()
+        .unwrap();
+    assert!(!free(&b, "prod", &shown).unwrap());
+    let shown = read(&b, "prod").unwrap().unwrap();
+    assert!(free(&b, "prod", &shown).unwrap());
+    assert!(read(&b, "prod").unwrap().unwrap().holder.unwrap().released);
+}
+
+#[test]
+fn the_test_overrides_are_checked() {
+    let env = BTreeMap::from([("STRATA_TEST_LEASE_TTL_MS".to_string(), "soon".to_string())]);
+    let Err(e) = Holder::me(&env, "prod", "r", "strata up") else {
+        panic!("a bad TTL accepted")
+    };
+    assert!(
+        e.message.contains("STRATA_TEST_LEASE_TTL_MS"),
+        "{}",
+        e.message
+    );
+    let h = Holder::me(&BTreeMap::new(), "prod", "r", "strata up").unwrap();
+    assert_eq!(h.ttl(), TTL);
+    assert_eq!(h.host, crate::util::hostname());
+}
