@@ -137,14 +137,14 @@ impl LocalKube {
             .unwrap_or_else(|| panic!("no {what} in namespace {namespace:?}"))
     }
 
-    /// The pids of the control plane, from the cluster.env its start wrote.
-    fn control_plane_pids(&self) -> Vec<i32> {
+    /// The pids of the control plane, by name (`APISERVER`, `ETCD`,
+    /// `CONTROLLER_MANAGER`), from the cluster.env its start wrote.
+    fn control_plane_pids(&self) -> Vec<(String, i32)> {
         let env = std::fs::read_to_string(self.control_plane().join("cluster.env"))
             .expect("cluster.env of the control plane");
         env.lines()
             .filter_map(|l| l.split_once('='))
-            .filter(|(k, _)| k.ends_with("_PID"))
-            .map(|(_, v)| v.parse().unwrap())
+            .filter_map(|(k, v)| Some((k.strip_suffix("_PID")?.to_string(), v.parse().ok()?)))
             .collect()
     }
 }
@@ -458,7 +458,11 @@ fn destroy_goes_in_reverse_and_stops_the_control_plane(
     lk: &LocalKube,
     mut runs: Vec<Run>,
 ) -> Vec<Run> {
-    let pids = lk.control_plane_pids();
+    let pids: Vec<i32> = lk
+        .control_plane_pids()
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
     assert_eq!(
         pids.len(),
         3,
@@ -520,10 +524,9 @@ fn destroy_goes_in_reverse_and_stops_the_control_plane(
 
 /// The control plane's pid of `name` (`APISERVER`, `ETCD`, `CONTROLLER_MANAGER`).
 fn pid_of(lk: &LocalKube, name: &str) -> i32 {
-    let env = std::fs::read_to_string(lk.control_plane().join("cluster.env")).unwrap();
-    env.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}_PID=")))
-        .and_then(|v| v.parse().ok())
+    lk.control_plane_pids()
+        .into_iter()
+        .find_map(|(n, p)| (n == name).then_some(p))
         .unwrap_or_else(|| panic!("no {name}_PID in cluster.env"))
 }
 
