@@ -38,7 +38,12 @@ pub fn run(target: &Target, settings: &Settings, yes: bool) -> Result<i32> {
         return Ok(0);
     };
     let who = found.holder.as_ref().map_or_else(
-        || format!("a lease strata cannot read ({})", backend.lease_key(&stack)),
+        || {
+            format!(
+                "a lease strata cannot read ({})",
+                lease::key(&backend, &stack)
+            )
+        },
         |h| h.describe(),
     );
     eprintln!(

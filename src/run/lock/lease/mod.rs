@@ -11,11 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-mod store;
 #[cfg(test)]
 mod tests;
 
-pub use store::{Backend, Where};
+pub use crate::backend::{Backend, Where};
 
 /// How long a lease lives without a renewal, unless a test says otherwise.
 const TTL: Duration = Duration::from_secs(60);
@@ -148,7 +147,7 @@ pub struct Found {
 
 /// The lease of `stack` as it is now, if there is one.
 pub fn read(backend: &Backend, stack: &str) -> Result<Option<Found>> {
-    Ok(backend.get(&backend.lease_key(stack))?.map(|o| Found {
+    Ok(backend.get(&key(backend, stack))?.map(|o| Found {
         holder: serde_json::from_slice(&o.body).ok(),
         etag: o.etag,
     }))
@@ -173,7 +172,7 @@ pub fn acquire(
     waiting: Waiting,
     lost: Box<dyn Fn(String) + Send>,
 ) -> Result<Lease> {
-    let key = backend.lease_key(&me.stack);
+    let key = key(&backend, &me.stack);
     let (etag, sent) = take(&backend, &key, &me, waiting).map_err(|mut e| {
         if e.kind == crate::error::Kind::Failed {
             e.message.push_str("\n  Nothing was started: strata takes the stack's lease in its backend before it runs anything. Check that the backend is reachable, then run again.");
@@ -260,7 +259,7 @@ fn takeover_notice(backend: &Backend, me: &Holder, gone: Option<&Holder>, ttl: D
 fn in_use(backend: &Backend, me: &Holder, holder: Option<&Holder>, ttl: Duration) -> Error {
     let stack = &me.stack;
     let who = holder.map_or_else(
-        || format!("a lease strata cannot read ({})", backend.lease_key(stack)),
+        || format!("a lease strata cannot read ({})", key(backend, stack)),
         Holder::describe,
     );
     let wait = (ttl * 2).as_secs().max(1);
@@ -442,6 +441,11 @@ pub fn free(backend: &Backend, stack: &str, found: &Found) -> Result<bool> {
     h.renewals += 1;
     h.renewed_at = crate::util::rfc3339(crate::util::now_ms());
     Ok(backend
-        .update(&backend.lease_key(stack), &h.body(), &found.etag)?
+        .update(&key(backend, stack), &h.body(), &found.etag)?
         .is_some())
+}
+
+/// The key of `stack`'s lease in `backend`.
+pub fn key(backend: &Backend, stack: &str) -> String {
+    backend.key(&format!(".strata/locks/{stack}.json"))
 }

@@ -86,7 +86,7 @@ fn a_renewed_lease_is_never_taken_over_and_a_dead_one_only_after_its_ttl() {
     // A holder that died: its lease is never renewed.
     let b = backend(&store);
     let dead = holder("host-dead", 600);
-    let key = b.lease_key("prod");
+    let key = key(&b, "prod");
     let cur = b.get(&key).unwrap().unwrap();
     b.update(&key, &dead.body(), &cur.etag).unwrap().unwrap();
     let t0 = Instant::now();
@@ -118,7 +118,7 @@ fn a_holder_whose_lease_was_taken_is_told_naming_the_taker() {
     )
     .unwrap();
     let b = backend(&store);
-    let key = b.lease_key("prod");
+    let key = key(&b, "prod");
     let cur = b.get(&key).unwrap().unwrap();
     b.update(&key, &holder("host-thief", 300).body(), &cur.etag)
         .unwrap()
@@ -142,7 +142,7 @@ fn two_waiters_racing_for_a_dead_lease_never_both_win() {
     for round in 0..20 {
         let store = Arc::new(InMemory::new());
         let b = backend(&store);
-        let key = b.lease_key("prod");
+        let key = key(&b, "prod");
         b.create(&key, &holder("host-dead", 200).body()).unwrap();
         let racers: Vec<_> = ["host-x", "host-y"]
             .into_iter()
@@ -176,7 +176,7 @@ fn two_waiters_racing_for_a_dead_lease_never_both_win() {
 fn free_writes_released_on_the_etag_shown_only() {
     let store = Arc::new(InMemory::new());
     let b = backend(&store);
-    let key = b.lease_key("prod");
+    let key = key(&b, "prod");
     b.create(&key, &holder("host-a", 1000).body()).unwrap();
     let shown = read(&b, "prod").unwrap().unwrap();
     // Renewed since it was shown: not freed.

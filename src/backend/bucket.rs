@@ -1,5 +1,5 @@
-//! Where a stack's lease lives: the S3 bucket (and path prefix) of the Pulumi backend URL,
-//! opened as Pulumi opens it, read and written with conditional PUTs on the ETag.
+//! The S3 bucket (and path prefix) of the Pulumi backend URL, opened as Pulumi opens it:
+//! objects read, created (`If-None-Match: *`) and replaced on their ETag (`If-Match`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,9 +14,9 @@ use object_store::{
 
 use crate::error::{Error, Result};
 
-/// What kind of backend a run's `PULUMI_BACKEND_URL` names, for the lease.
+/// What kind of backend a run's `PULUMI_BACKEND_URL` names.
 pub enum Where {
-    /// An S3 bucket: the lease lives there.
+    /// An S3 bucket: strata reads and writes it too.
     S3(Backend),
     /// Another shared backend (gs://, azblob://, postgres://…): no lease is kept there
     /// yet; the scheme.
@@ -26,7 +26,7 @@ pub enum Where {
     None,
 }
 
-/// An object store holding leases, with the runtime its calls run on.
+/// The object store of a backend, with the runtime its calls run on.
 pub struct Backend {
     /// The backend URL with its credentials masked: what messages name.
     pub name: String,
@@ -208,9 +208,9 @@ impl Backend {
         })
     }
 
-    /// The key of `stack`'s lease.
-    pub fn lease_key(&self, stack: &str) -> String {
-        format!("{}.strata/locks/{stack}.json", self.prefix)
+    /// The key of `rel` (a path under the backend's root, beside Pulumi's `.pulumi/`).
+    pub fn key(&self, rel: &str) -> String {
+        format!("{}{rel}", self.prefix)
     }
 
     fn failed(&self, what: &str, key: &str, e: object_store::Error) -> Error {
@@ -333,6 +333,9 @@ mod tests {
         let Ok(Where::S3(b)) = Where::of(&with) else {
             panic!("not an S3 backend")
         };
-        assert_eq!(b.lease_key("prod"), "p/.strata/locks/prod.json");
+        assert_eq!(
+            b.key(".strata/locks/prod.json"),
+            "p/.strata/locks/prod.json"
+        );
     }
 }
