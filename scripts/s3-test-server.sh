@@ -173,7 +173,10 @@ start_weed() {
     mkdir -p "$dir/data"
     # -master.telemetry=false: nothing leaves this machine. The Iceberg and Lance
     # endpoints are off; WebDAV, SFTP, IAM and MQ are off by default.
-    (cd "$dir" && exec setsid "$bin/weed" server \
+    # TMPDIR: weed's glog writes its log files into the temp folder (weed.*.log.*);
+    # they go with the server's folder, not into the user's /tmp.
+    mkdir -p "$dir/tmp"
+    (cd "$dir" && TMPDIR="$dir/tmp" exec setsid "$bin/weed" server \
         -dir "$dir/data" -ip 127.0.0.1 -ip.bind 127.0.0.1 \
         -master.port "$master_port" -master.port.grpc "$master_grpc" \
         -master.telemetry=false -master.volumeSizeLimitMB 64 \

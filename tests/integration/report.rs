@@ -275,26 +275,7 @@ fn the_mermaid_report_is_a_gantt_with_one_task_per_project() {
 
     // The real Mermaid parses it (with Chromium and shared/tools/validate_mermaid.py);
     // outside CI skipped, saying so, when one is absent.
-    let Some(validator) = require_shared_tool("validate_mermaid.py") else {
-        return;
-    };
-    if require_chromium().is_none() || !require_python3() {
-        return;
-    }
-    let file = ws.path("report.mmd");
-    std::fs::write(&file, text).unwrap();
-    let out = Command::new("python3")
-        .arg(&validator)
-        .arg(&file)
-        .env("HOME", ws.path("home"))
-        .output()
-        .expect("run the validator");
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && said.contains(": ok"),
-        "{said}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::check_mermaid(&ws, text);
 }
 
 #[test]

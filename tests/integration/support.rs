@@ -441,14 +441,20 @@ pub fn check_mermaid(ws: &Ws, text: &str) {
     }
     let f = ws.path("plan.mmd");
     std::fs::write(&f, text).unwrap();
+    // The validator's page and Chromium's profile go to the workspace's temp folder,
+    // removed with it (the tool itself leaves its `mmd-*` folder behind).
+    let tmp = ws.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     let out = std::process::Command::new("python3")
         .arg(&validator)
         .arg(&f)
+        .env("HOME", ws.path("home"))
+        .env("TMPDIR", &tmp)
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && said.contains("ok"),
+        out.status.success() && said.contains(": ok"),
         "mermaid: {said} {}",
         String::from_utf8_lossy(&out.stderr)
     );

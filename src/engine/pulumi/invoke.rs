@@ -98,16 +98,19 @@ impl PulumiEngine {
             exit_code: None,
             processes: *procs,
         })?;
-        report_left(&call, report);
+        report_left(call, report);
         Ok(exit)
     }
 
-    /// The CLI with `args` in the job's folder and environment, which names the call
-    /// ([`descendants::CALL_VAR`]) so that the plugins it leaves are found; and the name.
-    pub(super) fn cmd(&self, job: &Job, args: &[String]) -> (duct::Expression, String) {
-        let call = descendants::new_call();
+    /// The CLI with `args` in the job's folder and environment, with the call's name
+    /// and temp folder in it (see [`Call`]); and the call.
+    pub(super) fn cmd(&self, job: &Job, args: &[String]) -> (duct::Expression, Call) {
+        let call = Call::new(&job.env);
         let mut env = job.env.clone();
-        env.insert(descendants::CALL_VAR.to_string(), call.clone());
+        env.insert(descendants::CALL_VAR.to_string(), call.id.clone());
+        if let Some(tmp) = &call.tmp {
+            env.insert("TMPDIR".into(), tmp.path().to_string_lossy().into_owned());
+        }
         let expr = duct::cmd(&self.binary, args).dir(&job.dir).full_env(env);
         (expr, call)
     }
@@ -158,7 +161,7 @@ impl PulumiEngine {
             exit_code: None,
             processes: *procs,
         })?;
-        report_left(&call, report);
+        report_left(call, report);
         let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
         for l in err.lines() {
             report(Progress::Raw(l.to_string()));
@@ -170,10 +173,39 @@ impl PulumiEngine {
     }
 }
 
+/// One CLI process as strata starts it: its name in the environment of everything it
+/// starts ([`descendants::CALL_VAR`]), so that the plugins it leaves are found, and a
+/// temp folder of its own (`TMPDIR`, inside the user's), removed with the call and
+/// whatever the CLI and its plugins wrote there. Pulumi's Kubernetes provider writes
+/// the cluster's kubeconfig, credentials included, to a temp file on every start and
+/// never removes it (pulumi-kubernetes `provider.go`, `writeKubeconfigToFile`).
+pub(super) struct Call {
+    id: String,
+    /// `None` when the folder could not be made: the CLI gets the user's `TMPDIR`.
+    tmp: Option<tempfile::TempDir>,
+}
+
+impl Call {
+    fn new(env: &std::collections::BTreeMap<String, String>) -> Call {
+        let base = env
+            .get("TMPDIR")
+            .filter(|t| !t.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        Call {
+            id: descendants::new_call(),
+            tmp: tempfile::Builder::new()
+                .prefix("strata-pulumi-")
+                .tempdir_in(base)
+                .ok(),
+        }
+    }
+}
+
 /// Stops the plugins the call left running (see [`descendants::stop_plugins_left_by`]),
-/// saying so in the project's log.
-pub(super) fn report_left(call: &str, report: &mut dyn FnMut(Progress)) {
-    if let Some(line) = descendants::stop_plugins_left_by(call) {
+/// saying so in the project's log, then removes its temp folder.
+pub(super) fn report_left(call: Call, report: &mut dyn FnMut(Progress)) {
+    if let Some(line) = descendants::stop_plugins_left_by(&call.id) {
         report(Progress::Raw(line));
     }
 }

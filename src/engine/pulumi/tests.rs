@@ -127,3 +127,46 @@ fn an_existing_stack_is_taken_only_when_pulumi_names_this_projects() {
         "a legacy layout: nothing is read from it"
     );
 }
+
+/// Each CLI call gets a temp folder of its own inside the user's `TMPDIR`, removed when
+/// the call ends: Pulumi's Kubernetes provider writes the cluster's kubeconfig (its
+/// token or key included) into the temp folder on every start and never removes it
+/// (pulumi-kubernetes `provider.go`, `writeKubeconfigToFile`).
+#[test]
+fn what_a_call_writes_to_its_temp_folder_goes_with_it() {
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("pulumi");
+    std::fs::write(
+        &bin,
+        "#!/bin/sh\nf=$(mktemp \"${TMPDIR:-/tmp}/kubeconfigXXXXXX\")\necho 'token: admin' >\"$f\"\necho \"$f\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let outer = d.path().join("tmp");
+    std::fs::create_dir(&outer).unwrap();
+    let mut j = job("file:///nowhere");
+    j.dir = d.path().to_path_buf();
+    j.env
+        .insert("TMPDIR".into(), outer.to_string_lossy().into_owned());
+    let engine = PulumiEngine::new(bin);
+    let (out, _) = engine
+        .capture(
+            &j,
+            &["version".into()],
+            None,
+            &Control::new(),
+            &mut |_| {},
+            &mut 0,
+        )
+        .unwrap();
+    assert!(out.exit.success());
+    let written = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    assert!(
+        written.starts_with(&outer),
+        "{written:?} is in the user's TMPDIR"
+    );
+    assert!(!written.exists(), "{written:?} is removed with its call");
+    let left: Vec<_> = std::fs::read_dir(&outer).unwrap().flatten().collect();
+    assert!(left.is_empty(), "nothing is left: {left:?}");
+}

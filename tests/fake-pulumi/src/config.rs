@@ -337,15 +337,16 @@ fn set_path(node: &mut Yaml, segs: &[Seg], value: Yaml) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("fake-pulumi-cfg-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d.join("Pulumi.dev.yaml")
+    /// A stack config file in a temp folder of its own, removed with the guard.
+    fn tmp() -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("Pulumi.dev.yaml");
+        (d, p)
     }
 
     #[test]
     fn salt_is_written_into_the_named_file_keeping_other_keys() {
-        let p = tmp("salt");
+        let (_d, p) = tmp();
         std::fs::write(
             &p,
             "config:\n  aws:region: us-west-2\n  eks:min: 3\nother: kept\n",
@@ -367,7 +368,7 @@ mod tests {
 
     #[test]
     fn secure_values_round_trip() {
-        let p = tmp("secure");
+        let (_d, p) = tmp();
         let mut c = StackConfig::load(&p).unwrap();
         let (cr, _) = c.crypter("pw").unwrap();
         let mut m = Mapping::new();
@@ -386,7 +387,7 @@ mod tests {
 
     #[test]
     fn path_keys() {
-        let p = tmp("path");
+        let (_d, p) = tmp();
         let mut c = StackConfig::load(&p).unwrap();
         c.set("proj:data.items[0]", Yaml::from("a"), true).unwrap();
         c.set("proj:data.items[1]", Yaml::from("b"), true).unwrap();

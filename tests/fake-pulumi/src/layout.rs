@@ -225,7 +225,8 @@ mod tests {
     #[test]
     fn every_form_reads_back_by_its_first_bytes() {
         use std::io::Write;
-        let d = tempfile_dir();
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
         let text = br#"{"version":3}"#;
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(text).unwrap();
@@ -245,7 +246,8 @@ mod tests {
 
     #[test]
     fn the_newest_form_is_the_checkpoint() {
-        let d = tempfile_dir();
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
         let plain = d.join("dev.json");
         assert_eq!(current(&plain), None);
         std::fs::write(d.join("dev.json.zst"), "z").unwrap();
@@ -262,35 +264,23 @@ mod tests {
 
     #[test]
     fn the_layout_is_told_as_pulumi_tells_it() {
-        let d = tempfile_dir();
-        assert_eq!(legacy(&d), Ok(false), "a new backend");
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        assert_eq!(legacy(d), Ok(false), "a new backend");
         std::fs::create_dir_all(d.join(".pulumi/stacks/proj")).unwrap();
         std::fs::write(d.join(".pulumi/stacks/proj/dev.json"), "{}").unwrap();
-        assert_eq!(legacy(&d), Ok(false), "project folders only");
+        assert_eq!(legacy(d), Ok(false), "project folders only");
         std::fs::write(d.join(".pulumi/stacks/dev.json.bak"), "{}").unwrap();
-        assert_eq!(legacy(&d), Ok(false), "a backup is no stack");
+        assert_eq!(legacy(d), Ok(false), "a backup is no stack");
         std::fs::write(d.join(".pulumi/stacks/dev.json.zst"), "{}").unwrap();
         assert_eq!(legacy_stacks(&d.join(".pulumi/stacks")), ["dev"]);
-        let refused = legacy(&d).unwrap_err();
+        let refused = legacy(d).unwrap_err();
         assert!(refused.msg.contains("pulumi state upgrade"), "{refused}");
         std::fs::write(d.join(".pulumi/meta.yaml"), "version: 1\n").unwrap();
-        assert_eq!(legacy(&d), Ok(false), "meta.yaml decides");
+        assert_eq!(legacy(d), Ok(false), "meta.yaml decides");
         std::fs::write(d.join(".pulumi/meta.yaml"), "version: 0\n").unwrap();
-        assert!(legacy(&d).is_err());
+        assert!(legacy(d).is_err());
         std::fs::write(d.join(".pulumi/meta.yaml"), "version: 2\n").unwrap();
-        assert!(legacy(&d).unwrap_err().msg.contains("version (2)"));
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "fake-pulumi-layout-{}-{}",
-            std::process::id(),
-            crate::crypto::random_bytes(4)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        ));
-        std::fs::create_dir_all(&d).unwrap();
-        d
+        assert!(legacy(d).unwrap_err().msg.contains("version (2)"));
     }
 }

@@ -63,7 +63,12 @@ impl LocalKube {
         ] {
             crate::support::copy_path(&repo.join(path), &r.ws.path(path));
         }
-        r.ws.set_env("STRATA_KUBE_BIN_DIR", kube.to_str().unwrap())
+        // The user's temp folder, where Pulumi's Kubernetes provider writes the cluster's
+        // kubeconfig on every start: checked for leftovers at the end.
+        let tmp = r.ws.path("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        r.ws.set_env("TMPDIR", tmp.to_str().unwrap())
+            .set_env("STRATA_KUBE_BIN_DIR", kube.to_str().unwrap())
             // The control plane outlives strata (it is the stack's cluster); a watchdog
             // stops it if this test binary dies before the guard runs.
             .set_env("STRATA_KUBE_WATCH_PID", &std::process::id().to_string());
@@ -255,6 +260,13 @@ fn local_kube_comes_up_stays_steady_follows_changes_and_goes_away() {
         secrets.push(&token);
     }
     assert_no_clear_secret(&lk.r, &secrets, &refs);
+    let left: Vec<String> =
+        lk.r.ws
+            .files_under("tmp")
+            .into_iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+    assert_eq!(left, Vec::<String>::new(), "left in the user's TMPDIR");
     assert_eq!(
         super::kubernetes::providers_left(&lk.r),
         Vec::<String>::new(),
