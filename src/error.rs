@@ -10,6 +10,9 @@ pub mod exit {
     pub const CONFIG: i32 = 3;
     /// `preview --expect-no-changes` found changes.
     pub const CHANGES: i32 = 4;
+    /// A `policy:` rule denied what a project's preview planned (`preview`: it would be
+    /// denied; `up`: it was not updated).
+    pub const DENIED: i32 = 5;
     pub const INTERRUPTED: i32 = 130;
 }
 

@@ -43,6 +43,7 @@ fn status_word(s: Status) -> &'static str {
         Status::Skipped => "➖ skipped",
         Status::Cancelled => "⊘ cancelled",
         Status::Blocked => "⏸ blocked",
+        Status::Denied => "⛔ denied",
     }
 }
 

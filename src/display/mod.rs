@@ -154,6 +154,7 @@ mod tests {
                 exit_code: None,
                 upstream: None,
                 changes: None,
+                denied: None,
             },
         ]
     }

@@ -16,6 +16,7 @@ fn symbol(s: Status) -> &'static str {
         Status::Skipped => "-",
         Status::Cancelled => "⊘",
         Status::Blocked => "◌",
+        Status::Denied => "⛔",
     }
 }
 

@@ -18,6 +18,9 @@ pub enum Status {
     /// Preview only: an upstream it needs has never been deployed, so it cannot be
     /// previewed yet. Not a failure.
     Blocked,
+    /// `up` only: a `policy:` rule denied what its preview planned; nothing was changed,
+    /// what needs it is skipped, the rest goes on.
+    Denied,
 }
 
 impl Status {
@@ -28,6 +31,7 @@ impl Status {
             Status::Skipped => "skipped",
             Status::Cancelled => "cancelled",
             Status::Blocked => "blocked",
+            Status::Denied => "denied",
         }
     }
 }
@@ -39,6 +43,7 @@ pub struct Counts {
     pub skipped: usize,
     pub cancelled: usize,
     pub blocked: usize,
+    pub denied: usize,
 }
 
 impl Counts {
@@ -49,7 +54,31 @@ impl Counts {
             Status::Skipped => self.skipped += 1,
             Status::Cancelled => self.cancelled += 1,
             Status::Blocked => self.blocked += 1,
+            Status::Denied => self.denied += 1,
         }
+    }
+}
+
+/// What a `policy:` rule denied in a project's planned changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Denial {
+    /// The rule's `name:`.
+    pub rule: String,
+    /// What it found, in words: `would delete 1 resource` or `would make 25 changes, more
+    /// than 20`.
+    pub reason: String,
+    /// The resources it names (`delete aws:rds/instance:Instance db`), at most 20.
+    pub resources: Vec<String>,
+}
+
+impl Denial {
+    /// `denied by keep-data: would delete 1 resource (delete …)`.
+    pub fn describe(&self) -> String {
+        let mut s = format!("denied by {}: {}", self.rule, self.reason);
+        if !self.resources.is_empty() {
+            s.push_str(&format!(" ({})", self.resources.join(", ")));
+        }
+        s
     }
 }
 
@@ -117,6 +146,10 @@ pub enum RunEvent {
         /// A Pulumi preview's change summary (`{"create": 2, "same": 7}`).
         #[serde(skip_serializing_if = "Option::is_none")]
         changes: Option<serde_json::Value>,
+        /// The `policy:` rule that denies what its preview planned (a preview's project
+        /// still succeeds; an `up`'s is `denied`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        denied: Option<Denial>,
     },
     /// A failed try whose output matched a `retry.on` pattern: the next try starts after
     /// `delay_ms`.

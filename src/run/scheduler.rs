@@ -31,6 +31,8 @@ pub struct StepResult {
     pub unchanged: bool,
     /// A preview that ran on projected inputs (never an appliable plan).
     pub projected: bool,
+    /// The `policy:` rule that denies what its preview planned.
+    pub denied: Option<Box<super::events::Denial>>,
 }
 
 impl StepResult {
@@ -46,6 +48,7 @@ impl StepResult {
             changes: None,
             unchanged: false,
             projected: false,
+            denied: None,
         }
     }
 }
@@ -258,6 +261,7 @@ fn describe(s: Status) -> &'static str {
         Status::Skipped => "did not run",
         Status::Succeeded => "succeeded",
         Status::Blocked => "is blocked",
+        Status::Denied => "was denied by a policy rule",
     }
 }
 
@@ -272,6 +276,7 @@ fn finish(emit: &(dyn Fn(RunEvent) + Sync), plan: &Plan, i: usize, op: Operation
         exit_code: r.exit_code,
         upstream: r.upstream.clone(),
         changes: r.changes.as_ref().map(crate::engine::digest::counts_json),
+        denied: r.denied.as_deref().cloned(),
     });
 }
 
@@ -374,6 +379,7 @@ mod tests {
                 changes: None,
                 unchanged: false,
                 projected: false,
+                denied: None,
             }
         }
     }

@@ -62,7 +62,7 @@ pub struct Spans {
 fn span_status(status: RunStatus, message: Option<&str>) -> Status {
     match status {
         RunStatus::Succeeded => Status::Ok,
-        RunStatus::Failed | RunStatus::Cancelled => {
+        RunStatus::Failed | RunStatus::Cancelled | RunStatus::Denied => {
             // The first line (what the summary shows), redacted by the step already.
             let first = message.and_then(|m| m.lines().next()).unwrap_or("");
             let text: String = first.chars().take(300).collect();
@@ -372,6 +372,7 @@ mod tests {
             exit_code: (status == RunStatus::Failed).then_some(2),
             upstream: None,
             changes: None,
+            denied: None,
         }
     }
 

@@ -13,6 +13,7 @@ mod crash;
 mod export;
 mod firsthour;
 mod foundation;
+mod gates;
 mod handoff;
 mod leaks;
 mod leftovers;

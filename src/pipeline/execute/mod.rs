@@ -253,6 +253,7 @@ fn announce(
             exit_code: None,
             upstream: None,
             changes: None,
+            denied: None,
         });
     }
     Ok(Opened {

@@ -92,6 +92,10 @@ fn rows(done: &Executed) -> (Vec<Row>, Counts) {
     for &i in &done.plan.order {
         let res = &done.results[i];
         counts.add(res.status);
+        if res.denied.is_some() && res.status != Status::Denied {
+            // A preview's project: it succeeded, and a rule would deny it.
+            counts.denied += 1;
+        }
         rows.push(Row {
             project: done.plan.nodes[i].path.clone(),
             status: res.status,
@@ -113,13 +117,17 @@ fn rows(done: &Executed) -> (Vec<Row>, Counts) {
     (rows, counts)
 }
 
-/// The run's status: cancelled by a signal, failed, or succeeded.
+/// The run's status: cancelled by a signal, failed, denied (an `up` a `policy:` rule
+/// stopped short), or succeeded.
 fn run_status(done: &Executed, counts: &Counts) -> Status {
     if done.interrupted {
         Status::Cancelled
     } else if counts.failed > 0 || counts.cancelled > 0 {
         // A project Pulumi cancelled on its own (not a Ctrl-C) fails the run.
         Status::Failed
+    } else if done.results.iter().any(|r| r.status == Status::Denied) {
+        // An `up` a rule stopped short: not everything it was asked went out.
+        Status::Denied
     } else {
         Status::Succeeded
     }
@@ -141,10 +149,11 @@ fn headline(
         counts.failed,
         counts.skipped,
         counts.cancelled,
-        if op == Operation::Preview {
-            format!(", {} blocked", counts.blocked)
-        } else {
-            String::new()
+        match (op, counts.denied) {
+            (Operation::Preview, 0) => format!(", {} blocked", counts.blocked),
+            (Operation::Preview, d) => format!(", {} blocked, {d} denied", counts.blocked),
+            (_, 0) => String::new(),
+            (_, d) => format!(", {d} denied"),
         },
         human_duration(elapsed),
         processes,
@@ -214,9 +223,35 @@ fn exit_code(
             if let Some(e) = summary_failed {
                 return Err(e);
             }
+            if let Some(code) = denied_exit(done) {
+                return Ok(code);
+            }
             Ok(preview::changes_exit(r, done))
         }
     }
+}
+
+/// Exit 5 when a `policy:` rule denied a project (and nothing failed), saying which.
+fn denied_exit(done: &Executed) -> Option<i32> {
+    let denied: Vec<String> = done
+        .plan
+        .order
+        .iter()
+        .filter_map(|&i| {
+            let d = done.results[i].denied.as_ref()?;
+            Some(format!("{} ({})", done.plan.nodes[i].path, d.rule))
+        })
+        .collect();
+    if denied.is_empty() {
+        return None;
+    }
+    eprintln!(
+        "policy: {} project{} denied by a rule: {}",
+        denied.len(),
+        if denied.len() == 1 { "" } else { "s" },
+        denied.join(", ")
+    );
+    Some(exit::DENIED)
 }
 
 /// A run a signal stopped: what it stopped (killed, or cancelled gracefully), and the

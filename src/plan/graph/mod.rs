@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::util::display_path;
+use crate::workspace::profile::Rule;
 use crate::workspace::{Entry, Profile, Project, ProjectKind, Stage};
 
 /// The path of the built-in step that writes secrets into the cluster between stages.
@@ -61,6 +62,8 @@ pub struct Node {
     /// unordered one): a plan of thousands of projects is copied cheaply.
     pub entry: Option<Arc<Entry>>,
     pub project: Option<Arc<Project>>,
+    /// The profile's `policy:` rules that hold this project (see `plan::rules`).
+    pub rules: Vec<Arc<Rule>>,
 }
 
 impl Node {
@@ -110,6 +113,7 @@ impl Plan {
                 rank,
                 entry: Some(Arc::clone(e)),
                 project: Some(Arc::clone(p)),
+                rules: Vec::new(),
             });
         };
         for (e, p) in stage_entries(Stage::Infrastructure) {
@@ -130,6 +134,7 @@ impl Plan {
                 rank,
                 entry: None,
                 project: None,
+                rules: Vec::new(),
             });
             Some(rank)
         };
@@ -229,6 +234,7 @@ impl Plan {
         if plan.order.len() < plan.nodes.len() {
             return Err(plan.cycle_error(profile));
         }
+        super::rules::hold(&mut plan, profile)?;
         Ok(plan)
     }
 

@@ -99,6 +99,9 @@ pub enum Record {
         /// The concurrency pool it ran in.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pool: Option<String>,
+        /// The `policy:` rule that denied what its preview planned.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        denied: Option<Box<crate::run::events::Denial>>,
     },
 }
 

@@ -33,6 +33,7 @@ mod index {
                 outputs_hash: (op == "up").then(|| format!("h-{id}-{p}")),
                 upstream_outputs: None,
                 pool: None,
+                denied: None,
             })
             .unwrap();
         }
@@ -188,6 +189,7 @@ mod records {
             outputs_hash: None,
             upstream_outputs: None,
             pool: None,
+            denied: None,
         }
     }
 
@@ -258,6 +260,7 @@ mod records {
                 outputs_hash: None,
                 upstream_outputs: None,
                 pool: None,
+                denied: None,
             })
             .unwrap();
         }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Map, Value};
 
-use super::events::{ChildEnv, RunEvent, Status};
+use super::events::{ChildEnv, Denial, RunEvent, Status};
 use super::journal::Journal;
 use super::scheduler::{Executor, StepResult, catch_panic};
 use crate::engine::command::CommandEngine;
@@ -30,6 +30,7 @@ pub mod hooks;
 mod inputs;
 mod outputs;
 mod projection;
+mod rules;
 
 use outputs::Outputs;
 pub use outputs::StepRecord;
@@ -134,6 +135,8 @@ struct Ran {
     planned: Option<Map<String, Value>>,
     /// A preview that ran on projected inputs.
     projected: bool,
+    /// The `policy:` rule that denies what its preview planned.
+    denied: Option<Box<Denial>>,
 }
 
 impl Ran {
@@ -148,6 +151,7 @@ impl Ran {
             outputs_hash: None,
             planned: None,
             projected: false,
+            denied: None,
         }
     }
 
@@ -438,6 +442,12 @@ impl<'a> StepRunner<'a> {
             Err(ran) => return *ran,
         };
 
+        if op == Operation::Up && is_pulumi && !node.rules.is_empty() && job.plan.is_none() {
+            match self.hold_to_rules(i, entry, &project.kind, &job, emit, &mut sink) {
+                Ok(plan) => job.plan = Some(plan),
+                Err(ran) => return *ran,
+            }
+        }
         let (outcome, tries) = match self.attempt(i, entry, &project.kind, &job, emit, &mut sink) {
             Ok(done) => done,
             Err(ran) => return *ran,
@@ -465,7 +475,17 @@ impl<'a> StepRunner<'a> {
         if let Some(p) = &projected {
             message = format!("{message} · {}", p.describe());
         }
+        let denied = outcome
+            .changes
+            .as_ref()
+            .filter(|_| op == Operation::Preview)
+            .and_then(|c| rules::judge(&node.rules, c))
+            .map(Box::new);
+        if let Some(d) = &denied {
+            message = format!("{message} · {}", d.describe());
+        }
         Ran {
+            denied,
             changes: outcome.changes,
             outputs_hash,
             planned: outcome.planned_outputs,
@@ -553,6 +573,7 @@ impl Executor for StepRunner<'_> {
             outputs_hash,
             planned,
             projected,
+            denied,
         } = self.run_step(i, emit, &mut log);
         // Whatever became of it: a projected dependent may be waiting for it.
         self.publish_preview(&node.path, planned.unwrap_or_default());
@@ -586,6 +607,7 @@ impl Executor for StepRunner<'_> {
                 .then(|| self.upstream_outputs(&node.path)),
             outputs_hash,
             pool: node.pool().map(str::to_string),
+            denied: denied.clone(),
         }
         .into_record(&ctx.run_id, &node.path, ctx.op);
         if let Err(e) = self.journal.append(&record) {
@@ -604,6 +626,7 @@ impl Executor for StepRunner<'_> {
             changes,
             unchanged: false,
             projected,
+            denied,
         }
     }
 }

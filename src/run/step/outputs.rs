@@ -37,6 +37,8 @@ pub struct StepRecord {
     pub upstream_outputs: Option<BTreeMap<String, String>>,
     /// The concurrency pool it ran in.
     pub pool: Option<String>,
+    /// The `policy:` rule that denied what its preview planned.
+    pub denied: Option<Box<crate::run::events::Denial>>,
 }
 
 impl StepRecord {
@@ -55,6 +57,7 @@ impl StepRecord {
             outputs_hash: None,
             upstream_outputs: None,
             pool: None,
+            denied: None,
         }
     }
 
@@ -76,6 +79,7 @@ impl StepRecord {
             outputs_hash: self.outputs_hash,
             upstream_outputs: self.upstream_outputs,
             pool: self.pool,
+            denied: self.denied,
         }
     }
 }
@@ -269,6 +273,7 @@ mod tests {
             outputs_hash: None,
             upstream_outputs: None,
             pool: None,
+            denied: None,
         } = record
         else {
             panic!("not a bare project record: {record:?}");

@@ -4,6 +4,7 @@
 mod check;
 mod compose;
 mod raw;
+mod rules;
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,7 @@ use serde_yaml::Value;
 use crate::error::{Error, Result};
 use crate::util::display_path;
 use raw::{RawProfile, check_watch, read_yaml};
+pub use rules::{ChangeKind, Rule};
 
 /// The two stages of a profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -265,6 +267,8 @@ pub struct Profile {
     pub pools: Vec<Pool>,
     /// `throttle:` with its defaults.
     pub throttle: Throttle,
+    /// `policy:`: rules over each project's planned changes, in the order written.
+    pub policy: Vec<Rule>,
     /// Infrastructure entries, then kubernetes entries, each list in composed order
     /// (shared with the plan's steps).
     pub entries: Vec<std::sync::Arc<Entry>>,
@@ -372,6 +376,7 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
     let raw: RawProfile = read_yaml(file)?;
     let pools = raw::pools(&raw, file)?;
     let throttle = raw::throttle(raw.throttle.as_ref(), file)?;
+    let policy = rules::rules(&raw.policy, file)?;
     let mut entries = Vec::new();
     for (stage, list) in [
         (Stage::Infrastructure, &raw.infrastructure),
@@ -402,6 +407,7 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
             .map_err(|why| Error::config(format!("{}: `watch:` {why}", display_path(file))))?,
         pools,
         throttle,
+        policy,
         entries,
     };
     check::check(&profile)?;
@@ -454,6 +460,7 @@ pub(crate) mod tests_support {
             watch: Vec::new(),
             pools: Vec::new(),
             throttle: Throttle::default(),
+            policy: Vec::new(),
             entries: Vec::new(),
         }
     }

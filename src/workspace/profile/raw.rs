@@ -106,6 +106,9 @@ pub(super) struct RawProfile {
     pub(super) pool: Option<RawPoolDefault>,
     #[serde(default)]
     pub(super) throttle: Option<RawThrottle>,
+    /// `policy:`: rules over each project's planned changes.
+    #[serde(default)]
+    pub(super) policy: Vec<super::rules::RawRule>,
     #[serde(default)]
     pub(super) infrastructure: Vec<RawEntry>,
     #[serde(default)]
@@ -362,6 +365,11 @@ pub(super) fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T
             (
                 msg.clone(),
                 "Add the field; `description:` and `infra_type:` are required in a profile, `path:` in an entry.",
+            )
+        } else if msg.contains("unknown variant") {
+            (
+                msg.clone(),
+                "Write one of the values it lists.",
             )
         } else if msg.contains("invalid type") {
             (

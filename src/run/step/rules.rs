@@ -1,0 +1,201 @@
+//! A project's planned changes held to the `policy:` rules that select it: the first rule
+//! that denies them, in the order the profile writes them, and why.
+
+use std::sync::Arc;
+
+use super::{Ran, StepRunner};
+use crate::engine::digest::{self, CHANGING, Changes};
+use crate::engine::{Job, Operation, PlanFile, Progress};
+use crate::run::events::{Denial, RunEvent, Status};
+use crate::workspace::ProjectKind;
+use crate::workspace::profile::{Entry, Rule};
+
+impl StepRunner<'_> {
+    /// Before an `up` of a project that rules hold: its preview, saved as a Pulumi update
+    /// plan, held to the rules. Denied: the step ends `denied` and nothing is changed.
+    /// Let go: the plan the `up` must keep to, so that what goes out is what was judged.
+    pub(super) fn hold_to_rules(
+        &self,
+        i: usize,
+        entry: &Entry,
+        kind: &ProjectKind,
+        job: &Job,
+        emit: &(dyn Fn(RunEvent) + Sync),
+        sink: &mut dyn FnMut(Progress),
+    ) -> Result<PlanFile, Box<Ran>> {
+        let file = job.scratch_dir.join("policy-plan.json");
+        if let Err(e) = std::fs::create_dir_all(&job.scratch_dir) {
+            return Err(Box::new(Ran::new(
+                Status::Failed,
+                Some(format!(
+                    "cannot create {} for the plan its rules check: {e}",
+                    job.scratch_dir.display()
+                )),
+                None,
+            )));
+        }
+        let mut preview = job.clone();
+        preview.op = Operation::Preview;
+        preview.plan = Some(PlanFile::Save(file.clone()));
+        sink(Progress::Line(format!(
+            "previewing for policy rule(s) {}",
+            self.ctx.plan.nodes[i]
+                .rules
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+        let (outcome, _) = self.attempt(i, entry, kind, &preview, emit, sink)?;
+        let changes = outcome.changes.unwrap_or_default();
+        match judge(&self.ctx.plan.nodes[i].rules, &changes) {
+            Some(d) => Err(Box::new(Ran {
+                changes: Some(changes),
+                denied: Some(Box::new(d.clone())),
+                ..Ran::new(
+                    Status::Denied,
+                    Some(format!("{}; nothing was changed", d.describe())),
+                    None,
+                )
+            })),
+            None => Ok(PlanFile::Apply(file)),
+        }
+    }
+}
+
+/// The most resources a denial names; the count says the rest.
+const NAMED: usize = 20;
+
+/// The first of `rules` that denies `changes`, or `None` when every rule lets them go.
+pub fn judge(rules: &[Arc<Rule>], changes: &Changes) -> Option<Denial> {
+    rules.iter().find_map(|r| denies(r, changes))
+}
+
+fn denies(rule: &Rule, changes: &Changes) -> Option<Denial> {
+    let kinds: Vec<&str> = rule.deny.iter().map(|k| k.as_str()).collect();
+    let counted: Vec<(&str, u64)> = kinds
+        .iter()
+        .map(|k| (*k, changes.count(k)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    if !counted.is_empty() {
+        let reason = counted
+            .iter()
+            .map(|(k, n)| format!("would {k} {n} resource{}", plural(*n)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Some(Denial {
+            rule: rule.name.clone(),
+            reason,
+            resources: named(changes, |op| kinds.contains(&op)),
+        });
+    }
+    let total: u64 = CHANGING.iter().map(|k| changes.count(k)).sum();
+    match rule.max_changes {
+        Some(max) if total > max => Some(Denial {
+            rule: rule.name.clone(),
+            reason: format!(
+                "would make {total} change{}, more than {max}",
+                plural(total)
+            ),
+            resources: named(changes, |op| CHANGING.contains(&op)),
+        }),
+        _ => None,
+    }
+}
+
+/// The changed resources whose operation `pick` takes, as `delete aws:… name`.
+fn named(changes: &Changes, pick: impl Fn(&str) -> bool) -> Vec<String> {
+    let all: Vec<String> = changes
+        .steps
+        .iter()
+        .filter(|(op, _)| pick(op))
+        .map(|(op, urn)| format!("{op} {}", digest::short_urn(urn)))
+        .collect();
+    if all.len() <= NAMED {
+        return all;
+    }
+    let mut some = all[..NAMED].to_vec();
+    some.push(format!("and {} more", all.len() - NAMED));
+    some
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::profile::ChangeKind;
+
+    fn rule(name: &str, deny: &[ChangeKind], max: Option<u64>) -> Arc<Rule> {
+        Arc::new(Rule {
+            name: name.into(),
+            select: None,
+            deny: deny.to_vec(),
+            max_changes: max,
+        })
+    }
+
+    fn changes(steps: &[(&str, &str)]) -> Changes {
+        let mut c = Changes::default();
+        for (op, name) in steps {
+            *c.counts.entry(op.to_string()).or_default() += 1;
+            c.steps.push((
+                op.to_string(),
+                format!("urn:pulumi:dev::db::aws:rds/instance:Instance::{name}"),
+            ));
+        }
+        c.counts.insert("same".into(), 9);
+        c
+    }
+
+    #[test]
+    fn a_denied_kind_is_named_with_its_resources() {
+        let rules = [
+            rule(
+                "keep-data",
+                &[ChangeKind::Delete, ChangeKind::Replace],
+                None,
+            ),
+            rule("small", &[], Some(1)),
+        ];
+        let d = judge(&rules, &changes(&[("update", "a"), ("delete", "main")])).unwrap();
+        assert_eq!(d.rule, "keep-data");
+        assert_eq!(d.reason, "would delete 1 resource");
+        assert_eq!(d.resources, ["delete aws:rds/instance:Instance main"]);
+        assert_eq!(
+            d.describe(),
+            "denied by keep-data: would delete 1 resource (delete aws:rds/instance:Instance main)"
+        );
+    }
+
+    #[test]
+    fn too_many_changes_are_denied_and_few_go() {
+        let rules = [rule("small", &[], Some(2))];
+        let two = changes(&[("create", "a"), ("update", "b")]);
+        assert_eq!(judge(&rules, &two), None, "`same` is no change");
+        let three = changes(&[("create", "a"), ("update", "b"), ("replace", "c")]);
+        let d = judge(&rules, &three).unwrap();
+        assert_eq!(d.reason, "would make 3 changes, more than 2");
+        assert_eq!(d.resources.len(), 3);
+        assert_eq!(
+            judge(
+                &[rule("no-create", &[ChangeKind::Create], None)],
+                &changes(&[("update", "x")])
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_long_list_names_twenty_and_counts_the_rest() {
+        let names: Vec<String> = (0..25).map(|i| format!("r{i}")).collect();
+        let steps: Vec<(&str, &str)> = names.iter().map(|n| ("delete", n.as_str())).collect();
+        let d = judge(&[rule("k", &[ChangeKind::Delete], None)], &changes(&steps)).unwrap();
+        assert_eq!(d.resources.len(), 21);
+        assert_eq!(d.resources[20], "and 5 more");
+        assert_eq!(d.reason, "would delete 25 resources");
+    }
+}
