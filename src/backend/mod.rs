@@ -4,4 +4,4 @@
 
 pub mod bucket;
 
-pub use bucket::{Backend, Object, Where};
+pub use bucket::{Backend, Listed, Object, Where};

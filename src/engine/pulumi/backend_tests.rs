@@ -7,12 +7,17 @@ use std::path::Path;
 use super::file_backend::newest_form;
 use super::layout::{Layout, layout, layout_problem, project_scoped};
 use super::locks::{Held, Here, PulumiLock, judge, note_own_locks, proven_gone};
+use super::source::Source;
 use super::tests::job;
 use super::*;
 
 fn write(path: &Path, bytes: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, bytes).unwrap();
+}
+
+fn folder(root: &Path) -> Source {
+    Source::Folder(root.to_path_buf())
 }
 
 fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -26,29 +31,29 @@ fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 fn the_layout_is_told_as_pulumi_tells_it() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    assert_eq!(layout(root), Layout::New);
+    assert_eq!(layout(&folder(root)), Layout::New);
     write(&root.join(".pulumi/stacks/aws-vpc/dev.json"), b"{}");
     write(&root.join(".pulumi/stacks/dev.json.bak"), b"{}");
     write(&root.join(".pulumi/stacks/dev.json.attrs"), b"{}");
     assert_eq!(
-        layout(root),
+        layout(&folder(root)),
         Layout::New,
         "project folders and backups only"
     );
     write(&root.join(".pulumi/stacks/dev.json.zst"), b"x");
     write(&root.join(".pulumi/stacks/prod.json"), b"{}");
     assert_eq!(
-        layout(root),
+        layout(&folder(root)),
         Layout::Legacy(vec!["dev".into(), "prod".into()])
     );
     write(&root.join(".pulumi/meta.yaml"), b"version: 1\n");
-    assert_eq!(layout(root), Layout::Project, "meta.yaml decides");
+    assert_eq!(layout(&folder(root)), Layout::Project, "meta.yaml decides");
     write(&root.join(".pulumi/meta.yaml"), b"version: 0\n");
-    assert!(matches!(layout(root), Layout::Legacy(_)));
+    assert!(matches!(layout(&folder(root)), Layout::Legacy(_)));
     write(&root.join(".pulumi/meta.yaml"), b"version: 2\n");
-    assert!(matches!(layout(root), Layout::Unknown(_)));
+    assert!(matches!(layout(&folder(root)), Layout::Unknown(_)));
     write(&root.join(".pulumi/meta.yaml"), b": [\n");
-    assert!(matches!(layout(root), Layout::Unknown(_)));
+    assert!(matches!(layout(&folder(root)), Layout::Unknown(_)));
 }
 
 #[test]
@@ -61,10 +66,10 @@ fn only_a_project_scoped_layout_is_read_and_the_legacy_one_is_refused() {
         ("PULUMI_BACKEND_URL", &url),
         ("PULUMI_DIY_BACKEND_LEGACY_LAYOUT", "TRUE"),
     ]);
-    assert!(project_scoped(root, &env));
+    assert!(project_scoped(&folder(root), &env));
     assert_eq!(layout_problem(&env), None);
     // A new backend the variable would make legacy.
-    assert!(!project_scoped(root, &legacy_var));
+    assert!(!project_scoped(&folder(root), &legacy_var));
     let p = layout_problem(&legacy_var).unwrap();
     assert!(p.contains("PULUMI_DIY_BACKEND_LEGACY_LAYOUT is set"), "{p}");
     // The first name wins when set at all, as Pulumi's env.Bool reads it.
@@ -75,7 +80,7 @@ fn only_a_project_scoped_layout_is_read_and_the_legacy_one_is_refused() {
     ]);
     assert_eq!(layout_problem(&off), None);
     write(&root.join(".pulumi/stacks/dev.json"), b"{}");
-    assert!(!project_scoped(root, &env));
+    assert!(!project_scoped(&folder(root), &env));
     let p = layout_problem(&env).unwrap();
     assert!(p.contains("legacy layout"), "{p}");
     assert!(p.contains("pulumi state upgrade"), "{p}");
@@ -214,8 +219,8 @@ fn of_several_forms_the_newest_is_read_as_the_cli_reads_it() {
     // A tie goes to the later form.
     set("dev.json", 120);
     assert_eq!(
-        newest_form(&dir.join("dev.json")),
-        Some(Some(dir.join("dev.json.zst")))
+        newest_form(&folder(d.path()), ".pulumi/stacks/aws-vpc", "dev.json"),
+        Some(Some("dev.json.zst".to_string()))
     );
 }
 

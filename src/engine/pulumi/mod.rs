@@ -14,6 +14,7 @@ mod locks;
 pub mod otel;
 mod passphrase;
 mod preview;
+mod source;
 mod stack;
 
 use std::path::PathBuf;
@@ -211,5 +212,7 @@ impl Engine for PulumiEngine {
 
 #[cfg(test)]
 mod backend_tests;
+#[cfg(test)]
+mod bucket_tests;
 #[cfg(test)]
 mod tests;
