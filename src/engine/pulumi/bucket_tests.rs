@@ -58,18 +58,18 @@ fn every_checkpoint_form_is_read_from_a_bucket() {
         ("dev.json.zst", ZSTD),
     ] {
         let (_s, j) = project_bucket(&format!("forms-{}", name.len()), &[(name, bytes)]);
-        assert_eq!(file_backend_stack_missing(&j), Some(false), "{name}");
-        let got = PulumiEngine::stack_outputs_from_file(&j);
+        assert_eq!(checkpoint_stack_missing(&j), Some(false), "{name}");
+        let got = PulumiEngine::stack_outputs_from_checkpoint(&j);
         assert_eq!(got.map(Value::Object), Some(want.clone()), "{name}");
     }
     // Another stack's checkpoint, or a backup beside it, is not this stack's.
     let (_s, j) = project_bucket("forms-none", &[("prod.json", PLAIN), ("dev.jsonx", PLAIN)]);
-    assert_eq!(file_backend_stack_missing(&j), Some(true));
-    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+    assert_eq!(checkpoint_stack_missing(&j), Some(true));
+    assert_eq!(PulumiEngine::stack_outputs_from_checkpoint(&j), None);
     // Broken or unknown: the CLI is asked.
     let (_s, j) = project_bucket("forms-broken", &[("dev.json.zst", &ZSTD[..40])]);
-    assert_eq!(file_backend_stack_missing(&j), Some(false));
-    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+    assert_eq!(checkpoint_stack_missing(&j), Some(false));
+    assert_eq!(PulumiEngine::stack_outputs_from_checkpoint(&j), None);
 }
 
 #[test]
@@ -78,11 +78,11 @@ fn of_several_forms_in_a_bucket_the_last_written_is_read() {
     let (store, j) = project_bucket("newest", &[("dev.json", stale.as_bytes())]);
     std::thread::sleep(Duration::from_millis(20));
     put(&store, ".pulumi/stacks/aws-vpc/dev.json.zst", ZSTD);
-    let out = PulumiEngine::stack_outputs_from_file(&j).unwrap();
+    let out = PulumiEngine::stack_outputs_from_checkpoint(&j).unwrap();
     assert_eq!(out["vpcId"], "vpc-123", "the newer .json.zst");
     std::thread::sleep(Duration::from_millis(20));
     put(&store, ".pulumi/stacks/aws-vpc/dev.json", stale.as_bytes());
-    let out = PulumiEngine::stack_outputs_from_file(&j).unwrap();
+    let out = PulumiEngine::stack_outputs_from_checkpoint(&j).unwrap();
     assert_eq!(out["vpcId"], "vpc-old", "now the plain one is newer");
 }
 
@@ -94,20 +94,20 @@ fn a_legacy_bucket_is_refused_and_never_read() {
     let p = layout_problem(&j.env).expect("version 0 refused");
     assert!(p.contains("legacy layout"), "{p}");
     assert!(p.contains("pulumi state upgrade"), "{p}");
-    assert_eq!(file_backend_stack_missing(&j), None);
-    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+    assert_eq!(checkpoint_stack_missing(&j), None);
+    assert_eq!(PulumiEngine::stack_outputs_from_checkpoint(&j), None);
 
     // No meta.yaml, a stack at the top of .pulumi/stacks/: legacy, named.
     let (store, j) = bucket("legacy-stacks");
     put(&store, ".pulumi/stacks/dev.json", PLAIN);
     let p = layout_problem(&j.env).expect("legacy stacks refused");
     assert!(p.contains(": dev"), "{p}");
-    assert_eq!(file_backend_stack_missing(&j), None);
+    assert_eq!(checkpoint_stack_missing(&j), None);
 
     // A new bucket: Pulumi makes it project mode, unless the variable says legacy.
     let (_s, mut j) = bucket("legacy-new");
     assert_eq!(layout_problem(&j.env), None);
-    assert_eq!(file_backend_stack_missing(&j), Some(true));
+    assert_eq!(checkpoint_stack_missing(&j), Some(true));
     j.env
         .insert("PULUMI_DIY_BACKEND_LEGACY_LAYOUT".into(), "true".into());
     let p = layout_problem(&j.env).expect("legacy var refused");
@@ -140,18 +140,24 @@ fn the_deprecation_bypass_is_refused_only_where_the_layout_cannot_be_read() {
 #[test]
 fn secret_outputs_in_a_bucket_are_revealed_only_with_the_passphrase() {
     let (_s, mut j) = project_bucket("secrets", &[("dev.json", SECRETS)]);
-    let masked = PulumiEngine::stack_outputs_from_file(&j).unwrap();
+    let masked = PulumiEngine::stack_outputs_from_checkpoint(&j).unwrap();
     assert_eq!(masked["token"], "[secret]");
-    assert_eq!(PulumiEngine::stack_outputs_from_file_revealed(&j), None);
+    assert_eq!(
+        PulumiEngine::stack_outputs_from_checkpoint_revealed(&j),
+        None
+    );
     j.env
         .insert("PULUMI_CONFIG_PASSPHRASE".into(), "wrong".into());
-    assert_eq!(PulumiEngine::stack_outputs_from_file_revealed(&j), None);
+    assert_eq!(
+        PulumiEngine::stack_outputs_from_checkpoint_revealed(&j),
+        None
+    );
     j.env.insert(
         "PULUMI_CONFIG_PASSPHRASE".into(),
         "correct horse battery staple".into(),
     );
     // (The passphrase is no AWS_* variable: the same bucket.)
-    let clear = PulumiEngine::stack_outputs_from_file_revealed(&j).unwrap();
+    let clear = PulumiEngine::stack_outputs_from_checkpoint_revealed(&j).unwrap();
     assert_eq!(clear["token"], "tok-3f9a-known");
     assert_eq!(clear["plain"], "not-a-secret");
     assert_eq!(clear.len(), masked.len());
@@ -194,11 +200,11 @@ fn a_failing_bucket_is_asked_once_and_the_cli_answers() {
     let mut j = job("");
     j.env = env;
     let t0 = Instant::now();
-    assert_eq!(file_backend_stack_missing(&j), None);
+    assert_eq!(checkpoint_stack_missing(&j), None);
     assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
     let t1 = Instant::now();
-    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
-    assert_eq!(file_backend_stack_missing(&j), None);
+    assert_eq!(PulumiEngine::stack_outputs_from_checkpoint(&j), None);
+    assert_eq!(checkpoint_stack_missing(&j), None);
     assert!(
         t1.elapsed() < Duration::from_millis(200),
         "{:?}",

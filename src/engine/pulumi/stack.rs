@@ -39,7 +39,7 @@ impl PulumiEngine {
                 job.path,
                 job.name,
                 job.stack,
-                if file_backend_stack_missing(job).is_some() || on_file_backend(job) {
+                if checkpoint_stack_missing(job).is_some() || on_file_backend(job) {
                     " (its checkpoint is not in the project's folder of the backend)"
                 } else {
                     ""
@@ -204,7 +204,7 @@ pub(super) fn existing_stack_is_ours(job: &Job, name: &str) -> bool {
     let named = matches!(name.split('/').collect::<Vec<_>>().as_slice(),
         [_, project, stack] if *project == job.name && *stack == job.stack);
     named
-        && match file_backend_stack_missing(job) {
+        && match checkpoint_stack_missing(job) {
             Some(missing) => !missing,
             None => !on_file_backend(job),
         }

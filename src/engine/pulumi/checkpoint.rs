@@ -19,7 +19,7 @@ impl PulumiEngine {
     /// read from the checkpoint in a `file://` or `s3://` backend without starting a
     /// process; `None` (ask the CLI) for any other backend or layout, a missing, unreadable or
     /// unknown checkpoint, or an output holding anything but plain values and secrets.
-    pub fn stack_outputs_from_file(job: &Job) -> Option<Map<String, Value>> {
+    pub fn stack_outputs_from_checkpoint(job: &Job) -> Option<Map<String, Value>> {
         let (_, outputs) = checkpoint_outputs(job)?;
         outputs
             .into_iter()
@@ -28,13 +28,13 @@ impl PulumiEngine {
     }
 
     /// The stack's outputs as `stack output --json --show-secrets` prints them, read from
-    /// the checkpoint like `stack_outputs_from_file`, its secrets decrypted when the stack
+    /// the checkpoint like `stack_outputs_from_checkpoint`, its secrets decrypted when the stack
     /// uses the passphrase secrets provider and the job's passphrase opens it; `None`
     /// (ask the CLI) on any doubt.
-    pub fn stack_outputs_from_file_revealed(job: &Job) -> Option<Map<String, Value>> {
+    pub fn stack_outputs_from_checkpoint_revealed(job: &Job) -> Option<Map<String, Value>> {
         let (doc, outputs) = checkpoint_outputs(job)?;
         if !outputs.values().any(crate::engine::contains_secret_mask) {
-            return Self::stack_outputs_from_file(job);
+            return Self::stack_outputs_from_checkpoint(job);
         }
         let key = super::passphrase::decrypter(&doc, &job.env, &job.dir)?;
         outputs
@@ -45,7 +45,7 @@ impl PulumiEngine {
 
     /// Starts deriving, in a thread of its own, the key of the job's stack's secrets (the
     /// passphrase provider's 1,000,000 rounds, about a quarter of a CPU-second), when its
-    /// current checkpoint holds secret outputs: `stack_outputs_from_file_revealed` after
+    /// current checkpoint holds secret outputs: `stack_outputs_from_checkpoint_revealed` after
     /// the update then finds it derived (or waits for it) instead of deriving it on the
     /// critical path. The salt survives updates, so the key is the one it will need.
     pub fn derive_secret_key_early(job: &Job) {
@@ -85,7 +85,7 @@ fn checkpoint_outputs(job: &Job) -> Option<(Value, Map<String, Value>)> {
 /// On a `file://` or `s3://` backend whose stacks live in project folders, whether the
 /// stack has no checkpoint in any form; `None` (ask the CLI) for any other backend or
 /// layout, or when the backend cannot be read.
-pub fn file_backend_stack_missing(job: &Job) -> Option<bool> {
+pub fn checkpoint_stack_missing(job: &Job) -> Option<bool> {
     Some(checkpoint(job)?.is_none())
 }
 
