@@ -17,7 +17,8 @@ fn on_s3(r: &mut Real, s: &Server, bucket: &str) {
 
 /// strata `up` of two wired YAML projects with the real CLI on the object store: both
 /// stacks are created and updated, their checkpoints are objects in the bucket (none on
-/// disk), the upstream's output reaches the downstream, and a steady `up` succeeds with
+/// disk) after a `stack init` each (strata reads in the bucket that they do not exist yet),
+/// the upstream's output reaches the downstream, and a steady `up` succeeds with
 /// one `pulumi up` per project and nothing else: the output the downstream needs is in
 /// the upstream's update events, so no `stack output` is asked for.
 #[test]
@@ -64,7 +65,18 @@ fn the_real_cli_keeps_its_state_in_the_object_store() {
         "{got:?}"
     );
 
-    r.take_calls();
+    // strata saw in the bucket that neither stack exists: `stack init`, then `up`, and
+    // no `up` that fails for want of a stack.
+    let first_calls = r.take_calls();
+    for p in ["up1", "down1"] {
+        let mine: Vec<&String> = first_calls
+            .iter()
+            .filter(|c| c.contains(&format!("/{p} ")))
+            .collect();
+        assert_eq!(mine.len(), 2, "{p}: {first_calls:#?}");
+        assert!(mine[0].starts_with("stack init"), "{p}: {first_calls:#?}");
+        assert!(mine[1].starts_with("up "), "{p}: {first_calls:#?}");
+    }
     let steady = r.strata(&args);
     assert_eq!(steady.code, 0, "{steady:?}");
     let calls = r.take_calls();
@@ -72,8 +84,7 @@ fn the_real_cli_keeps_its_state_in_the_object_store() {
         assert_eq!(calls_for(&calls, p), 1, "{p}: {calls:#?}");
     }
     assert!(calls.iter().all(|c| c.starts_with("up ")), "{calls:#?}");
-    // Each new stack's first `up` failed ("no stack named 'dev' found") before its
-    // update: no language host of it is left.
+    // No language host of either run is left.
     let left = leftover_language_hosts(&r.ws.root);
     assert!(left.is_empty(), "left running:\n{}", left.join("\n"));
 }
