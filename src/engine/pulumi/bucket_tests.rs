@@ -210,6 +210,11 @@ fn a_failing_bucket_is_asked_once_and_the_cli_answers() {
         "{:?}",
         t1.elapsed()
     );
+    // Its layout unknown, the variable that only serves the legacy one is refused.
+    let ignore = "PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR";
+    j.env.insert(ignore.into(), "1".into());
+    let p = layout_problem(&j.env).expect("bypass on an unreadable bucket");
+    assert!(p.contains(&format!("Unset {ignore}")), "{p}");
 }
 
 /// A stack `stack init` finds existing is this project's only when its checkpoint is in
