@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """strata against the real Pulumi, side by side in one run, on the shipped profiles made
-of real Pulumi YAML projects, file backend, no cloud:
+of real Pulumi YAML projects, no cloud, on a file backend and/or (--backend s3) an S3
+bucket of a SeaweedFS server started here (scripts/s3-test-server.sh, its binary from
+scripts/install-s3.sh or STRATA_S3_BIN_DIR):
   local-pulumi   six projects with command resources
   local-kube     a throwaway control plane (etcd, kube-apiserver, kube-controller-manager)
                  brought up by its cluster project, and four projects deploying into it
@@ -19,7 +21,8 @@ on PATH counts them; goal 1 in the steady state), and strata's own share of the 
 the run (its `cpu_ms` over the CPU of its whole process tree).
 
 Usage: scripts/bench-real.py --strata target/release/strata --pulumi-dir DIR
-         [--kube-dir DIR] [--profile local-pulumi --profile local-kube] [--runs 5]
+         [--kube-dir DIR] [--profile local-pulumi --profile local-kube]
+         [--backend file --backend s3] [--runs 5]
 """
 import argparse, json, os, resource, shutil, statistics, subprocess, tempfile, time
 
@@ -88,16 +91,45 @@ def main():
     ap.add_argument("--kube-dir", help="the control plane's binaries (scripts/install-kube.sh), for local-kube")
     ap.add_argument("--profile", action="append", choices=sorted(PROFILES),
                     help="repeatable; default: every profile")
+    ap.add_argument("--backend", action="append", choices=("file", "s3"),
+                    help="repeatable; default: file")
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
-    for profile in a.profile or sorted(PROFILES, reverse=True):
-        if profile == "local-kube" and not a.kube_dir:
-            raise SystemExit("local-kube needs --kube-dir (scripts/install-kube.sh prints it)")
-        print(f"\n=== {profile} ===")
-        bench(profile, a)
+    server = tempfile.mkdtemp(prefix="strata-bench-s3-") if "s3" in (a.backend or ()) else None
+    try:
+        s3 = start_s3(server) if server else None
+        for profile in a.profile or sorted(PROFILES, reverse=True):
+            if profile == "local-kube" and not a.kube_dir:
+                raise SystemExit("local-kube needs --kube-dir (scripts/install-kube.sh prints it)")
+            for backend in a.backend or ["file"]:
+                print(f"\n=== {profile} on {backend} ===")
+                bench(profile, a, backend_env(backend, s3, profile))
+    finally:
+        if server:
+            subprocess.run(["bash", os.path.join(REPO, "scripts", "s3-test-server.sh"), "stop", server])
+            shutil.rmtree(server, ignore_errors=True)
 
 
-def bench(profile, a):
+def start_s3(server):
+    """The S3 server's s3.env (its endpoint, bucket and credentials)."""
+    subprocess.run(["bash", os.path.join(REPO, "scripts", "s3-test-server.sh"), "start", server,
+                    "--watch", str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(server, "s3.env")) as f:
+        return dict(l.rstrip("\n").split("=", 1) for l in f if "=" in l)
+
+
+def backend_env(backend, s3, profile):
+    """What Pulumi (and strata) get to use `backend`: nothing for the file backend (strata's
+    default, .strata/backend), the bucket under a prefix of the profile's own for S3."""
+    if backend == "file":
+        return {}
+    v = {k: x.strip("'") for k, x in s3.items()}
+    url = v["PULUMI_BACKEND_URL"].replace(f"s3://{v['BUCKET']}?", f"s3://{v['BUCKET']}/{profile}?", 1)
+    return {"PULUMI_BACKEND_URL": url, "AWS_ACCESS_KEY_ID": v["AWS_ACCESS_KEY_ID"],
+            "AWS_SECRET_ACCESS_KEY": v["AWS_SECRET_ACCESS_KEY"], "AWS_REGION": v["AWS_REGION"]}
+
+
+def bench(profile, a, backend):
     spec = PROFILES[profile]
     strata = os.path.abspath(a.strata)
     real = os.path.abspath(a.pulumi_dir)
@@ -130,6 +162,7 @@ def bench(profile, a):
             "PULUMI_CONFIG_PASSPHRASE": "bench-passphrase",
             "KUBECONFIG": os.path.join(home, "kubeconfig"),
             **spec["env"],
+            **backend,
         }
         if a.kube_dir:
             env["STRATA_KUBE_BIN_DIR"] = os.path.abspath(a.kube_dir)
@@ -170,8 +203,8 @@ def bench(profile, a):
                         "--cwd", os.path.join(root, "projects", path), "--config-file", cfg]
                 if op == "up":
                     args += ["--yes", "--skip-preview"]
-                penv = dict(env, PULUMI_BACKEND_URL=f"file://{root}/.strata/backend",
-                            STRATA_ROOT=root, STRATA_STACK="dev")
+                url = backend.get("PULUMI_BACKEND_URL", f"file://{root}/.strata/backend")
+                penv = dict(env, PULUMI_BACKEND_URL=url, STRATA_ROOT=root, STRATA_STACK="dev")
                 w, _, _ = run(args, penv, root)
                 times[path] = w
             return time.perf_counter() - t0, times
@@ -215,7 +248,7 @@ def bench(profile, a):
     finally:
         # What the profile brought up outside the workspace (local-kube's control plane)
         # goes with its stacks.
-        if base is not None and os.path.isdir(os.path.join(root, ".strata", "backend")):
+        if base is not None and (backend or os.path.isdir(os.path.join(root, ".strata", "backend"))):
             subprocess.run(base + ["destroy", "--yes"], env=env, cwd=root, capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
 

@@ -2,7 +2,8 @@
 # Builds strata in release mode, the real Pulumi with its Kubernetes provider
 # (scripts/install-pulumi.sh) and the control plane (scripts/install-kube.sh), both
 # cached, then measures strata against the real CLI on the local-pulumi and local-kube
-# profiles side by side in one run (bench-real.py; `--profile NAME` for one).
+# profiles side by side in one run (bench-real.py; `--profile NAME` for one, `--backend s3`
+# for an S3 bucket, scripts/install-s3.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q --bin strata

@@ -172,7 +172,10 @@ start_weed() {
     done >"$dir/grpc-sockets"
     mkdir -p "$dir/data"
     # -master.telemetry=false: nothing leaves this machine. The Iceberg and Lance
-    # endpoints are off; WebDAV, SFTP, IAM and MQ are off by default.
+    # endpoints are off; WebDAV, SFTP, IAM and MQ are off by default. Each bucket is a
+    # collection of its own, which the master grows 7 volumes at a time: -volume.max 64
+    # holds the buckets of the tests running at once (16 held two; a third bucket's
+    # first write was a 500). Volumes are not preallocated: an empty one is a few bytes.
     # TMPDIR: weed's glog writes its log files into the temp folder (weed.*.log.*);
     # they go with the server's folder, not into the user's /tmp.
     mkdir -p "$dir/tmp"
@@ -181,7 +184,7 @@ start_weed() {
         -master.port "$master_port" -master.port.grpc "$master_grpc" \
         -master.telemetry=false -master.volumeSizeLimitMB 64 \
         -volume.port "$volume_port" -volume.port.grpc "$volume_grpc" \
-        -volume.max 16 -volume.preStopSeconds 0 \
+        -volume.max 64 -volume.preStopSeconds 0 \
         -filer -filer.port "$filer_port" -filer.port.grpc "$filer_grpc" \
         -filer.localSocket "$dir/filer.sock" \
         -s3 -s3.port "$s3_port" -s3.port.grpc "$s3_grpc" \

@@ -1,5 +1,6 @@
 //! The S3 bucket (and path prefix) of the Pulumi backend URL, opened as Pulumi opens it:
-//! objects read, created (`If-None-Match: *`) and replaced on their ETag (`If-Match`).
+//! objects read, listed (a folder's, with when each was last modified), created
+//! (`If-None-Match: *`) and replaced on their ETag (`If-Match`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,6 +42,13 @@ pub struct Backend {
 pub struct Object {
     pub body: Vec<u8>,
     pub etag: String,
+}
+
+/// An object directly in a listed folder: its name there and when it was last written.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub name: String,
+    pub modified: std::time::SystemTime,
 }
 
 /// How long one call may take, retries included: a backend that does not answer fails
@@ -236,6 +244,26 @@ impl Backend {
                 etag,
             }))
         })
+    }
+
+    /// The objects directly in the folder `dir` (a key without its trailing `/`), as
+    /// ListObjectsV2 with the `/` delimiter gives them; none when there is no such folder.
+    pub fn list(&self, dir: &str) -> Result<Vec<Listed>> {
+        let path = Path::from(dir);
+        let listed = self
+            .rt
+            .block_on(self.store.list_with_delimiter(Some(&path)))
+            .map_err(|e| self.failed("list", dir, e))?;
+        Ok(listed
+            .objects
+            .into_iter()
+            .filter_map(|o| {
+                Some(Listed {
+                    name: o.location.filename()?.to_string(),
+                    modified: o.last_modified.into(),
+                })
+            })
+            .collect())
     }
 
     /// Creates `key` if there is none (`If-None-Match: *`): its ETag, or `None` when

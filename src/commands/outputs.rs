@@ -162,15 +162,15 @@ impl<'a> Reader<'a> {
                     refresh: false,
                     plan: None,
                 };
-                // A file backend's checkpoint holds them (secrets decrypted where the
+                // A file or S3 backend's checkpoint holds them (secrets decrypted where the
                 // passphrase provider allows): no process.
-                let from_file = if show_secrets {
-                    PulumiEngine::stack_outputs_from_file_revealed(&job)
+                let from_checkpoint = if show_secrets {
+                    PulumiEngine::stack_outputs_from_checkpoint_revealed(&job)
                 } else {
-                    PulumiEngine::stack_outputs_from_file(&job)
+                    PulumiEngine::stack_outputs_from_checkpoint(&job)
                 };
-                if from_file.is_some() {
-                    return Ok(from_file);
+                if from_checkpoint.is_some() {
+                    return Ok(from_checkpoint);
                 }
                 let mut procs = 0;
                 match engine.stack_outputs(

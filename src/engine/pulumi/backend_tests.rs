@@ -4,15 +4,20 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::file_backend::newest_form;
+use super::checkpoint::newest_form;
 use super::layout::{Layout, layout, layout_problem, project_scoped};
 use super::locks::{Held, Here, PulumiLock, judge, note_own_locks, proven_gone};
+use super::source::Source;
 use super::tests::job;
 use super::*;
 
 fn write(path: &Path, bytes: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, bytes).unwrap();
+}
+
+fn folder(root: &Path) -> Source {
+    Source::Folder(root.to_path_buf())
 }
 
 fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -26,29 +31,29 @@ fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 fn the_layout_is_told_as_pulumi_tells_it() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    assert_eq!(layout(root), Layout::New);
+    assert_eq!(layout(&folder(root)), Layout::New);
     write(&root.join(".pulumi/stacks/aws-vpc/dev.json"), b"{}");
     write(&root.join(".pulumi/stacks/dev.json.bak"), b"{}");
     write(&root.join(".pulumi/stacks/dev.json.attrs"), b"{}");
     assert_eq!(
-        layout(root),
+        layout(&folder(root)),
         Layout::New,
         "project folders and backups only"
     );
     write(&root.join(".pulumi/stacks/dev.json.zst"), b"x");
     write(&root.join(".pulumi/stacks/prod.json"), b"{}");
     assert_eq!(
-        layout(root),
+        layout(&folder(root)),
         Layout::Legacy(vec!["dev".into(), "prod".into()])
     );
     write(&root.join(".pulumi/meta.yaml"), b"version: 1\n");
-    assert_eq!(layout(root), Layout::Project, "meta.yaml decides");
+    assert_eq!(layout(&folder(root)), Layout::Project, "meta.yaml decides");
     write(&root.join(".pulumi/meta.yaml"), b"version: 0\n");
-    assert!(matches!(layout(root), Layout::Legacy(_)));
+    assert!(matches!(layout(&folder(root)), Layout::Legacy(_)));
     write(&root.join(".pulumi/meta.yaml"), b"version: 2\n");
-    assert!(matches!(layout(root), Layout::Unknown(_)));
+    assert!(matches!(layout(&folder(root)), Layout::Unknown(_)));
     write(&root.join(".pulumi/meta.yaml"), b": [\n");
-    assert!(matches!(layout(root), Layout::Unknown(_)));
+    assert!(matches!(layout(&folder(root)), Layout::Unknown(_)));
 }
 
 #[test]
@@ -61,10 +66,10 @@ fn only_a_project_scoped_layout_is_read_and_the_legacy_one_is_refused() {
         ("PULUMI_BACKEND_URL", &url),
         ("PULUMI_DIY_BACKEND_LEGACY_LAYOUT", "TRUE"),
     ]);
-    assert!(project_scoped(root, &env));
+    assert!(project_scoped(&folder(root), &env));
     assert_eq!(layout_problem(&env), None);
     // A new backend the variable would make legacy.
-    assert!(!project_scoped(root, &legacy_var));
+    assert!(!project_scoped(&folder(root), &legacy_var));
     let p = layout_problem(&legacy_var).unwrap();
     assert!(p.contains("PULUMI_DIY_BACKEND_LEGACY_LAYOUT is set"), "{p}");
     // The first name wins when set at all, as Pulumi's env.Bool reads it.
@@ -75,7 +80,7 @@ fn only_a_project_scoped_layout_is_read_and_the_legacy_one_is_refused() {
     ]);
     assert_eq!(layout_problem(&off), None);
     write(&root.join(".pulumi/stacks/dev.json"), b"{}");
-    assert!(!project_scoped(root, &env));
+    assert!(!project_scoped(&folder(root), &env));
     let p = layout_problem(&env).unwrap();
     assert!(p.contains("legacy layout"), "{p}");
     assert!(p.contains("pulumi state upgrade"), "{p}");
@@ -128,19 +133,19 @@ fn every_checkpoint_form_pulumi_writes_is_read() {
         ("dev.json.zst", ZSTD),
     ] {
         let (_d, j) = backend_with(&[(name, bytes)]);
-        assert_eq!(file_backend_stack_missing(&j), Some(false), "{name}");
-        let got = PulumiEngine::stack_outputs_from_file(&j);
+        assert_eq!(checkpoint_stack_missing(&j), Some(false), "{name}");
+        let got = PulumiEngine::stack_outputs_from_checkpoint(&j);
         assert_eq!(got.map(Value::Object), Some(want.clone()), "{name}");
     }
     let (_d, j) = backend_with(&[]);
-    assert_eq!(file_backend_stack_missing(&j), Some(true));
-    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+    assert_eq!(checkpoint_stack_missing(&j), Some(true));
+    assert_eq!(PulumiEngine::stack_outputs_from_checkpoint(&j), None);
     // Broken or unknown: the CLI is asked.
     let (_d, j) = backend_with(&[("dev.json.zst", &ZSTD[..40])]);
-    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+    assert_eq!(PulumiEngine::stack_outputs_from_checkpoint(&j), None);
     let v9 = String::from_utf8_lossy(PLAIN).replace("\"version\":3", "\"version\":9");
     let (_d, j) = backend_with(&[("dev.json", v9.as_bytes())]);
-    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+    assert_eq!(PulumiEngine::stack_outputs_from_checkpoint(&j), None);
 }
 
 #[test]
@@ -152,17 +157,17 @@ fn secret_outputs_are_read_in_clear_only_where_the_passphrase_opens_them() {
     let gz = gz.finish().unwrap();
     for (name, bytes) in [("dev.json", &secrets[..]), ("dev.json.gz", &gz)] {
         let (_d, mut j) = backend_with(&[(name, bytes)]);
-        let masked = PulumiEngine::stack_outputs_from_file(&j).unwrap();
+        let masked = PulumiEngine::stack_outputs_from_checkpoint(&j).unwrap();
         assert_eq!(masked["token"], "[secret]", "{name}");
         assert_eq!(
-            PulumiEngine::stack_outputs_from_file_revealed(&j),
+            PulumiEngine::stack_outputs_from_checkpoint_revealed(&j),
             None,
             "{name}: no passphrase"
         );
         j.env
             .insert("PULUMI_CONFIG_PASSPHRASE".into(), "wrong".into());
         assert_eq!(
-            PulumiEngine::stack_outputs_from_file_revealed(&j),
+            PulumiEngine::stack_outputs_from_checkpoint_revealed(&j),
             None,
             "{name}: wrong"
         );
@@ -170,7 +175,7 @@ fn secret_outputs_are_read_in_clear_only_where_the_passphrase_opens_them() {
             "PULUMI_CONFIG_PASSPHRASE".into(),
             "correct horse battery staple".into(),
         );
-        let clear = PulumiEngine::stack_outputs_from_file_revealed(&j).unwrap();
+        let clear = PulumiEngine::stack_outputs_from_checkpoint_revealed(&j).unwrap();
         assert_eq!(clear["token"], "tok-3f9a-known", "{name}");
         assert_eq!(clear["plain"], "not-a-secret", "{name}");
         assert_eq!(clear.len(), masked.len(), "{name}");
@@ -178,13 +183,16 @@ fn secret_outputs_are_read_in_clear_only_where_the_passphrase_opens_them() {
     // A checkpoint without a secrets provider: its secrets are the CLI's to show; one
     // without secrets needs no passphrase.
     let (_d, j) = backend_with(&[("dev.json", PLAIN)]);
-    assert_eq!(PulumiEngine::stack_outputs_from_file_revealed(&j), None);
+    assert_eq!(
+        PulumiEngine::stack_outputs_from_checkpoint_revealed(&j),
+        None
+    );
     let plain = String::from_utf8_lossy(PLAIN).replace(
         r#""token":{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"v1:abc"}"#,
         r#""token":"t""#,
     );
     let (_d, j) = backend_with(&[("dev.json", plain.as_bytes())]);
-    let got = PulumiEngine::stack_outputs_from_file_revealed(&j).map(Value::Object);
+    let got = PulumiEngine::stack_outputs_from_checkpoint_revealed(&j).map(Value::Object);
     assert_eq!(
         got,
         Some(serde_json::json!({"vpcId": "vpc-123", "token": "t"}))
@@ -206,16 +214,16 @@ fn of_several_forms_the_newest_is_read_as_the_cli_reads_it() {
             .unwrap();
     };
     set("dev.json", 60);
-    let out = PulumiEngine::stack_outputs_from_file(&j).unwrap();
+    let out = PulumiEngine::stack_outputs_from_checkpoint(&j).unwrap();
     assert_eq!(out["vpcId"], "vpc-123", "the newer .json.zst");
     set("dev.json.zst", 120);
-    let out = PulumiEngine::stack_outputs_from_file(&j).unwrap();
+    let out = PulumiEngine::stack_outputs_from_checkpoint(&j).unwrap();
     assert_eq!(out["vpcId"], "vpc-old", "now the plain one is newer");
     // A tie goes to the later form.
     set("dev.json", 120);
     assert_eq!(
-        newest_form(&dir.join("dev.json")),
-        Some(Some(dir.join("dev.json.zst")))
+        newest_form(&folder(d.path()), ".pulumi/stacks/aws-vpc", "dev.json"),
+        Some(Some("dev.json.zst".to_string()))
     );
 }
 
@@ -224,10 +232,10 @@ fn a_legacy_or_unknown_layout_is_never_read_as_missing() {
     let d = tempfile::tempdir().unwrap();
     write(&d.path().join(".pulumi/stacks/dev.json"), PLAIN);
     let j = job(&format!("file://{}", d.path().display()));
-    assert_eq!(file_backend_stack_missing(&j), None);
-    assert_eq!(PulumiEngine::stack_outputs_from_file(&j), None);
+    assert_eq!(checkpoint_stack_missing(&j), None);
+    assert_eq!(PulumiEngine::stack_outputs_from_checkpoint(&j), None);
     write(&d.path().join(".pulumi/meta.yaml"), b"version: 7\n");
-    assert_eq!(file_backend_stack_missing(&j), None);
+    assert_eq!(checkpoint_stack_missing(&j), None);
 }
 
 fn lock(pid: i64, host: &str) -> PulumiLock {

@@ -119,13 +119,13 @@ impl PulumiEngine {
     /// every error; for them only the one error line Pulumi prints for it,
     /// `error: no stack named '<stack>' found` naming this stack, counts. Never any other
     /// line: a provider error that quotes that text is a failure, not a missing stack.
-    /// On a file backend whose checkpoint exists, the stack exists, whatever was printed.
+    /// On a file or S3 backend whose checkpoint exists, the stack exists, whatever was printed.
     pub(super) fn is_missing_stack<'a>(
         job: &Job,
         exit: &Exit,
         lines: impl IntoIterator<Item = &'a str>,
     ) -> bool {
-        if file_backend_stack_missing(job) == Some(false) {
+        if checkpoint_stack_missing(job) == Some(false) {
             return false;
         }
         exit.code == Some(6)

@@ -1,16 +1,15 @@
-//! The layout of a `file://` backend, told as Pulumi's DIY backend tells it
+//! The layout of a self-managed backend strata reads (`source`: a `file://` folder or an
+//! `s3://` bucket), told as Pulumi's DIY backend tells it
 //! (`pkg/backend/diy/meta.go`): project mode (`.pulumi/meta.yaml` says `version: 1`,
 //! stacks at `.pulumi/stacks/<project>/<stack>.json`), or the legacy layout of CLIs
 //! before 3.61 (no `meta.yaml` and stack files at `.pulumi/stacks/<stack>.json`, or
 //! `version: 0`), where a stack belongs to no project and every project's `dev` is the
-//! same stack. strata refuses the legacy layout before anything runs (and, on a bucket
-//! it cannot look into, the variable that lets the CLI run one). Where a `file://`
-//! backend's folder is lives here too.
+//! same stack. strata refuses the legacy layout before anything runs (and, on a backend
+//! it cannot look into, the variable that lets the CLI run one).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-use crate::engine::Job;
+use super::source::Source;
 
 /// What the backend's folder says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,37 +44,41 @@ fn legacy_var(env: &BTreeMap<String, String>) -> Option<&'static str> {
     env_bool(env, name, alt).then(|| if env.contains_key(name) { name } else { alt })
 }
 
-/// The layout of the backend whose folder (the one holding `.pulumi/`) is `root`.
-pub fn layout(root: &Path) -> Layout {
-    let dot = root.join(".pulumi");
-    let meta = dot.join("meta.yaml");
-    match std::fs::read_to_string(&meta) {
-        Ok(text) => match serde_yaml::from_str::<serde_yaml::Value>(&text)
+const META: &str = ".pulumi/meta.yaml";
+
+/// The layout of the backend `source`.
+pub(super) fn layout(source: &Source) -> Layout {
+    match source.read(META) {
+        Ok(Some(text)) => match serde_yaml::from_slice::<serde_yaml::Value>(&text)
             .ok()
             .and_then(|d| d.get("version").and_then(serde_yaml::Value::as_i64))
         {
             Some(1) => Layout::Project,
-            Some(0) => Layout::Legacy(legacy_stacks(&dot.join("stacks"))),
-            Some(v) => Layout::Unknown(format!("{} says version {v}", meta.display())),
-            None => Layout::Unknown(format!("{} has no version", meta.display())),
+            Some(0) => Layout::Legacy(legacy_stacks(source).unwrap_or_default()),
+            Some(v) => Layout::Unknown(format!("{} says version {v}", source.name(META))),
+            None => Layout::Unknown(format!("{} has no version", source.name(META))),
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let stacks = legacy_stacks(&dot.join("stacks"));
-            if stacks.is_empty() {
-                Layout::New
-            } else {
-                Layout::Legacy(stacks)
-            }
-        }
-        Err(e) => Layout::Unknown(format!("{}: {e}", meta.display())),
+        Ok(None) => match legacy_stacks(source) {
+            Ok(stacks) if stacks.is_empty() => Layout::New,
+            Ok(stacks) => Layout::Legacy(stacks),
+            Err(e) => Layout::Unknown(e),
+        },
+        Err(e) => Layout::Unknown(format!("{}: {e}", source.name(META))),
     }
 }
 
 /// Whether stacks live in project folders, so strata may read them without the CLI:
-/// project mode, or a new backend the CLI will make project mode.
-pub fn project_scoped(root: &Path, env: &BTreeMap<String, String>) -> bool {
-    match layout(root) {
-        Layout::Project => true,
+/// project mode, or a new backend the CLI will make project mode. A bucket found in
+/// project mode is not asked again.
+pub(super) fn project_scoped(source: &Source, env: &BTreeMap<String, String>) -> bool {
+    if source.known_project_mode() {
+        return true;
+    }
+    match layout(source) {
+        Layout::Project => {
+            source.remember_project_mode();
+            true
+        }
         Layout::New => legacy_var(env).is_none(),
         Layout::Legacy(_) | Layout::Unknown(_) => false,
     }
@@ -85,18 +88,15 @@ pub fn project_scoped(root: &Path, env: &BTreeMap<String, String>) -> bool {
 /// (`<stack>.json` or `.yaml`, possibly `.gz`/`.zst`), as
 /// `legacyReferenceStore.ListReferences` finds them; backups and other files are not
 /// stacks.
-pub fn legacy_stacks(stacks_dir: &Path) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(stacks_dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = rd
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter_map(|e| legacy_stack_name(&e.file_name().to_string_lossy()))
+fn legacy_stacks(source: &Source) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = source
+        .files(".pulumi/stacks")?
+        .iter()
+        .filter_map(|f| legacy_stack_name(&f.name))
         .collect();
     out.sort();
     out.dedup();
-    out
+    Ok(out)
 }
 
 fn legacy_stack_name(file: &str) -> Option<String> {
@@ -114,7 +114,8 @@ fn legacy_stack_name(file: &str) -> Option<String> {
     valid.then(|| stack.to_string())
 }
 
-/// A self-managed backend strata cannot look into (s3://, gs://, azblob://…) with
+/// A self-managed backend strata cannot look into (gs://, azblob://…, or an s3:// bucket
+/// it cannot open or read) with
 /// `PULUMI_DIY_BACKEND_IGNORE_DEPRECATION_ERROR` set: that variable only lets the CLI run
 /// a backend in the legacy layout, which strata cannot rule out there, so it is refused.
 /// Unset, Pulumi (3.257+) refuses a legacy backend itself.
@@ -133,14 +134,14 @@ fn unreadable_problem(url: &str, env: &BTreeMap<String, String>) -> Option<Strin
 /// environment Pulumi gets (its `PULUMI_BACKEND_URL` absolute).
 pub fn layout_problem(env: &BTreeMap<String, String>) -> Option<String> {
     let url = env.get("PULUMI_BACKEND_URL")?;
-    let Some(root) = backend_root(url, env) else {
+    let Some(source) = Source::of_env(env) else {
         return unreadable_problem(url, env);
     };
     let upgrade = format!(
         "Upgrade it once to project mode, with no update running: `PULUMI_BACKEND_URL={url} pulumi state upgrade` (each stack moves under its project's folder), then run again"
     );
     let shared = "a stack belongs to no project, so every project's stack of one name is the same stack, and each project's `up` would replace the resources of the one before it";
-    match layout(&root) {
+    match layout(&source) {
         Layout::Legacy(stacks) => Some(format!(
             "the Pulumi backend {url} is in Pulumi's legacy layout ({}): {shared}. strata refuses it. Nothing was started.\n  {upgrade}.",
             if stacks.is_empty() {
@@ -157,29 +158,9 @@ pub fn layout_problem(env: &BTreeMap<String, String>) -> Option<String> {
                 "{var} is set, so Pulumi would create the new backend {url} in its legacy layout, where {shared}. strata refuses it. Nothing was started.\n  Unset {var}."
             )
         }),
-        Layout::Project | Layout::Unknown(_) => None,
+        Layout::Project => None,
+        // A bucket that does not answer is one strata cannot look into.
+        Layout::Unknown(_) if source.is_bucket() => unreadable_problem(url, env),
+        Layout::Unknown(_) => None,
     }
-}
-
-/// The folder of the job's `file://` backend (`~` resolved, a relative path taken from
-/// the project's folder).
-pub(super) fn file_backend_dir(job: &Job) -> Option<PathBuf> {
-    let url = job.env.get("PULUMI_BACKEND_URL")?;
-    let dir = backend_path(url, &job.env)?;
-    Some(job.dir.join(dir))
-}
-
-/// The folder of a `file://` backend URL when it is absolute (`~` resolved with HOME).
-pub(super) fn backend_root(url: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    backend_path(url, env).filter(|p| p.is_absolute())
-}
-
-fn backend_path(url: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    let dir = url.strip_prefix("file://")?;
-    let dir = dir.split('?').next().unwrap_or(dir);
-    let dir = match dir.strip_prefix('~') {
-        Some(rest) => format!("{}{rest}", env.get("HOME")?),
-        None => dir.to_string(),
-    };
-    (!dir.is_empty()).then(|| PathBuf::from(dir))
 }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::layout::file_backend_dir;
+use super::source::file_backend_dir;
 use crate::engine::Job;
 
 /// One lock file: its name and what Pulumi wrote into it.

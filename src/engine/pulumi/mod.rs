@@ -2,18 +2,19 @@
 //! project in the steady state: `up --json` streams events that carry the outputs;
 //! `stack init` only for a new stack, `stack output --show-secrets` only for a needed
 //! secret output that `passphrase` cannot decrypt. A failure put into words is
-//! `failure`'s; what is read from a `file://` backend without a process is
-//! `file_backend`'s, the layouts strata refuses `layout`'s, and which Pulumi locks strata
-//! may clear `locks`'.
+//! `failure`'s; what is read from a `file://` or `s3://` backend (`source`) without a
+//! process is `checkpoint`'s, the layouts strata refuses `layout`'s, and which Pulumi
+//! locks strata may clear `locks`'.
 
+mod checkpoint;
 mod failure;
-mod file_backend;
 mod invoke;
 mod layout;
 mod locks;
 pub mod otel;
 mod passphrase;
 mod preview;
+mod source;
 mod stack;
 
 use std::path::PathBuf;
@@ -25,8 +26,8 @@ use super::digest::{self, Changes};
 use super::events::EventState;
 use super::process::{Captured, Control, Exit, Stream, run_captured, run_streaming_tagged};
 use super::{Engine, Failure, Job, Operation, Outcome, PlanFile, Progress, contains_secret_mask};
+pub use checkpoint::checkpoint_stack_missing;
 use failure::{cancel_command, error_line, exit_text, failure};
-pub use file_backend::file_backend_stack_missing;
 use invoke::{Seen, stack_arg, streaming_preview};
 pub use layout::layout_problem;
 use preview::{plan_errors, preview_changes, preview_summary};
@@ -93,10 +94,10 @@ impl Engine for PulumiEngine {
         };
         let digest_mode = job.op == Operation::Preview && !streaming_preview(job);
         let held_to_plan = job.op == Operation::Up && matches!(job.plan, Some(PlanFile::Apply(_)));
-        // A new stack on a file backend: create it first instead of learning it from a
+        // A new stack on a backend strata reads: create it first instead of learning it from a
         // failed operation (a wrong guess only costs an "already exists").
         if matches!(job.op, Operation::Up | Operation::Preview)
-            && file_backend_stack_missing(job) == Some(true)
+            && checkpoint_stack_missing(job) == Some(true)
         {
             self.stack_init(job, control, report, &mut procs)?;
         }
@@ -183,11 +184,11 @@ impl Engine for PulumiEngine {
             .iter()
             .any(|k| outputs.get(k).is_some_and(contains_secret_mask));
         // A CLI whose events lack an output a dependent needs: ask for the outputs once.
-        // On a file backend with the passphrase provider strata reads them itself.
+        // On a file or S3 backend with the passphrase provider strata reads them itself.
         let missing_needed =
             job.op == Operation::Up && job.needed_outputs.iter().any(|k| !outputs.contains_key(k));
         if secret_needed || missing_needed {
-            outputs = match Self::stack_outputs_from_file_revealed(job) {
+            outputs = match Self::stack_outputs_from_checkpoint_revealed(job) {
                 Some(clear) => clear,
                 None => self.stack_outputs(job, control, report, true, &mut procs)?,
             };
@@ -211,5 +212,7 @@ impl Engine for PulumiEngine {
 
 #[cfg(test)]
 mod backend_tests;
+#[cfg(test)]
+mod bucket_tests;
 #[cfg(test)]
 mod tests;

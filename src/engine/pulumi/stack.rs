@@ -39,8 +39,8 @@ impl PulumiEngine {
                 job.path,
                 job.name,
                 job.stack,
-                if on_file_backend(job) {
-                    " (its checkpoint is not in the project's folder of the file backend)"
+                if checkpoint_stack_missing(job).is_some() || on_file_backend(job) {
+                    " (its checkpoint is not in the project's folder of the backend)"
                 } else {
                     ""
                 },
@@ -198,13 +198,18 @@ pub(super) fn already_exists(line: &str) -> Option<&str> {
 /// Whether the stack `stack init` found existing is this project's: Pulumi names it
 /// fully (`<org>/<project>/<stack>`: project mode and Pulumi Cloud; a legacy backend
 /// names a bare `<stack>`, shared by every project) with this project and stack, and on
-/// a file backend its checkpoint is in this project's folder.
+/// a backend strata reads (a file backend must be) its checkpoint is in this project's
+/// folder.
 pub(super) fn existing_stack_is_ours(job: &Job, name: &str) -> bool {
     let named = matches!(name.split('/').collect::<Vec<_>>().as_slice(),
         [_, project, stack] if *project == job.name && *stack == job.stack);
-    named && (!on_file_backend(job) || file_backend_stack_missing(job) == Some(false))
+    named
+        && match checkpoint_stack_missing(job) {
+            Some(missing) => !missing,
+            None => !on_file_backend(job),
+        }
 }
 
 pub(super) fn on_file_backend(job: &Job) -> bool {
-    layout::file_backend_dir(job).is_some()
+    super::source::file_backend_dir(job).is_some()
 }

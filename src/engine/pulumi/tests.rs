@@ -1,6 +1,6 @@
 //! Unit tests of the Pulumi engine: exit codes, missing stacks, error lines, what a
 //! `stack init` that finds the stack existing means. The file backend's layouts,
-//! checkpoints and locks: `backend_tests`.
+//! checkpoints and locks: `backend_tests`; a bucket's: `bucket_tests`.
 
 use super::failure::describe_exit;
 use super::stack::{already_exists, existing_stack_is_ours};
@@ -85,13 +85,13 @@ fn the_error_line_is_the_last_error_line() {
 fn file_backend_stack_lookup() {
     let d = tempfile::tempdir().unwrap();
     let url = format!("file://{}", d.path().display());
-    assert_eq!(file_backend_stack_missing(&job(&url)), Some(true));
+    assert_eq!(checkpoint_stack_missing(&job(&url)), Some(true));
     let f = d.path().join(".pulumi/stacks/aws-vpc/dev.json");
     std::fs::create_dir_all(f.parent().unwrap()).unwrap();
     std::fs::write(&f, "{}").unwrap();
-    assert_eq!(file_backend_stack_missing(&job(&url)), Some(false));
+    assert_eq!(checkpoint_stack_missing(&job(&url)), Some(false));
     assert_eq!(
-        file_backend_stack_missing(&job("https://api.pulumi.com")),
+        checkpoint_stack_missing(&job("https://api.pulumi.com")),
         None
     );
 }

@@ -80,12 +80,12 @@ impl StepRunner<'_> {
                     return Err(("the pulumi CLI is needed to read outputs".into(), false));
                 };
                 let job = self.job_for(upstream, Operation::Up).ok_or_else(never)?;
-                // On a file backend the checkpoint holds them: no process.
-                if crate::engine::pulumi::file_backend_stack_missing(&job) == Some(true) {
+                // On a file or S3 backend the checkpoint holds them: no process.
+                if crate::engine::pulumi::checkpoint_stack_missing(&job) == Some(true) {
                     return Err(never());
                 }
                 let masked =
-                    match crate::engine::pulumi::PulumiEngine::stack_outputs_from_file(&job) {
+                    match crate::engine::pulumi::PulumiEngine::stack_outputs_from_checkpoint(&job) {
                         Some(m) => m,
                         None => {
                             let mut procs = 0;
@@ -115,7 +115,7 @@ impl StepRunner<'_> {
                     .collect();
                 let values = if wanted.iter().any(|w| secret.contains(*w)) {
                     // Decrypted by strata where it can (the passphrase provider).
-                    match crate::engine::pulumi::PulumiEngine::stack_outputs_from_file_revealed(
+                    match crate::engine::pulumi::PulumiEngine::stack_outputs_from_checkpoint_revealed(
                         &job,
                     ) {
                         Some(clear) => clear,
@@ -195,10 +195,10 @@ impl StepRunner<'_> {
         let Some(job) = self.job_for(path, Operation::Up) else {
             return false;
         };
-        match crate::engine::pulumi::file_backend_stack_missing(&job) {
+        match crate::engine::pulumi::checkpoint_stack_missing(&job) {
             Some(true) => true,
             Some(false) => {
-                crate::engine::pulumi::PulumiEngine::stack_outputs_from_file(&job)
+                crate::engine::pulumi::PulumiEngine::stack_outputs_from_checkpoint(&job)
                     .is_none_or(|m| m.is_empty())
                     && !self.journal_says_deployed(path)
             }

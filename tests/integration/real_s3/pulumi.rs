@@ -17,7 +17,8 @@ fn on_s3(r: &mut Real, s: &Server, bucket: &str) {
 
 /// strata `up` of two wired YAML projects with the real CLI on the object store: both
 /// stacks are created and updated, their checkpoints are objects in the bucket (none on
-/// disk), the upstream's output reaches the downstream, and a steady `up` succeeds with
+/// disk) after a `stack init` each (strata reads in the bucket that they do not exist yet),
+/// the upstream's output reaches the downstream, and a steady `up` succeeds with
 /// one `pulumi up` per project and nothing else: the output the downstream needs is in
 /// the upstream's update events, so no `stack output` is asked for.
 #[test]
@@ -64,7 +65,18 @@ fn the_real_cli_keeps_its_state_in_the_object_store() {
         "{got:?}"
     );
 
-    r.take_calls();
+    // strata saw in the bucket that neither stack exists: `stack init`, then `up`, and
+    // no `up` that fails for want of a stack.
+    let first_calls = r.take_calls();
+    for p in ["up1", "down1"] {
+        let mine: Vec<&String> = first_calls
+            .iter()
+            .filter(|c| c.contains(&format!("/{p} ")))
+            .collect();
+        assert_eq!(mine.len(), 2, "{p}: {first_calls:#?}");
+        assert!(mine[0].starts_with("stack init"), "{p}: {first_calls:#?}");
+        assert!(mine[1].starts_with("up "), "{p}: {first_calls:#?}");
+    }
     let steady = r.strata(&args);
     assert_eq!(steady.code, 0, "{steady:?}");
     let calls = r.take_calls();
@@ -72,25 +84,29 @@ fn the_real_cli_keeps_its_state_in_the_object_store() {
         assert_eq!(calls_for(&calls, p), 1, "{p}: {calls:#?}");
     }
     assert!(calls.iter().all(|c| c.starts_with("up ")), "{calls:#?}");
-    // Each new stack's first `up` failed ("no stack named 'dev' found") before its
-    // update: no language host of it is left.
+    // No language host of either run is left.
     let left = leftover_language_hosts(&r.ws.root);
     assert!(left.is_empty(), "left running:\n{}", left.join("\n"));
 }
 
-/// The real-Pulumi profile on the object store: a first `up` creates every stack, a
-/// steady `up` succeeds at one Pulumi process per project but lp-cluster's two, and no
-/// `pulumi-language-yaml` is left running after either.
-#[test]
-fn the_real_pulumi_profile_on_s3_leaves_no_language_host() {
-    let Some(s) = server("real_s3::local_pulumi") else {
-        return;
+/// The real-Pulumi profile on the object store (`extra`: more of Pulumi's environment):
+/// a first `up` creates every stack, a steady `up` succeeds at one Pulumi process per
+/// project, and no `pulumi-language-yaml` is left running after either. The secret admin
+/// token lp-ingress takes from lp-cluster through `inputs:` (blinded in the update's
+/// events) is read from lp-cluster's checkpoint in the bucket and decrypted by strata,
+/// not asked of a `stack output --show-secrets`. Returns the bucket's keys.
+fn steady_local_pulumi_on_s3(test: &str, bucket: &str, extra: &[(&str, &str)]) -> Vec<String> {
+    let Some(s) = server(test) else {
+        return Vec::new();
     };
-    let Some(mut r) = Real::with_local_pulumi("real_s3::local_pulumi") else {
-        return;
+    let Some(mut r) = Real::with_local_pulumi(test) else {
+        return Vec::new();
     };
     let _guard = KillLeftovers(r.ws.root.clone());
-    on_s3(&mut r, &s, "local-pulumi");
+    on_s3(&mut r, &s, bucket);
+    for (k, v) in extra {
+        r.ws.set_env(k, v);
+    }
     let first = up(&r);
     assert_eq!(first.code, 0, "{first:?}");
     for p in ALL {
@@ -107,6 +123,9 @@ fn the_real_pulumi_profile_on_s3_leaves_no_language_host() {
 
     let steady = up(&r);
     assert_eq!(steady.code, 0, "{steady:?}");
+    for p in ALL {
+        assert_eq!(status_of(&steady, p), "succeeded", "{steady:?}");
+    }
     let calls = r.take_calls();
     let left = leftover_language_hosts(&r.ws.root);
     assert!(
@@ -115,18 +134,45 @@ fn the_real_pulumi_profile_on_s3_leaves_no_language_host() {
         left.join("\n"),
         calls.join("\n")
     );
-    // One process per project, but lp-cluster's: strata reads outputs from the checkpoint
-    // on file:// only, so the secret admin token lp-ingress takes from lp-cluster through
-    // `inputs:` (blinded in the update's events) costs a `stack output --show-secrets`.
     for p in ALL {
-        let want = if p == "local-pulumi/cluster" { 2 } else { 1 };
-        assert_eq!(calls_for(&calls, p), want, "{p}: {calls:#?}");
+        assert_eq!(calls_for(&calls, p), 1, "{p}: {calls:#?}");
     }
-    let extra: Vec<&String> = calls.iter().filter(|c| !c.starts_with("up ")).collect();
-    assert_eq!(extra.len(), 1, "{calls:#?}");
+    assert!(calls.iter().all(|c| c.starts_with("up ")), "{calls:#?}");
+    s.list(bucket, ".pulumi/")
+}
+
+/// On the object store as on a file backend, a steady `up` of the real-Pulumi profile is
+/// one Pulumi process per project, lp-cluster's secret output included.
+#[test]
+fn the_real_pulumi_profile_on_s3_is_one_process_per_project() {
+    let keys = steady_local_pulumi_on_s3("real_s3::local_pulumi", "local-pulumi", &[]);
+    if keys.is_empty() {
+        return;
+    }
+    let plain = ".pulumi/stacks/lp-cluster/dev.json".to_string();
+    assert!(keys.contains(&plain), "{keys:#?}");
+}
+
+/// The same with Pulumi writing its checkpoints compressed with zstd: only `.json.zst`
+/// objects, read by strata all the same.
+#[test]
+fn the_real_pulumi_profile_on_s3_with_zstd_checkpoints_is_one_process_per_project() {
+    let zstd = [("PULUMI_SELF_MANAGED_STATE_ZSTD", "true")];
+    let keys = steady_local_pulumi_on_s3("real_s3::local_pulumi_zstd", "zstd-state", &zstd);
+    if keys.is_empty() {
+        return;
+    }
+    let checkpoints: Vec<&String> = keys
+        .iter()
+        .filter(|k| k.starts_with(".pulumi/stacks/") && !k.ends_with(".bak"))
+        .collect();
+    for p in ALL {
+        let name = p.replace("local-pulumi/", "lp-");
+        let zst = format!(".pulumi/stacks/{name}/dev.json.zst");
+        assert!(checkpoints.contains(&&zst), "{zst}: {checkpoints:#?}");
+    }
     assert!(
-        extra[0].starts_with("stack output --json --show-secrets")
-            && extra[0].contains("projects/local-pulumi/cluster "),
-        "{calls:#?}"
+        checkpoints.iter().all(|k| k.ends_with(".json.zst")),
+        "{checkpoints:#?}"
     );
 }

@@ -1,26 +1,25 @@
-//! What strata reads straight from a `file://` backend, without starting a Pulumi
-//! process: the backend's folder and a stack's checkpoint — which of the forms Pulumi
-//! writes is current (`<stack>.json`, `.json.gz` with `PULUMI_SELF_MANAGED_STATE_GZIP`,
-//! `.json.zst` with `PULUMI_SELF_MANAGED_STATE_ZSTD`), whether there is one, and the
-//! stack outputs it holds (secrets masked, or decrypted by `passphrase`). Only where
-//! stacks live in project folders (`layout`); in any other layout, and on any doubt, the
-//! answer is "ask the CLI".
+//! What strata reads straight from a self-managed backend (`source`: a `file://` folder
+//! or an `s3://` bucket), without starting a Pulumi process: a stack's checkpoint — which
+//! of the forms Pulumi writes is current (`<stack>.json`, `.json.gz` with
+//! `PULUMI_SELF_MANAGED_STATE_GZIP`, `.json.zst` with `PULUMI_SELF_MANAGED_STATE_ZSTD`),
+//! whether there is one, and the stack outputs it holds (secrets masked, or decrypted by
+//! `passphrase`). Only where stacks live in project folders (`layout`); in any other
+//! layout, and on any doubt, the answer is "ask the CLI".
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use super::PulumiEngine;
-use super::layout::file_backend_dir;
+use super::source::Source;
 use crate::engine::Job;
 
 impl PulumiEngine {
     /// The stack's outputs as `stack output --json` prints them (secrets as `"[secret]"`),
-    /// read from the checkpoint of a `file://` backend without starting a process;
-    /// `None` (ask the CLI) for any other backend or layout, a missing, unreadable or
+    /// read from the checkpoint in a `file://` or `s3://` backend without starting a
+    /// process; `None` (ask the CLI) for any other backend or layout, a missing, unreadable or
     /// unknown checkpoint, or an output holding anything but plain values and secrets.
-    pub fn stack_outputs_from_file(job: &Job) -> Option<Map<String, Value>> {
+    pub fn stack_outputs_from_checkpoint(job: &Job) -> Option<Map<String, Value>> {
         let (_, outputs) = checkpoint_outputs(job)?;
         outputs
             .into_iter()
@@ -29,13 +28,13 @@ impl PulumiEngine {
     }
 
     /// The stack's outputs as `stack output --json --show-secrets` prints them, read from
-    /// the checkpoint like `stack_outputs_from_file`, its secrets decrypted when the stack
+    /// the checkpoint like `stack_outputs_from_checkpoint`, its secrets decrypted when the stack
     /// uses the passphrase secrets provider and the job's passphrase opens it; `None`
     /// (ask the CLI) on any doubt.
-    pub fn stack_outputs_from_file_revealed(job: &Job) -> Option<Map<String, Value>> {
+    pub fn stack_outputs_from_checkpoint_revealed(job: &Job) -> Option<Map<String, Value>> {
         let (doc, outputs) = checkpoint_outputs(job)?;
         if !outputs.values().any(crate::engine::contains_secret_mask) {
-            return Self::stack_outputs_from_file(job);
+            return Self::stack_outputs_from_checkpoint(job);
         }
         let key = super::passphrase::decrypter(&doc, &job.env, &job.dir)?;
         outputs
@@ -46,28 +45,30 @@ impl PulumiEngine {
 
     /// Starts deriving, in a thread of its own, the key of the job's stack's secrets (the
     /// passphrase provider's 1,000,000 rounds, about a quarter of a CPU-second), when its
-    /// current checkpoint holds secret outputs: `stack_outputs_from_file_revealed` after
+    /// current checkpoint holds secret outputs: `stack_outputs_from_checkpoint_revealed` after
     /// the update then finds it derived (or waits for it) instead of deriving it on the
     /// critical path. The salt survives updates, so the key is the one it will need.
     pub fn derive_secret_key_early(job: &Job) {
-        let Some((doc, outputs)) = checkpoint_outputs(job) else {
-            return;
-        };
-        if !outputs.values().any(crate::engine::contains_secret_mask) {
-            return;
-        }
-        let (env, dir) = (job.env.clone(), job.dir.clone());
+        // The checkpoint too is read in that thread: on a bucket it is a round trip.
+        let job = job.clone();
         let _ = std::thread::Builder::new()
             .name("derive-secret-key".into())
-            .spawn(move || super::passphrase::decrypter(&doc, &env, &dir).is_some());
+            .spawn(move || {
+                let (doc, outputs) = checkpoint_outputs(&job)?;
+                if !outputs.values().any(crate::engine::contains_secret_mask) {
+                    return None;
+                }
+                super::passphrase::decrypter(&doc, &job.env, &job.dir).map(|_| ())
+            });
     }
 }
 
 /// The checkpoint of the job's stack and its stack resource's outputs as stored (none
 /// without a stack resource); `None` when there is no checkpoint strata can read.
 fn checkpoint_outputs(job: &Job) -> Option<(Value, Map<String, Value>)> {
-    let path = checkpoint(job)??;
-    let doc: Value = serde_json::from_slice(&decompressed(std::fs::read(path).ok()?)?).ok()?;
+    let (source, rel) = checkpoint(job)??;
+    let bytes = source.read(&rel).ok()??;
+    let doc: Value = serde_json::from_slice(&decompressed(bytes)?).ok()?;
     // Versions 3 and 4 share the shape read here; older or newer ones: the CLI.
     if !matches!(doc["version"].as_u64(), Some(3 | 4)) {
         return None;
@@ -81,48 +82,43 @@ fn checkpoint_outputs(job: &Job) -> Option<(Value, Map<String, Value>)> {
     Some((doc, outputs))
 }
 
-/// On a `file://` backend whose stacks live in project folders, whether the stack has no
-/// checkpoint in any form; `None` (ask the CLI) for any other backend or layout, or
-/// when the folder cannot be read.
-pub fn file_backend_stack_missing(job: &Job) -> Option<bool> {
+/// On a `file://` or `s3://` backend whose stacks live in project folders, whether the
+/// stack has no checkpoint in any form; `None` (ask the CLI) for any other backend or
+/// layout, or when the backend cannot be read.
+pub fn checkpoint_stack_missing(job: &Job) -> Option<bool> {
     Some(checkpoint(job)?.is_none())
 }
 
 /// The checkpoint the CLI would read (`stackPath` in `pkg/backend/diy/state.go`): of
 /// `<stack>.json`, `.json.gz` and `.json.zst` in the project's folder, the most recently
-/// modified; on a tie the later of the three. `Some(None)`: none exists. `None`: strata
-/// cannot tell (not a file backend, not a project-scoped layout, an unreadable entry).
-pub(super) fn checkpoint(job: &Job) -> Option<Option<PathBuf>> {
-    let root = file_backend_dir(job)?;
-    if !super::layout::project_scoped(&root, &job.env) {
+/// written; on a tie the later of the three. `Some(None)`: none exists. `None`: strata
+/// cannot tell (a backend it does not read, a layout not project-scoped, a read error).
+pub(super) fn checkpoint(job: &Job) -> Option<Option<(Source, String)>> {
+    let source = Source::of_job(job)?;
+    if !super::layout::project_scoped(&source, &job.env) {
         return None;
     }
-    let plain = root
-        .join(".pulumi")
-        .join("stacks")
-        .join(&job.name)
-        .join(format!("{}.json", job.stack));
-    newest_form(&plain)
+    let dir = format!(".pulumi/stacks/{}", job.name);
+    let form = newest_form(&source, &dir, &format!("{}.json", job.stack))?;
+    Some(form.map(|name| (source, format!("{dir}/{name}"))))
 }
 
-/// Of `plain` and its `.gz`/`.zst` forms, the most recently modified (a tie goes to the
-/// later form); `Some(None)` when none exists, `None` when one cannot be looked at.
-pub(super) fn newest_form(plain: &Path) -> Option<Option<PathBuf>> {
-    let mut best: Option<(PathBuf, std::time::SystemTime)> = None;
+/// Of `plain` and its `.gz`/`.zst` forms in the folder `dir`, the name of the most
+/// recently written (a tie goes to the later form); `Some(None)` when none exists,
+/// `None` when the folder cannot be read.
+pub(super) fn newest_form(source: &Source, dir: &str, plain: &str) -> Option<Option<String>> {
+    let files = source.files(dir).ok()?;
+    let mut best: Option<&super::source::Entry> = None;
     for ext in ["", ".gz", ".zst"] {
-        let mut p = plain.as_os_str().to_owned();
-        p.push(ext);
-        let p = PathBuf::from(p);
-        let modified = match std::fs::metadata(&p) {
-            Ok(m) => m.modified().ok()?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(_) => return None,
+        let name = format!("{plain}{ext}");
+        let Some(f) = files.iter().find(|f| f.name == name) else {
+            continue;
         };
-        if best.as_ref().is_none_or(|(_, t)| modified >= *t) {
-            best = Some((p, modified));
+        if best.is_none_or(|b| f.modified >= b.modified) {
+            best = Some(f);
         }
     }
-    Some(best.map(|(p, _)| p))
+    Some(best.map(|f| f.name.clone()))
 }
 
 /// A checkpoint's JSON bytes, its compression told by its first bytes as the CLI tells
