@@ -5,21 +5,22 @@ use std::collections::BTreeMap;
 
 use crate::plan::{NodeKind, Plan};
 use crate::run::journal::{Journal, Record};
+use crate::run::records::{self, RunRecord};
 use crate::workspace::Profile;
 
-/// `--changed`'s decision for `plan`, from the journal's last successes and the
-/// fingerprints and outputs of now.
+/// `--changed`'s decision for `plan`, from the last successes the journal and the shared
+/// backend's runs know (newest wins), and the fingerprints and outputs of now.
 pub(super) fn decide(
     plan: &Plan,
     full: &Plan,
     profile: &Profile,
-    journal: &Journal,
+    (journal, runs): (&Journal, &[RunRecord]),
     last_outputs: &BTreeMap<String, String>,
     fps: &BTreeMap<String, String>,
 ) -> Changed {
     changed_plan(
         plan,
-        &journal.last_success_as(&LastUp::of),
+        &records::last_success(journal.last_settled_as(&LastUp::of), runs, &LastUp::of),
         last_outputs,
         fps,
         &reads(full, profile),

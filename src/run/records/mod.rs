@@ -237,3 +237,68 @@ pub fn last_success<T>(
         .map(|(p, s)| (p, s.kept))
         .collect()
 }
+
+/// The runs of a local journal (`records`, oldest first) as records, newest first:
+/// who and where are not in a journal (left empty).
+pub fn from_journal(records: &[Record]) -> Vec<RunRecord> {
+    let mut runs: Vec<RunRecord> = Vec::new();
+    for r in records {
+        match r {
+            Record::Run {
+                run_id,
+                operation,
+                provider,
+                stack,
+                started_at,
+                command,
+                ..
+            } => runs.push(RunRecord {
+                run_id: run_id.clone(),
+                stack: stack.clone(),
+                provider: provider.clone(),
+                command: if command.is_empty() {
+                    format!("strata {operation}")
+                } else {
+                    command.clone()
+                },
+                started_at: started_at.clone(),
+                ..Default::default()
+            }),
+            Record::Project { run_id, .. } => {
+                if let (Some(run), Some(p)) = (
+                    runs.iter_mut().rev().find(|x| &x.run_id == run_id),
+                    ProjectResult::of(r),
+                ) {
+                    *run.counts.entry(p.status.clone()).or_default() += 1;
+                    run.ended_at = run.ended_at.clone().max(p.ended_at.clone());
+                    run.status = run_status(&run.status, &p.status);
+                    run.projects.push(p);
+                }
+            }
+            Record::Retry { .. } | Record::PoolLimit { .. } => {}
+        }
+    }
+    runs.reverse();
+    runs
+}
+
+/// A run's result so far, with one more project's: failed once any failed or was
+/// cancelled.
+fn run_status(run: &str, project: &str) -> String {
+    match (run, project) {
+        ("failed", _) | (_, "failed" | "cancelled") => "failed".into(),
+        _ => "succeeded".into(),
+    }
+}
+
+/// `shared` (newest first) and the runs of the local journal it lacks, newest first by
+/// start, the first `limit`.
+pub fn with_local(shared: Vec<RunRecord>, local: Vec<RunRecord>, limit: usize) -> Vec<RunRecord> {
+    let known: std::collections::BTreeSet<String> =
+        shared.iter().map(|r| r.run_id.clone()).collect();
+    let mut all = shared;
+    all.extend(local.into_iter().filter(|r| !known.contains(&r.run_id)));
+    all.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+    all.truncate(limit);
+    all
+}

@@ -175,3 +175,44 @@ fn merged_with_the_journal_the_last_result_of_each_project_is_the_newest() {
     let ups = journal::last_success(&all);
     assert!(ups.contains_key("a") && ups.contains_key("b"));
 }
+
+#[test]
+fn a_journals_runs_are_listed_newest_first_and_merged_with_the_backends() {
+    let start = |id: &str, at: &str| journal::Record::Run {
+        run_id: id.into(),
+        operation: "up".into(),
+        provider: "t".into(),
+        stack: "prod".into(),
+        projects: vec![],
+        started_at: at.into(),
+        command: String::new(),
+    };
+    let records = vec![
+        start("one", "2026-01-01T00:00:01Z"),
+        result("a", "up", "succeeded", "2026-01-01T00:00:02Z").record("one"),
+        start("two", "2026-01-01T00:00:05Z"),
+        result("a", "up", "failed", "2026-01-01T00:00:06Z").record("two"),
+        result("b", "up", "succeeded", "2026-01-01T00:00:07Z").record("two"),
+    ];
+    let local = from_journal(&records);
+    let ids: Vec<&str> = local.iter().map(|r| r.run_id.as_str()).collect();
+    assert_eq!(ids, ["two", "one"]);
+    assert_eq!(local[0].status, "failed");
+    assert_eq!(local[0].command, "strata up");
+    assert_eq!(local[0].ended_at, "2026-01-01T00:00:07Z");
+    assert_eq!(
+        local[0].counts,
+        BTreeMap::from([("failed".into(), 1), ("succeeded".into(), 1)])
+    );
+    assert_eq!(local[1].status, "succeeded");
+    let mut remote = run("two", vec![]);
+    remote.started_at = "2026-01-01T00:00:05Z".into();
+    let mut newer = run("three", vec![]);
+    newer.started_at = "2026-01-01T00:00:09Z".into();
+    let all = with_local(vec![newer, remote], local, 2);
+    let ids: Vec<(&str, &str)> = all
+        .iter()
+        .map(|r| (r.run_id.as_str(), r.host.as_str()))
+        .collect();
+    assert_eq!(ids, [("three", "host-a"), ("two", "host-a")]);
+}
