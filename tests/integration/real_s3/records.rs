@@ -142,3 +142,24 @@ fn another_machine_sees_the_runs_and_the_holder_and_changed_trusts_them() {
     assert_eq!(h["runs"][0]["host"], "host-b", "{h}");
     assert_eq!(h["runs"].as_array().map(Vec::len), Some(3), "{h}");
 }
+
+/// A run whose record cannot be written (the backend does not answer) still succeeds,
+/// with one warning saying what the other machines will miss. A preview, which takes no
+/// lease: no server needed.
+#[test]
+fn a_record_not_written_is_one_warning_never_a_failed_run() {
+    let mut ws = Ws::new();
+    ws.set_env(
+        "PULUMI_BACKEND_URL",
+        "s3://nowhere/team?endpoint=http://127.0.0.1:9&use_path_style=true&region=us-east-1",
+    )
+    .set_env("AWS_ACCESS_KEY_ID", "AK")
+    .set_env("AWS_SECRET_ACCESS_KEY", "SK");
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
+    ws.command_project("a", "true", "true");
+    let r = ws.strata(&["preview", "--provider", "t", "--stack", STACK]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let warning = "this run's record was not written to the shared backend";
+    assert_eq!(r.all().matches(warning).count(), 1, "{r:?}");
+    assert!(r.all().contains("s3://nowhere/team"), "{r:?}");
+}
