@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::plan::{NodeKind, Plan};
 use crate::run::journal::{Journal, Record};
-use crate::run::records::{self, RunRecord};
+use crate::run::records::{self, ProjectResult, RunRecord};
 use crate::workspace::Profile;
 
 /// `--changed`'s decision for `plan`, from the last successes the journal and the shared
@@ -111,6 +111,8 @@ pub(super) struct Changed {
     /// last ran with. At run time, when every one of them left those outputs again, the
     /// step is skipped ("upstream outputs unchanged").
     pub conditional: BTreeMap<String, BTreeMap<String, String>>,
+    /// The last success of each step dropped, for the run's record in a shared backend.
+    pub carried: Vec<ProjectResult>,
 }
 
 /// `--changed` is output-aware. A step whose fingerprint is the one of its last success
@@ -209,6 +211,19 @@ fn changed_once(
                 n.path.clone(),
                 format!("unchanged since its last up ({ended_at})"),
             ));
+            out.carried.push(ProjectResult {
+                project: n.path.clone(),
+                operation: "up".into(),
+                status: "succeeded".into(),
+                ended_at: ended_at.clone(),
+                fingerprint: Some(f.clone()),
+                outputs_hash: last_outputs.get(&n.path).cloned(),
+                upstream_outputs: upstream_outputs
+                    .as_ref()
+                    .map(|u| u.iter().cloned().collect()),
+                carried: true,
+                ..Default::default()
+            });
         } else {
             out.conditional.insert(n.path.clone(), conditional);
         }

@@ -99,6 +99,7 @@ pub fn execute(
     notices.append(&mut inputs.warnings);
     check_bundle(r, &inputs.fingerprints)?;
     let unchanged = std::mem::take(&mut inputs.changed.dropped);
+    let carried = std::mem::take(&mut inputs.changed.carried);
     let given = context::Given {
         run_id,
         org: pre.org,
@@ -130,6 +131,7 @@ pub fn execute(
         started_ms: opened.started_ms,
         journal_from: opened.journal_from,
         unchanged: unchanged.len(),
+        carried,
         ran: &ran,
     };
     if let Some(message) = shared::leave(r, &journal, &done) {

@@ -54,6 +54,8 @@ pub(super) struct Done<'a> {
     pub journal_from: u64,
     /// Steps `--changed` skipped.
     pub unchanged: usize,
+    /// Their last successes, carried into the record.
+    pub carried: Vec<ProjectResult>,
     pub ran: &'a Ran,
 }
 
@@ -78,7 +80,7 @@ pub(super) fn leave(r: &Resolved, journal: &Journal, done: &Done) -> Option<Stri
 /// journal has it.
 fn record(r: &Resolved, journal: &Journal, done: &Done) -> Result<RunRecord> {
     let (user, host) = lease::who(&r.ws.env)?;
-    let projects: Vec<ProjectResult> = journal
+    let mut projects: Vec<ProjectResult> = journal
         .run_since(done.journal_from, done.run_id)
         .iter()
         .filter_map(ProjectResult::of)
@@ -90,6 +92,7 @@ fn record(r: &Resolved, journal: &Journal, done: &Done) -> Result<RunRecord> {
     if done.unchanged > 0 {
         *counts.entry(Status::Skipped.as_str().into()).or_default() += done.unchanged;
     }
+    projects.extend(done.carried.iter().cloned());
     Ok(RunRecord {
         run_id: done.run_id.to_string(),
         stack: r.stack().to_string(),

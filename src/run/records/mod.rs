@@ -74,6 +74,10 @@ pub struct ProjectResult {
     pub outputs_hash: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_outputs: Option<BTreeMap<String, String>>,
+    /// Not run by this run (`--changed` found it unchanged): its last success, carried
+    /// so that the newest records alone tell what is deployed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub carried: bool,
 }
 
 impl ProjectResult {
@@ -99,6 +103,7 @@ impl ProjectResult {
                 fingerprint: fingerprint.clone(),
                 outputs_hash: outputs_hash.clone(),
                 upstream_outputs: upstream_outputs.clone(),
+                carried: false,
             }),
             _ => None,
         }

@@ -35,6 +35,30 @@ printf '{}' > "$STRATA_OUTPUTS_FILE""#;
     ws
 }
 
+/// The newest run record of stack `prod` under `prefix`, read with the server's own
+/// API (newest first in key order).
+fn newest_record(s: &Server, prefix: &str) -> serde_json::Value {
+    let bucket = s.var("BUCKET");
+    let listed = s.request(
+        "GET",
+        // (Encoded as SigV4 signs it.)
+        &format!("/{bucket}?list-type=2&prefix={prefix}%2F.strata%2Fruns%2F{STACK}%2F"),
+        &[],
+        None,
+    );
+    assert_eq!(listed.code, 200, "{listed:?}");
+    let key = listed
+        .body
+        .split("<Key>")
+        .nth(1)
+        .and_then(|k| k.split("</Key>").next())
+        .unwrap_or_else(|| panic!("no run record: {listed:?}"));
+    let got = s.request("GET", &format!("/{bucket}/{key}"), &[], None);
+    assert_eq!(got.code, 200, "{got:?}");
+    assert!(!got.body.contains("\"v\""), "no output value: {}", got.body);
+    serde_json::from_str(&got.body).unwrap_or_else(|e| panic!("{e}: {got:?}"))
+}
+
 fn json(ws: &Ws, args: &[&str]) -> serde_json::Value {
     let mut a = args.to_vec();
     a.extend(["--output", "json"]);
@@ -126,6 +150,30 @@ fn another_machine_sees_the_runs_and_the_holder_and_changed_trusts_them() {
         [] as [String; 0],
         "{changed:?}"
     );
+    // Its record carries what it found deployed (A's successes, at A's times): the
+    // newest records alone tell what is deployed, however old the last change.
+    let newest = newest_record(&s, "records-two");
+    assert_eq!(newest["host"], "host-b", "{newest}");
+    let projects = newest["projects"].as_array().expect("projects");
+    assert_eq!(projects.len(), 3, "{newest}");
+    for p in projects {
+        let path = p["project"].as_str().unwrap();
+        let row = st["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["path"] == path)
+            .unwrap();
+        assert_eq!(
+            (&p["carried"], &p["status"], &p["ended_at"]),
+            (&true.into(), &"succeeded".into(), &row["at"]),
+            "{newest}"
+        );
+        assert!(
+            p["fingerprint"].is_string() && p["outputs_hash"].is_string(),
+            "{newest}"
+        );
+    }
 
     // One file changed on B: that project runs again, and what needs it at most.
     b.write("projects/base/notes.txt", "changed on host-b\n");
