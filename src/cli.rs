@@ -117,6 +117,8 @@ pub enum Command {
     Outputs(OutputsArgs),
     /// The last result of every project of the stack
     Status(StatusArgs),
+    /// The last runs of the stack, newest first: when, who, what, how they ended
+    History(HistoryArgs),
     /// Show who holds the stack's lease in a shared (s3://) backend, and free it
     Unlock(UnlockArgs),
     /// The plan for an engine that runs beyond one machine
@@ -336,6 +338,13 @@ pub struct ShowArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub select: SelectArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct HistoryArgs {
+    /// How many runs to show, newest first (at most 50)
+    #[arg(short = 'n', long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=50))]
+    pub last: u16,
 }
 
 #[derive(Debug, Args, Clone)]

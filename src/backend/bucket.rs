@@ -266,6 +266,50 @@ impl Backend {
             .collect())
     }
 
+    /// The objects at `keys`, read a few at a time, in the order of `keys`: each one's
+    /// bytes, or `None` when it is gone (or could not be read: `warn` is told why).
+    pub fn get_all(&self, keys: &[String], warn: &mut dyn FnMut(Error)) -> Vec<Option<Vec<u8>>> {
+        use futures::StreamExt;
+        let reads = futures::stream::iter(keys.iter().map(|key| async move {
+            let got = self.store.get(&Path::from(key.as_str())).await;
+            match got {
+                Ok(g) => g.bytes().await.map(|b| Some(b.to_vec())),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+            .map_err(|e| self.failed("read", key, e))
+        }))
+        .buffered(8)
+        .collect::<Vec<_>>();
+        self.rt
+            .block_on(reads)
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|e| {
+                    warn(e);
+                    None
+                })
+            })
+            .collect()
+    }
+
+    /// The first `limit` keys under `prefix` (a folder: `…/`), in key order, as S3
+    /// lists them (one request for up to 1,000).
+    pub fn list_keys(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        use futures::StreamExt;
+        let path = Path::from(prefix);
+        let listed = self
+            .rt
+            .block_on(self.store.list(Some(&path)).take(limit).collect::<Vec<_>>());
+        let mut keys = listed
+            .into_iter()
+            .map(|m| m.map(|m| m.location.to_string()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.failed("list", prefix, e))?;
+        keys.sort();
+        Ok(keys)
+    }
+
     /// Creates `key` if there is none (`If-None-Match: *`): its ETag, or `None` when
     /// an object is there.
     pub fn create(&self, key: &str, body: &[u8]) -> Result<Option<String>> {

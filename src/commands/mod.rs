@@ -2,11 +2,13 @@
 
 mod docs;
 mod export;
+mod history;
 pub mod outputs;
 mod providers;
 mod report;
 mod run;
 mod secrets;
+mod shared;
 mod show;
 mod status;
 mod unlock;
@@ -50,6 +52,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Status(a) => status::run(target, &settings, &selector(&a.select, false)?),
         Command::Export(a) => export::run(target, a, &selector(&a.select, false)?),
         Command::Report(a) => report::run(target, &settings, a),
+        Command::History(a) => history::run(target, &settings, a.last as usize),
         Command::Unlock(a) => unlock::run(target, &settings, a.yes),
         Command::Completions { shell } => docs::completions(*shell),
         Command::Man => docs::man(),

@@ -1,10 +1,15 @@
 //! `strata status`: the last operation of every project of the stack (or of those
-//! `--filter` selects), its result, when, how long, and whether its inputs changed since
-//! (by fingerprint).
+//! `--filter` selects), its result, when, how long, who ran it, and whether its inputs
+//! changed since (by fingerprint). On a shared backend, what every machine recorded there
+//! counts too (the newest result wins), and the lease's holder is shown.
 
 use crate::error::Result;
 use crate::plan::select::Selector;
+use std::collections::BTreeMap;
+
+use super::shared::Shared;
 use crate::run::journal::{self, Journal, Record};
+use crate::run::records;
 use crate::settings::Settings;
 use crate::util::human_duration;
 use crate::workspace::Target;
@@ -19,7 +24,23 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
         eprintln!("{why}");
     }
     let state_dir = loaded.ws.state_dir(&stack);
-    let records = Journal::new(&state_dir).read();
+    let shared = match super::shared::read(&loaded.ws, &stack, records::LIMIT) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "warning: the shared backend could not be read, so this shows only this checkout's journal: {}",
+                e.message
+            );
+            None
+        }
+    };
+    let runs = shared
+        .as_ref()
+        .map(|s| s.runs.as_slice())
+        .unwrap_or_default();
+    // Who ran each run the backend knows of.
+    let by: BTreeMap<&str, String> = runs.iter().map(|r| (r.run_id.as_str(), r.who())).collect();
+    let records = records::merged(Journal::new(&state_dir).read(), runs);
     let last = journal::last_by_project(&records, &[]);
     let last_up = journal::last_success(&records);
     let current = super::current_fingerprints(&loaded, &stack);
@@ -40,6 +61,7 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
         };
         let row = match last.get(&path) {
             Some(Record::Project {
+                run_id,
                 operation,
                 status,
                 ended_at,
@@ -54,6 +76,8 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
                 "duration_ms": duration_ms,
                 "inputs_changed": changed,
                 "log": log,
+                "run_id": run_id,
+                "by": by.get(run_id.as_str()),
             }),
             _ => serde_json::json!({
                 "path": path,
@@ -63,6 +87,8 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
                 "duration_ms": null,
                 "inputs_changed": null,
                 "log": null,
+                "run_id": null,
+                "by": null,
             }),
         };
         rows.push(row);
@@ -71,22 +97,39 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
         let doc = serde_json::json!({
             "provider": loaded.profile.name,
             "stack": stack,
+            "backend": shared.as_ref().map(|s| &s.backend),
+            "lease": shared.as_ref().map(Shared::lease_json),
             "projects": rows,
         });
         super::print(&format!("{doc}\n"))?;
         return Ok(0);
     }
+    super::print(&table(&loaded.profile.name, &stack, shared.as_ref(), &rows))?;
+    Ok(0)
+}
+
+/// The rows as a table, under the stack, the provider and (on a shared backend) the lease.
+fn table(
+    provider: &str,
+    stack: &str,
+    shared: Option<&Shared>,
+    rows: &[serde_json::Value],
+) -> String {
     let w = rows
         .iter()
         .filter_map(|r| r["path"].as_str().map(|s| s.chars().count()))
         .max()
         .unwrap_or(7)
         .max(7);
-    let mut out = format!(
-        "stack {stack} · provider {}\n\n{:<w$}  {:<8} {:<10} {:<24} {:>7}  inputs\n",
-        loaded.profile.name, "project", "last", "result", "when", "took"
-    );
-    for r in &rows {
+    let mut out = format!("stack {stack} · provider {provider}\n");
+    if let Some(s) = shared {
+        out.push_str(&format!("backend {} · {}\n", s.backend, s.lease_line()));
+    }
+    out.push_str(&format!(
+        "\n{:<w$}  {:<8} {:<10} {:<24} {:>7}  {:<20} inputs\n",
+        "project", "last", "result", "when", "took", "by"
+    ));
+    for r in rows {
         let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
         let took = r["duration_ms"]
             .as_u64()
@@ -97,8 +140,14 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
             Some(false) => "unchanged",
             None => "-",
         };
+        // A run of this checkout the backend does not know of: here.
+        let by = match (r["by"].as_str(), r["operation"].is_null()) {
+            (Some(who), _) => who,
+            (None, true) => "-",
+            (None, false) => "here",
+        };
         out.push_str(&format!(
-            "{:<w$}  {:<8} {:<10} {:<24} {:>7}  {inputs}\n",
+            "{:<w$}  {:<8} {:<10} {:<24} {:>7}  {by:<20} {inputs}\n",
             s("path"),
             s("operation"),
             s("status"),
@@ -106,6 +155,5 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
             took
         ));
     }
-    super::print(&out)?;
-    Ok(0)
+    out
 }

@@ -8,6 +8,7 @@ pub mod journal;
 pub mod lock;
 pub mod policy;
 pub mod pools;
+pub mod records;
 pub mod scheduler;
 pub mod signals;
 pub mod step;

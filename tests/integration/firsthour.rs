@@ -49,6 +49,7 @@ fn every_read_command_prints_one_json_document() {
         vec!["outputs", "-p", "t", "-s", "dev"],
         vec!["secrets", "list", "-p", "t", "-s", "dev"],
         vec!["report", "-s", "dev"],
+        vec!["history", "-s", "dev"],
     ] {
         let mut a = args.clone();
         a.extend(["--output", "json"]);
@@ -185,4 +186,48 @@ fn a_run_without_secrets_does_not_open_the_store() {
     let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--project", "b"]);
     assert_eq!(r.code, 3, "b takes a secret: {r:?}");
     assert!(r.stderr.contains("wrong passphrase"), "{r:?}");
+}
+
+/// On a file backend, `history` lists this checkout's runs, newest first (who ran them
+/// is not in a journal), and `status` shows no lease.
+#[test]
+fn history_on_a_file_backend_lists_this_checkouts_runs() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: a\n  - path: b\n"),
+    );
+    ws.command_project("a", "true", "true");
+    ws.command_project("b", "exit 1", "true");
+    let empty = run_ok(&ws, &["history", "-s", "dev"]);
+    assert!(empty.contains("no run recorded yet"), "{empty}");
+    assert_eq!(ws.strata(&["up", "-p", "t", "-s", "dev"]).code, 1);
+    run_ok(&ws, &["destroy", "-p", "t", "-s", "dev", "--yes"]);
+    let text = run_ok(&ws, &["history", "-s", "dev"]);
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("strata ")).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].contains("strata destroy") && lines[0].contains("2 succeeded"),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("strata up") && lines[1].contains("1 succeeded, 1 failed"),
+        "{text}"
+    );
+    assert!(lines[1].contains(" - "), "who is unknown: {text}");
+    let v: serde_json::Value = serde_json::from_str(&run_ok(
+        &ws,
+        &["history", "-s", "dev", "-n", "1", "--output", "json"],
+    ))
+    .unwrap();
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["runs"][0]["status"], "succeeded", "{v}");
+    assert_eq!(v["runs"][0]["counts"]["succeeded"], 2, "{v}");
+    assert!(v["lease"].is_null() && v["backend"].is_null(), "{v}");
+    let st: serde_json::Value = serde_json::from_str(&run_ok(
+        &ws,
+        &["status", "-p", "t", "-s", "dev", "--output", "json"],
+    ))
+    .unwrap();
+    assert!(st["lease"].is_null(), "{st}");
 }

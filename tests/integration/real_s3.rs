@@ -23,6 +23,8 @@ use crate::real_kube::script;
 mod lease;
 /// Pulumi's CLI with its state in the object store.
 mod pulumi;
+/// What runs leave in the backend, read by another machine: status, history, --changed.
+mod records;
 
 const HINT: &str = "build it with `scripts/install-s3.sh` (Go 1.26.6+ and the Go module proxy), or set STRATA_S3_BIN_DIR to a folder holding SeaweedFS's weed";
 

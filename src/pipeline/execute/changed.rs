@@ -5,21 +5,22 @@ use std::collections::BTreeMap;
 
 use crate::plan::{NodeKind, Plan};
 use crate::run::journal::{Journal, Record};
+use crate::run::records::{self, ProjectResult, RunRecord};
 use crate::workspace::Profile;
 
-/// `--changed`'s decision for `plan`, from the journal's last successes and the
-/// fingerprints and outputs of now.
+/// `--changed`'s decision for `plan`, from the last successes the journal and the shared
+/// backend's runs know (newest wins), and the fingerprints and outputs of now.
 pub(super) fn decide(
     plan: &Plan,
     full: &Plan,
     profile: &Profile,
-    journal: &Journal,
+    (journal, runs): (&Journal, &[RunRecord]),
     last_outputs: &BTreeMap<String, String>,
     fps: &BTreeMap<String, String>,
 ) -> Changed {
     changed_plan(
         plan,
-        &journal.last_success_as(&LastUp::of),
+        &records::last_success(journal.last_settled_as(&LastUp::of), runs, &LastUp::of),
         last_outputs,
         fps,
         &reads(full, profile),
@@ -110,6 +111,8 @@ pub(super) struct Changed {
     /// last ran with. At run time, when every one of them left those outputs again, the
     /// step is skipped ("upstream outputs unchanged").
     pub conditional: BTreeMap<String, BTreeMap<String, String>>,
+    /// The last success of each step dropped, for the run's record in a shared backend.
+    pub carried: Vec<ProjectResult>,
 }
 
 /// `--changed` is output-aware. A step whose fingerprint is the one of its last success
@@ -208,6 +211,19 @@ fn changed_once(
                 n.path.clone(),
                 format!("unchanged since its last up ({ended_at})"),
             ));
+            out.carried.push(ProjectResult {
+                project: n.path.clone(),
+                operation: "up".into(),
+                status: "succeeded".into(),
+                ended_at: ended_at.clone(),
+                fingerprint: Some(f.clone()),
+                outputs_hash: last_outputs.get(&n.path).cloned(),
+                upstream_outputs: upstream_outputs
+                    .as_ref()
+                    .map(|u| u.iter().cloned().collect()),
+                carried: true,
+                ..Default::default()
+            });
         } else {
             out.conditional.insert(n.path.clone(), conditional);
         }

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::run::fingerprint;
-use crate::run::journal::Journal;
+use crate::run::journal::{Journal, Record};
+use crate::run::records::{self, RunRecord};
 use crate::run::signals::Caught;
 use crate::secrets::Gathered;
 use crate::util::now_ms;
@@ -24,6 +25,8 @@ pub(super) struct Inputs {
     /// Each project's outputs hash at its last success, before this run.
     pub last_outputs: BTreeMap<String, String>,
     pub changed: Changed,
+    /// Why the shared backend's runs could not be read (`--changed`).
+    pub warnings: Vec<String>,
 }
 
 /// Hashing every project's files (and, for `--changed`, reading their sources) can
@@ -43,6 +46,12 @@ pub(super) fn prepare(
     let (cfg, changed_only) = (stack_config.clone(), r.req.changed);
     let secret_hashes = crate::secrets::hmac::hash_secrets(&secret_key, &secrets.values);
     let (root, env_vars) = (r.ws.root.clone(), r.ws.env_file.vars.clone());
+    // `--changed` on a shared backend: what other machines ran counts too (newest wins).
+    let (runs, warnings) = if changed_only {
+        super::shared::recent(r)
+    } else {
+        Default::default()
+    };
     let (fingerprints, last_outputs, changed) =
         caught.until_signal("while fingerprinting the projects", move || {
             let cache_file = state_dir.join("fingerprint.cache");
@@ -57,13 +66,13 @@ pub(super) fn prepare(
             // success and the outputs it left (only the hashes, unless `--changed`
             // needs the whole records).
             let journal = Journal::new(&state_dir);
-            let last_outputs = journal.last_outputs();
+            let last_outputs = last_outputs(&journal, &runs);
             let changed = if changed_only {
                 changed::decide(
                     &plan,
                     &full,
                     &profile,
-                    &journal,
+                    (&journal, &runs),
                     &last_outputs,
                     &fingerprints,
                 )
@@ -78,7 +87,24 @@ pub(super) fn prepare(
         fingerprints,
         last_outputs,
         changed,
+        warnings,
     })
+}
+
+/// The outputs hash each project's last success left, as this journal and the shared
+/// backend's `runs` know it (newest wins).
+fn last_outputs(journal: &Journal, runs: &[RunRecord]) -> BTreeMap<String, String> {
+    if runs.is_empty() {
+        return journal.last_outputs();
+    }
+    let hash = |r: Record| match r {
+        Record::Project { outputs_hash, .. } => outputs_hash,
+        _ => None,
+    };
+    records::last_success(journal.last_settled_as(&hash), runs, &hash)
+        .into_iter()
+        .filter_map(|(p, h)| Some((p, h?)))
+        .collect()
 }
 
 /// Secret values are digested under the store's own key (see `secrets::hmac::secret_digest`).

@@ -31,6 +31,7 @@ mod changed;
 mod context;
 mod inputs;
 mod schedule;
+mod shared;
 
 pub use context::needed_outputs;
 use schedule::Ran;
@@ -95,8 +96,10 @@ pub fn execute(
     let child_env = ChildEnv::default();
     let trace = Trace::from_env(&r.ws.process_env, &child_env, &mut notices);
     let mut inputs = inputs::prepare(r, &stack_config, &secrets, &caught, lock.is_some())?;
+    notices.append(&mut inputs.warnings);
     check_bundle(r, &inputs.fingerprints)?;
     let unchanged = std::mem::take(&mut inputs.changed.dropped);
+    let carried = std::mem::take(&mut inputs.changed.carried);
     let given = context::Given {
         run_id,
         org: pre.org,
@@ -122,6 +125,18 @@ pub fn execute(
     let opened = announce(r, &ctx, &journal, &caught, notices, &unchanged, &emit)?;
     let ran = schedule::run(&r.req.args, &ctx, signals, &pools, &runner, &control, &emit);
     let bundle_mark = close(r, &ctx, &journal, &runner, &ran, lock.is_some(), &emit);
+    // While the lease is still held: the next run, on any machine, finds the record.
+    let done = shared::Done {
+        run_id: &ctx.run_id,
+        started_ms: opened.started_ms,
+        journal_from: opened.journal_from,
+        unchanged: unchanged.len(),
+        carried,
+        ran: &ran,
+    };
+    if let Some(message) = shared::leave(r, &journal, &done) {
+        emit(RunEvent::Notice { message });
+    }
     drop(lease);
     drop(lock);
     let kept = Kept::take(runner, ctx.plan.nodes.len());

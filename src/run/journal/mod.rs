@@ -260,6 +260,31 @@ impl Journal {
         out
     }
 
+    /// Each project's last successful `up` or `destroy` (a destroy kept, not dropped:
+    /// what another journal says is merged with it by time), as `keep` makes it.
+    pub fn last_settled_as<T>(&self, keep: &dyn Fn(Record) -> T) -> BTreeMap<String, Settled<T>> {
+        let mut out = BTreeMap::new();
+        self.scan(None, &mut |r| note_settled(&mut out, r, keep));
+        out
+    }
+
+    /// The records of the run `run_id`, read from byte `from` of the journal (where it
+    /// stood when the run began) on.
+    pub fn run_since(&self, from: u64, run_id: &str) -> Vec<Record> {
+        use std::io::{Seek, SeekFrom};
+        let mut out = Vec::new();
+        if let Ok(mut f) = std::fs::File::open(&self.path)
+            && f.seek(SeekFrom::Start(from)).is_ok()
+        {
+            scan_lines(&mut std::io::BufReader::new(f), u64::MAX, &mut |r| {
+                if r.run_id() == run_id {
+                    out.push(r);
+                }
+            });
+        }
+        out
+    }
+
     /// Streams what [`Journal::read`] returns to `each`, one record at a time, reading
     /// the journal up to byte `until` at most; returns the journal offset read to, its
     /// inode and the hash of the bytes before that offset (see [`IndexHead`]).
@@ -405,6 +430,44 @@ pub fn last_success(records: &[Record]) -> std::collections::BTreeMap<String, Re
         }
     }
     out
+}
+
+/// A project's last successful `up` or `destroy`: when it ended, which, and what the
+/// reader keeps of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settled<T> {
+    pub ended_at: String,
+    /// An `up` (deployed); else a `destroy` (gone).
+    pub up: bool,
+    pub kept: T,
+}
+
+/// [`Journal::last_settled_as`], one record at a time.
+pub fn note_settled<T>(
+    out: &mut BTreeMap<String, Settled<T>>,
+    r: Record,
+    keep: &dyn Fn(Record) -> T,
+) {
+    if !is_success(&r) {
+        return;
+    }
+    if let Record::Project {
+        project,
+        operation,
+        ended_at,
+        ..
+    } = &r
+    {
+        let (project, up, ended_at) = (project.clone(), operation == "up", ended_at.clone());
+        out.insert(
+            project,
+            Settled {
+                ended_at,
+                up,
+                kept: keep(r),
+            },
+        );
+    }
 }
 
 /// A successful `up` or `destroy` of a project.

@@ -11,10 +11,26 @@ use std::time::{Duration, Instant};
 use super::{Server, server};
 use crate::support::*;
 
-const STACK: &str = "prod";
+pub(super) const STACK: &str = "prod";
 
 /// One checkout of the environment, on "machine" `host`, with the backend `url`.
 fn machine(s: &Server, url: &str, host: &str, ttl_ms: u64, shared: &Path) -> Ws {
+    let ws = checkout(s, url, host, ttl_ms, shared);
+    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: slow\n"));
+    // Starts (its pid, which is its process group, in pid-HOST), then runs until the
+    // test writes release-HOST (60 s at most).
+    let up = r#"h=$STRATA_TEST_HOSTNAME; d=$LEASE_SHARED
+echo "start $h" >> "$d/log"; echo $$ > "$d/pid-$h"
+i=0; while [ ! -e "$d/release-$h" ]; do i=$((i+1)); [ $i -gt 1200 ] && exit 1; sleep 0.05; done
+echo "end $h" >> "$d/log"; printf '{}' > "$STRATA_OUTPUTS_FILE""#;
+    ws.command_project("slow", up, "true");
+    ws
+}
+
+/// One checkout of the environment, with its own HOME and `.strata/`, on "machine" `host`
+/// (`STRATA_TEST_HOSTNAME`), with the backend `url` and the shared folder `shared` (in
+/// `LEASE_SHARED`): no profile yet.
+pub(super) fn checkout(s: &Server, url: &str, host: &str, ttl_ms: u64, shared: &Path) -> Ws {
     let mut ws = Ws::new();
     ws.set_env("PULUMI_BACKEND_URL", url)
         .set_env("AWS_ACCESS_KEY_ID", s.var("AWS_ACCESS_KEY_ID"))
@@ -24,14 +40,6 @@ fn machine(s: &Server, url: &str, host: &str, ttl_ms: u64, shared: &Path) -> Ws 
         .set_env("STRATA_TEST_HOSTNAME", host)
         .set_env("STRATA_TEST_LEASE_TTL_MS", &ttl_ms.to_string())
         .set_env("LEASE_SHARED", shared.to_str().unwrap());
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: slow\n"));
-    // Starts (its pid, which is its process group, in pid-HOST), then runs until the
-    // test writes release-HOST (60 s at most).
-    let up = r#"h=$STRATA_TEST_HOSTNAME; d=$LEASE_SHARED
-echo "start $h" >> "$d/log"; echo $$ > "$d/pid-$h"
-i=0; while [ ! -e "$d/release-$h" ]; do i=$((i+1)); [ $i -gt 1200 ] && exit 1; sleep 0.05; done
-echo "end $h" >> "$d/log"; printf '{}' > "$STRATA_OUTPUTS_FILE""#;
-    ws.command_project("slow", up, "true");
     ws
 }
 
@@ -44,7 +52,7 @@ fn up_args(extra: &[&'static str]) -> Vec<&'static str> {
 /// The backend URL of the server's bucket under the test's own path prefix `prefix`
 /// (where Pulumi's `.pulumi/` would be). One bucket for all: the server makes room for
 /// only a few buckets (volumes), and a new one may refuse writes for a while.
-fn url(s: &Server, prefix: &str) -> String {
+pub(super) fn url(s: &Server, prefix: &str) -> String {
     let bucket = s.var("BUCKET");
     s.backend_url(bucket).replacen(
         &format!("s3://{bucket}?"),
@@ -77,7 +85,7 @@ fn two_machines(s: &Server, prefix: &str, ttl_ms: u64) -> (Shared, Ws, Ws) {
 }
 
 /// Waits (bounded) until `path` exists.
-fn wait_for(path: &Path, what: &str) {
+pub(super) fn wait_for(path: &Path, what: &str) {
     let t0 = Instant::now();
     while !path.exists() {
         assert!(t0.elapsed() < Duration::from_secs(60), "{what} never came");
@@ -86,7 +94,7 @@ fn wait_for(path: &Path, what: &str) {
 }
 
 /// Waits for a spawned strata (bounded), as a [`Run`].
-fn finish(child: Child, what: &str) -> Run {
+pub(super) fn finish(child: Child, what: &str) -> Run {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -110,14 +118,14 @@ fn finish(child: Child, what: &str) -> Run {
 /// The folder the "machines" of a test share (their log, pid and release files).
 /// Dropped, a failed assertion's unwinding too, it kills whatever still runs with it in
 /// its environment: the test's strata processes and their projects.
-struct Shared(tempfile::TempDir);
+pub(super) struct Shared(tempfile::TempDir);
 
 impl Shared {
-    fn new() -> Shared {
+    pub(super) fn new() -> Shared {
         Shared(tempfile::tempdir().unwrap())
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         self.0.path()
     }
 }
@@ -148,7 +156,7 @@ fn kill_project(shared: &Path, host: &str) {
     }
 }
 
-fn log(shared: &Path) -> Vec<String> {
+pub(super) fn log(shared: &Path) -> Vec<String> {
     std::fs::read_to_string(shared.join("log"))
         .unwrap_or_default()
         .lines()

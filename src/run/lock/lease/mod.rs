@@ -65,14 +65,8 @@ impl Holder {
             })
             .transpose()?
             .unwrap_or(TTL.as_millis() as u64);
-        let host =
-            test_override(env, "STRATA_TEST_HOSTNAME")?.unwrap_or_else(crate::util::hostname);
+        let (user, host) = who(env)?;
         let pid = std::process::id();
-        let user = ["USER", "LOGNAME"]
-            .iter()
-            .find_map(|k| env.get(*k).filter(|v| !v.is_empty()).cloned())
-            // SAFETY: getuid cannot fail.
-            .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }));
         let now = crate::util::rfc3339(crate::util::now_ms());
         Ok(Holder {
             stack: stack.to_string(),
@@ -111,6 +105,18 @@ impl Holder {
             self.command, self.run_id, self.user, self.host, self.pid, self.since
         )
     }
+}
+
+/// Who runs this strata, and where: the user (`USER`, `LOGNAME`, else the uid) and the
+/// host (`STRATA_TEST_HOSTNAME` in strata's own tests).
+pub fn who(env: &BTreeMap<String, String>) -> Result<(String, String)> {
+    let host = test_override(env, "STRATA_TEST_HOSTNAME")?.unwrap_or_else(crate::util::hostname);
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|k| env.get(*k).filter(|v| !v.is_empty()).cloned())
+        // SAFETY: getuid cannot fail.
+        .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }));
+    Ok((user, host))
 }
 
 /// A test-only setting: read in debug builds, refused in release builds.

@@ -1,0 +1,131 @@
+//! `strata history`: the stack's last runs, newest first: when, who and where, the
+//! command and selection, the result and how many projects ended how. On a shared
+//! backend, what every machine recorded there; and this checkout's journal.
+
+use crate::error::Result;
+use crate::run::journal::Journal;
+use crate::run::records::{self, RunRecord};
+use crate::settings::Settings;
+use crate::workspace::Target;
+
+/// The order results are counted in.
+const RESULTS: [&str; 5] = ["succeeded", "failed", "skipped", "cancelled", "blocked"];
+
+pub fn run(target: &Target, settings: &Settings, last: usize) -> Result<i32> {
+    let ws = super::open_workspace(target)?;
+    let Some(stack) = ws.stack_to_read(target.stack.as_deref())? else {
+        return Err(crate::workspace::no_stack_error(&ws));
+    };
+    let shared = super::shared::read(&ws, &stack, last)?;
+    let local = records::from_journal(&Journal::new(&ws.state_dir(&stack)).read_all());
+    let (backend, runs, lease) = match shared {
+        Some(s) => {
+            let line = s.lease_line();
+            let json = s.lease_json();
+            (
+                Some(s.backend),
+                records::with_local(s.runs, local, last),
+                Some((line, json)),
+            )
+        }
+        None => (None, records::with_local(Vec::new(), local, last), None),
+    };
+    if settings.json {
+        let runs: Vec<serde_json::Value> = runs.iter().map(summary_json).collect();
+        let doc = serde_json::json!({
+            "stack": stack,
+            "backend": backend,
+            "lease": lease.map(|(_, j)| j),
+            "runs": runs,
+        });
+        super::print(&format!("{doc}\n"))?;
+        return Ok(0);
+    }
+    let mut out = format!("stack {stack}");
+    if let (Some(b), Some((line, _))) = (&backend, &lease) {
+        out.push_str(&format!(" · backend {b} · {line}"));
+    }
+    out.push('\n');
+    out.push_str(&table(&runs));
+    super::print(&out)?;
+    Ok(0)
+}
+
+/// A run as `history --output json` shows it: the record without its projects.
+fn summary_json(r: &RunRecord) -> serde_json::Value {
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("projects");
+    }
+    v
+}
+
+/// `3 succeeded, 1 failed`: the counts that are not zero, in the order of [`RESULTS`].
+fn counts(r: &RunRecord) -> String {
+    let mut parts: Vec<String> = RESULTS
+        .iter()
+        .filter_map(|k| {
+            r.counts
+                .get(*k)
+                .filter(|n| **n > 0)
+                .map(|n| format!("{n} {k}"))
+        })
+        .collect();
+    parts.extend(
+        r.counts
+            .iter()
+            .filter(|(k, n)| !RESULTS.contains(&k.as_str()) && **n > 0)
+            .map(|(k, n)| format!("{n} {k}")),
+    );
+    if parts.is_empty() {
+        "no project".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The runs as a table, newest first; who is `-` for a run only this checkout's
+/// journal knows.
+fn table(runs: &[RunRecord]) -> String {
+    if runs.is_empty() {
+        return "\nno run recorded yet\n".into();
+    }
+    let rows: Vec<[String; 5]> = runs
+        .iter()
+        .map(|r| {
+            let who = if r.user.is_empty() {
+                "-".into()
+            } else {
+                r.who()
+            };
+            let mut command = r.command.clone();
+            for s in &r.selection {
+                command.push(' ');
+                command.push_str(s);
+            }
+            [
+                r.started_at.clone(),
+                who,
+                command,
+                r.status.clone(),
+                counts(r),
+            ]
+        })
+        .collect();
+    let head = ["when", "who", "command", "result", "projects"].map(String::from);
+    let mut widths = [0usize; 4];
+    for row in std::iter::once(&head).chain(&rows) {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::from("\n");
+    for row in std::iter::once(&head).chain(&rows) {
+        for (w, cell) in widths.iter().zip(row) {
+            out.push_str(&format!("{cell:<w$}  "));
+        }
+        out.push_str(&row[4]);
+        out.push('\n');
+    }
+    out
+}
