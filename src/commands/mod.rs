@@ -159,7 +159,7 @@ pub fn load(target: &Target, read_stack_config: bool) -> Result<Loaded> {
     let provider = ws.select_provider(target.provider.as_deref(), stack_config.as_ref())?;
     let profile = ws.profile(&provider)?;
     let projects = ws.projects(&profile)?;
-    let plan = Plan::build(&profile, projects)?;
+    let plan = crate::plan::build(&profile, projects)?;
     Ok(Loaded {
         ws,
         stack,

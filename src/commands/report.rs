@@ -92,5 +92,5 @@ fn plan_of(ws: &Workspace, provider: &str) -> std::result::Result<Plan, String> 
     let first_line = |e: crate::error::Error| e.message.lines().next().unwrap_or("").to_string();
     let profile = ws.profile(provider).map_err(first_line)?;
     let projects = ws.projects(&profile).map_err(first_line)?;
-    Plan::build(&profile, projects).map_err(first_line)
+    crate::plan::build(&profile, projects).map_err(first_line)
 }

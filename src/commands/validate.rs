@@ -349,7 +349,7 @@ fn check_plan(
             projects.len() - pulumi
         ),
     );
-    let plan = Plan::build(profile, projects)?;
+    let plan = crate::plan::build(profile, projects)?;
     r.ok(
         "graph",
         format!(

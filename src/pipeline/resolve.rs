@@ -68,7 +68,7 @@ pub fn resolve(
     let provider = ws.select_provider(target.provider.as_deref(), stack_config.as_ref())?;
     let profile = ws.profile(&provider)?;
     let projects = ws.projects(&profile)?;
-    let full = Plan::build(&profile, projects)?;
+    let full = crate::plan::build(&profile, projects)?;
     let op = req.op;
     let base = if op == Operation::Destroy {
         std::borrow::Cow::Owned(full.reversed())

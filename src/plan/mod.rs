@@ -10,3 +10,14 @@ pub mod select;
 pub mod testing;
 
 pub use graph::{NodeKind, NodeStage, Plan, SECRETS_STEP};
+
+/// The plan of `profile` (`projects`: its entries' projects, in order): its graph, and
+/// the `policy:` rules that hold each project.
+pub fn build(
+    profile: &crate::workspace::Profile,
+    projects: Vec<crate::workspace::Project>,
+) -> crate::error::Result<Plan> {
+    let mut plan = Plan::build_graph(profile, projects)?;
+    rules::hold(&mut plan, profile)?;
+    Ok(plan)
+}

@@ -31,5 +31,5 @@ pub fn plan_of(profile_yaml: &str, commands: &[&str]) -> Result<Plan> {
             project::load(&d.path().join("projects"), &e.path, &e.file)
         })
         .collect::<Result<Vec<_>>>()?;
-    Plan::build(&prof, projects)
+    crate::plan::build(&prof, projects)
 }

@@ -84,8 +84,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Builds the plan of `profile`; `projects` are its entries' projects, in order.
-    pub fn build(profile: &Profile, projects: Vec<Project>) -> Result<Plan> {
+    /// Builds the graph of `profile`; `projects` are its entries' projects, in order.
+    /// Without the policy rules that hold each node: [`crate::plan::build`] adds them.
+    pub fn build_graph(profile: &Profile, projects: Vec<Project>) -> Result<Plan> {
         let mut nodes: Vec<Node> = Vec::with_capacity(profile.entries.len() + 1);
         let projects: Vec<Arc<Project>> = projects.into_iter().map(Arc::new).collect();
         let stage_entries = |s: Stage| {
@@ -234,7 +235,6 @@ impl Plan {
         if plan.order.len() < plan.nodes.len() {
             return Err(plan.cycle_error(profile));
         }
-        super::rules::hold(&mut plan, profile)?;
         Ok(plan)
     }
 

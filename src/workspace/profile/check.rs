@@ -141,7 +141,7 @@ fn check_pools_and_tags(profile: &Profile) -> Result<()> {
             )));
         }
         for t in &e.tags {
-            if !super::raw::is_valid_name(t) {
+            if !super::is_valid_name(t) {
                 return Err(Error::config(format!(
                     "{}: entry `{}`: tag `{t}` must be a name (letters, digits, - _ .), for example `network`.",
                     display_path(&e.file),

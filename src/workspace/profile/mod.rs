@@ -428,6 +428,14 @@ pub fn describe(file: &Path) -> Result<(String, String)> {
     ))
 }
 
+/// A pool's, a tag's or a rule's name: letters, digits, `-`, `_`, `.`.
+fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
 /// A config or secret key: `namespace:name`, letters, digits, `-`, `_`, `.`.
 pub fn is_valid_key(key: &str) -> bool {
     key.split_once(':').is_some_and(|(ns, k)| {

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use super::{ClusterRef, ConfigItem, Hook, MAX_DELAY, Pool, Retry, SecretItem, Stage, Throttle};
+use super::{
+    ClusterRef, ConfigItem, Hook, MAX_DELAY, Pool, Retry, SecretItem, Stage, Throttle,
+    is_valid_name,
+};
 use crate::error::{Error, Result};
 use crate::util::display_path;
 
@@ -215,14 +218,6 @@ fn parse_delay(text: &str, example: &str, zero_ok: bool) -> std::result::Result<
         ));
     }
     Ok(d)
-}
-
-/// A pool's or a tag's name: letters, digits, `-`, `_`, `.`.
-pub(super) fn is_valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 /// The most projects a pool may let run at once: more is no limit at all (a run starts at

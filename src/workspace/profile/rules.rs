@@ -77,7 +77,7 @@ pub(super) fn rules(raw: &[RawRule], file: &Path) -> Result<Vec<Rule>> {
                     .unwrap_or_default()
             ))
         };
-        if !super::raw::is_valid_name(&r.name) {
+        if !super::is_valid_name(&r.name) {
             return Err(fail(
                 "`name:` must be letters, digits, `-`, `_` or `.`, for example `keep-data`.".into(),
             ));
