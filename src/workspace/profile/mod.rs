@@ -14,6 +14,9 @@ use crate::error::{Error, Result};
 use crate::util::display_path;
 use raw::{RawProfile, check_watch, read_yaml};
 
+/// Where entry paths are, unless a profile's `projects:` says otherwise.
+pub const DEFAULT_PROJECTS_DIR: &str = "projects";
+
 /// The two stages of a profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -261,6 +264,9 @@ pub struct Profile {
     pub secrets: Vec<SecretItem>,
     /// `watch:` at the top: what every project of the profile reads besides its folder.
     pub watch: Vec<String>,
+    /// `projects:`: the folder, relative to the workspace root, that entry paths are
+    /// relative to (`projects` unless the profile says otherwise; `.` is the root).
+    pub projects_dir: String,
     /// `pools:`, in the order written.
     pub pools: Vec<Pool>,
     /// `throttle:` with its defaults.
@@ -400,6 +406,8 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
         secrets: raw.secrets,
         watch: check_watch(&raw.watch)
             .map_err(|why| Error::config(format!("{}: `watch:` {why}", display_path(file))))?,
+        projects_dir: raw::check_projects_dir(raw.projects.as_deref())
+            .map_err(|why| Error::config(format!("{}: `projects:` {why}", display_path(file))))?,
         pools,
         throttle,
         entries,
@@ -452,6 +460,7 @@ pub(crate) mod tests_support {
             config: Vec::new(),
             secrets: Vec::new(),
             watch: Vec::new(),
+            projects_dir: DEFAULT_PROJECTS_DIR.into(),
             pools: Vec::new(),
             throttle: Throttle::default(),
             entries: Vec::new(),

@@ -31,6 +31,39 @@ fn watch_paths_stay_inside_the_workspace() {
 }
 
 #[test]
+fn projects_folder_defaults_to_projects_and_may_be_the_root_or_another_folder() {
+    let d = ws(&[
+        (
+            "plain.yaml",
+            &format!("{HEAD}infrastructure:\n  - path: a\n"),
+        ),
+        (
+            "root.yaml",
+            &format!("{HEAD}projects: .\ninfrastructure:\n  - path: infra/vpc\n"),
+        ),
+        (
+            "sub.yaml",
+            &format!("{HEAD}projects: ./pulumi/python/\ninfrastructure:\n  - path: infra/vpc\n"),
+        ),
+    ]);
+    assert_eq!(load(d.path(), "plain").unwrap().projects_dir, "projects");
+    assert_eq!(load(d.path(), "root").unwrap().projects_dir, ".");
+    assert_eq!(load(d.path(), "sub").unwrap().projects_dir, "pulumi/python");
+    for bad in ["..", "../elsewhere", "/etc", "a/../../b"] {
+        let d = ws(&[(
+            "p.yaml",
+            &format!("{HEAD}projects: '{bad}'\ninfrastructure:\n  - path: a\n"),
+        )]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert!(
+            e.message.contains("`projects:`") && e.message.contains("inside the workspace"),
+            "{bad}: {}",
+            e.message
+        );
+    }
+}
+
+#[test]
 fn parses_core_syntax() {
     let d = ws(&[(
         "aws.yaml",
