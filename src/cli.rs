@@ -93,6 +93,8 @@ pub enum OutputFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Adopt the Pulumi projects of this repository where they are: write a workspace around them
+    Init(InitArgs),
     /// Bring every project up, in dependency order
     Up(UpArgs),
     /// Show what `up` would change, project by project
@@ -130,6 +132,16 @@ pub enum Command {
     },
     /// The man page (roff), on stdout (e.g. `strata man | man -l -`)
     Man,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct InitArgs {
+    /// Say what would be found and written; write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Edit the existing profile: add the projects found since, drop those whose folder is gone (edits and comments kept)
+    #[arg(long)]
+    pub update: bool,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -1,6 +1,7 @@
 //! What is on disk: the workspace root, the environment file, the stack config, the
 //! provider profiles and the project folders.
 
+pub mod adopt;
 pub mod env_file;
 pub mod profile;
 pub mod project;

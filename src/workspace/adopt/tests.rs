@@ -1,0 +1,160 @@
+//! Unit tests of adoption: what is found and skipped, the common folder, and the
+//! in-place edits of `--update`.
+
+use super::*;
+
+fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for (p, t) in files {
+        let path = d.path().join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    d
+}
+
+fn rels(a: &Adoption) -> Vec<&str> {
+    a.found.iter().map(|f| f.rel.as_str()).collect()
+}
+
+#[test]
+fn finds_projects_at_any_depth_and_skips_caches_virtualenvs_and_build_output() {
+    let d = repo(&[
+        ("a/b/c/d/Pulumi.yml", "name: deep\nruntime: go\n"),
+        ("x/Strata.yaml", "up: a\ndestroy: b\n"),
+        (
+            "x/node_modules/m/Pulumi.yaml",
+            "name: no1\nruntime: nodejs\n",
+        ),
+        ("x/.venv/Pulumi.yaml", "name: no2\nruntime: python\n"),
+        ("x/env/pyvenv.cfg", "home = /usr\n"),
+        ("x/env/Pulumi.yaml", "name: no3\nruntime: python\n"),
+        ("x/target/Pulumi.yaml", "name: no4\nruntime: yaml\n"),
+        ("x/bin/Pulumi.yaml", "name: no5\nruntime: yaml\n"),
+        ("x/dist/Pulumi.yaml", "name: no6\nruntime: yaml\n"),
+        (".git/Pulumi.yaml", "name: no7\nruntime: yaml\n"),
+        ("bad/Pulumi.yaml", "runtime: yaml\n"),
+    ]);
+    let a = Adoption::survey(d.path(), "main");
+    assert_eq!(rels(&a), ["a/b/c/d", "x"]);
+    assert_eq!(a.projects_dir, ".");
+    assert!(
+        a.problems
+            .iter()
+            .any(|p| p.contains("bad/Pulumi.yaml") && p.contains("no `name:`")),
+        "{:?}",
+        a.problems
+    );
+}
+
+#[test]
+fn the_projects_folder_is_the_longest_one_that_holds_them_all() {
+    let d = repo(&[
+        (
+            "pulumi/python/infra/vpc/Pulumi.yaml",
+            "name: vpc\nruntime: python\n",
+        ),
+        (
+            "pulumi/python/kubernetes/app/Pulumi.yaml",
+            "name: app\nruntime: python\n",
+        ),
+    ]);
+    let a = Adoption::survey(d.path(), "main");
+    assert_eq!(a.projects_dir, "pulumi/python");
+    assert_eq!(a.entry_path("pulumi/python/infra/vpc"), "infra/vpc");
+}
+
+#[test]
+fn a_reader_of_a_kubernetes_project_runs_in_the_kubernetes_stage() {
+    let d = repo(&[
+        (
+            "k/Pulumi.yaml",
+            "name: k\nruntime: yaml\nresources:\n  ns:\n    type: kubernetes:core/v1:Namespace\n",
+        ),
+        ("r/Pulumi.yaml", "name: r\nruntime: python\n"),
+        (
+            "r/__main__.py",
+            "import pulumi\nx = pulumi.StackReference(\"organization/k/dev\")\n",
+        ),
+    ]);
+    let a = Adoption::survey(d.path(), "main");
+    assert_eq!(a.stage(Stage::Kubernetes), ["k", "r"]);
+    assert_eq!(a.inferred.needs_of("r"), ["k"]);
+}
+
+#[test]
+fn scalars_are_quoted_only_when_plain_yaml_would_misread_them() {
+    assert_eq!(write::scalar("infra/aws/vpc"), "infra/aws/vpc");
+    assert_eq!(write::scalar("."), ".");
+    for odd in ["true", "1", "null", "a: b", "x #y", "-x", ""] {
+        assert!(write::scalar(odd).starts_with('"'), "{odd}");
+    }
+}
+
+const PROFILE: &str = "# my own header
+description: mine
+infra_type: main
+projects: .
+infrastructure:
+  - path: net   # the network
+    needs: []
+  - path: gone
+    # why gone exists
+    needs: [net]
+  - path: app
+    description: edited by hand
+    needs: [net, gone]   # keep this comment
+    tags: [web]
+
+# a comment before kubernetes
+kubernetes:
+  - path: k8s
+    needs:
+      - gone
+      - app
+";
+
+#[test]
+fn update_adds_new_projects_drops_vanished_ones_and_keeps_the_rest_of_the_text() {
+    let d = repo(&[
+        ("net/Pulumi.yaml", "name: net\nruntime: yaml\n"),
+        ("app/Pulumi.yaml", "name: app\nruntime: yaml\n"),
+        ("k8s/Pulumi.yaml", "name: k8s\nruntime: yaml\n"),
+        ("new/Pulumi.yaml", "name: new\nruntime: python\n"),
+        (
+            "new/__main__.py",
+            "import pulumi\npulumi.StackReference(\"organization/net/dev\")\n",
+        ),
+        ("providers/main.yaml", PROFILE),
+    ]);
+    let mut a = Adoption::survey(d.path(), "main");
+    let file = d.path().join("providers/main.yaml");
+    let u = update::update(&mut a, &file, PROFILE).unwrap();
+    assert_eq!(u.added, ["new"]);
+    assert_eq!(u.dropped, ["gone"]);
+    let t = &u.text;
+    for kept in [
+        "# my own header\n",
+        "  - path: net   # the network\n",
+        "    description: edited by hand\n",
+        "    needs: [net]   # keep this comment\n",
+        "    tags: [web]\n",
+        "# a comment before kubernetes\nkubernetes:\n",
+        "    needs:\n      - app\n",
+    ] {
+        assert!(t.contains(kept), "lost {kept:?}:\n{t}");
+    }
+    assert!(!t.contains("gone"), "{t}");
+    let new_at = t.find("  - path: new").expect(t);
+    assert!(new_at < t.find("kubernetes:").unwrap(), "{t}");
+    assert!(
+        t[new_at..].starts_with("  - path: new\n    needs: [net]\n"),
+        "{t}"
+    );
+    // The result is a profile strata loads, and a second update changes nothing.
+    std::fs::write(&file, t).unwrap();
+    crate::workspace::profile::load(&d.path().join("providers"), "main").unwrap();
+    let again = update::update(&mut Adoption::survey(d.path(), "main"), &file, t).unwrap();
+    assert_eq!(&again.text, t);
+    assert!(again.added.is_empty() && again.dropped.is_empty());
+}
