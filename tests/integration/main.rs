@@ -14,6 +14,7 @@ mod export;
 mod firsthour;
 mod foundation;
 mod handoff;
+mod init;
 mod leaks;
 mod leftovers;
 mod panic_trust;
