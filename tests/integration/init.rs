@@ -239,3 +239,242 @@ fn up_runs_the_adopted_projects_in_the_inferred_order() {
     let out = ok(ws.strata(&["outputs", "--stack", "dev", "apps/api"]));
     assert!(out.stdout.contains("vpc-1"), "{out:?}");
 }
+
+// ---------------------------------------------------------------------------------
+// A real repository: NGINX's MARA (tests/fixtures/init/mara, Apache-2.0)
+// ---------------------------------------------------------------------------------
+
+/// The order MARA's authors run on AWS: their runner's `infra_execution_order` (aws.py)
+/// then `k8s_execution_order` (base_provider.py), read from their files.
+fn mara_authors_order(fixture: &Path) -> Vec<String> {
+    let providers = fixture.join("pulumi/python/automation/providers");
+    ["aws.py", "base_provider.py"]
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(providers.join(f))
+                .unwrap()
+                .lines()
+                .filter_map(|l| l.split("PulumiProject(path='").nth(1))
+                .map(|rest| rest.split('\'').next().unwrap().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// What each reference strata could not resolve reads, as a reader of MARA's code finds
+/// it (the helper called on the line above builds the name from the other project's
+/// folder): (file:line as init lists it, the project it reads on AWS, or `None` where
+/// the branch is another provider's).
+const MARA_ANSWERS: &[(&str, Option<&str>)] = &[
+    (
+        "infrastructure/aws/eks/__main__.py:58",
+        Some("infrastructure/aws/vpc"),
+    ),
+    (
+        "infrastructure/kubeconfig/__main__.py:41",
+        Some("infrastructure/aws/eks"),
+    ),
+    ("infrastructure/kubeconfig/__main__.py:56", None), // DigitalOcean's cluster
+    ("infrastructure/kubeconfig/__main__.py:72", None), // Linode's cluster
+    (
+        "utility/kic-image-push/__main__.py:50",
+        Some("utility/kic-image-build"),
+    ),
+    (
+        "kubernetes/secrets/__main__.py:24",
+        Some("infrastructure/kubeconfig"),
+    ),
+    (
+        "kubernetes/nginx/ingress-controller-namespace/__main__.py:21",
+        Some("infrastructure/kubeconfig"),
+    ),
+    (
+        "kubernetes/nginx/ingress-controller/__main__.py:164",
+        Some("infrastructure/kubeconfig"),
+    ),
+    (
+        "kubernetes/nginx/ingress-controller/__main__.py:169",
+        Some("kubernetes/nginx/ingress-controller-namespace"),
+    ),
+    (
+        "kubernetes/nginx/ingress-controller/__main__.py:174",
+        Some("utility/kic-image-push"),
+    ),
+    (
+        "kubernetes/logstore/__main__.py:66",
+        Some("infrastructure/kubeconfig"),
+    ),
+    (
+        "kubernetes/logagent/__main__.py:51",
+        Some("infrastructure/kubeconfig"),
+    ),
+    (
+        "kubernetes/logagent/__main__.py:64",
+        Some("kubernetes/logstore"),
+    ),
+    (
+        "kubernetes/certmgr/__main__.py:27",
+        Some("infrastructure/kubeconfig"),
+    ),
+    (
+        "kubernetes/prometheus/__main__.py:48",
+        Some("infrastructure/kubeconfig"),
+    ),
+    (
+        "kubernetes/prometheus/__main__.py:53",
+        Some("kubernetes/secrets"),
+    ),
+    (
+        "kubernetes/observability/__main__.py:45",
+        Some("infrastructure/kubeconfig"),
+    ),
+    (
+        "kubernetes/applications/sirius/__main__.py:103",
+        Some("infrastructure/kubeconfig"),
+    ),
+    (
+        "kubernetes/applications/sirius/__main__.py:110",
+        Some("kubernetes/secrets"),
+    ),
+    ("kubernetes/applications/sirius/__main__.py:129", None), // ingress-controller-repo-only, not run
+    (
+        "kubernetes/applications/sirius/__main__.py:144",
+        Some("kubernetes/nginx/ingress-controller"),
+    ),
+];
+
+/// MARA names every stack it reads through a helper that reads the other project's
+/// Pulumi.yaml, so strata resolves none of them: it lists each, by file and line, and
+/// guesses no need. It places the projects that use the Kubernetes provider in the
+/// kubernetes stage; against the authors' order, the only pairs it runs the other way
+/// are the image build and push before the secrets project, which reads only the
+/// kubeconfig stack. With the needs the listed lines name filled in, the workspace
+/// validates and runs every reader after what it reads, as the authors' order does.
+#[test]
+fn mara_is_adopted_with_every_computed_reference_listed_and_its_authors_order_kept() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/init/mara");
+    let authors = mara_authors_order(&fixture);
+    assert_eq!(authors.len(), 15, "{authors:?}");
+    let ws = Ws::new();
+    for d in ["providers", "projects", "config"] {
+        std::fs::remove_dir_all(ws.path(d)).unwrap();
+    }
+    copy_path(&fixture, &ws.root);
+    let r = ok(ws.strata(&["init", "-p", "aws"]));
+    let profile = ws.read("providers/aws.yaml");
+    assert!(profile.contains("projects: pulumi/python   #"), "{profile}");
+
+    // Every reference is listed, at its line, and nothing else.
+    let listed: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pulumi/python/"))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|at| at.contains("/__main__.py:"))
+        .collect();
+    let answers: Vec<&str> = MARA_ANSWERS.iter().map(|(at, _)| *at).collect();
+    assert_eq!(
+        listed
+            .iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        answers.iter().copied().collect(),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("left for you: 21 stack references"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("needs read from stack references in the code:\n  none\n"),
+        "{}",
+        r.stdout
+    );
+
+    // The projects are the authors'; the stages never contradict a real need.
+    let order = shown(&ws);
+    let mut paths: Vec<&str> = order.iter().map(|(p, ..)| p.as_str()).collect();
+    paths.sort();
+    let mut expected: Vec<&str> = authors.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(paths, expected);
+    let stage = |p: &str| order.iter().find(|(x, ..)| x == p).unwrap().1.clone();
+    let pos = |p: &str| authors.iter().position(|a| a == p).unwrap();
+    let mut inverted = Vec::new();
+    for a in &authors {
+        for b in &authors {
+            if stage(a) == "infrastructure" && stage(b) == "kubernetes" && pos(b) < pos(a) {
+                inverted.push(format!("{a} before {b}"));
+            }
+        }
+    }
+    assert_eq!(
+        inverted,
+        [
+            "utility/kic-image-build before kubernetes/secrets",
+            "utility/kic-image-push before kubernetes/secrets"
+        ]
+    );
+    for (at, reads) in MARA_ANSWERS {
+        let reader = at.rsplit_once("/__main__.py").unwrap().0;
+        if let Some(t) = reads {
+            assert!(
+                pos(t) < pos(reader),
+                "the authors run {reader} before {t}, which it reads"
+            );
+            assert!(
+                !inverted
+                    .iter()
+                    .any(|i| i.starts_with(reader) && i.ends_with(t))
+            );
+        }
+    }
+
+    // The user fills in the needs the listed lines name; strata keeps that order.
+    let mut text = profile.clone();
+    for (at, reads) in MARA_ANSWERS {
+        let reader = at.rsplit_once("/__main__.py").unwrap().0;
+        let Some(t) = reads.filter(|t| stage(t) == stage(reader)) else {
+            continue;
+        };
+        let head = format!("  - path: {reader}\n");
+        let start = text.find(&head).unwrap();
+        let needs = start + text[start..].find("    needs: [").unwrap() + "    needs: [".len();
+        let sep = if text[needs..].starts_with(']') {
+            ""
+        } else {
+            ", "
+        };
+        text.insert_str(needs, &format!("{t}{sep}"));
+    }
+    ws.write("providers/aws.yaml", &text);
+    ok(ws.strata(&["validate", "-s", "dev"]));
+    let order = shown(&ws);
+    let waves = ok(ws.strata(&["show", "-s", "dev", "--format", "json"]));
+    let doc: Value = serde_json::from_str(&waves.stdout).unwrap();
+    let wave = |p: &str| {
+        doc["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["path"] == p)
+            .unwrap()["wave"]
+            .as_u64()
+            .unwrap()
+    };
+    for (at, reads) in MARA_ANSWERS {
+        let reader = at.rsplit_once("/__main__.py").unwrap().0;
+        if let Some(t) = reads {
+            assert!(
+                wave(t) < wave(reader),
+                "{reader} runs in wave {} but reads {t} (wave {})",
+                wave(reader),
+                wave(t)
+            );
+        }
+    }
+    assert_eq!(order.len(), 15);
+}
