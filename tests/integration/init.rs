@@ -13,14 +13,26 @@ use crate::support::*;
 /// The fixture repository copied into a fresh workspace folder (the fake pulumi on PATH),
 /// with the one secret its stack configs hold given through the environment.
 fn adopted_repo() -> Ws {
-    let mut ws = Ws::new();
+    let mut ws = repo_copy(&fixture("repo"));
+    ws.set_env("STRATA_SECRET_EKS_ADMINPASSWORD", "hunter2-but-longer");
+    ws.set_env("STRATA_PASSPHRASE", "store pass");
+    ws
+}
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/init")
+        .join(name)
+}
+
+/// A workspace folder holding a copy of the repository `from`, and none of strata's
+/// folders yet (the fake pulumi on PATH).
+fn repo_copy(from: &Path) -> Ws {
+    let ws = Ws::new();
     for d in ["providers", "projects", "config"] {
         std::fs::remove_dir_all(ws.path(d)).unwrap();
     }
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/init/repo");
-    copy_path(&fixture, &ws.root);
-    ws.set_env("STRATA_SECRET_EKS_ADMINPASSWORD", "hunter2-but-longer");
-    ws.set_env("STRATA_PASSPHRASE", "store pass");
+    copy_path(from, &ws.root);
     ws
 }
 
@@ -352,14 +364,9 @@ const MARA_ANSWERS: &[(&str, Option<&str>)] = &[
 /// validates and runs every reader after what it reads, as the authors' order does.
 #[test]
 fn mara_is_adopted_with_every_computed_reference_listed_and_its_authors_order_kept() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/init/mara");
-    let authors = mara_authors_order(&fixture);
+    let authors = mara_authors_order(&fixture("mara"));
     assert_eq!(authors.len(), 15, "{authors:?}");
-    let ws = Ws::new();
-    for d in ["providers", "projects", "config"] {
-        std::fs::remove_dir_all(ws.path(d)).unwrap();
-    }
-    copy_path(&fixture, &ws.root);
+    let ws = repo_copy(&fixture("mara"));
     let r = ok(ws.strata(&["init", "-p", "aws"]));
     let profile = ws.read("providers/aws.yaml");
     assert!(profile.contains("projects: pulumi/python   #"), "{profile}");

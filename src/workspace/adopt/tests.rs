@@ -3,15 +3,7 @@
 
 use super::*;
 
-fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    for (p, t) in files {
-        let path = d.path().join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
-    d
-}
+use crate::workspace::profile::tests_support::files as repo;
 
 fn rels(a: &Adoption) -> Vec<&str> {
     a.found.iter().map(|f| f.rel.as_str()).collect()

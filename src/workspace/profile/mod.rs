@@ -445,6 +445,17 @@ pub fn is_valid_key(key: &str) -> bool {
 pub(crate) mod tests_support {
     use super::*;
 
+    /// A temporary folder holding `files` (path, text).
+    pub fn files(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (p, t) in files {
+            let path = d.path().join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, t).unwrap();
+        }
+        d
+    }
+
     /// A profile with no entries and these `credentials:`.
     pub fn minimal(credentials: &[&str]) -> Profile {
         Profile {

@@ -2,15 +2,7 @@
 
 use super::*;
 
-fn ws(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    for (p, t) in files {
-        let path = d.path().join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
-    d
-}
+use super::tests_support::files as ws;
 
 fn paths(p: &Profile) -> Vec<&str> {
     p.entries.iter().map(|e| e.path.as_str()).collect()
@@ -556,7 +548,7 @@ fn a_bad_entry_is_refused_naming_its_file_number_and_path() {
         ),
         (
             "  - description: d\n",
-            "p.yaml: infrastructure entry 1: the entry has no `path:` (the project folder under projects/), and is not an `include:`.",
+            "p.yaml: infrastructure entry 1: the entry has no `path:` (the project folder under projects/, or under the profile's `projects:` folder), and is not an `include:`.",
         ),
         (
             "  - path: /\n",
@@ -564,7 +556,7 @@ fn a_bad_entry_is_refused_naming_its_file_number_and_path() {
         ),
         (
             "  - path: a/../b\n",
-            "p.yaml: infrastructure entry 1: `path: a/../b` must name a folder inside projects/ without `.` or `..` parts.",
+            "p.yaml: infrastructure entry 1: `path: a/../b` must name a folder inside projects/ (or the profile's `projects:` folder) without `.` or `..` parts.",
         ),
         (
             "  - path: a\n  - path: /x/\n    after: a\n    before: a\n",
