@@ -32,21 +32,17 @@ pub fn run(target: &Target, settings: &Settings, opts: &Options) -> Result<i32> 
             display_path(&root)
         )));
     }
-    let changes = if opts.update {
+    let (changes, profile) = if opts.update {
         update_profile(&mut a, opts.dry_run)?
     } else {
-        written(&write::write_all(&a, opts.dry_run)?)
+        let files = write::write_all(&a, opts.dry_run)?;
+        (written(&files), write::profile_text(&a))
     };
     super::print(&summary(&a))?;
     super::print(&changes)?;
     if opts.dry_run {
         super::print(&format!(
-            "\n--dry-run: nothing was written. The profile would read:\n\n{}",
-            if opts.update {
-                String::new()
-            } else {
-                write::profile_text(&a)
-            }
+            "\n--dry-run: nothing was written. The profile would read:\n\n{profile}"
         ))?;
         return Ok(0);
     }
@@ -71,8 +67,9 @@ fn root(target: &Target) -> Result<PathBuf> {
     Ok(root)
 }
 
-/// `--update`: the profile edited in place (written unless `dry_run`); what changed.
-fn update_profile(a: &mut Adoption, dry_run: bool) -> Result<String> {
+/// `--update`: the profile edited in place (written unless `dry_run`); what changed and
+/// the new text.
+fn update_profile(a: &mut Adoption, dry_run: bool) -> Result<(String, String)> {
     let file = a
         .root
         .join("providers")
@@ -104,7 +101,7 @@ fn update_profile(a: &mut Adoption, dry_run: bool) -> Result<String> {
             u.outside.join(", ")
         ));
     }
-    Ok(out)
+    Ok((out, u.text))
 }
 
 fn written(files: &[write::Written]) -> String {

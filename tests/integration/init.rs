@@ -192,6 +192,18 @@ fn update_adds_and_drops_projects_and_keeps_the_users_edits() {
         "import pulumi\napi = pulumi.StackReference(f\"{pulumi.get_organization()}/api/{pulumi.get_stack()}\")\n",
     );
     std::fs::remove_dir_all(ws.path("tools/seed")).unwrap();
+    let before = ws.read("providers/main.yaml");
+    let dry = ok(ws.strata(&["init", "--update", "--dry-run"]));
+    assert!(
+        dry.stdout
+            .contains("  - path: apps/worker\n    needs: [apps/api]\n"),
+        "{dry:?}"
+    );
+    assert_eq!(
+        ws.read("providers/main.yaml"),
+        before,
+        "--update --dry-run wrote"
+    );
     let r = ok(ws.strata(&["init", "--update"]));
     assert!(r.stdout.contains("added    apps/worker"), "{r:?}");
     assert!(r.stdout.contains("dropped  tools/seed"), "{r:?}");
