@@ -23,6 +23,11 @@ pub struct Options {
 pub const DEFAULT_PROVIDER: &str = "main";
 
 pub fn run(target: &Target, settings: &Settings, opts: &Options) -> Result<i32> {
+    if settings.json {
+        return Err(Error::usage(
+            "strata init prints for people only: drop --output json. What it wrote reads as JSON with `strata show --format json` and `strata validate --output json`.",
+        ));
+    }
     let root = root(target)?;
     let provider = target.provider.as_deref().unwrap_or(DEFAULT_PROVIDER);
     let mut a = Adoption::survey(&root, provider);

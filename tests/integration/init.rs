@@ -151,6 +151,11 @@ fn init_writes_a_workspace_around_the_projects_where_they_are() {
 fn dry_run_writes_nothing_and_a_second_init_refuses() {
     let ws = adopted_repo();
     let before = ws.files_under(".");
+    let json = ws.strata(&["init", "--output", "json"]);
+    assert_eq!(
+        json.code, 2,
+        "init has no JSON report: refused before anything is written: {json:?}"
+    );
     let r = ok(ws.strata(&["init", "--dry-run"]));
     assert!(r.stdout.contains("--dry-run: nothing was written"), "{r:?}");
     assert!(

@@ -89,8 +89,12 @@ fn stage_of(f: &Found) -> Stage {
         let text = std::fs::read_to_string(f.dir.join(rel)).unwrap_or_default();
         let yaml = rel.extension().is_some_and(|e| e == "yaml" || e == "yml");
         if yaml {
-            text.lines()
-                .any(|l| l.trim_start().starts_with("type: kubernetes:"))
+            text.lines().any(|l| {
+                l.trim_start()
+                    .strip_prefix("type:")
+                    .map(|t| t.trim().trim_start_matches(['"', '\'']))
+                    .is_some_and(|t| t.starts_with("kubernetes:"))
+            })
         } else {
             KUBERNETES_IMPORTS.iter().any(|i| text.contains(i))
         }

@@ -75,6 +75,33 @@ fn a_reader_of_a_kubernetes_project_runs_in_the_kubernetes_stage() {
 }
 
 #[test]
+fn the_kubernetes_provider_is_seen_in_every_runtime() {
+    let d = repo(&[
+        ("py/Pulumi.yaml", "name: py\nruntime: python\n"),
+        ("py/__main__.py", "import pulumi_kubernetes as k8s\n"),
+        ("ts/Pulumi.yaml", "name: ts\nruntime: nodejs\n"),
+        (
+            "ts/index.ts",
+            "import * as k8s from \"@pulumi/kubernetes\";\n",
+        ),
+        ("go/Pulumi.yaml", "name: go\nruntime: go\n"),
+        (
+            "go/main.go",
+            "import corev1 \"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1\"\n",
+        ),
+        (
+            "yaml/Pulumi.yaml",
+            "name: y\nruntime: yaml\nresources:\n  ns:\n    type: \"kubernetes:core/v1:Namespace\"\n",
+        ),
+        ("plain/Pulumi.yaml", "name: plain\nruntime: python\n"),
+        ("plain/__main__.py", "import pulumi_aws\n"),
+    ]);
+    let a = Adoption::survey(d.path(), "main");
+    assert_eq!(a.stage(Stage::Kubernetes), ["go", "py", "ts", "yaml"]);
+    assert_eq!(a.stage(Stage::Infrastructure), ["plain"]);
+}
+
+#[test]
 fn scalars_are_quoted_only_when_plain_yaml_would_misread_them() {
     assert_eq!(write::scalar("infra/aws/vpc"), "infra/aws/vpc");
     assert_eq!(write::scalar("."), ".");
