@@ -63,6 +63,22 @@ impl Adoption {
         infer::ordered(&self.found, &self.inferred, stage)
     }
 
+    /// The profile's `infra_type`: the `kubernetes:infra_type` the projects' stack configs
+    /// already agree on (MARA's runner records one), else the profile's name.
+    pub fn infra_type(&self) -> String {
+        let seen: std::collections::BTreeSet<&str> = self
+            .configs
+            .seeds
+            .values()
+            .filter_map(|m| m.get(crate::workspace::stack_config::INFRA_TYPE_KEY))
+            .filter_map(|v| v.as_str())
+            .collect();
+        match seen.into_iter().collect::<Vec<_>>().as_slice() {
+            [one] => one.to_string(),
+            _ => self.provider.clone(),
+        }
+    }
+
     /// The stack the environment file names: the one most projects have a stack config
     /// for (the first by name among equals), else `dev`.
     pub fn default_stack(&self) -> String {

@@ -101,6 +101,27 @@ fn the_kubernetes_provider_is_seen_in_every_runtime() {
     assert_eq!(a.stage(Stage::Infrastructure), ["plain"]);
 }
 
+/// A stack config that already records `kubernetes:infra_type` (MARA's runner writes
+/// one) names the profile's infra_type, so the stack and the profile agree.
+#[test]
+fn an_infra_type_the_stack_configs_record_is_the_profiles() {
+    let d = repo(&[
+        ("a/Pulumi.yaml", "name: a\nruntime: yaml\n"),
+        (
+            "a/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: AWS\n  a:size: 1\n",
+        ),
+    ]);
+    let a = Adoption::survey(d.path(), "main");
+    assert_eq!(a.infra_type(), "AWS");
+    assert!(write::profile_text(&a).contains("\ninfra_type: AWS\n"));
+    let cfg = write::stack_config_text(&a, "dev");
+    assert!(
+        cfg.contains("kubernetes:infra_type: AWS") && !cfg.contains(": main"),
+        "{cfg}"
+    );
+}
+
 #[test]
 fn scalars_are_quoted_only_when_plain_yaml_would_misread_them() {
     assert_eq!(write::scalar("infra/aws/vpc"), "infra/aws/vpc");

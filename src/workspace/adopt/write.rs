@@ -94,7 +94,7 @@ pub fn profile_text(a: &Adoption) -> String {
          description: {}\n\
          infra_type: {}\n",
         scalar(&format!("the Pulumi projects of {}", repo_name(a))),
-        scalar(&a.provider),
+        scalar(&a.infra_type()),
     );
     if a.projects_dir != crate::workspace::profile::DEFAULT_PROJECTS_DIR {
         out.push_str(&format!(
@@ -171,7 +171,7 @@ pub fn environment_example(a: &Adoption) -> String {
 /// profile's infra_type.
 pub fn stack_config_text(a: &Adoption, stack: &str) -> String {
     let mut config = serde_yaml::Mapping::new();
-    config.insert(INFRA_TYPE_KEY.into(), a.provider.clone().into());
+    config.insert(INFRA_TYPE_KEY.into(), a.infra_type().into());
     for (k, v) in a.configs.seeds.get(stack).into_iter().flatten() {
         config.insert(k.clone().into(), v.clone());
     }
