@@ -106,6 +106,12 @@ fn update_profile(a: &mut Adoption, dry_run: bool) -> Result<(String, String)> {
             u.outside.join(", ")
         ));
     }
+    if !u.in_fragments.is_empty() {
+        out.push_str(&format!(
+            "  gone, but their entries are in include: fragments (drop them there): {}\n",
+            u.in_fragments.join(", ")
+        ));
+    }
     Ok((out, u.text))
 }
 

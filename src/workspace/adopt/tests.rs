@@ -198,3 +198,20 @@ fn update_adds_new_projects_drops_vanished_ones_and_keeps_the_rest_of_the_text()
     assert_eq!(&again.text, t);
     assert!(again.added.is_empty() && again.dropped.is_empty());
 }
+
+/// A vanished project whose entry is in an `include:`d fragment is left for the user
+/// (the fragment may serve other profiles); the profile's text is not touched for it.
+#[test]
+fn update_leaves_a_vanished_entry_of_a_fragment_to_the_user() {
+    let profile = "description: d\ninfra_type: t\nprojects: .\ninfrastructure:\n  - include: common.yaml\n  - path: net\n    needs: []\n";
+    let d = repo(&[
+        ("net/Pulumi.yaml", "name: net\nruntime: yaml\n"),
+        ("providers/common.yaml", "- path: old\n  needs: []\n"),
+        ("providers/main.yaml", profile),
+    ]);
+    let mut a = Adoption::survey(d.path(), "main");
+    let u = update::update(&mut a, &d.path().join("providers/main.yaml"), profile).unwrap();
+    assert_eq!(u.in_fragments, ["old"]);
+    assert!(u.dropped.is_empty() && u.added.is_empty());
+    assert_eq!(u.text, profile);
+}

@@ -19,6 +19,8 @@ pub struct Updated {
     pub dropped: Vec<String>,
     /// Found projects that cannot be added (outside the profile's `projects:` folder).
     pub outside: Vec<String>,
+    /// Vanished projects whose entry is in an `include:`d fragment: left for the user.
+    pub in_fragments: Vec<String>,
 }
 
 /// The profile `file`'s text updated for the projects `a` found. `a.projects_dir` is set
@@ -63,10 +65,18 @@ pub fn update(a: &mut Adoption, file: &Path, text: &str) -> Result<Updated> {
         }
     }
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut in_fragments = Vec::new();
     for p in &dropped {
-        cut_entry(&mut lines, p);
-        drop_need(&mut lines, p);
+        if cut_entry(&mut lines, p) {
+            drop_need(&mut lines, p);
+        } else {
+            in_fragments.push(p.clone());
+        }
     }
+    let dropped: Vec<String> = dropped
+        .into_iter()
+        .filter(|p| !in_fragments.contains(p))
+        .collect();
     for stage in [Stage::Infrastructure, Stage::Kubernetes] {
         let new: Vec<&String> = a
             .stage(stage)
@@ -96,6 +106,7 @@ pub fn update(a: &mut Adoption, file: &Path, text: &str) -> Result<Updated> {
         added: added.iter().map(|r| a.entry_path(r)).collect(),
         dropped,
         outside,
+        in_fragments,
     })
 }
 
@@ -151,14 +162,14 @@ fn unquote(s: &str) -> String {
 }
 
 /// Cuts the entry `- path: <path>` and its fields (the lines indented deeper than its
-/// dash) out of `lines`.
-fn cut_entry(lines: &mut Vec<String>, path: &str) {
+/// dash) out of `lines`; `false` when the text has no such entry.
+fn cut_entry(lines: &mut Vec<String>, path: &str) -> bool {
     let Some(start) = lines.iter().position(|l| {
         l.trim_start()
             .strip_prefix("- path:")
             .is_some_and(|v| unquote(v) == path)
     }) else {
-        return;
+        return false;
     };
     let dash = indent(&lines[start]);
     let mut end = start + 1;
@@ -170,6 +181,7 @@ fn cut_entry(lines: &mut Vec<String>, path: &str) {
         end += 1;
     }
     lines.drain(start..end);
+    true
 }
 
 /// Takes `path` out of every `needs:` (flow `[a, b]` or block `- a` items).
