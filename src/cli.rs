@@ -94,6 +94,13 @@ pub enum OutputFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Adopt the Pulumi projects of this repository where they are: write a workspace around them
+    #[command(
+        after_help = "For init, -p NAME names the profile it writes (providers/NAME.yaml, default `main`), \
+                      -C DIR the repository's root (default: the current folder), and -s NAME the stack \
+                      it shows and validates (default: the one most projects have a Pulumi.<stack>.yaml \
+                      for, else dev). Nothing of the repository is moved or rewritten; .gitignore only \
+                      gains lines. Exit 0, or 3 when validate finds a problem in what was written."
+    )]
     Init(InitArgs),
     /// Bring every project up, in dependency order
     Up(UpArgs),
