@@ -93,6 +93,15 @@ pub enum OutputFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Adopt the Pulumi projects of this repository where they are: write a workspace around them
+    #[command(
+        after_help = "For init, -p NAME names the profile it writes (providers/NAME.yaml, default `main`), \
+                      -C DIR the repository's root (default: the current folder), and -s NAME the stack \
+                      it shows and validates (default: the one most projects have a Pulumi.<stack>.yaml \
+                      for, else dev). Nothing of the repository is moved or rewritten; .gitignore only \
+                      gains lines. Exit 0, or 3 when validate finds a problem in what was written."
+    )]
+    Init(InitArgs),
     /// Bring every project up, in dependency order
     Up(UpArgs),
     /// Show what `up` would change, project by project
@@ -132,6 +141,16 @@ pub enum Command {
     },
     /// The man page (roff), on stdout (e.g. `strata man | man -l -`)
     Man,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct InitArgs {
+    /// Say what would be found and written; write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Edit the existing profile: add the projects found since, drop those whose folder is gone (edits and comments kept)
+    #[arg(long)]
+    pub update: bool,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -2,6 +2,7 @@
 //!
 //! `main.rs` calls [`main_with_args`]; everything else lives in the modules below.
 
+pub mod adopt;
 pub mod backend;
 pub mod bundle;
 pub mod cli;

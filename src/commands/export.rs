@@ -51,6 +51,7 @@ pub fn run(target: &Target, args: &ExportArgs, sel: &Selector) -> Result<i32> {
         credentials: &loaded.profile.credentials,
         inputs: Some(&inputs),
         pools: &loaded.profile.pools,
+        projects_dir: &loaded.profile.projects_dir,
     };
     let text = export::render(&plan, format, &ctx)?;
     if format == Format::Pko {

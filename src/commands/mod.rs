@@ -3,6 +3,7 @@
 mod docs;
 mod export;
 mod history;
+mod init;
 pub mod outputs;
 mod providers;
 mod report;
@@ -44,6 +45,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         })
     };
     match &cli.command {
+        Command::Init(a) => init::run(target, &settings, &init_options(a)),
         Command::Providers => providers::run(target, &settings),
         Command::Show(a) => show::run(target, a, &selector(&a.select, false)?, settings.json),
         Command::Validate(a) => validate::run(target, &settings, a.strict),
@@ -121,6 +123,13 @@ fn selector(a: &SelectArgs, destroy: bool) -> Result<Selector> {
         from: a.from.clone(),
     };
     Selector::new(&a.filters, &short, destroy)
+}
+
+fn init_options(a: &crate::cli::InitArgs) -> init::Options {
+    init::Options {
+        dry_run: a.dry_run,
+        update: a.update,
+    }
 }
 
 fn preview_options(a: &PreviewOptions) -> pipeline::PreviewOptions {

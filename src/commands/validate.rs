@@ -344,7 +344,7 @@ fn check_plan(
         format!(
             "{} folders under {}: {} Pulumi, {} command",
             projects.len(),
-            display_path(&ws.projects_dir()),
+            display_path(&ws.projects_dir(profile)),
             pulumi,
             projects.len() - pulumi
         ),

@@ -60,6 +60,8 @@ pub struct ExportContext<'a> {
     pub inputs: Option<&'a InputValues>,
     /// The profile's concurrency pools.
     pub pools: &'a [crate::workspace::profile::Pool],
+    /// The folder entry paths are relative to (the profile's `projects:`).
+    pub projects_dir: &'a str,
 }
 
 /// The pools that steps of `plan` run in, in the profile's order.
@@ -336,6 +338,7 @@ pub(crate) mod testutil {
         credentials: &[],
         inputs: None,
         pools: &[],
+        projects_dir: "projects",
     };
 
     pub use crate::plan::testing::plan_of;

@@ -276,7 +276,10 @@ fn stack(
             stack: format!("organization/{}/{}", node.name, ctx.stack),
             project_repo: REPO_PLACEHOLDER,
             branch: "main",
-            repo_dir: format!("projects/{}", node.path),
+            repo_dir: match ctx.projects_dir {
+                "." => node.path.clone(),
+                dir => format!("{dir}/{}", node.path),
+            },
             service_account_name: SERVICE_ACCOUNT,
             refresh: true,
             destroy_on_finalize: false,
@@ -398,6 +401,25 @@ mod tests {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
             && !s.starts_with('-')
             && !s.ends_with('-')
+    }
+
+    /// A profile whose projects live outside projects/ (`projects: .` or another folder)
+    /// gives the operator the folder where they are.
+    #[test]
+    fn repo_dir_follows_the_profiles_projects_folder() {
+        let plan = plan_of(&sample(), &[]).unwrap();
+        for (dir, prefix) in [(".", ""), ("pulumi/python", "pulumi/python/")] {
+            let ctx = ExportContext {
+                projects_dir: dir,
+                ..CTX
+            };
+            for d in docs(&render(&plan, &ctx).unwrap()) {
+                let path = d["metadata"]["annotations"]["strata/path"]
+                    .as_str()
+                    .unwrap();
+                assert_eq!(d["spec"]["repoDir"], Value::from(format!("{prefix}{path}")));
+            }
+        }
     }
 
     #[test]

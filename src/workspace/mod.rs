@@ -82,8 +82,12 @@ impl Workspace {
         self.root.join("providers")
     }
 
-    pub fn projects_dir(&self) -> PathBuf {
-        self.root.join("projects")
+    /// The folder `profile`'s entry paths are relative to (its `projects:`).
+    pub fn projects_dir(&self, profile: &Profile) -> PathBuf {
+        match profile.projects_dir.as_str() {
+            "." => self.root.clone(),
+            dir => self.root.join(dir),
+        }
     }
 
     /// `.strata/<stack>/`: journal, logs, lock, per-project config.
@@ -176,7 +180,7 @@ impl Workspace {
 
     /// Loads the project of every entry of `profile`, in the profile's order.
     pub fn projects(&self, profile: &Profile) -> Result<Vec<Project>> {
-        let dir = self.projects_dir();
+        let dir = self.projects_dir(profile);
         profile
             .entries
             .iter()
@@ -289,6 +293,34 @@ pub fn valid_stack_name(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Entry paths are under projects/ by default, and under the profile's `projects:`
+    /// folder (here the root itself) when it names one.
+    #[test]
+    fn projects_are_found_under_the_profiles_projects_folder() {
+        let d = tempfile::tempdir().unwrap();
+        let w = |rel: &str, text: &str| {
+            let p = d.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        w("projects/net/Pulumi.yaml", "name: net\nruntime: yaml\n");
+        w("infra/vpc/Pulumi.yaml", "name: vpc\nruntime: yaml\n");
+        w(
+            "providers/old.yaml",
+            "description: d\ninfra_type: t\ninfrastructure:\n  - path: net\n",
+        );
+        w(
+            "providers/adopted.yaml",
+            "description: d\ninfra_type: t\nprojects: .\ninfrastructure:\n  - path: infra/vpc\n",
+        );
+        let ws = Workspace::open(d.path().to_path_buf(), BTreeMap::new()).unwrap();
+        let old = ws.projects(&ws.profile("old").unwrap()).unwrap();
+        assert_eq!(old[0].dir, d.path().join("projects/net"));
+        let adopted = ws.projects(&ws.profile("adopted").unwrap()).unwrap();
+        assert_eq!(adopted[0].dir, d.path().join("infra/vpc"));
+        assert_eq!(adopted[0].name(), "vpc");
+    }
 
     fn ws_with_env(file: Option<&str>, process: &[(&str, &str)]) -> (tempfile::TempDir, Workspace) {
         let d = tempfile::tempdir().unwrap();

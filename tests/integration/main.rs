@@ -15,6 +15,7 @@ mod firsthour;
 mod foundation;
 mod gates;
 mod handoff;
+mod init;
 mod leaks;
 mod leftovers;
 mod panic_trust;

@@ -237,11 +237,8 @@ const MAX_FILE: u64 = 2 * 1024 * 1024;
 /// Every stack reference in the Pulumi project in `dir` (its `Pulumi.yaml` program and
 /// its `.py`, `.ts`, `.js`, `.mjs`, `.go` files), in file order.
 pub fn in_project(dir: &Path) -> Vec<Reference> {
-    let mut files = Vec::new();
-    collect(dir, dir, 0, &mut files);
-    files.sort();
     let mut out = Vec::new();
-    for rel in files {
+    for rel in source_files(dir) {
         let path = dir.join(&rel);
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue;
@@ -253,6 +250,15 @@ pub fn in_project(dir: &Path) -> Vec<Reference> {
         }
     }
     out
+}
+
+/// The files of the Pulumi project in `dir` the scanner reads (its `Pulumi.yaml`
+/// program and its code), relative to `dir`, sorted.
+pub fn source_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    collect(dir, dir, 0, &mut files);
+    files.sort();
+    files
 }
 
 fn collect(root: &Path, dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {

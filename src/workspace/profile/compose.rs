@@ -212,7 +212,7 @@ fn entry(
 fn entry_path(raw: &RawEntry, where_: &str) -> Result<String> {
     let Some(path) = raw.path.clone() else {
         return Err(Error::config(format!(
-            "{where_}: the entry has no `path:` (the project folder under projects/), and is not an `include:`."
+            "{where_}: the entry has no `path:` (the project folder under projects/, or under the profile's `projects:` folder), and is not an `include:`."
         )));
     };
     let path = path.trim_matches('/').to_string();
@@ -221,7 +221,7 @@ fn entry_path(raw: &RawEntry, where_: &str) -> Result<String> {
     }
     if path.split('/').any(|c| c == ".." || c == ".") || path.contains('\\') {
         return Err(Error::config(format!(
-            "{where_}: `path: {path}` must name a folder inside projects/ without `.` or `..` parts."
+            "{where_}: `path: {path}` must name a folder inside projects/ (or the profile's `projects:` folder) without `.` or `..` parts."
         )));
     }
     Ok(path)

@@ -16,6 +16,9 @@ use crate::util::display_path;
 use raw::{RawProfile, check_watch, read_yaml};
 pub use rules::{ChangeKind, Rule};
 
+/// Where entry paths are, unless a profile's `projects:` says otherwise.
+pub const DEFAULT_PROJECTS_DIR: &str = "projects";
+
 /// The two stages of a profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -263,6 +266,9 @@ pub struct Profile {
     pub secrets: Vec<SecretItem>,
     /// `watch:` at the top: what every project of the profile reads besides its folder.
     pub watch: Vec<String>,
+    /// `projects:`: the folder, relative to the workspace root, that entry paths are
+    /// relative to (`projects` unless the profile says otherwise; `.` is the root).
+    pub projects_dir: String,
     /// `pools:`, in the order written.
     pub pools: Vec<Pool>,
     /// `throttle:` with its defaults.
@@ -405,6 +411,8 @@ pub fn load(providers_dir: &Path, name: &str) -> Result<Profile> {
         secrets: raw.secrets,
         watch: check_watch(&raw.watch)
             .map_err(|why| Error::config(format!("{}: `watch:` {why}", display_path(file))))?,
+        projects_dir: raw::check_projects_dir(raw.projects.as_deref())
+            .map_err(|why| Error::config(format!("{}: `projects:` {why}", display_path(file))))?,
         pools,
         throttle,
         policy,
@@ -451,6 +459,17 @@ pub fn is_valid_key(key: &str) -> bool {
 pub(crate) mod tests_support {
     use super::*;
 
+    /// A temporary folder holding `files` (path, text).
+    pub fn files(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (p, t) in files {
+            let path = d.path().join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, t).unwrap();
+        }
+        d
+    }
+
     /// A profile with no entries and these `credentials:`.
     pub fn minimal(credentials: &[&str]) -> Profile {
         Profile {
@@ -466,6 +485,7 @@ pub(crate) mod tests_support {
             config: Vec::new(),
             secrets: Vec::new(),
             watch: Vec::new(),
+            projects_dir: DEFAULT_PROJECTS_DIR.into(),
             pools: Vec::new(),
             throttle: Throttle::default(),
             policy: Vec::new(),

@@ -101,6 +101,9 @@ pub(super) struct RawProfile {
     pub(super) secrets: Vec<SecretItem>,
     #[serde(default)]
     pub(super) watch: Vec<String>,
+    /// `projects: DIR`: the folder entry paths are relative to (default `projects`).
+    #[serde(default)]
+    pub(super) projects: Option<String>,
     /// `pools: {aws-us-east-1: 4, harbor: 1}`.
     #[serde(default)]
     pub(super) pools: serde_yaml::Mapping,
@@ -380,6 +383,26 @@ pub(super) fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T
         Error::config(format!("{}: {what}\n  {hint}", display_path(file)))
     })
 }
+/// `projects:` of a profile: a folder relative to the workspace root, inside it (`.` is
+/// the root itself); default `projects`.
+pub(super) fn check_projects_dir(dir: Option<&str>) -> std::result::Result<String, String> {
+    let Some(d) = dir else {
+        return Ok(super::DEFAULT_PROJECTS_DIR.to_string());
+    };
+    let t = d.trim().trim_end_matches('/');
+    if t == "." {
+        return Ok(".".to_string());
+    }
+    let t = t.strip_prefix("./").unwrap_or(t);
+    check_watch(&[t.to_string()])
+        .map(|mut v| v.remove(0))
+        .map_err(|_| {
+            format!(
+                "`{d}` must be a folder inside the workspace, relative to its root (`.` for the root itself, `infra` for infra/), without `..`"
+            )
+        })
+}
+
 /// `watch:` paths: relative to the workspace root, inside it (no `..`, not absolute).
 pub(super) fn check_watch(paths: &[String]) -> std::result::Result<Vec<String>, String> {
     paths

@@ -2,15 +2,7 @@
 
 use super::*;
 
-fn ws(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    for (p, t) in files {
-        let path = d.path().join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
-    d
-}
+use super::tests_support::files as ws;
 
 fn paths(p: &Profile) -> Vec<&str> {
     p.entries.iter().map(|e| e.path.as_str()).collect()
@@ -27,6 +19,39 @@ fn watch_paths_stay_inside_the_workspace() {
     for bad in ["../secrets", "/etc/passwd", "projects/../../x", ""] {
         let e = check_watch(&[bad.to_string()]).unwrap_err();
         assert!(e.contains("inside the workspace"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn projects_folder_defaults_to_projects_and_may_be_the_root_or_another_folder() {
+    let d = ws(&[
+        (
+            "plain.yaml",
+            &format!("{HEAD}infrastructure:\n  - path: a\n"),
+        ),
+        (
+            "root.yaml",
+            &format!("{HEAD}projects: .\ninfrastructure:\n  - path: infra/vpc\n"),
+        ),
+        (
+            "sub.yaml",
+            &format!("{HEAD}projects: ./pulumi/python/\ninfrastructure:\n  - path: infra/vpc\n"),
+        ),
+    ]);
+    assert_eq!(load(d.path(), "plain").unwrap().projects_dir, "projects");
+    assert_eq!(load(d.path(), "root").unwrap().projects_dir, ".");
+    assert_eq!(load(d.path(), "sub").unwrap().projects_dir, "pulumi/python");
+    for bad in ["..", "../elsewhere", "/etc", "a/../../b"] {
+        let d = ws(&[(
+            "p.yaml",
+            &format!("{HEAD}projects: '{bad}'\ninfrastructure:\n  - path: a\n"),
+        )]);
+        let e = load(d.path(), "p").unwrap_err();
+        assert!(
+            e.message.contains("`projects:`") && e.message.contains("inside the workspace"),
+            "{bad}: {}",
+            e.message
+        );
     }
 }
 
@@ -523,7 +548,7 @@ fn a_bad_entry_is_refused_naming_its_file_number_and_path() {
         ),
         (
             "  - description: d\n",
-            "p.yaml: infrastructure entry 1: the entry has no `path:` (the project folder under projects/), and is not an `include:`.",
+            "p.yaml: infrastructure entry 1: the entry has no `path:` (the project folder under projects/, or under the profile's `projects:` folder), and is not an `include:`.",
         ),
         (
             "  - path: /\n",
@@ -531,7 +556,7 @@ fn a_bad_entry_is_refused_naming_its_file_number_and_path() {
         ),
         (
             "  - path: a/../b\n",
-            "p.yaml: infrastructure entry 1: `path: a/../b` must name a folder inside projects/ without `.` or `..` parts.",
+            "p.yaml: infrastructure entry 1: `path: a/../b` must name a folder inside projects/ (or the profile's `projects:` folder) without `.` or `..` parts.",
         ),
         (
             "  - path: a\n  - path: /x/\n    after: a\n    before: a\n",

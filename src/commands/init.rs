@@ -1,0 +1,213 @@
+//! `strata init`: adopt the repository at the root (`-C`, else the current folder) in
+//! one command. Surveys it (`adopt`), prints what it found, writes the
+//! workspace files (or, `--update`, edits the profile in place), then draws the order
+//! (`show`) and checks the result (`validate`). `--dry-run` writes nothing.
+
+use std::path::PathBuf;
+
+use crate::adopt::{Adoption, update, write};
+use crate::error::{Error, Result};
+use crate::settings::Settings;
+use crate::util::display_path;
+use crate::workspace::Stage;
+use crate::workspace::Target;
+
+/// What the user asked of `init`.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub dry_run: bool,
+    pub update: bool,
+}
+
+/// The profile `init` writes when `--provider` names none.
+pub const DEFAULT_PROVIDER: &str = "main";
+
+pub fn run(target: &Target, settings: &Settings, opts: &Options) -> Result<i32> {
+    if settings.json {
+        return Err(Error::usage(
+            "strata init prints for people only: drop --output json. What it wrote reads as JSON with `strata show --format json` and `strata validate --output json`.",
+        ));
+    }
+    let root = root(target)?;
+    let provider = target.provider.as_deref().unwrap_or(DEFAULT_PROVIDER);
+    let mut a = Adoption::survey(&root, provider);
+    if a.found.is_empty() {
+        return Err(Error::config(format!(
+            "no Pulumi project under {}: no folder holds a Pulumi.yaml, Pulumi.yml or Strata.yaml (node_modules, virtualenvs, .git and build output are not searched).\n  Run `strata init` at the root of the repository that holds the projects, or name it with -C DIR.",
+            display_path(&root)
+        )));
+    }
+    let (changes, profile) = if opts.update {
+        update_profile(&mut a, opts.dry_run)?
+    } else {
+        let files = write::write_all(&a, opts.dry_run)?;
+        (written(&files), write::profile_text(&a))
+    };
+    super::print(&summary(&a))?;
+    super::print(&changes)?;
+    if opts.dry_run {
+        super::print(&format!(
+            "\n--dry-run: nothing was written. The profile would read:\n\n{profile}"
+        ))?;
+        return Ok(0);
+    }
+    check(&a, target, settings)
+}
+
+/// The repository's root: `-C DIR`, else the current folder.
+fn root(target: &Target) -> Result<PathBuf> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::failed(format!("cannot read the current folder: {e}")))?;
+    let root = match &target.root {
+        Some(r) if r.is_absolute() => r.clone(),
+        Some(r) => cwd.join(r),
+        None => cwd,
+    };
+    if !root.is_dir() {
+        return Err(Error::config(format!(
+            "{} is not a folder.\n  Point -C (or STRATA_ROOT) at the repository's root.",
+            display_path(&root)
+        )));
+    }
+    Ok(root)
+}
+
+/// `--update`: the profile edited in place (written unless `dry_run`); what changed and
+/// the new text.
+fn update_profile(a: &mut Adoption, dry_run: bool) -> Result<(String, String)> {
+    let file = a
+        .root
+        .join("providers")
+        .join(format!("{}.yaml", a.provider));
+    let text = std::fs::read_to_string(&file).map_err(|_| {
+        Error::config(format!(
+            "{} does not exist: there is nothing to update.\n  Run `strata init` (without --update) to write it, or name the profile with --provider NAME.",
+            display_path(&file)
+        ))
+    })?;
+    let u = update::update(a, &file, &text)?;
+    if !dry_run && u.text != text {
+        std::fs::write(&file, &u.text).map_err(|e| Error::io("write", &file, e))?;
+    }
+    let mut out = format!("\n{}:\n", display_path(&file));
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    out.push_str(&format!("  added    {}\n", list(&u.added)));
+    out.push_str(&format!("  dropped  {}\n", list(&u.dropped)));
+    if !u.outside.is_empty() {
+        out.push_str(&format!(
+            "  not added (outside the profile's projects: folder `{}`): {}\n",
+            a.projects_dir,
+            u.outside.join(", ")
+        ));
+    }
+    if !u.in_fragments.is_empty() {
+        out.push_str(&format!(
+            "  gone, but their entries are in include: fragments (drop them there): {}\n",
+            u.in_fragments.join(", ")
+        ));
+    }
+    Ok((out, u.text))
+}
+
+fn written(files: &[write::Written]) -> String {
+    let mut out = String::from("\nfiles:\n");
+    for w in files {
+        out.push_str(&format!("  {:<40} {}\n", display_path(&w.path), w.what));
+    }
+    out
+}
+
+/// What was found: projects per stage, the inferred needs, the references left for the
+/// user, the secrets, the stack config keys that disagree, and problems.
+fn summary(a: &Adoption) -> String {
+    let mut out = format!(
+        "strata init: {} project{} under {} (the profile's projects: folder is `{}`)\n",
+        a.found.len(),
+        if a.found.len() == 1 { "" } else { "s" },
+        display_path(&a.root),
+        a.projects_dir
+    );
+    for stage in [Stage::Infrastructure, Stage::Kubernetes] {
+        let rels = a.stage(stage);
+        out.push_str(&format!("\n{} ({})\n", stage.key(), rels.len()));
+        for rel in rels {
+            let f = a.found.iter().find(|f| f.rel == rel);
+            let kind = match f.map(|f| &f.kind) {
+                Some(crate::adopt::discover::Kind::Pulumi { name, runtime }) => {
+                    format!("{name} ({runtime})")
+                }
+                _ => "command project".to_string(),
+            };
+            out.push_str(&format!("  {rel:<40} {kind}\n"));
+        }
+    }
+    out.push_str("\nneeds read from stack references in the code:\n");
+    if a.inferred.edges.is_empty() {
+        out.push_str("  none\n");
+    }
+    for e in &a.inferred.edges {
+        out.push_str(&format!("  {} -> {}   ({})\n", e.from, e.to, e.at));
+    }
+    out.push_str(&unknowns(a));
+    out.push_str("\nsecrets (secure: in the projects' stack configs; values not copied):\n");
+    if a.configs.secrets.is_empty() {
+        out.push_str("  none\n");
+    }
+    for s in &a.configs.secrets {
+        out.push_str(&format!("  {:<30} {}\n", s.key, s.projects.join(", ")));
+    }
+    for (stack, key, files) in &a.configs.conflicts {
+        out.push_str(&format!(
+            "\nstack {stack}: `{key}` differs between {}: not seeded; set it in config/pulumi/Pulumi.{stack}.yaml\n",
+            files.join(", ")
+        ));
+    }
+    for p in &a.problems {
+        out.push_str(&format!("\nproblem: {p}\n"));
+    }
+    out
+}
+
+fn unknowns(a: &Adoption) -> String {
+    let u = &a.inferred.unknowns;
+    if u.is_empty() {
+        return "\nevery stack reference was resolved\n".into();
+    }
+    let mut out = format!(
+        "\nleft for you: {} stack reference{} strata could not resolve (add what each reads to the project's needs:):\n",
+        u.len(),
+        if u.len() == 1 { "" } else { "s" }
+    );
+    for x in u {
+        out.push_str(&format!("  {}   `{}`: {}\n", x.at, x.name, x.why));
+    }
+    out
+}
+
+/// Draws the order and validates the workspace just written.
+fn check(a: &Adoption, target: &Target, settings: &Settings) -> Result<i32> {
+    let t = Target {
+        root: Some(a.root.clone()),
+        stack: Some(target.stack.clone().unwrap_or_else(|| a.default_stack())),
+        provider: Some(a.provider.clone()),
+    };
+    super::print("\nthe order (strata show):\n")?;
+    let show = crate::cli::ShowArgs {
+        format: Some(crate::cli::ShowFormat::Tree),
+        select: Default::default(),
+    };
+    super::show::run(&t, &show, &Default::default(), false)?;
+    super::print("\nstrata validate:\n")?;
+    super::validate::run(&t, settings, false).map_err(|e| {
+        Error::config(format!(
+            "{}\n  The workspace is written; fix what validate reports, then run `strata validate`.",
+            e.message
+        ))
+    })
+}
