@@ -171,6 +171,45 @@ fn known(v: &Value) -> bool {
     }
 }
 
+/// The changes a Pulumi update plan file (`preview --save-plan`) records: each resource's
+/// planned steps (`resourcePlans.<urn>.steps`) as one operation — `replace` when its steps
+/// replace it, else its create, update or delete; `same` and reads are no change. `None`
+/// when the text is not a plan.
+pub fn plan_changes(text: &str) -> Option<Changes> {
+    let doc: Value = serde_json::from_str(text).ok()?;
+    let plans = match doc.get("resourcePlans") {
+        None | Some(Value::Null) => return doc.get("manifest").map(|_| Changes::default()),
+        Some(p) => p.as_object()?,
+    };
+    let mut c = Changes::default();
+    for (urn, plan) in plans {
+        if urn.contains("::pulumi:pulumi:Stack::") {
+            continue;
+        }
+        let steps: Vec<&str> = plan
+            .get("steps")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let replaced = steps
+            .iter()
+            .any(|s| matches!(*s, "replace" | "create-replacement" | "delete-replaced"));
+        let op = if replaced {
+            Some("replace")
+        } else {
+            steps
+                .iter()
+                .copied()
+                .find(|s| matches!(*s, "create" | "update" | "delete"))
+        };
+        if let Some(op) = op {
+            *c.counts.entry(op.to_string()).or_default() += 1;
+            c.add_step(op, urn);
+        }
+    }
+    Some(c)
+}
+
 /// The same counts as a JSON object, for `project_finished.changes`.
 pub fn counts_json(c: &Changes) -> Value {
     Value::Object(
@@ -309,5 +348,24 @@ mod tests {
         assert_eq!(parse("not json"), None);
         assert_eq!(parse("{\"a\": 1}"), None);
         assert_eq!(parse(""), None);
+    }
+
+    #[test]
+    fn a_plan_file_tells_each_resource_s_change() {
+        let text = r#"{"manifest":{"time":"t"},"resourcePlans":{
+            "urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev":{"steps":["create"]},
+            "urn:pulumi:dev::p::fake:index:Thing::a":{"steps":["same"]},
+            "urn:pulumi:dev::p::fake:index:Thing::b":{"steps":["update"]},
+            "urn:pulumi:dev::p::fake:index:Thing::c":{"steps":["create-replacement","replace","delete-replaced"]},
+            "urn:pulumi:dev::p::fake:index:Thing::d":{"steps":["delete"]}}}"#;
+        let c = plan_changes(text).unwrap();
+        assert_eq!(c.short(), "+0 ~1 -1 ±1");
+        assert_eq!(c.steps.len(), 3);
+        assert_eq!(
+            plan_changes(r#"{"manifest":{}}"#).unwrap().short(),
+            "+0 ~0 -0 ±0"
+        );
+        assert_eq!(plan_changes("not json"), None);
+        assert_eq!(plan_changes("{}"), None);
     }
 }

@@ -177,3 +177,25 @@ fn bad_rules_are_refused_by_validate_and_every_run() {
         }
     }
 }
+
+/// `up --plan BUNDLE` holds a bundle's plan to the rules as recorded: a preview that a
+/// rule denied makes a bundle that does not apply that project.
+#[test]
+fn a_bundle_s_plan_is_held_to_the_rules_too() {
+    let ws = gated(KEEP_ALPHA);
+    ok(&ws, "up", &[]);
+    drop_second(&ws);
+    let r = run(&ws, "preview", &["--save-plan", "b"]);
+    assert_eq!(r.code, 5, "{r:?}");
+    let r = run(&ws, "up", &["--plan", "b", "--output", "json"]);
+    assert_eq!(r.code, 5, "{r:?}");
+    let events = r.events();
+    let alpha = finished(&events, "alpha");
+    assert_eq!(alpha["status"], "denied", "{alpha}");
+    assert_eq!(
+        alpha["denied"]["resources"][0], "delete fake:index:Thing second",
+        "{alpha}"
+    );
+    assert_eq!(finished(&events, "charlie")["status"], "skipped");
+    assert!(alpha_state(&ws).contains("second"), "alpha was not updated");
+}

@@ -442,8 +442,12 @@ impl<'a> StepRunner<'a> {
             Err(ran) => return *ran,
         };
 
-        if op == Operation::Up && is_pulumi && !node.rules.is_empty() && job.plan.is_none() {
-            match self.hold_to_rules(i, entry, &project.kind, &job, emit, &mut sink) {
+        if op == Operation::Up && is_pulumi && !node.rules.is_empty() {
+            let held = match &job.plan {
+                None => self.hold_to_rules(i, entry, &project.kind, &job, emit, &mut sink),
+                Some(bundled) => rules::hold_bundle_to_rules(&node.rules, bundled),
+            };
+            match held {
                 Ok(plan) => job.plan = Some(plan),
                 Err(ran) => return *ran,
             }

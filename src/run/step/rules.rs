@@ -49,18 +49,49 @@ impl StepRunner<'_> {
         let (outcome, _) = self.attempt(i, entry, kind, &preview, emit, sink)?;
         let changes = outcome.changes.unwrap_or_default();
         match judge(&self.ctx.plan.nodes[i].rules, &changes) {
-            Some(d) => Err(Box::new(Ran {
-                changes: Some(changes),
-                denied: Some(Box::new(d.clone())),
-                ..Ran::new(
-                    Status::Denied,
-                    Some(format!("{}; nothing was changed", d.describe())),
-                    None,
-                )
-            })),
+            Some(d) => Err(denied(d, changes)),
             None => Ok(PlanFile::Apply(file)),
         }
     }
+}
+
+/// `up --plan BUNDLE`: the bundle's plan of a held project, judged as recorded (the
+/// changes its resource plans name); the plan to apply, or the step `denied`.
+pub(super) fn hold_bundle_to_rules(
+    rules: &[Arc<Rule>],
+    bundled: &PlanFile,
+) -> Result<PlanFile, Box<Ran>> {
+    let PlanFile::Apply(file) = bundled else {
+        return Ok(bundled.clone());
+    };
+    let read = std::fs::read_to_string(file).ok();
+    let Some(changes) = read.as_deref().and_then(digest::plan_changes) else {
+        return Err(Box::new(Ran::new(
+            Status::Failed,
+            Some(format!(
+                "cannot read the bundle's plan {} to hold it to its policy rules; nothing was changed. Make the bundle again with `strata preview --save-plan`.",
+                file.display()
+            )),
+            None,
+        )));
+    };
+    match judge(rules, &changes) {
+        Some(d) => Err(denied(d, changes)),
+        None => Ok(bundled.clone()),
+    }
+}
+
+/// The step a rule denied: nothing changed, the rule and its resources said.
+fn denied(d: Denial, changes: Changes) -> Box<Ran> {
+    Box::new(Ran {
+        changes: Some(changes),
+        denied: Some(Box::new(d.clone())),
+        ..Ran::new(
+            Status::Denied,
+            Some(format!("{}; nothing was changed", d.describe())),
+            None,
+        )
+    })
 }
 
 /// The most resources a denial names; the count says the rest.
