@@ -1,7 +1,7 @@
 //! The report as one JSON document: the run's journal records as they were written (the
 //! run record, and each project's record with its retries), plus what the report worked
 //! out (`reason`, `timeline`: wave, start, end, critical; `totals`; `critical_path`).
-//! Its shape is published as `docs/schema/report.v1.json` ([`SCHEMA`]).
+//! Its shape is published as `docs/schema/report.v2.json` ([`SCHEMA`]).
 
 use serde_json::{Value, json};
 
@@ -9,8 +9,8 @@ use super::model::{Graph, Report};
 
 /// The `$id` of the schema this document follows, and its version: a field removed or
 /// renamed, a status or reason added, is a new version; a field added is not.
-pub const SCHEMA: &str = "https://strata.invalid/schema/report.v1.json";
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA: &str = "https://strata.invalid/schema/report.v2.json";
+pub const SCHEMA_VERSION: u32 = 2;
 
 pub fn render(r: &Report) -> String {
     let projects: Vec<Value> = r
@@ -112,7 +112,7 @@ mod tests {
     #[test]
     fn the_published_schema_lists_every_reason() {
         let schema: serde_json::Value =
-            serde_json::from_str(include_str!("../../docs/schema/report.v1.json")).unwrap();
+            serde_json::from_str(include_str!("../../docs/schema/report.v2.json")).unwrap();
         let listed: Vec<&str> = schema["$defs"]["project"]["properties"]["reason"]["enum"]
             .as_array()
             .unwrap()
@@ -126,7 +126,7 @@ mod tests {
             SCHEMA_VERSION
         );
         let events: serde_json::Value =
-            serde_json::from_str(include_str!("../../docs/schema/events.v1.json")).unwrap();
+            serde_json::from_str(include_str!("../../docs/schema/events.v2.json")).unwrap();
         let started = events["oneOf"]
             .as_array()
             .unwrap()

@@ -1,5 +1,5 @@
 //! Why a project ended as it did, from a fixed list that the published schema
-//! (`docs/schema/report.v1.json`) enumerates: a reader can switch on it without parsing
+//! (`docs/schema/report.v2.json`) enumerates: a reader can switch on it without parsing
 //! messages, and a new reason is a new schema version.
 
 /// Every reason, in the order the schema lists them.
@@ -15,6 +15,7 @@ pub const REASONS: &[&str] = &[
     "skipped: nothing to preview",
     "skipped",
     "blocked: upstream never deployed",
+    "denied: policy rule",
     "cancelled",
     "not recorded",
 ];
@@ -40,6 +41,7 @@ pub fn of(status: &str, message: Option<&str>, retried: bool) -> &'static str {
         "skipped" if m.ends_with("nothing to preview") => "skipped: nothing to preview",
         "skipped" => "skipped",
         "blocked" => "blocked: upstream never deployed",
+        "denied" => "denied: policy rule",
         "cancelled" => "cancelled",
         _ => "not recorded",
     }

@@ -83,8 +83,9 @@ impl Denial {
 }
 
 /// The version of the `--output json` events' published schema
-/// (`docs/schema/events.v1.json`), carried by `run_started`.
-pub const SCHEMA_VERSION: u32 = 1;
+/// (`docs/schema/events.v2.json`; v2 added the status `denied` and `project_finished`'s
+/// `denied`), carried by `run_started`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One event of a run. Serialised with an `event` tag for `--output json`.
 #[derive(Debug, Clone, Serialize, PartialEq)]

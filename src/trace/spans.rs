@@ -351,7 +351,7 @@ mod tests {
 
     fn run_started() -> RunEvent {
         RunEvent::RunStarted {
-            schema_version: 1,
+            schema_version: crate::run::events::SCHEMA_VERSION,
             run_id: "r1".into(),
             operation: Operation::Up,
             provider: "local".into(),

@@ -127,8 +127,8 @@ fn a_throttled_pool_halves_retries_and_every_project_succeeds() {
     // Both follow their published schemas.
     let schemas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
     for (schema, name, text) in [
-        ("report.v1.json", "report.json", &report.stdout),
-        ("events.v1.json", "events.jsonl", &r.stdout),
+        ("report.v2.json", "report.json", &report.stdout),
+        ("events.v2.json", "events.jsonl", &r.stdout),
     ] {
         std::fs::write(ws.path(name), text).unwrap();
         let schema = schemas.join(schema);

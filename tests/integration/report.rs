@@ -406,7 +406,7 @@ fn the_report_and_the_events_follow_their_published_schemas() {
         ]
         .into()
     );
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["schema_version"], 2);
     let fresh = Ws::new();
     fresh.profile(
         "t",
@@ -435,14 +435,14 @@ fn the_report_and_the_events_follow_their_published_schemas() {
 
     let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
     let files = [
-        ("report.v1.json", "report-up.json", &report.stdout),
+        ("report.v2.json", "report-up.json", &report.stdout),
         (
-            "report.v1.json",
+            "report.v2.json",
             "report-preview.json",
             &preview_report.stdout,
         ),
-        ("events.v1.json", "events-up.jsonl", &up.stdout),
-        ("events.v1.json", "events-preview.jsonl", &preview.stdout),
+        ("events.v2.json", "events-up.jsonl", &up.stdout),
+        ("events.v2.json", "events-preview.jsonl", &preview.stdout),
     ];
     // A `.jsonl` file is validated line by line.
     for (schema, name, text) in files {
