@@ -127,21 +127,13 @@ fn an_up_leaves_a_denied_project_unchanged_skips_what_needs_it_and_goes_on() {
         .find(|p| p["project"] == "alpha")
         .unwrap();
     assert_eq!(row["reason"], "denied: policy rule", "{row}");
-    let schemas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
-    for (schema, name, text) in [
-        ("events.v2.json", "events.jsonl", &r.stdout),
-        ("report.v2.json", "report.json", &report.stdout),
-    ] {
-        let data = ws.path(name);
-        std::fs::write(&data, text).unwrap();
-        let schema = schemas.join(schema);
-        let Some((ok, said)) =
-            crate::handoff::python_check("validate_schema.py", &[&schema, &data])
-        else {
-            return;
-        };
-        assert!(ok, "{name} against {}: {said}", schema.display());
-    }
+    crate::handoff::assert_follows_schemas(
+        &ws,
+        &[
+            ("events.v2.json", "events.jsonl", &r.stdout),
+            ("report.v2.json", "report.json", &report.stdout),
+        ],
+    );
 }
 
 #[test]

@@ -194,6 +194,22 @@ fn every_shipped_review_apply_workflow_passes_actionlint() {
     }
 }
 
+/// Validates each `(schema file under docs/schema, file name, text)` against its published
+/// schema with the real `jsonschema` module (a `.jsonl` file line by line), the text
+/// written into the workspace first; skipped (outside CI) like [`python_check`].
+pub(crate) fn assert_follows_schemas(ws: &crate::support::Ws, files: &[(&str, &str, &str)]) {
+    let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
+    for (schema, name, text) in files {
+        let data = ws.path(name);
+        std::fs::write(&data, text).unwrap();
+        let schema = schemas.join(schema);
+        let Some((ok, said)) = python_check("validate_schema.py", &[&schema, &data]) else {
+            return;
+        };
+        assert!(ok, "{name} against {}: {said}", schema.display());
+    }
+}
+
 /// Runs `tests/support/<script>` with python3 on `args`; `None` (and says why) when the
 /// validator cannot run here (no python3, no jsonschema/PyYAML, no shared tools), which
 /// fails under `CI=true`.

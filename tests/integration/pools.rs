@@ -125,19 +125,13 @@ fn a_throttled_pool_halves_retries_and_every_project_succeeds() {
         .unwrap();
     assert_eq!(p0["pool"], "aws");
     // Both follow their published schemas.
-    let schemas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
-    for (schema, name, text) in [
-        ("report.v2.json", "report.json", &report.stdout),
-        ("events.v2.json", "events.jsonl", &r.stdout),
-    ] {
-        std::fs::write(ws.path(name), text).unwrap();
-        let schema = schemas.join(schema);
-        if let Some((ok, said)) =
-            crate::handoff::python_check("validate_schema.py", &[&schema, &ws.path(name)])
-        {
-            assert!(ok, "{name} against {}: {said}", schema.display());
-        }
-    }
+    crate::handoff::assert_follows_schemas(
+        &ws,
+        &[
+            ("report.v2.json", "report.json", &report.stdout),
+            ("events.v2.json", "events.jsonl", &r.stdout),
+        ],
+    );
     let html = ws.strata(&["report", "-s", "dev", "--format", "html", "--out", "r.html"]);
     assert_eq!(html.code, 0, "{html:?}");
     let page = ws.read("r.html");

@@ -4,7 +4,6 @@
 //! project and its status, for nothing loaded from anywhere, with an XML parser on its
 //! SVG and, when Chromium is installed, as a rendered picture; the Mermaid as a gantt.
 
-use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -433,27 +432,17 @@ fn the_report_and_the_events_follow_their_published_schemas() {
         "{preview_report:?}"
     );
 
-    let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
-    let files = [
-        ("report.v2.json", "report-up.json", &report.stdout),
-        (
-            "report.v2.json",
-            "report-preview.json",
-            &preview_report.stdout,
-        ),
-        ("events.v2.json", "events-up.jsonl", &up.stdout),
-        ("events.v2.json", "events-preview.jsonl", &preview.stdout),
-    ];
-    // A `.jsonl` file is validated line by line.
-    for (schema, name, text) in files {
-        let data = ws.path(name);
-        std::fs::write(&data, text).unwrap();
-        let schema = schemas.join(schema);
-        let Some((ok, said)) =
-            crate::handoff::python_check("validate_schema.py", &[&schema, &data])
-        else {
-            return;
-        };
-        assert!(ok, "{name} against {}: {said}", schema.display());
-    }
+    crate::handoff::assert_follows_schemas(
+        &ws,
+        &[
+            ("report.v2.json", "report-up.json", &report.stdout),
+            (
+                "report.v2.json",
+                "report-preview.json",
+                &preview_report.stdout,
+            ),
+            ("events.v2.json", "events-up.jsonl", &up.stdout),
+            ("events.v2.json", "events-preview.jsonl", &preview.stdout),
+        ],
+    );
 }
