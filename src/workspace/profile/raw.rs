@@ -54,19 +54,41 @@ pub(super) struct RawEntry {
 
 impl RawEntry {
     /// Whether a field other than `include:` is set: an `include:` entry takes none.
+    /// (Every field is named, so one added later cannot be dropped silently.)
     pub(super) fn has_fields_besides_include(&self) -> bool {
-        self.path.is_some()
-            || self.description.is_some()
-            || self.needs.is_some()
-            || !self.inputs.is_empty()
-            || !self.secrets.is_empty()
-            || !self.on_success.is_empty()
-            || self.after.is_some()
-            || self.before.is_some()
-            || self.pool.is_some()
-            || !self.tags.is_empty()
-            || self.timeout.is_some()
-            || self.retry.is_some()
+        let RawEntry {
+            include: _,
+            path,
+            description,
+            needs,
+            inputs,
+            secrets,
+            on_success,
+            after,
+            before,
+            timeout,
+            retry,
+            watch,
+            mock_outputs,
+            mock_outputs_allowed_commands,
+            pool,
+            tags,
+        } = self;
+        path.is_some()
+            || description.is_some()
+            || needs.is_some()
+            || !inputs.is_empty()
+            || !secrets.is_empty()
+            || !on_success.is_empty()
+            || after.is_some()
+            || before.is_some()
+            || timeout.is_some()
+            || retry.is_some()
+            || !watch.is_empty()
+            || !mock_outputs.is_empty()
+            || mock_outputs_allowed_commands.is_some()
+            || pool.is_some()
+            || !tags.is_empty()
     }
 }
 

@@ -543,6 +543,22 @@ fn a_bad_entry_is_refused_naming_its_file_number_and_path() {
             "p.yaml: infrastructure entry 1: an `include:` entry takes no other field; put the fields on the entries of common/a.yaml.",
         ),
         (
+            "  - include: common/a.yaml\n    watch: [lib]\n",
+            "p.yaml: infrastructure entry 1: an `include:` entry takes no other field; put the fields on the entries of common/a.yaml.",
+        ),
+        (
+            "  - include: common/a.yaml\n    mock_outputs: {id: x}\n",
+            "p.yaml: infrastructure entry 1: an `include:` entry takes no other field; put the fields on the entries of common/a.yaml.",
+        ),
+        (
+            "  - include: common/a.yaml\n    mock_outputs_allowed_commands: [preview]\n",
+            "p.yaml: infrastructure entry 1: an `include:` entry takes no other field; put the fields on the entries of common/a.yaml.",
+        ),
+        (
+            "  - include: common/a.yaml\n    secrets: [{key: 'a:b', prompt: p}]\n",
+            "p.yaml: infrastructure entry 1: an `include:` entry takes no other field; put the fields on the entries of common/a.yaml.",
+        ),
+        (
             "  - path: a\n  - include: common/none.yaml\n",
             "p.yaml: infrastructure entry 2: `include: common/none.yaml` names no file (",
         ),
