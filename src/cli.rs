@@ -272,9 +272,10 @@ pub struct RunArgs {
     #[arg(short = 'y', long)]
     pub yes: bool,
 
-    /// On a shared (s3://) backend, wait up to DURATION (`90s`, `10m`) for the stack's
-    /// lease while another checkout or machine runs it, and take over a lease left
-    /// unrenewed for its whole TTL [default: refuse at once, naming the holder]
+    /// Wait up to DURATION (`90s`, `10m`) while another run holds the stack: this
+    /// checkout's lock, or on a shared (s3://) backend the lease of another checkout or
+    /// machine (a lease left unrenewed for its whole TTL is taken over) [default: refuse
+    /// at once, naming the holder]
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub lock_timeout: Option<std::time::Duration>,
 }

@@ -60,7 +60,7 @@ pub fn acquire(r: &Resolved) -> Result<Held> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(120),
     );
-    let mut held = acquire_waiting(r, orphan_wait)?;
+    let mut held = acquire_waiting(r, orphan_wait, r.req.args.lock_timeout)?;
     held.lease = take_lease(r, &mut held)?;
     Ok(held)
 }
@@ -116,20 +116,52 @@ fn take_lease(r: &Resolved, held: &mut Held) -> Result<Option<Lease>> {
 
 /// The lock now or never (a preview saving its answers does not wait for anyone).
 pub fn try_acquire(r: &Resolved) -> Result<Held> {
-    acquire_waiting(r, std::time::Duration::ZERO)
+    acquire_waiting(r, std::time::Duration::ZERO, std::time::Duration::ZERO)
 }
 
-fn acquire_waiting(r: &Resolved, orphan_wait: std::time::Duration) -> Result<Held> {
+fn acquire_waiting(
+    r: &Resolved,
+    orphan_wait: std::time::Duration,
+    lock_timeout: std::time::Duration,
+) -> Result<Held> {
     let (signals, caught) = install_signals()?;
     let mut notices = Vec::new();
-    let lock = StackLock::acquire(
-        &r.ws.state_dir(r.stack()),
-        r.stack(),
-        &format!("strata {}", r.req.op.as_str()),
-        orphan_wait,
-        &|| caught.signal(),
-        &mut |w| notices.push(format!("warning: {w}")),
-    )?;
+    let state_dir = r.ws.state_dir(r.stack());
+    let deadline = std::time::Instant::now() + lock_timeout;
+    let mut said = false;
+    let lock = loop {
+        let took = StackLock::acquire(
+            &state_dir,
+            r.stack(),
+            &format!("strata {}", r.req.op.as_str()),
+            orphan_wait,
+            &|| caught.signal(),
+            &mut |w| notices.push(format!("warning: {w}")),
+        );
+        // `--lock-timeout`: another strata of this checkout holds the stack; wait for it
+        // (answering Ctrl-C) until the deadline, then refuse as without the flag.
+        match took {
+            Err(e) if std::time::Instant::now() < deadline && StackLock::is_held(&state_dir) => {
+                if !said {
+                    eprintln!(
+                        "strata: waiting up to {} for the lock of stack `{}`: {}",
+                        humantime::format_duration(lock_timeout),
+                        r.stack(),
+                        e.message.lines().next().unwrap_or("")
+                    );
+                    said = true;
+                }
+                if let Some(sig) = caught.signal() {
+                    return Err(crate::run::signals::stopped_before_start(
+                        sig,
+                        &format!("while waiting for the lock of stack `{}`", r.stack()),
+                    ));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            took => break took?,
+        }
+    };
     Ok(Held {
         lease: None,
         run_id: new_run_id(),

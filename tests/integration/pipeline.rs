@@ -306,3 +306,54 @@ fn destroy_asks_for_the_stack_name_not_a_keypress() {
     assert_eq!(code, 0, "{out}");
     assert!(ws.exists("destroyed"));
 }
+
+/// `--lock-timeout` waits for the checkout's own stack lock too (another `strata up` of
+/// this stack in this checkout), not only for a shared backend's lease: released while
+/// it waits, the run goes on; held past the timeout, it refuses naming the holder.
+#[test]
+fn lock_timeout_waits_for_the_local_lock() {
+    use std::os::fd::AsRawFd;
+    let ws = crate::run::workspace("  - path: alpha\n", &["alpha"]);
+    crate::run::ok(&ws, "up", &[]);
+    let path = ws.path(".strata/dev/lock");
+    let hold = || {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .unwrap();
+        // SAFETY: flock on a descriptor this File owns.
+        assert_eq!(
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+            0
+        );
+        std::fs::write(
+            &path,
+            serde_json::json!({"pid": std::process::id(), "host": hostname(), "command": "strata up", "since": "2026-01-01T00:00:00Z"}).to_string(),
+        )
+        .unwrap();
+        f
+    };
+    let held = hold();
+    let waiting =
+        crate::run::Background::start(&ws, &crate::run::args("up", &["--lock-timeout", "20s"]));
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Released as strata releases it: the file goes, then the kernel lock.
+    std::fs::remove_file(&path).unwrap();
+    drop(held);
+    let r = waiting.wait(std::time::Duration::from_secs(60));
+    assert_eq!(r.code, 0, "went on once the lock was free: {r:?}");
+    assert!(r.stderr.contains("waiting"), "said it waits: {r:?}");
+
+    let _held = hold();
+    let started = std::time::Instant::now();
+    let r = ws.strata(&crate::run::args("up", &["--lock-timeout", "1s"]));
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("is in use"), "{r:?}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "it waited"
+    );
+}

@@ -214,6 +214,16 @@ fn held_by_another(stack: &str, path: &Path, host: &str) -> Error {
 }
 
 impl StackLock {
+    /// Whether another process holds the kernel lock of the stack whose state is in
+    /// `state_dir` right now (a probe: taken and let go at once when free).
+    pub fn is_held(state_dir: &Path) -> bool {
+        let Ok(file) = std::fs::File::open(state_dir.join("lock")) else {
+            return false;
+        };
+        // Dropping the file releases the probe's lock, if it got it.
+        matches!(try_flock(&file), Ok(false))
+    }
+
     /// Takes the lock of `stack`, or says who holds it. `warn` receives the takeover notice.
     /// A stale lock whose children still run is waited for up to `orphan_wait`, or until
     /// `stop` returns a signal (then the lock is left as it was, and released).
