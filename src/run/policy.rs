@@ -326,20 +326,42 @@ mod tests {
         }
     }
 
+    /// An engine that prints `line` and fails until try `ok_at`.
+    fn flaky(ok_at: u32, line: &'static str) -> Flaky {
+        Flaky {
+            tries: Mutex::new(0),
+            ok_at,
+            lines: vec![line],
+        }
+    }
+
+    /// No timeout, a grace of a second.
+    fn policy<'a>(retry: Option<&'a Retry>, gate: Option<&'a dyn Gate>) -> Policy<'a> {
+        Policy {
+            timeout: None,
+            retry,
+            grace: Duration::from_secs(1),
+            gate,
+        }
+    }
+
+    /// `run` of the test job, its output and retry notes dropped.
+    fn run_quietly(engine: &dyn Engine, policy: &Policy) -> (Result<Outcome, Failure>, u32) {
+        run(
+            engine,
+            &job(),
+            &Control::new(),
+            policy,
+            &mut |_| {},
+            &mut |_| {},
+        )
+    }
+
     #[test]
     fn retries_only_on_a_match_and_doubles_the_delay() {
-        let engine = Flaky {
-            tries: Mutex::new(0),
-            ok_at: 3,
-            lines: vec!["error: TooManyRequests: slow down"],
-        };
+        let engine = flaky(3, "error: TooManyRequests: slow down");
         let r = retry(3, &["TooManyRequests"]);
-        let policy = Policy {
-            timeout: None,
-            retry: Some(&r),
-            grace: Duration::from_secs(1),
-            gate: None,
-        };
+        let policy = policy(Some(&r), None);
         let mut notes = Vec::new();
         let (res, tries) = run(
             &engine,
@@ -364,11 +386,7 @@ mod tests {
             ]
         );
 
-        let engine = Flaky {
-            tries: Mutex::new(0),
-            ok_at: 3,
-            lines: vec!["error: access denied"],
-        };
+        let engine = flaky(3, "error: access denied");
         let (res, tries) = run(
             &engine,
             &job(),
@@ -421,18 +439,9 @@ mod tests {
 
     #[test]
     fn a_throttled_try_tells_its_pool_waits_for_a_slot_and_tries_again() {
-        let engine = Flaky {
-            tries: Mutex::new(0),
-            ok_at: 3,
-            lines: vec!["api error Throttling: Rate exceeded"],
-        };
+        let engine = flaky(3, "api error Throttling: Rate exceeded");
         let gate = Recorder::default();
-        let policy = Policy {
-            timeout: None,
-            retry: None,
-            grace: Duration::from_secs(1),
-            gate: Some(&gate),
-        };
+        let policy = policy(None, Some(&gate));
         let mut notes = Vec::new();
         let (res, tries) = run(
             &engine,
@@ -472,14 +481,7 @@ mod tests {
                 ok_at: 10,
                 lines: vec![line],
             };
-            run(
-                &engine,
-                &job(),
-                &Control::new(),
-                &policy,
-                &mut |_| {},
-                &mut |_| {},
-            )
+            run_quietly(&engine, &policy)
         };
         let (res, tries) = quietly("Rate exceeded");
         assert!(res.is_err());
@@ -490,26 +492,10 @@ mod tests {
 
     #[test]
     fn gives_up_after_the_last_attempt() {
-        let engine = Flaky {
-            tries: Mutex::new(0),
-            ok_at: 10,
-            lines: vec!["connection reset by peer"],
-        };
+        let engine = flaky(10, "connection reset by peer");
         let r = retry(2, &["connection reset"]);
-        let policy = Policy {
-            timeout: None,
-            retry: Some(&r),
-            grace: Duration::from_secs(1),
-            gate: None,
-        };
-        let (res, tries) = run(
-            &engine,
-            &job(),
-            &Control::new(),
-            &policy,
-            &mut |_| {},
-            &mut |_| {},
-        );
+        let policy = policy(Some(&r), None);
+        let (res, tries) = run_quietly(&engine, &policy);
         assert_eq!(tries, 2);
         assert!(matches!(res, Err(Failure::Failed { processes: 2, .. })));
     }
@@ -543,14 +529,7 @@ mod tests {
             gate: None,
             grace: Duration::from_secs(5),
         };
-        let (res, tries) = run(
-            &ExitsZeroOnCancel,
-            &job(),
-            &Control::new(),
-            &policy,
-            &mut |_| {},
-            &mut |_| {},
-        );
+        let (res, tries) = run_quietly(&ExitsZeroOnCancel, &policy);
         assert_eq!(tries, 1);
         match res {
             Err(Failure::Failed {
@@ -567,21 +546,12 @@ mod tests {
     /// `delay: 300000000000y`) neither overflows nor outlives Ctrl-C.
     #[test]
     fn the_longest_wait_ends_with_ctrl_c_and_doubling_stops_at_the_longest_delay() {
-        let engine = Flaky {
-            tries: Mutex::new(0),
-            ok_at: 10,
-            lines: vec!["connection reset by peer"],
-        };
+        let engine = flaky(10, "connection reset by peer");
         let r = Retry {
             delay: Duration::MAX,
             ..retry(3, &["connection reset"])
         };
-        let policy = Policy {
-            timeout: None,
-            retry: Some(&r),
-            grace: Duration::from_secs(1),
-            gate: None,
-        };
+        let policy = policy(Some(&r), None);
         let control = Control::new();
         let (res, tries) = std::thread::scope(|s| {
             s.spawn(|| {
