@@ -422,6 +422,11 @@ mod tests {
         }
     }
 
+    /// `run` of `p` through `f`, with no pools, no Ctrl-C and no observer.
+    fn run_plainly(p: &Plan, o: Options, f: &Fake) -> Vec<StepResult> {
+        run(p, o, &Pools::none(), f, &Control::new(), &|_| {})
+    }
+
     #[test]
     fn order_and_overlap() {
         let p = plan(DIAMOND);
@@ -527,14 +532,7 @@ mod tests {
     fn parallel_one_serialises() {
         let p = plan(DIAMOND);
         let f = fake(&p, vec![]);
-        run(
-            &p,
-            opts(1, false),
-            &Pools::none(),
-            &f,
-            &Control::new(),
-            &|_| {},
-        );
+        run_plainly(&p, opts(1, false), &f);
         let s = f.spans.lock().unwrap();
         let mut spans: Vec<_> = s.values().copied().collect();
         spans.sort();
@@ -549,14 +547,7 @@ mod tests {
             "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
         );
         let f = fake(&p, vec!["a"]);
-        let r = run(
-            &p,
-            opts(1, false),
-            &Pools::none(),
-            &f,
-            &Control::new(),
-            &|_| {},
-        );
+        let r = run_plainly(&p, opts(1, false), &f);
         let st = statuses(&p, &r);
         assert_eq!(st["a"], Status::Failed);
         assert_eq!(st["b"], Status::Skipped);
@@ -577,14 +568,7 @@ mod tests {
             "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
         );
         let f = fake(&p, vec!["a"]);
-        let r = run(
-            &p,
-            opts(1, true),
-            &Pools::none(),
-            &f,
-            &Control::new(),
-            &|_| {},
-        );
+        let r = run_plainly(&p, opts(1, true), &f);
         let st = statuses(&p, &r);
         assert_eq!(st["a"], Status::Failed);
         assert_eq!(st["b"], Status::Skipped);
@@ -613,14 +597,7 @@ mod tests {
         f.panic_in = vec!["a", "prepare c"];
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
-            let r = run(
-                &p,
-                opts(2, true),
-                &Pools::none(),
-                &f,
-                &Control::new(),
-                &|_| {},
-            );
+            let r = run_plainly(&p, opts(2, true), &f);
             let message = |path: &str| r[p.index_of(path).unwrap()].message.clone();
             let _ = tx.send((statuses(&p, &r), message("a"), message("c")));
         });
