@@ -9,7 +9,9 @@
 # the Python modules the validators import (jsonschema, yaml) from Debian's packages
 # for Debian's python3, else from PyPI with that python3's pip. kubectl is built from the
 # Go module proxy (bookworm has only kubernetes-client 1.20) into
-# ${STRATA_TOOLS_DIR:-$HOME/.cache/strata/tools}/kubectl-<version>/ and reused from there.
+# ${STRATA_TOOLS_DIR:-$HOME/.cache/strata/tools}/kubectl-<version>/ and reused from there;
+# mdBook (the manual under docs/book/) likewise from crates.io with cargo, without its
+# server and watch features, into .../mdbook-<version>/.
 #
 # Idempotent: installs only what is missing (`apt-get update` only then). Progress goes
 # to stderr; stdout is one line, the folder of built tools to put first on PATH. Exits
@@ -17,6 +19,7 @@
 set -euo pipefail
 
 KUBECTL_VERSION=v0.34.4 # k8s.io/kubectl: the release of scripts/install-kube.sh's API server (v1.34.4), so a cold build shares its compiled packages
+MDBOOK_VERSION=0.5.4 # mdbook on crates.io; tests/integration/book.rs names it in its install hint
 TOOLS_DIR=${STRATA_TOOLS_DIR:-$HOME/.cache/strata/tools}
 
 say() { printf 'install-tools: %s\n' "$*" >&2; }
@@ -148,6 +151,23 @@ kube_version=$("$bin_dir/kubectl" version --client 2>&1) ||
     fail "kubectl: $bin_dir/kubectl does not run: $kube_version"
 kube_version=${kube_version%%$'\n'*}
 
+# --- mdBook, built from crates.io ------------------------------------------------------
+md_dir=$TOOLS_DIR/mdbook-$MDBOOK_VERSION
+if [ ! -x "$md_dir/bin/mdbook" ]; then
+    have cargo || fail "mdbook: cannot build it: cargo is not installed"
+    say "building mdbook $MDBOOK_VERSION into $md_dir; about 14 minutes the first time on 2 busy cores"
+    start=$SECONDS
+    rm -rf "$md_dir.part"
+    cargo install mdbook --locked --version "$MDBOOK_VERSION" --no-default-features \
+        --root "$md_dir.part" >&2 ||
+        fail "mdbook: cargo install mdbook --version $MDBOOK_VERSION failed (see above)"
+    rm -rf "$md_dir"
+    mv "$md_dir.part" "$md_dir"
+    say "built mdbook in $((SECONDS - start))s"
+fi
+ln -sfn "$md_dir/bin/mdbook" "$bin_dir/mdbook"
+md_version=$("$bin_dir/mdbook" --version 2>&1) || fail "mdbook: $bin_dir/mdbook does not run: $md_version"
+
 # --- what the tests take from ../shared/tools (cannot be installed from here) ------------
 repo=$(cd "$(dirname "$0")/.." && pwd)
 shared=$repo/../shared/tools
@@ -156,5 +176,5 @@ for f in actionlint validate_mermaid.py mermaid.min.js argo-schema.json pulumi.c
     [ -e "$shared/$f" ] || say "warning: $shared/$f is absent: the tests that use it fail under CI=true"
 done
 
-say "ready: age dot chromium shellcheck python3 (jsonschema, yaml) ssh-keygen, kubectl ($kube_version)"
+say "ready: age dot chromium shellcheck python3 (jsonschema, yaml) ssh-keygen, kubectl ($kube_version), $md_version"
 echo "$bin_dir"

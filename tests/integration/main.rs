@@ -6,6 +6,8 @@ mod support;
 
 mod architecture;
 mod backend_trust;
+mod book;
+mod book_flags;
 mod bounds;
 mod bundle;
 mod bundle_trust;
