@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// Exit codes, as documented in DESIGN.md and the README.
+/// Exit codes, as documented in DESIGN.md and the book (docs/book/src/commands.md).
 pub mod exit {
     pub const OK: i32 = 0;
     pub const FAILED: i32 = 1;

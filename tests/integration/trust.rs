@@ -580,7 +580,13 @@ fn a_stale_pulumi_lock_from_a_killed_update_is_cleared_on_resume() {
     let t0 = std::time::Instant::now();
     // strata notes the lock its Pulumi process holds (what lets the resume prove it
     // stale) once the update's first event arrives.
-    while json_locks(&locks) == 0 || !ws.exists(".strata/dev/work/app/pulumi-locks.json") {
+    let noted = || {
+        std::fs::read(ws.path(".strata/dev/work/app/pulumi-locks.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Vec<serde_json::Value>>(&b).ok())
+            .is_some_and(|v| !v.is_empty())
+    };
+    while json_locks(&locks) == 0 || !noted() {
         assert!(t0.elapsed() < std::time::Duration::from_secs(60), "no lock");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -137,7 +137,9 @@ fn save_records(job: &Job, held: &[Held]) {
     if crate::files::private_dir(&job.scratch_dir).is_ok()
         && let Ok(text) = serde_json::to_vec(held)
     {
-        let _ = crate::files::write_private(&path, &text);
+        // Whole or not at all: a strata killed while writing must not leave an empty
+        // record that a resume then reads as "no lock of ours".
+        let _ = crate::files::write_atomic(&path, &text, Some(0o600));
     }
 }
 

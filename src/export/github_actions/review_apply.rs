@@ -228,7 +228,7 @@ fn notes(ctx: &ExportContext) -> Vec<String> {
     let (bundle, applied) = artifact_prefixes(ctx.stack);
     let mut notes = vec![
         format!(
-            "Review, then apply (README: \"Review, then apply\"), for profile `{}` (infra_type {}), stack `{}`, the whole environment in one job per path; strata is built once per run (job {BUILD_JOB}).",
+            "Review, then apply (docs/book/src/previews.md, \"Review, then apply\"), for profile `{}` (infra_type {}), stack `{}`, the whole environment in one job per path; strata is built once per run (job {BUILD_JOB}).",
             ctx.provider, ctx.infra_type, ctx.stack
         ),
         format!(

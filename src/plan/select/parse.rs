@@ -295,7 +295,7 @@ fn error(text: &str, col: usize, why: &str) -> Error {
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     Error::usage(format!(
-        "--filter '{shown}': {why} (column {col}).\n  {shown}\n  {}^\n  Selectors: a path or Pulumi name, a glob (`infra/*`), `X...` (and what X needs), `...X` (and what needs X), `tag:NAME`, `[main...HEAD]`, `!X`; see the README, \"Selecting projects\".",
+        "--filter '{shown}': {why} (column {col}).\n  {shown}\n  {}^\n  Selectors: a path or Pulumi name, a glob (`infra/*`), `X...` (and what X needs), `...X` (and what needs X), `tag:NAME`, `[main...HEAD]`, `!X`; see docs/book/src/selecting.md.",
         " ".repeat(col.saturating_sub(1))
     ))
 }

@@ -370,7 +370,7 @@ pub(super) fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T
         let (what, hint) = if msg.contains("unknown field") {
             (
                 msg.clone(),
-                "Check the spelling against the profile syntax in the README (unknown fields are refused so typos cannot pass silently).",
+                "Check the spelling against the profile syntax in docs/book/src/profiles.md (unknown fields are refused so typos cannot pass silently).",
             )
         } else if msg.contains("invalid type") && msg.contains("expected struct") {
             let at = msg
@@ -379,7 +379,7 @@ pub(super) fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T
                 .unwrap_or_default();
             (
                 format!("this is not a mapping of profile fields{at}"),
-                "A profile is a YAML mapping with `description:`, `infra_type:` and the `infrastructure:`/`kubernetes:` lists (see the README); a fragment under providers/common/ is a list of entries.",
+                "A profile is a YAML mapping with `description:`, `infra_type:` and the `infrastructure:`/`kubernetes:` lists (see docs/book/src/profiles.md); a fragment under providers/common/ is a list of entries.",
             )
         } else if msg.contains("missing field") {
             (
@@ -394,7 +394,7 @@ pub(super) fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T
         } else if msg.contains("invalid type") {
             (
                 msg.clone(),
-                "Check the value's type against the profile syntax in the README.",
+                "Check the value's type against the profile syntax in docs/book/src/profiles.md.",
             )
         } else {
             (
