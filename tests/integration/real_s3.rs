@@ -25,6 +25,9 @@ mod lease;
 mod pulumi;
 /// What runs leave in the backend, read by another machine: status, history, --changed.
 mod records;
+/// Two checkouts of the real-Pulumi profile on one bucket: one run at a time, what the
+/// other sees, the backend gone.
+mod two_machines;
 
 const HINT: &str = "build it with `scripts/install-s3.sh` (Go 1.26.6+ and the Go module proxy), or set STRATA_S3_BIN_DIR to a folder holding SeaweedFS's weed";
 

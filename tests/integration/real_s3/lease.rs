@@ -95,17 +95,22 @@ pub(super) fn wait_for(path: &Path, what: &str) {
 
 /// Waits for a spawned strata (bounded), as a [`Run`].
 pub(super) fn finish(child: Child, what: &str) -> Run {
+    finish_within(child, what, Duration::from_secs(90))
+}
+
+/// Waits for a spawned strata up to `bound`, as a [`Run`]; killed beyond it.
+pub(super) fn finish_within(child: Child, what: &str, bound: Duration) -> Run {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    let out = match rx.recv_timeout(Duration::from_secs(90)) {
+    let out = match rx.recv_timeout(bound) {
         Ok(out) => out.expect("wait"),
         Err(_) => {
             // SAFETY: kill of a child this test started.
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("{what} did not finish within 90 s");
+            panic!("{what} did not finish within {bound:?}");
         }
     };
     Run {
