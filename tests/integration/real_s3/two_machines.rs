@@ -234,3 +234,83 @@ fn another_machine_sees_a_real_deploy_and_changed_runs_no_pulumi() {
     let left = leftover_language_hosts(&a.ws.root);
     assert!(left.is_empty(), "left running:\n{}", left.join("\n"));
 }
+
+/// The server's process, stopped (SIGSTOP: it takes connections and never answers)
+/// until dropped, a failed assertion's unwinding too.
+struct Paused(i32);
+
+impl Paused {
+    fn new(s: &Server) -> Paused {
+        let pid: i32 = s.var("WEED_PID").parse().expect("WEED_PID");
+        // SAFETY: a signal to the server this test started.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        Paused(pid)
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        // SAFETY: a signal to the server this test started.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// `up` of the real-Pulumi profile, timed: it must end within `bound`, failing with an
+/// error naming the backend (exit 1), having started no Pulumi process.
+fn unreachable_up(r: &Real, bound: Duration, why: &str) -> crate::support::Run {
+    let t0 = Instant::now();
+    let run = finish_within(
+        r.ws.spawn(&up_args(&[])),
+        why,
+        bound + Duration::from_secs(30),
+    );
+    let took = t0.elapsed();
+    assert!(took < bound, "{why}: {took:?}: {run:?}");
+    assert_eq!(run.code, 1, "{why}: {run:?}");
+    assert!(
+        run.stderr
+            .contains("s3://strata?endpoint=http://127.0.0.1:"),
+        "{why}: {run:?}"
+    );
+    assert!(run.stderr.contains("Nothing was started"), "{why}: {run:?}");
+    let calls = r.take_calls();
+    assert!(calls.is_empty(), "{why}: ran Pulumi:\n{}", calls.join("\n"));
+    eprintln!("{why}: failed after {took:?}:\n{}", run.stderr);
+    run
+}
+
+/// The backend does not answer during a whole `up` (its server stopped with SIGSTOP:
+/// connections hang), then is gone (its server ended: connections refused). Each time
+/// the run fails within a bounded time (one call's bound when it hangs), exit 1, with an
+/// error naming the backend, and starts no Pulumi process; once the server answers again, no lease of that run is
+/// left in the bucket. A server of its own, which this test stops.
+#[test]
+fn an_unreachable_backend_fails_the_real_up_in_bounded_time_and_leaves_no_lease() {
+    let test = "real_s3::two_machines_unreachable";
+    let Some(bin) = super::real_bin_dir(test) else {
+        return;
+    };
+    let s = Server::start(&bin);
+    let Some(a) = machine(test, &s, s.var("BUCKET"), "host-a") else {
+        return;
+    };
+    let _guard = KillLeftovers(a.ws.root.clone());
+    let bound = Duration::from_secs(60);
+    {
+        let _paused = Paused::new(&s);
+        // One call's bound (10 s, retries included), not one per opening of the bucket:
+        // the lease does not wait again on the bucket the preflight found silent.
+        unreachable_up(&a, Duration::from_secs(20), "a stopped server");
+    }
+    // Answering again: give any request it had queued a moment to land.
+    std::thread::sleep(Duration::from_secs(2));
+    let left = lease(&s, s.var("BUCKET"));
+    assert!(
+        left.is_null() || left["released"] == true,
+        "the failed run left its lease: {left}"
+    );
+    drop(s);
+    unreachable_up(&a, bound, "a server gone");
+    let left = leftover_language_hosts(&a.ws.root);
+    assert!(left.is_empty(), "left running:\n{}", left.join("\n"));
+}

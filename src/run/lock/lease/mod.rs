@@ -4,7 +4,7 @@
 //! whole TTL on its own clock (never by comparing the holder's wall clock with its own).
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -173,19 +173,23 @@ pub struct Waiting<'a> {
 /// renewed on a thread until the returned [`Lease`] is dropped. `lost` is called (on that
 /// thread) if the lease is lost meanwhile.
 pub fn acquire(
-    backend: Backend,
+    backend: Arc<Backend>,
     me: Holder,
     waiting: Waiting,
     lost: Box<dyn Fn(String) + Send>,
 ) -> Result<Lease> {
     let key = key(&backend, &me.stack);
-    let (etag, sent) = take(&backend, &key, &me, waiting).map_err(|mut e| {
-        if e.kind == crate::error::Kind::Failed {
-            e.message.push_str("\n  Nothing was started: strata takes the stack's lease in its backend before it runs anything. Check that the backend is reachable, then run again.");
-        }
-        e
-    })?;
+    let (etag, sent) = take(&backend, &key, &me, waiting).map_err(nothing_started)?;
     Lease::keep(backend, key, me, etag, sent, lost)
+}
+
+/// A lease that could not be taken for want of an answer (not a holder's): says that
+/// nothing ran, and what to do.
+pub fn nothing_started(mut e: Error) -> Error {
+    if e.kind == crate::error::Kind::Failed {
+        e.message.push_str("\n  Nothing was started: strata takes the stack's lease in its backend before it runs anything. Check that the backend is reachable, then run again.");
+    }
+    e
 }
 
 /// The ETag seen, and since when (on this process's clock).
@@ -284,7 +288,7 @@ pub struct Lease {
 
 /// What the renewing thread holds.
 struct Kept {
-    backend: Backend,
+    backend: Arc<Backend>,
     key: String,
     me: Holder,
     etag: String,
@@ -295,7 +299,7 @@ struct Kept {
 
 impl Lease {
     fn keep(
-        backend: Backend,
+        backend: Arc<Backend>,
         key: String,
         me: Holder,
         etag: String,
