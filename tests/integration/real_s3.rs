@@ -241,6 +241,27 @@ pub(crate) fn server(test: &str) -> Option<Arc<Server>> {
     Some(server)
 }
 
+/// The server's process, stopped (SIGSTOP: it takes connections and never answers)
+/// until dropped, a failed assertion's unwinding too. Only a server of the test's own
+/// (`Server::start`), never the shared one.
+pub(crate) struct Paused(i32);
+
+impl Paused {
+    pub(crate) fn new(s: &Server) -> Paused {
+        let pid: i32 = s.var("WEED_PID").parse().expect("WEED_PID");
+        // SAFETY: a signal to the server this test started.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        Paused(pid)
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        // SAFETY: a signal to the server this test started.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 
 /// `If-None-Match: *` creates an absent key and is refused (412) on an existing one,

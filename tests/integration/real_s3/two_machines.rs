@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::lease::finish_within;
 use super::pulumi::on_s3;
-use super::{Server, server};
+use super::{Paused, Server, server};
 use crate::leftovers::{KillLeftovers, leftover_language_hosts};
 use crate::real_pulumi::{ALL, Real, status_of};
 
@@ -233,26 +233,6 @@ fn another_machine_sees_a_real_deploy_and_changed_runs_no_pulumi() {
     assert!(calls.is_empty(), "B ran Pulumi:\n{}", calls.join("\n"));
     let left = leftover_language_hosts(&a.ws.root);
     assert!(left.is_empty(), "left running:\n{}", left.join("\n"));
-}
-
-/// The server's process, stopped (SIGSTOP: it takes connections and never answers)
-/// until dropped, a failed assertion's unwinding too.
-struct Paused(i32);
-
-impl Paused {
-    fn new(s: &Server) -> Paused {
-        let pid: i32 = s.var("WEED_PID").parse().expect("WEED_PID");
-        // SAFETY: a signal to the server this test started.
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        Paused(pid)
-    }
-}
-
-impl Drop for Paused {
-    fn drop(&mut self) {
-        // SAFETY: a signal to the server this test started.
-        unsafe { libc::kill(self.0, libc::SIGCONT) };
-    }
 }
 
 /// `up` of the real-Pulumi profile, timed: it must end within `bound`, failing with an

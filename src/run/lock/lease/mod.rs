@@ -358,12 +358,16 @@ impl Kept {
                     // A waiter may take it over one TTL after it saw our last write,
                     // which was sent at `renewed` at the earliest: give up a little before.
                     if now().saturating_sub(self.renewed) >= ttl * 9 / 10 {
-                        return (self.lost)(format!(
+                        (self.lost)(format!(
                             "the lease of stack `{}` could not be renewed for {}s, its whole lease, so another run may hold it now: {}. Cancelling this run.",
                             self.me.stack,
                             ttl.as_secs_f64(),
                             e.message
                         ));
+                        // Still ours if nobody took it: released as the run ends, once
+                        // the backend answers again.
+                        let _ = stop.recv();
+                        return self.release();
                     }
                 }
             }
@@ -399,6 +403,17 @@ impl Kept {
         }
     }
 
+    fn release_if_mine(&self) -> Result<()> {
+        if let Some(found) = read(&self.backend, &self.me.stack)?
+            && let Some(h) = &found.holder
+            && h.run_id == self.me.run_id
+            && !h.released
+        {
+            free(&self.backend, &self.me.stack, &found)?;
+        }
+        Ok(())
+    }
+
     fn taken(self) {
         let by = read(&self.backend, &self.me.stack)
             .ok()
@@ -417,8 +432,14 @@ impl Kept {
         ))
     }
 
+    /// Writes the lease released, if it is still this run's: on its ETag, else (a
+    /// renewal whose answer was lost landed later) on the ETag it has now.
     fn release(mut self) {
-        if let Err(e) = self.write(true) {
+        let done = self.write(true).and_then(|written| match written {
+            true => Ok(()),
+            false => self.release_if_mine(),
+        });
+        if let Err(e) = done {
             eprintln!(
                 "warning: the lease of stack `{}` was not released: {}\n  It expires {}s after its last renewal; `strata unlock -s {}` frees it now.",
                 self.me.stack,
