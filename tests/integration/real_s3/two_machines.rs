@@ -191,8 +191,12 @@ fn two_machines_real_pulumi_one_update_at_a_time() {
 #[test]
 fn another_machine_sees_a_real_deploy_and_changed_runs_no_pulumi() {
     let bucket = "two-machines-changed";
+    // (`s` bound: dropped here, the last holder of the shared server would stop it.)
     let Some(Two {
-        a, b, _guards: _g, ..
+        s: _s,
+        a,
+        b,
+        _guards: _g,
     }) = Two::new("real_s3::two_machines_changed", bucket)
     else {
         return;
