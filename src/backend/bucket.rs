@@ -17,8 +17,8 @@ use crate::error::{Error, Result};
 
 /// What kind of backend a run's `PULUMI_BACKEND_URL` names.
 pub enum Where {
-    /// An S3 bucket: strata reads and writes it too.
-    S3(Backend),
+    /// An S3 bucket: strata reads and writes it too (shared by the run's uses of it).
+    S3(Arc<Backend>),
     /// Another shared backend (gs://, azblob://, postgres://…): no lease is kept there
     /// yet; the scheme.
     Unsupported(String),
@@ -76,7 +76,7 @@ impl Where {
             .unwrap_or("");
         let scheme = url.split("://").next().unwrap_or("");
         match scheme {
-            "s3" => Ok(Where::S3(Backend::open_s3(url, env)?)),
+            "s3" => Ok(Where::S3(Arc::new(Backend::open_s3(url, env)?))),
             "" | "file" | "http" | "https" => Ok(Where::None),
             other => Ok(Where::Unsupported(other.to_string())),
         }

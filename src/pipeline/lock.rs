@@ -78,16 +78,19 @@ fn new_run_id() -> String {
 /// `--lock-timeout`. A lease lost during the run cancels it as SIGTERM would, saying why.
 fn take_lease(r: &Resolved, held: &mut Held) -> Result<Option<Lease>> {
     let env = super::env::pulumi_env(&r.ws);
-    let backend = match Where::of(&env)? {
-        Where::S3(b) => b,
-        Where::Unsupported(scheme) => {
+    // The bucket the preflight opened: one client, and a backend that did not answer
+    // it moments ago is not waited for a second time.
+    let backend = match crate::engine::pulumi::shared_where(&env)? {
+        (Where::S3(_), Some(failed)) => return Err(lease::nothing_started(Error::failed(failed))),
+        (Where::S3(b), None) => b,
+        (Where::Unsupported(scheme), _) => {
             held.notices.push(format!(
                 "warning: strata keeps a stack's lease only in s3:// backends, not yet in {scheme}://: another checkout or machine on this backend is not kept from running stack `{}` at the same time.",
                 r.stack()
             ));
             return Ok(None);
         }
-        Where::None => return Ok(None),
+        (Where::None, _) => return Ok(None),
     };
     let me = lease::Holder::me(
         &r.ws.env,

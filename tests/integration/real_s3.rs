@@ -25,6 +25,9 @@ mod lease;
 mod pulumi;
 /// What runs leave in the backend, read by another machine: status, history, --changed.
 mod records;
+/// Two checkouts of the real-Pulumi profile on one bucket: one run at a time, what the
+/// other sees, the backend gone.
+mod two_machines;
 
 const HINT: &str = "build it with `scripts/install-s3.sh` (Go 1.26.6+ and the Go module proxy), or set STRATA_S3_BIN_DIR to a folder holding SeaweedFS's weed";
 
@@ -236,6 +239,27 @@ pub(crate) fn server(test: &str) -> Option<Arc<Server>> {
     let server = Arc::new(Server::start(&bin));
     *shared = Arc::downgrade(&server);
     Some(server)
+}
+
+/// The server's process, stopped (SIGSTOP: it takes connections and never answers)
+/// until dropped, a failed assertion's unwinding too. Only a server of the test's own
+/// (`Server::start`), never the shared one.
+pub(crate) struct Paused(i32);
+
+impl Paused {
+    pub(crate) fn new(s: &Server) -> Paused {
+        let pid: i32 = s.var("WEED_PID").parse().expect("WEED_PID");
+        // SAFETY: a signal to the server this test started.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        Paused(pid)
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        // SAFETY: a signal to the server this test started.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
 }
 
 // ---------------------------------------------------------------------------------------

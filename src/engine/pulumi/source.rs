@@ -5,6 +5,7 @@
 //! each was last written. "Not there" is an answer; anything else that goes wrong is an
 //! `Err`, on which callers ask the CLI, and a bucket that failed once is not asked again
 //! in the run (each call is bounded; a backend that does not answer costs one bound).
+//! The stack's lease and the run's records use the same opened bucket ([`shared_where`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -25,9 +26,9 @@ pub(super) enum Source {
 
 /// A bucket as the run's reads share it.
 pub(super) struct Bucket {
-    backend: Backend,
-    /// A call failed (not "not found"): the rest of the run asks the CLI.
-    failed: AtomicBool,
+    backend: Arc<Backend>,
+    /// A call failed (not "not found"), with this error: the rest of the run asks the CLI.
+    failed: OnceLock<String>,
     /// `meta.yaml` said project mode once: it is not read again (it never goes back).
     project_mode: AtomicBool,
 }
@@ -112,11 +113,11 @@ impl Source {
 impl Bucket {
     /// One call, unless one failed before; a failure is remembered.
     fn call<T>(&self, f: impl FnOnce(&Backend) -> crate::error::Result<T>) -> Result<T, String> {
-        if self.failed.load(Ordering::Relaxed) {
+        if self.failed.get().is_some() {
             return Err(format!("{} failed before in this run", self.backend.name));
         }
         f(&self.backend).map_err(|e| {
-            self.failed.store(true, Ordering::Relaxed);
+            let _ = self.failed.set(e.message.clone());
             e.message
         })
     }
@@ -174,11 +175,23 @@ fn shared_bucket(env: &BTreeMap<String, String>) -> Option<Arc<Bucket>> {
         .clone()
 }
 
+/// What [`Where::of`] says of `env`, an S3 bucket being the one this run's reads share
+/// (opened once per run); with the error of a call to it that failed earlier in the run
+/// (a backend that did not answer then is not waited for again).
+pub fn shared_where(
+    env: &BTreeMap<String, String>,
+) -> crate::error::Result<(Where, Option<String>)> {
+    match shared_bucket(env) {
+        Some(b) => Ok((Where::S3(b.backend.clone()), b.failed.get().cloned())),
+        None => Ok((Where::of(env)?, None)),
+    }
+}
+
 impl Bucket {
-    fn new(backend: Backend) -> Bucket {
+    fn new(backend: Arc<Backend>) -> Bucket {
         Bucket {
             backend,
-            failed: AtomicBool::new(false),
+            failed: OnceLock::new(),
             project_mode: AtomicBool::new(false),
         }
     }
@@ -188,7 +201,10 @@ impl Bucket {
 #[cfg(test)]
 pub(super) fn share(env: &BTreeMap<String, String>, backend: Backend) {
     let mut buckets = BUCKETS.get_or_init(Mutex::default).lock().unwrap();
-    buckets.insert(bucket_key(env), Some(Arc::new(Bucket::new(backend))));
+    buckets.insert(
+        bucket_key(env),
+        Some(Arc::new(Bucket::new(Arc::new(backend)))),
+    );
 }
 
 /// The folder of the job's `file://` backend (`~` resolved, a relative path taken from

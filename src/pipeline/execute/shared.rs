@@ -4,6 +4,7 @@
 //! costs a warning, never the run.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::backend::{Backend, Where};
 use crate::error::Result;
@@ -17,8 +18,8 @@ use super::super::resolve::Resolved;
 use super::schedule::Ran;
 
 /// The run's backend, when it is a bucket.
-fn bucket(r: &Resolved) -> Result<Option<Backend>> {
-    match Where::of(&super::super::env::pulumi_env(&r.ws))? {
+fn bucket(r: &Resolved) -> Result<Option<Arc<Backend>>> {
+    match crate::engine::pulumi::shared_where(&super::super::env::pulumi_env(&r.ws))?.0 {
         Where::S3(b) => Ok(Some(b)),
         _ => Ok(None),
     }

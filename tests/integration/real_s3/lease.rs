@@ -95,17 +95,22 @@ pub(super) fn wait_for(path: &Path, what: &str) {
 
 /// Waits for a spawned strata (bounded), as a [`Run`].
 pub(super) fn finish(child: Child, what: &str) -> Run {
+    finish_within(child, what, Duration::from_secs(90))
+}
+
+/// Waits for a spawned strata up to `bound`, as a [`Run`]; killed beyond it.
+pub(super) fn finish_within(child: Child, what: &str, bound: Duration) -> Run {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    let out = match rx.recv_timeout(Duration::from_secs(90)) {
+    let out = match rx.recv_timeout(bound) {
         Ok(out) => out.expect("wait"),
         Err(_) => {
             // SAFETY: kill of a child this test started.
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("{what} did not finish within 90 s");
+            panic!("{what} did not finish within {bound:?}");
         }
     };
     Run {
@@ -405,4 +410,47 @@ fn an_unreachable_backend_cancels_the_holder_and_refuses_a_new_run() {
     );
     assert!(r.stderr.contains("Nothing was started"), "{r:?}");
     assert_eq!(log(shared.path()), ["start host-a"], "nothing else ran");
+}
+
+/// The server stops answering under a running holder for longer than its lease (its
+/// renewals fail: the run is cancelled), then answers again while the cancelled run is
+/// still ending (its project takes its time to stop): the run releases its lease as it
+/// ends, so nobody has to wait out its TTL or `unlock` it.
+#[test]
+fn a_holder_cancelled_by_an_outage_releases_its_lease_once_the_backend_answers() {
+    let Some(bin) = super::real_bin_dir("real_s3::lease_outage") else {
+        return;
+    };
+    // A server of its own, which this test pauses.
+    let s = Server::start(&bin);
+    let shared = Shared::new();
+    let url = url(&s, "lease-outage");
+    let a = checkout(&s, &url, "host-a", 2000, shared.path());
+    a.profile("t", &format!("{HEAD}infrastructure:\n  - path: stubborn\n"));
+    // Ignores the cancel's SIGTERM, and ends when the test writes release-host-a.
+    let up = r#"trap '' TERM; d=$LEASE_SHARED; echo $$ > "$d/pid-host-a"
+i=0; while [ ! -e "$d/release-host-a" ]; do i=$((i+1)); [ $i -gt 1200 ] && exit 1; sleep 0.05; done
+printf '{}' > "$STRATA_OUTPUTS_FILE""#;
+    a.command_project("stubborn", up, "true");
+    let run = a.spawn(&up_args(&[]));
+    wait_for(&shared.path().join("pid-host-a"), "host-a's project");
+    {
+        let _paused = super::Paused::new(&s);
+        // Renewals hang (10 s per call) and fail: lost after one call's bound.
+        std::thread::sleep(Duration::from_secs(14));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    std::fs::write(shared.path().join("release-host-a"), "").unwrap();
+    let cancelled = finish(run, "host-a's up");
+    assert_eq!(cancelled.code, 143, "{cancelled:?}");
+    assert!(
+        cancelled.stderr.contains("could not be renewed"),
+        "{cancelled:?}"
+    );
+    let after = lease(&s, "lease-outage");
+    assert_eq!(
+        (&after["host"], &after["released"]),
+        (&"host-a".into(), &true.into()),
+        "{after}\n{cancelled:?}"
+    );
 }

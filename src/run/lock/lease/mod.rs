@@ -4,7 +4,7 @@
 //! whole TTL on its own clock (never by comparing the holder's wall clock with its own).
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -173,19 +173,23 @@ pub struct Waiting<'a> {
 /// renewed on a thread until the returned [`Lease`] is dropped. `lost` is called (on that
 /// thread) if the lease is lost meanwhile.
 pub fn acquire(
-    backend: Backend,
+    backend: Arc<Backend>,
     me: Holder,
     waiting: Waiting,
     lost: Box<dyn Fn(String) + Send>,
 ) -> Result<Lease> {
     let key = key(&backend, &me.stack);
-    let (etag, sent) = take(&backend, &key, &me, waiting).map_err(|mut e| {
-        if e.kind == crate::error::Kind::Failed {
-            e.message.push_str("\n  Nothing was started: strata takes the stack's lease in its backend before it runs anything. Check that the backend is reachable, then run again.");
-        }
-        e
-    })?;
+    let (etag, sent) = take(&backend, &key, &me, waiting).map_err(nothing_started)?;
     Lease::keep(backend, key, me, etag, sent, lost)
+}
+
+/// A lease that could not be taken for want of an answer (not a holder's): says that
+/// nothing ran, and what to do.
+pub fn nothing_started(mut e: Error) -> Error {
+    if e.kind == crate::error::Kind::Failed {
+        e.message.push_str("\n  Nothing was started: strata takes the stack's lease in its backend before it runs anything. Check that the backend is reachable, then run again.");
+    }
+    e
 }
 
 /// The ETag seen, and since when (on this process's clock).
@@ -284,7 +288,7 @@ pub struct Lease {
 
 /// What the renewing thread holds.
 struct Kept {
-    backend: Backend,
+    backend: Arc<Backend>,
     key: String,
     me: Holder,
     etag: String,
@@ -295,7 +299,7 @@ struct Kept {
 
 impl Lease {
     fn keep(
-        backend: Backend,
+        backend: Arc<Backend>,
         key: String,
         me: Holder,
         etag: String,
@@ -354,12 +358,16 @@ impl Kept {
                     // A waiter may take it over one TTL after it saw our last write,
                     // which was sent at `renewed` at the earliest: give up a little before.
                     if now().saturating_sub(self.renewed) >= ttl * 9 / 10 {
-                        return (self.lost)(format!(
+                        (self.lost)(format!(
                             "the lease of stack `{}` could not be renewed for {}s, its whole lease, so another run may hold it now: {}. Cancelling this run.",
                             self.me.stack,
                             ttl.as_secs_f64(),
                             e.message
                         ));
+                        // Still ours if nobody took it: released as the run ends, once
+                        // the backend answers again.
+                        let _ = stop.recv();
+                        return self.release();
                     }
                 }
             }
@@ -395,6 +403,17 @@ impl Kept {
         }
     }
 
+    fn release_if_mine(&self) -> Result<()> {
+        if let Some(found) = read(&self.backend, &self.me.stack)?
+            && let Some(h) = &found.holder
+            && h.run_id == self.me.run_id
+            && !h.released
+        {
+            free(&self.backend, &self.me.stack, &found)?;
+        }
+        Ok(())
+    }
+
     fn taken(self) {
         let by = read(&self.backend, &self.me.stack)
             .ok()
@@ -413,8 +432,14 @@ impl Kept {
         ))
     }
 
+    /// Writes the lease released, if it is still this run's: on its ETag, else (a
+    /// renewal whose answer was lost landed later) on the ETag it has now.
     fn release(mut self) {
-        if let Err(e) = self.write(true) {
+        let done = self.write(true).and_then(|written| match written {
+            true => Ok(()),
+            false => self.release_if_mine(),
+        });
+        if let Err(e) = done {
             eprintln!(
                 "warning: the lease of stack `{}` was not released: {}\n  It expires {}s after its last renewal; `strata unlock -s {}` frees it now.",
                 self.me.stack,

@@ -31,7 +31,7 @@ fn take(
     warnings: &mut Vec<String>,
 ) -> Result<Lease> {
     acquire(
-        backend(store),
+        Arc::new(backend(store)),
         holder(host, ttl_ms),
         Waiting {
             timeout,
@@ -107,7 +107,7 @@ fn a_holder_whose_lease_was_taken_is_told_naming_the_taker() {
     let lost = Arc::new(Mutex::new(Vec::<String>::new()));
     let seen = lost.clone();
     let a = acquire(
-        backend(&store),
+        Arc::new(backend(&store)),
         holder("host-a", 300),
         Waiting {
             timeout: Duration::ZERO,
