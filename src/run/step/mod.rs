@@ -26,6 +26,7 @@ use crate::workspace::{Project, ProjectKind, StackConfig};
 mod attempt;
 pub mod bundle;
 mod cluster_secrets;
+mod gate;
 pub mod hooks;
 mod inputs;
 mod outputs;
@@ -137,6 +138,8 @@ struct Ran {
     projected: bool,
     /// The `policy:` rule that denies what its preview planned.
     denied: Option<Box<Denial>>,
+    /// The `approve:` rule that holds what its preview planned.
+    awaiting: Option<Box<Denial>>,
 }
 
 impl Ran {
@@ -152,6 +155,7 @@ impl Ran {
             planned: None,
             projected: false,
             denied: None,
+            awaiting: None,
         }
     }
 
@@ -455,6 +459,9 @@ impl<'a> StepRunner<'a> {
         if is_pulumi && !secrets.is_empty() {
             self.record_secret_hashes(&node.path, &secrets);
         }
+        if op == Operation::Up && !node.rules.is_empty() {
+            self.clear_gate(&node.path);
+        }
         if op == Operation::Up {
             if let Err(msg) = self.leave_outputs(&node.path, is_pulumi, &outcome) {
                 return Ran::new(Status::Failed, Some(msg), None);
@@ -574,6 +581,7 @@ impl Executor for StepRunner<'_> {
             planned,
             projected,
             denied,
+            awaiting,
         } = self.run_step(i, emit, &mut log);
         // Whatever became of it: a projected dependent may be waiting for it.
         self.publish_preview(&node.path, planned.unwrap_or_default());
@@ -608,6 +616,7 @@ impl Executor for StepRunner<'_> {
             outputs_hash,
             pool: node.pool().map(str::to_string),
             denied: denied.clone(),
+            awaiting: awaiting.clone(),
         }
         .into_record(&ctx.run_id, &node.path, ctx.op);
         if let Err(e) = self.journal.append(&record) {
@@ -627,6 +636,7 @@ impl Executor for StepRunner<'_> {
             unchanged: false,
             projected,
             denied,
+            awaiting,
         }
     }
 }

@@ -8,12 +8,13 @@ use crate::engine::digest::{self, CHANGING, Changes};
 use crate::engine::{Job, Operation, PlanFile, Progress};
 use crate::run::events::{Denial, RunEvent, Status};
 use crate::workspace::ProjectKind;
-use crate::workspace::profile::{Entry, Rule};
+use crate::workspace::profile::{ChangeKind, Entry, Rule};
 
 impl StepRunner<'_> {
     /// Before an `up` of a project that rules hold: its preview, saved as a Pulumi update
     /// plan, held to the rules. Denied: the step ends `denied` and nothing is changed.
     /// Let go: the plan the `up` must keep to, so that what goes out is what was judged.
+    /// Held by an `approve:` rule: see `at_the_gate`.
     pub(super) fn hold_to_rules(
         &self,
         i: usize,
@@ -58,7 +59,10 @@ impl StepRunner<'_> {
                     None,
                 )
             })),
-            None => Ok(PlanFile::Apply(file)),
+            None => match holds(&self.ctx.plan.nodes[i].rules, &changes) {
+                Some(hold) => self.at_the_gate(i, &file, changes, hold, sink),
+                None => Ok(PlanFile::Apply(file)),
+            },
         }
     }
 }
@@ -71,8 +75,33 @@ pub fn judge(rules: &[Arc<Rule>], changes: &Changes) -> Option<Denial> {
     rules.iter().find_map(|r| denies(r, changes))
 }
 
+/// The first of `rules` that holds `changes` for an approval (a change of an `approve:`
+/// kind), or `None`.
+pub fn holds(rules: &[Arc<Rule>], changes: &Changes) -> Option<Denial> {
+    rules.iter().find_map(|r| of_kinds(r, &r.approve, changes))
+}
+
 fn denies(rule: &Rule, changes: &Changes) -> Option<Denial> {
-    let kinds: Vec<&str> = rule.deny.iter().map(|k| k.as_str()).collect();
+    if let Some(d) = of_kinds(rule, &rule.deny, changes) {
+        return Some(d);
+    }
+    let total: u64 = CHANGING.iter().map(|k| changes.count(k)).sum();
+    match rule.max_changes {
+        Some(max) if total > max => Some(Denial {
+            rule: rule.name.clone(),
+            reason: format!(
+                "would make {total} change{}, more than {max}",
+                plural(total)
+            ),
+            resources: named(changes, |op| CHANGING.contains(&op)),
+        }),
+        _ => None,
+    }
+}
+
+/// `rule`'s finding when `changes` hold a change of one of `kinds`.
+fn of_kinds(rule: &Rule, kinds: &[ChangeKind], changes: &Changes) -> Option<Denial> {
+    let kinds: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
     let counted: Vec<(&str, u64)> = kinds
         .iter()
         .map(|k| (*k, changes.count(k)))
@@ -90,18 +119,7 @@ fn denies(rule: &Rule, changes: &Changes) -> Option<Denial> {
             resources: named(changes, |op| kinds.contains(&op)),
         });
     }
-    let total: u64 = CHANGING.iter().map(|k| changes.count(k)).sum();
-    match rule.max_changes {
-        Some(max) if total > max => Some(Denial {
-            rule: rule.name.clone(),
-            reason: format!(
-                "would make {total} change{}, more than {max}",
-                plural(total)
-            ),
-            resources: named(changes, |op| CHANGING.contains(&op)),
-        }),
-        _ => None,
-    }
+    None
 }
 
 /// The changed resources whose operation `pick` takes, as `delete aws:… name`.
@@ -127,13 +145,13 @@ fn plural(n: u64) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workspace::profile::ChangeKind;
 
     fn rule(name: &str, deny: &[ChangeKind], max: Option<u64>) -> Arc<Rule> {
         Arc::new(Rule {
             name: name.into(),
             select: None,
             deny: deny.to_vec(),
+            approve: vec![],
             max_changes: max,
         })
     }
@@ -187,6 +205,24 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn an_approve_kind_holds_and_other_kinds_go() {
+        let mut r = (*rule("review", &[], None)).clone();
+        r.approve = vec![ChangeKind::Update, ChangeKind::Delete];
+        let rules = [Arc::new(r)];
+        assert_eq!(
+            judge(&rules, &changes(&[("update", "a")])),
+            None,
+            "not a denial"
+        );
+        let h = holds(&rules, &changes(&[("create", "n"), ("update", "a")])).unwrap();
+        assert_eq!(h.rule, "review");
+        assert_eq!(h.reason, "would update 1 resource");
+        assert_eq!(h.resources, ["update aws:rds/instance:Instance a"]);
+        assert!(h.describe_hold().starts_with("held by review: "), "{h:?}");
+        assert_eq!(holds(&rules, &changes(&[("create", "n")])), None);
     }
 
     #[test]
