@@ -82,9 +82,27 @@ fn an_approval_rule_holds_one_project_while_the_rest_finish() {
 }
 
 #[test]
+fn a_preview_says_which_rule_would_hold_a_project() {
+    let ws = awaiting_alpha();
+    let r = run(&ws, "preview", &["--output", "json"]);
+    assert_eq!(r.code, 0, "a hold is no failure of a preview: {r:?}");
+    let events = r.events();
+    let alpha = finished(&events, "alpha");
+    assert_eq!(alpha["status"], "succeeded", "{alpha}");
+    assert_eq!(alpha["awaiting"]["rule"], "prod-review", "{alpha}");
+    let msg = alpha["message"].as_str().unwrap();
+    assert!(msg.contains("would be held by prod-review"), "{msg}");
+    assert!(finished(&events, "bravo").get("awaiting").is_none());
+    assert!(!ws.path(HELD).exists(), "a preview holds nothing");
+}
+
+#[test]
 fn an_approved_plan_is_applied_as_approved_and_consumed() {
     let ws = awaiting_alpha();
-    assert_eq!(run(&ws, "up", &[]).code, 6);
+    let r = run(&ws, "up", &[]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert!(r.stdout.contains("strata up awaiting: "), "{r:?}");
+    assert!(r.stdout.contains(", 1 awaiting in"), "{r:?}");
     let r = ok(&ws, "approve", &["alpha", "--yes"]);
     let said = format!("{}{}", r.stdout, r.stderr);
     assert!(said.contains("update fake:index:Thing first"), "{r:?}");

@@ -482,17 +482,13 @@ impl<'a> StepRunner<'a> {
         if let Some(p) = &projected {
             message = format!("{message} · {}", p.describe());
         }
-        let denied = outcome
-            .changes
-            .as_ref()
-            .filter(|_| op == Operation::Preview)
-            .and_then(|c| rules::judge(&node.rules, c))
-            .map(Box::new);
-        if let Some(d) = &denied {
-            message = format!("{message} · {}", d.describe());
-        }
+        let (denied, awaiting) = match outcome.changes.as_ref() {
+            Some(c) if op == Operation::Preview => rules::foresee(&node.rules, c, &mut message),
+            _ => (None, None),
+        };
         Ran {
             denied,
+            awaiting,
             changes: outcome.changes,
             outputs_hash,
             planned: outcome.planned_outputs,

@@ -67,6 +67,24 @@ impl StepRunner<'_> {
     }
 }
 
+/// A preview's findings: the rule that would deny its changes, else the one that would
+/// hold them for an approval, each said after `message` too.
+pub(super) fn foresee(
+    rules: &[Arc<Rule>],
+    changes: &Changes,
+    message: &mut String,
+) -> (Option<Box<Denial>>, Option<Box<Denial>>) {
+    if let Some(d) = judge(rules, changes) {
+        message.push_str(&format!(" · {}", d.describe()));
+        return (Some(Box::new(d)), None);
+    }
+    let held = holds(rules, changes);
+    if let Some(h) = &held {
+        message.push_str(&format!(" · would be {}", h.describe_hold()));
+    }
+    (None, held.map(Box::new))
+}
+
 /// The most resources a denial names; the count says the rest.
 const NAMED: usize = 20;
 
