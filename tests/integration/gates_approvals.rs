@@ -191,3 +191,37 @@ fn approve_refuses_what_is_not_awaiting_and_a_silent_terminal() {
             .exists()
     );
 }
+
+/// GitHub Actions: the job of a project an `approve:` rule holds waits on a GitHub
+/// environment named after the rule (its required reviewers are the gate there), and
+/// records their approval with `strata approve` when the update stops at the gate.
+#[test]
+fn the_github_actions_export_holds_an_approved_project_on_an_environment() {
+    let ws = gated(REVIEW_ALPHA);
+    ok(
+        &ws,
+        "export",
+        &["--format", "github-actions", "-o", "wf.yml"],
+    );
+    let text = ws.read("wf.yml");
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let jobs = doc["jobs"].as_mapping().unwrap();
+    let job = |name: &str| {
+        jobs.values()
+            .find(|j| j["name"] == name)
+            .unwrap_or_else(|| panic!("no job {name}: {text}"))
+    };
+    assert_eq!(job("alpha")["environment"], "prod-review", "{text}");
+    assert!(job("bravo")["environment"].is_null(), "{text}");
+    let script: String = job("alpha")["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["run"].as_str())
+        .collect();
+    assert!(script.contains("strata approve alpha"), "{script}");
+    assert!(script.contains("-eq 6"), "{script}");
+    if let Some(actionlint) = crate::handoff::require_actionlint() {
+        crate::handoff::actionlint_passes(&actionlint, &ws.path("wf.yml"), "gated workflow");
+    }
+}
