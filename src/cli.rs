@@ -130,6 +130,16 @@ pub enum Command {
     History(HistoryArgs),
     /// Show who holds the stack's lease in a shared (s3://) backend, and free it
     Unlock(UnlockArgs),
+    /// Approve the plan a `policy:` `approve:` rule holds for a project
+    #[command(
+        after_help = "An `up` stops a project an `approve:` rule holds at `awaiting` (exit 6) and keeps \
+                      its plan in .strata/<stack>/approvals/. This shows that plan's changes and, once \
+                      the project's path is typed (or --yes), records who approved it, when, and the \
+                      plan's sha256 in the journal. The next `strata up` applies exactly that plan if a \
+                      fresh preview plans the same changes, and otherwise holds the new plan for a new \
+                      approval. Exit 0, 2 without a terminal or --yes, 3 when nothing awaits."
+    )]
+    Approve(ApproveArgs),
     /// The plan for an engine that runs beyond one machine
     Export(ExportArgs),
     /// The last run (or --run ID) as a timeline: an HTML page, a Mermaid gantt or JSON
@@ -365,6 +375,15 @@ pub struct HistoryArgs {
     /// How many runs to show, newest first (at most 50)
     #[arg(short = 'n', long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=50))]
     pub last: u16,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ApproveArgs {
+    /// The project whose held plan to approve (its path, e.g. kubernetes/ingress)
+    pub project: String,
+    /// Approve without asking to type the project's path (for scripts)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -13,6 +13,9 @@ pub mod exit {
     /// A `policy:` rule denied what a project's preview planned (`preview`: it would be
     /// denied; `up`: it was not updated).
     pub const DENIED: i32 = 5;
+    /// `up` stopped a project at an `approve:` rule's gate (and nothing failed or was
+    /// denied, which take precedence): `strata approve` it, then `up` again.
+    pub const AWAITING: i32 = 6;
     pub const INTERRUPTED: i32 = 130;
 }
 

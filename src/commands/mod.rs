@@ -1,5 +1,6 @@
 //! One module per command; `dispatch` picks it. Shared loading lives here.
 
+mod approve;
 mod docs;
 mod export;
 mod history;
@@ -56,6 +57,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Report(a) => report::run(target, &settings, a),
         Command::History(a) => history::run(target, &settings, a.last as usize),
         Command::Unlock(a) => unlock::run(target, &settings, a.yes),
+        Command::Approve(a) => approve::run(target, &settings, &a.project, a.yes),
         Command::Completions { shell } => docs::completions(*shell),
         Command::Man => docs::man(),
         Command::Up(a) => run::run(
@@ -242,4 +244,15 @@ pub fn current_fingerprints(loaded: &Loaded, stack: &str) -> Option<BTreeMap<Str
         });
     }
     Some(fps)
+}
+
+/// Asks on the terminal for `expected` to be typed: whether it was (surrounding spaces
+/// aside). The confirmation of `unlock` and `approve`.
+fn typed_confirmation(prompt: String, expected: &str) -> Result<bool> {
+    let typed: String = dialoguer::Input::with_theme(&dialoguer::theme::ColorfulTheme::default())
+        .with_prompt(prompt)
+        .allow_empty(true)
+        .interact_text()
+        .map_err(Error::prompt)?;
+    Ok(typed.trim() == expected)
 }

@@ -1,8 +1,6 @@
 //! `strata unlock`: shows who holds the stack's lease in its shared backend and frees it
 //! once the stack's name is typed (or `--yes`).
 
-use dialoguer::{Input, theme::ColorfulTheme};
-
 use crate::error::{Error, Result};
 use crate::run::lock::lease::{self, Where};
 use crate::settings::Settings;
@@ -70,17 +68,14 @@ fn confirm(stack: &str, interactive: bool) -> Result<()> {
             "not freeing the lease of stack `{stack}` without a confirmation, and there is no terminal to ask on. Run `strata unlock -s {stack} --yes` to free it."
         )));
     }
-    let typed: String = Input::with_theme(&ColorfulTheme::default())
-        .with_prompt(format!("Type the stack's name ({stack}) to free its lease"))
-        .allow_empty(true)
-        .interact_text()
-        .map_err(Error::prompt)?;
-    if typed.trim() == stack {
+    if super::typed_confirmation(
+        format!("Type the stack's name ({stack}) to free its lease"),
+        stack,
+    )? {
         Ok(())
     } else {
         Err(Error::config(format!(
-            "you typed `{}`, not `{stack}`: the lease was not freed.",
-            typed.trim()
+            "you did not type `{stack}`: the lease was not freed."
         )))
     }
 }

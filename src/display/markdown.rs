@@ -44,6 +44,7 @@ fn status_word(s: Status) -> &'static str {
         Status::Cancelled => "⊘ cancelled",
         Status::Blocked => "⏸ blocked",
         Status::Denied => "⛔ denied",
+        Status::Awaiting => "⏳ awaiting",
     }
 }
 

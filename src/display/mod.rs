@@ -155,6 +155,7 @@ mod tests {
                 upstream: None,
                 changes: None,
                 denied: None,
+                awaiting: None,
             },
         ]
     }

@@ -17,6 +17,7 @@ fn symbol(s: Status) -> &'static str {
         Status::Cancelled => "⊘",
         Status::Blocked => "◌",
         Status::Denied => "⛔",
+        Status::Awaiting => "⏳",
     }
 }
 

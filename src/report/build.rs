@@ -64,6 +64,7 @@ impl<'a> RunLines<'a> {
                     run.retries.entry(project).or_default().push((text, line));
                 }
                 Record::PoolLimit { .. } => run.pool_lines.push((text, line)),
+                Record::Approval { .. } => {}
                 Record::Project { project, .. } => {
                     if seen.insert(project) {
                         run.order.push(project);
@@ -307,6 +308,10 @@ fn status_of(steps: &[Step]) -> &'static str {
         "failed"
     } else if steps.iter().any(|s| s.kind() == "cancelled") {
         "cancelled"
+    } else if steps.iter().any(|s| s.kind() == "denied") {
+        "denied"
+    } else if steps.iter().any(|s| s.kind() == "awaiting") {
+        "awaiting"
     } else if steps.iter().any(|s| !s.recorded()) {
         "incomplete"
     } else {

@@ -74,7 +74,8 @@ impl Step {
     }
 }
 
-/// The class of a status: one of `succeeded failed cancelled skipped blocked unknown`.
+/// The class of a status: one of `succeeded failed cancelled skipped blocked denied
+/// awaiting unknown`.
 pub fn status_kind(status: &str) -> &'static str {
     match status {
         "succeeded" => "succeeded",
@@ -82,6 +83,8 @@ pub fn status_kind(status: &str) -> &'static str {
         "cancelled" => "cancelled",
         "skipped" => "skipped",
         "blocked" => "blocked",
+        "denied" => "denied",
+        "awaiting" => "awaiting",
         _ => "unknown",
     }
 }

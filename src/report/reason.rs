@@ -16,6 +16,7 @@ pub const REASONS: &[&str] = &[
     "skipped",
     "blocked: upstream never deployed",
     "denied: policy rule",
+    "awaiting: approval rule",
     "cancelled",
     "not recorded",
 ];
@@ -42,6 +43,7 @@ pub fn of(status: &str, message: Option<&str>, retried: bool) -> &'static str {
         "skipped" => "skipped",
         "blocked" => "blocked: upstream never deployed",
         "denied" => "denied: policy rule",
+        "awaiting" => "awaiting: approval rule",
         "cancelled" => "cancelled",
         _ => "not recorded",
     }

@@ -21,6 +21,9 @@ pub enum Status {
     /// `up` only: a `policy:` rule denied what its preview planned; nothing was changed,
     /// what needs it is skipped, the rest goes on.
     Denied,
+    /// `up` only: an `approve:` rule holds what its preview planned until someone
+    /// approves it (`strata approve`); nothing was changed, what needs it is skipped.
+    Awaiting,
 }
 
 impl Status {
@@ -32,6 +35,7 @@ impl Status {
             Status::Cancelled => "cancelled",
             Status::Blocked => "blocked",
             Status::Denied => "denied",
+            Status::Awaiting => "awaiting",
         }
     }
 }
@@ -44,6 +48,7 @@ pub struct Counts {
     pub cancelled: usize,
     pub blocked: usize,
     pub denied: usize,
+    pub awaiting: usize,
 }
 
 impl Counts {
@@ -55,6 +60,7 @@ impl Counts {
             Status::Cancelled => self.cancelled += 1,
             Status::Blocked => self.blocked += 1,
             Status::Denied => self.denied += 1,
+            Status::Awaiting => self.awaiting += 1,
         }
     }
 }
@@ -72,6 +78,11 @@ pub struct Denial {
 }
 
 impl Denial {
+    /// `held by prod-review: would update 1 resource (update …)`.
+    pub fn describe_hold(&self) -> String {
+        self.describe().replacen("denied by", "held by", 1)
+    }
+
     /// `denied by keep-data: would delete 1 resource (delete …)`.
     pub fn describe(&self) -> String {
         let mut s = format!("denied by {}: {}", self.rule, self.reason);
@@ -151,6 +162,10 @@ pub enum RunEvent {
         /// still succeeds; an `up`'s is `denied`).
         #[serde(skip_serializing_if = "Option::is_none")]
         denied: Option<Denial>,
+        /// The `approve:` rule that holds what its preview planned until it is approved
+        /// (an `up`'s project is `awaiting`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        awaiting: Option<Denial>,
     },
     /// A failed try whose output matched a `retry.on` pattern: the next try starts after
     /// `delay_ms`.

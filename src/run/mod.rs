@@ -2,6 +2,7 @@
 //! it receives, how it runs, what it leaves, its hooks), the journal, the stack lock and
 //! fingerprints. The events are rendered by [`crate::display`].
 
+pub mod approvals;
 pub mod events;
 pub mod fingerprint;
 pub mod journal;

@@ -33,6 +33,8 @@ pub struct StepResult {
     pub projected: bool,
     /// The `policy:` rule that denies what its preview planned.
     pub denied: Option<Box<super::events::Denial>>,
+    /// The `approve:` rule that holds what its preview planned.
+    pub awaiting: Option<Box<super::events::Denial>>,
 }
 
 impl StepResult {
@@ -49,6 +51,7 @@ impl StepResult {
             unchanged: false,
             projected: false,
             denied: None,
+            awaiting: None,
         }
     }
 }
@@ -262,6 +265,7 @@ fn describe(s: Status) -> &'static str {
         Status::Succeeded => "succeeded",
         Status::Blocked => "is blocked",
         Status::Denied => "was denied by a policy rule",
+        Status::Awaiting => "awaits an approval",
     }
 }
 
@@ -277,6 +281,7 @@ fn finish(emit: &(dyn Fn(RunEvent) + Sync), plan: &Plan, i: usize, op: Operation
         upstream: r.upstream.clone(),
         changes: r.changes.as_ref().map(crate::engine::digest::counts_json),
         denied: r.denied.as_deref().cloned(),
+        awaiting: r.awaiting.as_deref().cloned(),
     });
 }
 
@@ -380,6 +385,7 @@ mod tests {
                 unchanged: false,
                 projected: false,
                 denied: None,
+                awaiting: None,
             }
         }
     }

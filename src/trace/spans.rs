@@ -72,7 +72,7 @@ fn span_status(status: RunStatus, message: Option<&str>) -> Status {
                 text
             })
         }
-        RunStatus::Skipped | RunStatus::Blocked => Status::Unset,
+        RunStatus::Skipped | RunStatus::Blocked | RunStatus::Awaiting => Status::Unset,
     }
 }
 
@@ -373,6 +373,7 @@ mod tests {
             upstream: None,
             changes: None,
             denied: None,
+            awaiting: None,
         }
     }
 

@@ -9,7 +9,7 @@ use crate::run::{BODY, DIAMOND, DIAMOND_PATHS, clear_calls, name, ok, records, r
 use crate::support::*;
 
 /// DIAMOND (alpha, bravo → charlie → delta) with `policy` after its entries.
-fn gated(policy: &str) -> Ws {
+pub(crate) fn gated(policy: &str) -> Ws {
     workspace(&format!("{DIAMOND}policy:\n{policy}"), DIAMOND_PATHS)
 }
 
@@ -24,14 +24,14 @@ fn drop_second(ws: &Ws) {
     );
 }
 
-fn finished<'a>(events: &'a [Value], project: &str) -> &'a Value {
+pub(crate) fn finished<'a>(events: &'a [Value], project: &str) -> &'a Value {
     events
         .iter()
         .find(|e| e["event"] == "project_finished" && e["project"] == project)
         .unwrap_or_else(|| panic!("no project_finished of {project}: {events:?}"))
 }
 
-fn alpha_state(ws: &Ws) -> String {
+pub(crate) fn alpha_state(ws: &Ws) -> String {
     ws.read(&format!(
         ".strata/backend/.pulumi/stacks/{}/dev.json",
         name("alpha")

@@ -16,6 +16,7 @@ mod export;
 mod firsthour;
 mod foundation;
 mod gates;
+mod gates_approvals;
 mod handoff;
 mod init;
 mod leaks;

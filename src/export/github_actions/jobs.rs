@@ -172,13 +172,15 @@ impl<'a> ProjectJobs<'a> {
             members.iter().any(|&i| needs_pulumi_cli(self.plan, i)),
             self.aws_oidc.then(|| format!("strata-{}", self.ids[lead])),
         ));
-        steps.push(self.up_step(&paths));
+        let gate = self.gate(&members);
+        steps.push(self.up_step(&paths, gate.as_ref().map(|(_, held)| held.as_slice())));
         steps.extend(self.upload_outputs(&members));
         let (needs, condition) = self.needs(lead, &members);
         Job {
             name: paths.join(" + "),
             condition,
             runs_on: "ubuntu-latest",
+            environment: gate.map(|(rule, _)| rule),
             needs,
             steps,
             ..Default::default()
@@ -211,20 +213,60 @@ impl<'a> ProjectJobs<'a> {
             .collect()
     }
 
-    /// `strata up` of the job's projects, `paths`.
-    fn up_step(&self, paths: &[&str]) -> Step {
+    /// The `approve:` rule that holds one of `members` (the first), and the members
+    /// that rules of approval hold.
+    fn gate(&self, members: &[usize]) -> Option<(String, Vec<String>)> {
+        let held = |i: usize| {
+            self.plan.nodes[i]
+                .rules
+                .iter()
+                .find(|r| !r.approve.is_empty())
+        };
+        let rule = members.iter().find_map(|&i| held(i))?.name.clone();
+        let paths = members
+            .iter()
+            .filter(|&&i| held(i).is_some())
+            .map(|&i| self.plan.nodes[i].path.clone())
+            .collect();
+        Some((rule, paths))
+    }
+
+    /// `strata up` of the job's projects, `paths`. A job an environment holds: when the
+    /// update stops at strata's gate (exit 6), the environment's reviewers approved the
+    /// job, so their approval is recorded (`strata approve --yes`) and the update runs
+    /// again, applying the plan it held.
+    fn up_step(&self, paths: &[&str], held: Option<&[String]>) -> Step {
         let projects: Vec<String> = paths
             .iter()
             .map(|p| format!("--project {}", shell_word(p)))
             .collect();
-        run_step(
-            &format!("strata up {}", paths.join(" + ")),
-            format!(
-                "strata up --provider {} --stack \"$PULUMI_STACK\" {} --non-interactive",
-                shell_word(self.provider),
-                projects.join(" ")
-            ),
-        )
+        let target = format!(
+            "--provider {} --stack \"$PULUMI_STACK\"",
+            shell_word(self.provider)
+        );
+        let up = format!(
+            "strata up {target} {} --non-interactive",
+            projects.join(" ")
+        );
+        let script = match held {
+            None => up,
+            Some(held) => {
+                let approve: Vec<String> = held
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "  strata approve {} {target} --yes || true\n",
+                            shell_word(p)
+                        )
+                    })
+                    .collect();
+                format!(
+                    "code=0\n{up} || code=$?\nif [ \"$code\" -eq 6 ]; then\n  # The environment's required reviewers approved this job.\n{}  {up}\nelif [ \"$code\" -ne 0 ]; then\n  exit \"$code\"\nfi\n",
+                    approve.concat()
+                )
+            }
+        };
+        run_step(&format!("strata up {}", paths.join(" + ")), script)
     }
 
     /// Keeps the outputs of the command projects among `members` that `inputs:` read.

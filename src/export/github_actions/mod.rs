@@ -67,6 +67,10 @@ struct Job {
     condition: Option<String>,
     #[serde(rename = "runs-on")]
     runs_on: &'static str,
+    /// The GitHub environment whose required reviewers hold the job: the `approve:`
+    /// rule that holds one of its projects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    environment: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     needs: Vec<String>,
     /// The job's own permissions (they replace the workflow's).

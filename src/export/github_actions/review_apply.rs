@@ -185,6 +185,7 @@ pub fn render(plan: &Plan, ctx: &ExportContext) -> Result<String> {
                 name: format!("apply the reviewed plan bundle to {}", ctx.stack),
                 condition: Some("github.event_name == 'push'".into()),
                 runs_on: "ubuntu-latest",
+                environment: None,
                 needs: vec![BUILD_JOB.into()],
                 permissions: Some(permissions(
                     ctx,

@@ -269,6 +269,7 @@ fn announce(
             upstream: None,
             changes: None,
             denied: None,
+            awaiting: None,
         });
     }
     Ok(Opened {

@@ -118,7 +118,9 @@ fn rows(done: &Executed) -> (Vec<Row>, Counts) {
 }
 
 /// The run's status: cancelled by a signal, failed, denied (an `up` a `policy:` rule
-/// stopped short), or succeeded.
+/// stopped short), awaiting (an `up` an `approve:` rule holds), or succeeded: the first
+/// that holds, so a failure's exit (1) wins over a denial's (5), and a denial's over
+/// waiting's (6).
 fn run_status(done: &Executed, counts: &Counts) -> Status {
     if done.interrupted {
         Status::Cancelled
@@ -128,6 +130,9 @@ fn run_status(done: &Executed, counts: &Counts) -> Status {
     } else if done.results.iter().any(|r| r.status == Status::Denied) {
         // An `up` a rule stopped short: not everything it was asked went out.
         Status::Denied
+    } else if done.results.iter().any(|r| r.status == Status::Awaiting) {
+        // An `up` stopped at a gate: the rest went out, what is held waits.
+        Status::Awaiting
     } else {
         Status::Succeeded
     }
@@ -152,8 +157,20 @@ fn headline(
         match (op, counts.denied) {
             (Operation::Preview, 0) => format!(", {} blocked", counts.blocked),
             (Operation::Preview, d) => format!(", {} blocked, {d} denied", counts.blocked),
-            (_, 0) => String::new(),
-            (_, d) => format!(", {d} denied"),
+            (_, 0) if counts.awaiting == 0 => String::new(),
+            (_, d) => format!(
+                "{}{}",
+                if d > 0 {
+                    format!(", {d} denied")
+                } else {
+                    String::new()
+                },
+                if counts.awaiting > 0 {
+                    format!(", {} awaiting", counts.awaiting)
+                } else {
+                    String::new()
+                }
+            ),
         },
         human_duration(elapsed),
         processes,
@@ -226,6 +243,9 @@ fn exit_code(
             if let Some(code) = denied_exit(done) {
                 return Ok(code);
             }
+            if let Some(code) = awaiting_exit(r, done) {
+                return Ok(code);
+            }
             Ok(preview::changes_exit(r, done))
         }
     }
@@ -252,6 +272,39 @@ fn denied_exit(done: &Executed) -> Option<i32> {
         denied.join(", ")
     );
     Some(exit::DENIED)
+}
+
+/// Exit 6 when an `approve:` rule holds a project (and nothing failed or was denied),
+/// saying how to approve each.
+fn awaiting_exit(r: &Resolved, done: &Executed) -> Option<i32> {
+    let held: Vec<String> = done
+        .plan
+        .order
+        .iter()
+        .filter(|&&i| done.results[i].status == Status::Awaiting)
+        .map(|&i| {
+            let rule = done.results[i].awaiting.as_ref().map(|h| h.rule.as_str());
+            format!(
+                "  {} (held by {}): strata approve {} -s {}",
+                done.plan.nodes[i].path,
+                rule.unwrap_or("an approve rule"),
+                done.plan.nodes[i].path,
+                r.stack()
+            )
+        })
+        .collect();
+    if held.is_empty() {
+        return None;
+    }
+    eprintln!(
+        "policy: {} project{} await{} an approval (nothing of {} was changed); approve, then run `strata up` again:\n{}",
+        held.len(),
+        if held.len() == 1 { "" } else { "s" },
+        if held.len() == 1 { "s" } else { "" },
+        if held.len() == 1 { "it" } else { "them" },
+        held.join("\n")
+    );
+    Some(exit::AWAITING)
 }
 
 /// A run a signal stopped: what it stopped (killed, or cancelled gracefully), and the

@@ -5,6 +5,9 @@ pub(super) const FAILED: &str = "#cf222e";
 pub(super) const CANCELLED: &str = "#e16f24";
 pub(super) const SKIPPED: &str = "#8c959f";
 pub(super) const BLOCKED: &str = "#8250df";
+/// A `policy:` rule stopped it: denied, or held for an approval.
+pub(super) const DENIED: &str = "#a40e26";
+pub(super) const AWAITING: &str = "#9a6700";
 const UNKNOWN: &str = "#afb8c1";
 /// The outline of the critical path.
 pub(super) const CRITICAL: &str = "#0a3069";
@@ -50,6 +53,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .st { font-weight: 600; white-space: nowrap; }
 .st.succeeded { color: #1a7f37; } .st.failed { color: #cf222e; } .st.cancelled { color: #bc4c00; }
 .st.skipped { color: #59636e; } .st.blocked { color: #8250df; } .st.unknown { color: #59636e; }
+.st.denied { color: #a40e26; } .st.awaiting { color: #9a6700; }
 pre.tail { background: #0d1117; color: #e6edf3; padding: 10px 12px; border-radius: 6px; margin: 6px 0 0; line-height: 1.4; white-space: pre-wrap; overflow-wrap: anywhere; }
 p.msg { white-space: pre-wrap; margin: 4px 0; }
 footer { color: #59636e; font-size: 12px; margin-top: 18px; }
@@ -63,6 +67,8 @@ pub(super) fn colour(kind: &str) -> &'static str {
         "cancelled" => CANCELLED,
         "skipped" => SKIPPED,
         "blocked" => BLOCKED,
+        "denied" => DENIED,
+        "awaiting" => AWAITING,
         _ => UNKNOWN,
     }
 }

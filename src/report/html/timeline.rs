@@ -7,7 +7,9 @@ use maud::{Markup, PreEscaped, html};
 
 use super::layout::{AXIS_H, BAR_H, Geometry, ROW_H, WAVE_H, WIDTH, f, tick_label};
 use super::slots::{SLOT, write_around};
-use super::style::{BLOCKED, CANCELLED, CRITICAL, FAILED, SKIPPED, SUCCEEDED, colour};
+use super::style::{
+    AWAITING, BLOCKED, CANCELLED, CRITICAL, DENIED, FAILED, SKIPPED, SUCCEEDED, colour,
+};
 use super::text::{changes_text, offset_text};
 use crate::report::model::{Report, Step};
 use crate::util::human_duration;
@@ -21,6 +23,8 @@ pub(super) fn legend() -> Markup {
             span { span.sw.cancelled {} "cancelled" }
             span { span.sw style={"background:" (SKIPPED)} {} "skipped (◆)" }
             span { span.sw style={"background:" (BLOCKED)} {} "blocked" }
+            span { span.sw style={"background:" (DENIED)} {} "denied" }
+            span { span.sw style={"background:" (AWAITING)} {} "awaiting approval" }
             span { span.sw.critical {} "critical path" }
             span { span.sw.retry {} "a failed try, retried" }
         }

@@ -102,6 +102,26 @@ pub enum Record {
         /// The `policy:` rule that denied what its preview planned.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         denied: Option<Box<crate::run::events::Denial>>,
+        /// The `approve:` rule that holds what its preview planned.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        awaiting: Option<Box<crate::run::events::Denial>>,
+    },
+    /// Someone approved the plan an `approve:` rule held (`strata approve`).
+    Approval {
+        /// The run that held the plan.
+        run_id: String,
+        project: String,
+        /// The `approve:` rule that held it.
+        #[serde(default)]
+        rule: String,
+        /// `user@host`.
+        #[serde(default)]
+        by: String,
+        #[serde(default)]
+        at: String,
+        /// sha256 of the plan file approved.
+        #[serde(default)]
+        digest: String,
     },
 }
 
@@ -112,7 +132,8 @@ impl Record {
             Record::Run { run_id, .. }
             | Record::Retry { run_id, .. }
             | Record::PoolLimit { run_id, .. }
-            | Record::Project { run_id, .. } => run_id,
+            | Record::Project { run_id, .. }
+            | Record::Approval { run_id, .. } => run_id,
         }
     }
 }
@@ -343,7 +364,7 @@ impl Journal {
                 } => {
                     last.insert((project, operation, status), i);
                 }
-                Record::Retry { .. } | Record::PoolLimit { .. } => {}
+                Record::Retry { .. } | Record::PoolLimit { .. } | Record::Approval { .. } => {}
             }
             i += 1;
         });

@@ -34,6 +34,7 @@ mod index {
                 upstream_outputs: None,
                 pool: None,
                 denied: None,
+                awaiting: None,
             })
             .unwrap();
         }
@@ -190,6 +191,7 @@ mod records {
             upstream_outputs: None,
             pool: None,
             denied: None,
+            awaiting: None,
         }
     }
 
@@ -261,6 +263,7 @@ mod records {
                 upstream_outputs: None,
                 pool: None,
                 denied: None,
+                awaiting: None,
             })
             .unwrap();
         }
@@ -271,5 +274,40 @@ mod records {
         for line in std::fs::read_to_string(j.path()).unwrap().lines() {
             serde_json::from_str::<serde_json::Value>(line).unwrap();
         }
+    }
+
+    #[test]
+    fn an_approval_is_read_back_and_read_leniently_beside_the_others() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        let approval = Record::Approval {
+            run_id: "r1".into(),
+            project: "db".into(),
+            rule: "review".into(),
+            by: "ann@box".into(),
+            at: "t".into(),
+            digest: "abc".into(),
+        };
+        j.append(&project("r1", "awaiting")).unwrap();
+        j.append(&approval).unwrap();
+        let line = std::fs::read_to_string(j.path()).unwrap();
+        assert!(line.contains("\"record\":\"approval\""), "{line}");
+        // A bare approval (an older or newer strata's) still reads.
+        std::fs::write(
+            j.path(),
+            format!(
+                "{line}{{\"record\":\"approval\",\"run_id\":\"r2\",\"project\":\"db\",\"new\":1}}\n"
+            ),
+        )
+        .unwrap();
+        let records = j.read();
+        assert_eq!(records.len(), 3, "{records:?}");
+        assert_eq!(records[1], approval);
+        assert!(
+            matches!(&records[2], Record::Approval { run_id, by, .. } if run_id == "r2" && by.is_empty())
+        );
+        // What a run is for the readers is left as it was.
+        let last = last_by_project(&records, &["up"]);
+        assert!(matches!(&last["a"], Record::Project { status, .. } if status == "awaiting"));
     }
 }

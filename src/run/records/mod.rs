@@ -128,6 +128,7 @@ impl ProjectResult {
             upstream_outputs: self.upstream_outputs.clone(),
             pool: None,
             denied: None,
+            awaiting: None,
         }
     }
 }
@@ -281,7 +282,7 @@ pub fn from_journal(records: &[Record]) -> Vec<RunRecord> {
                     run.projects.push(p);
                 }
             }
-            Record::Retry { .. } | Record::PoolLimit { .. } => {}
+            Record::Retry { .. } | Record::PoolLimit { .. } | Record::Approval { .. } => {}
         }
     }
     runs.reverse();
@@ -289,11 +290,13 @@ pub fn from_journal(records: &[Record]) -> Vec<RunRecord> {
 }
 
 /// A run's result so far, with one more project's: failed once any failed or was
-/// cancelled, else denied once a `policy:` rule denied one.
+/// cancelled, else denied once a `policy:` rule denied one, else awaiting once an
+/// `approve:` rule held one.
 fn run_status(run: &str, project: &str) -> String {
     match (run, project) {
         ("failed", _) | (_, "failed" | "cancelled") => "failed".into(),
         ("denied", _) | (_, "denied") => "denied".into(),
+        ("awaiting", _) | (_, "awaiting") => "awaiting".into(),
         _ => "succeeded".into(),
     }
 }

@@ -26,6 +26,7 @@ use crate::workspace::{Project, ProjectKind, StackConfig};
 mod attempt;
 pub mod bundle;
 mod cluster_secrets;
+mod gate;
 pub mod hooks;
 mod inputs;
 mod outputs;
@@ -137,6 +138,8 @@ struct Ran {
     projected: bool,
     /// The `policy:` rule that denies what its preview planned.
     denied: Option<Box<Denial>>,
+    /// The `approve:` rule that holds what its preview planned.
+    awaiting: Option<Box<Denial>>,
 }
 
 impl Ran {
@@ -152,6 +155,7 @@ impl Ran {
             planned: None,
             projected: false,
             denied: None,
+            awaiting: None,
         }
     }
 
@@ -459,6 +463,9 @@ impl<'a> StepRunner<'a> {
         if is_pulumi && !secrets.is_empty() {
             self.record_secret_hashes(&node.path, &secrets);
         }
+        if op == Operation::Up && !node.rules.is_empty() {
+            self.clear_gate(&node.path);
+        }
         if op == Operation::Up {
             if let Err(msg) = self.leave_outputs(&node.path, is_pulumi, &outcome) {
                 return Ran::new(Status::Failed, Some(msg), None);
@@ -479,17 +486,13 @@ impl<'a> StepRunner<'a> {
         if let Some(p) = &projected {
             message = format!("{message} · {}", p.describe());
         }
-        let denied = outcome
-            .changes
-            .as_ref()
-            .filter(|_| op == Operation::Preview)
-            .and_then(|c| rules::judge(&node.rules, c))
-            .map(Box::new);
-        if let Some(d) = &denied {
-            message = format!("{message} · {}", d.describe());
-        }
+        let (denied, awaiting) = match outcome.changes.as_ref() {
+            Some(c) if op == Operation::Preview => rules::foresee(&node.rules, c, &mut message),
+            _ => (None, None),
+        };
         Ran {
             denied,
+            awaiting,
             changes: outcome.changes,
             outputs_hash,
             planned: outcome.planned_outputs,
@@ -578,6 +581,7 @@ impl Executor for StepRunner<'_> {
             planned,
             projected,
             denied,
+            awaiting,
         } = self.run_step(i, emit, &mut log);
         // Whatever became of it: a projected dependent may be waiting for it.
         self.publish_preview(&node.path, planned.unwrap_or_default());
@@ -612,6 +616,7 @@ impl Executor for StepRunner<'_> {
             outputs_hash,
             pool: node.pool().map(str::to_string),
             denied: denied.clone(),
+            awaiting: awaiting.clone(),
         }
         .into_record(&ctx.run_id, &node.path, ctx.op);
         if let Err(e) = self.journal.append(&record) {
@@ -631,6 +636,7 @@ impl Executor for StepRunner<'_> {
             unchanged: false,
             projected,
             denied,
+            awaiting,
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct StepRecord {
     pub pool: Option<String>,
     /// The `policy:` rule that denied what its preview planned.
     pub denied: Option<Box<crate::run::events::Denial>>,
+    /// The `approve:` rule that holds what its preview planned.
+    pub awaiting: Option<Box<crate::run::events::Denial>>,
 }
 
 impl StepRecord {
@@ -58,6 +60,7 @@ impl StepRecord {
             upstream_outputs: None,
             pool: None,
             denied: None,
+            awaiting: None,
         }
     }
 
@@ -80,6 +83,7 @@ impl StepRecord {
             upstream_outputs: self.upstream_outputs,
             pool: self.pool,
             denied: self.denied,
+            awaiting: self.awaiting,
         }
     }
 }
@@ -274,6 +278,7 @@ mod tests {
             upstream_outputs: None,
             pool: None,
             denied: None,
+            awaiting: None,
         } = record
         else {
             panic!("not a bare project record: {record:?}");

@@ -8,12 +8,13 @@ use crate::engine::digest::{self, CHANGING, Changes};
 use crate::engine::{Job, Operation, PlanFile, Progress};
 use crate::run::events::{Denial, RunEvent, Status};
 use crate::workspace::ProjectKind;
-use crate::workspace::profile::{Entry, Rule};
+use crate::workspace::profile::{ChangeKind, Entry, Rule};
 
 impl StepRunner<'_> {
     /// Before an `up` of a project that rules hold: its preview, saved as a Pulumi update
     /// plan, held to the rules. Denied: the step ends `denied` and nothing is changed.
     /// Let go: the plan the `up` must keep to, so that what goes out is what was judged.
+    /// Held by an `approve:` rule: see `at_the_gate`.
     pub(super) fn hold_to_rules(
         &self,
         i: usize,
@@ -50,7 +51,10 @@ impl StepRunner<'_> {
         let changes = outcome.changes.unwrap_or_default();
         match judge(&self.ctx.plan.nodes[i].rules, &changes) {
             Some(d) => Err(denied(d, changes)),
-            None => Ok(PlanFile::Apply(file)),
+            None => match holds(&self.ctx.plan.nodes[i].rules, &changes) {
+                Some(hold) => self.at_the_gate(i, &file, changes, hold, sink),
+                None => Ok(PlanFile::Apply(file)),
+            },
         }
     }
 }
@@ -94,6 +98,24 @@ fn denied(d: Denial, changes: Changes) -> Box<Ran> {
     })
 }
 
+/// A preview's findings: the rule that would deny its changes, else the one that would
+/// hold them for an approval, each said after `message` too.
+pub(super) fn foresee(
+    rules: &[Arc<Rule>],
+    changes: &Changes,
+    message: &mut String,
+) -> (Option<Box<Denial>>, Option<Box<Denial>>) {
+    if let Some(d) = judge(rules, changes) {
+        message.push_str(&format!(" · {}", d.describe()));
+        return (Some(Box::new(d)), None);
+    }
+    let held = holds(rules, changes);
+    if let Some(h) = &held {
+        message.push_str(&format!(" · would be {}", h.describe_hold()));
+    }
+    (None, held.map(Box::new))
+}
+
 /// The most resources a denial names; the count says the rest.
 const NAMED: usize = 20;
 
@@ -102,8 +124,33 @@ pub fn judge(rules: &[Arc<Rule>], changes: &Changes) -> Option<Denial> {
     rules.iter().find_map(|r| denies(r, changes))
 }
 
+/// The first of `rules` that holds `changes` for an approval (a change of an `approve:`
+/// kind), or `None`.
+pub fn holds(rules: &[Arc<Rule>], changes: &Changes) -> Option<Denial> {
+    rules.iter().find_map(|r| of_kinds(r, &r.approve, changes))
+}
+
 fn denies(rule: &Rule, changes: &Changes) -> Option<Denial> {
-    let kinds: Vec<&str> = rule.deny.iter().map(|k| k.as_str()).collect();
+    if let Some(d) = of_kinds(rule, &rule.deny, changes) {
+        return Some(d);
+    }
+    let total: u64 = CHANGING.iter().map(|k| changes.count(k)).sum();
+    match rule.max_changes {
+        Some(max) if total > max => Some(Denial {
+            rule: rule.name.clone(),
+            reason: format!(
+                "would make {total} change{}, more than {max}",
+                plural(total)
+            ),
+            resources: named(changes, |op| CHANGING.contains(&op)),
+        }),
+        _ => None,
+    }
+}
+
+/// `rule`'s finding when `changes` hold a change of one of `kinds`.
+fn of_kinds(rule: &Rule, kinds: &[ChangeKind], changes: &Changes) -> Option<Denial> {
+    let kinds: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
     let counted: Vec<(&str, u64)> = kinds
         .iter()
         .map(|k| (*k, changes.count(k)))
@@ -121,18 +168,7 @@ fn denies(rule: &Rule, changes: &Changes) -> Option<Denial> {
             resources: named(changes, |op| kinds.contains(&op)),
         });
     }
-    let total: u64 = CHANGING.iter().map(|k| changes.count(k)).sum();
-    match rule.max_changes {
-        Some(max) if total > max => Some(Denial {
-            rule: rule.name.clone(),
-            reason: format!(
-                "would make {total} change{}, more than {max}",
-                plural(total)
-            ),
-            resources: named(changes, |op| CHANGING.contains(&op)),
-        }),
-        _ => None,
-    }
+    None
 }
 
 /// The changed resources whose operation `pick` takes, as `delete aws:… name`.
@@ -158,13 +194,13 @@ fn plural(n: u64) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workspace::profile::ChangeKind;
 
     fn rule(name: &str, deny: &[ChangeKind], max: Option<u64>) -> Arc<Rule> {
         Arc::new(Rule {
             name: name.into(),
             select: None,
             deny: deny.to_vec(),
+            approve: vec![],
             max_changes: max,
         })
     }
@@ -218,6 +254,24 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn an_approve_kind_holds_and_other_kinds_go() {
+        let mut r = (*rule("review", &[], None)).clone();
+        r.approve = vec![ChangeKind::Update, ChangeKind::Delete];
+        let rules = [Arc::new(r)];
+        assert_eq!(
+            judge(&rules, &changes(&[("update", "a")])),
+            None,
+            "not a denial"
+        );
+        let h = holds(&rules, &changes(&[("create", "n"), ("update", "a")])).unwrap();
+        assert_eq!(h.rule, "review");
+        assert_eq!(h.reason, "would update 1 resource");
+        assert_eq!(h.resources, ["update aws:rds/instance:Instance a"]);
+        assert!(h.describe_hold().starts_with("held by review: "), "{h:?}");
+        assert_eq!(holds(&rules, &changes(&[("create", "n")])), None);
     }
 
     #[test]

@@ -46,19 +46,21 @@ pub(super) struct RawRule {
 }
 
 /// A `policy:` rule, checked: a project it selects may not plan a change of a `deny`
-/// kind, nor more than `max_changes` changes.
+/// kind, nor more than `max_changes` changes, and waits for an approval of a plan with a
+/// change of an `approve` kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Rule {
     pub name: String,
     /// The `--filter` expression of the projects it holds; `None`: every Pulumi project.
     pub select: Option<String>,
     pub deny: Vec<ChangeKind>,
+    /// Kinds of change that wait for an approval (`strata approve`) before they go out.
+    pub approve: Vec<ChangeKind>,
     pub max_changes: Option<u64>,
 }
 
 /// `policy:`, checked: each rule named (letters, digits, `-`, `_`, `.`; no two alike),
-/// each with something to check, `approve:` refused until approvals exist. A refusal
-/// names the file, the rule and its line.
+/// each with something to check. A refusal names the file, the rule and its line.
 pub(super) fn rules(raw: &[RawRule], file: &Path) -> Result<Vec<Rule>> {
     let text = std::fs::read_to_string(file).unwrap_or_default();
     let mut out: Vec<Rule> = Vec::new();
@@ -88,14 +90,9 @@ pub(super) fn rules(raw: &[RawRule], file: &Path) -> Result<Vec<Rule>> {
                     .into(),
             ));
         }
-        if !r.approve.is_empty() {
+        if r.deny.is_empty() && r.approve.is_empty() && r.max_changes.is_none() {
             return Err(fail(
-                "`approve:` (a project held until someone approves its plan) is not supported yet.\n  Use `deny:` for the kinds of change that must not go out, or leave the rule out.".into(),
-            ));
-        }
-        if r.deny.is_empty() && r.max_changes.is_none() {
-            return Err(fail(
-                "it checks nothing: give it `deny: [delete, replace]` (kinds: create, update, delete, replace) or `max_changes: N`."
+                "it checks nothing: give it `deny: [delete, replace]`, `approve: [update]` (kinds: create, update, delete, replace) or `max_changes: N`."
                     .into(),
             ));
         }
@@ -105,17 +102,22 @@ pub(super) fn rules(raw: &[RawRule], file: &Path) -> Result<Vec<Rule>> {
                     .into(),
             ));
         }
-        let mut deny = r.deny.clone();
-        deny.sort();
-        deny.dedup();
         out.push(Rule {
             name: r.name.clone(),
             select: r.select.as_ref().map(|s| s.trim().to_string()),
-            deny,
+            deny: kinds(&r.deny),
+            approve: kinds(&r.approve),
             max_changes: r.max_changes,
         });
     }
     Ok(out)
+}
+
+fn kinds(k: &[ChangeKind]) -> Vec<ChangeKind> {
+    let mut k = k.to_vec();
+    k.sort();
+    k.dedup();
+    k
 }
 
 /// The line of the profile where the rule named `name` is written (`name: NAME`).
@@ -169,8 +171,8 @@ mod tests {
         assert!(e.contains("two rules have this name"), "{e}");
         let e = checked("- name: 'x y'\n  deny: [delete]\n").unwrap_err();
         assert!(e.contains("`name:` must be"), "{e}");
-        let e = checked("- name: r\n  approve: [update]\n").unwrap_err();
-        assert!(e.contains("not supported yet"), "{e}");
+        let r = checked("- name: r\n  approve: [update, delete, update]\n").unwrap();
+        assert_eq!(r[0].approve, [ChangeKind::Update, ChangeKind::Delete]);
         let e = checked("- name: r\n  select: ' '\n  deny: [create]\n").unwrap_err();
         assert!(e.contains("`select:` is empty"), "{e}");
         // An unknown kind is the parser's refusal, with its line.

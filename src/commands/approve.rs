@@ -1,0 +1,113 @@
+//! `strata approve PROJECT`: shows the plan an `approve:` rule holds for a project and,
+//! once confirmed, records who approved it, when and its digest, in the journal and
+//! beside the held plan, for the next `up` to apply.
+
+use crate::error::{Error, Result};
+use crate::run::approvals::{Approval, Gate, Held};
+use crate::run::journal::{Journal, Record};
+use crate::settings::Settings;
+use crate::workspace::Target;
+
+pub fn run(target: &Target, settings: &Settings, project: &str, yes: bool) -> Result<i32> {
+    let loaded = super::load(target, false)?;
+    let Some(stack) = loaded.stack.clone() else {
+        return Err(crate::workspace::no_stack_error(&loaded.ws));
+    };
+    if !loaded.plan.nodes.iter().any(|n| n.path == project) {
+        return Err(Error::config(format!(
+            "there is no project `{project}` in this profile. `strata show -s {stack}` lists them; approve one by its path."
+        )));
+    }
+    let state_dir = loaded.ws.state_dir(&stack);
+    let gate = Gate::of(&state_dir, project);
+    let held = held_plan(&gate, project, &stack)?;
+    eprintln!("{}", describe(&held));
+    if let Some((_, a)) = gate.approval() {
+        eprintln!(
+            "already approved by {} at {}: the next `strata up -s {stack}` applies it.",
+            a.by, a.at
+        );
+        return Ok(0);
+    }
+    if !yes {
+        confirm(project, &stack, settings.interactive)?;
+    }
+    let (user, host) = crate::run::lock::lease::who(&std::env::vars().collect())?;
+    let approval = Approval {
+        by: format!("{user}@{host}"),
+        at: crate::util::rfc3339(crate::util::now_ms()),
+        digest: held.digest.clone(),
+    };
+    Journal::new(&state_dir).append(&Record::Approval {
+        run_id: held.run_id.clone(),
+        project: project.to_string(),
+        rule: held.rule.clone(),
+        by: approval.by.clone(),
+        at: approval.at.clone(),
+        digest: approval.digest.clone(),
+    })?;
+    gate.approve(&approval)?;
+    eprintln!(
+        "approved by {}: the next `strata up -s {stack}` applies this plan if a fresh preview plans the same changes, and otherwise holds the new plan for a new approval.",
+        approval.by
+    );
+    Ok(0)
+}
+
+/// The plan held for `project`, its file intact.
+fn held_plan(gate: &Gate, project: &str, stack: &str) -> Result<Held> {
+    let Some(held) = gate.held() else {
+        return Err(Error::config(format!(
+            "nothing awaits an approval for `{project}` on stack `{stack}`: only a project an `approve:` rule held in an `up` does (its status is `awaiting`). Run `strata up -s {stack}` first."
+        )));
+    };
+    let bytes = std::fs::read(gate.plan_file()).unwrap_or_default();
+    if crate::util::sha256_hex(&bytes) != held.digest {
+        return Err(Error::config(format!(
+            "the plan held for `{project}` ({}) is not the one its preview saved (changed or missing): not approving it. Run `strata up -s {stack}` to hold a fresh plan.",
+            crate::util::display_path(&gate.plan_file())
+        )));
+    }
+    Ok(held)
+}
+
+/// What the held plan changes: the rule, the counts and each resource.
+fn describe(held: &Held) -> String {
+    let mut s = format!(
+        "`{}` on stack `{}` is held by {}: {} ({}), planned by run {} at {}; plan sha256 {}",
+        held.project,
+        held.stack,
+        held.rule,
+        held.reason,
+        held.summary.short(),
+        held.run_id,
+        held.held_at,
+        held.digest
+    );
+    for (op, urn) in &held.summary.steps {
+        s.push_str(&format!(
+            "\n  {op} {}",
+            crate::engine::digest::short_urn(urn)
+        ));
+    }
+    s
+}
+
+/// The project's path, typed: the confirmation. Refused without a terminal.
+fn confirm(project: &str, stack: &str, interactive: bool) -> Result<()> {
+    if !interactive {
+        return Err(Error::usage(format!(
+            "not approving the plan of `{project}` without a confirmation, and there is no terminal to ask on. Run `strata approve {project} -s {stack} --yes` to approve it."
+        )));
+    }
+    if super::typed_confirmation(
+        format!("Type the project's path ({project}) to approve its plan"),
+        project,
+    )? {
+        Ok(())
+    } else {
+        Err(Error::config(format!(
+            "you did not type `{project}`: the plan was not approved."
+        )))
+    }
+}

@@ -1,0 +1,230 @@
+//! `.strata/<stack>/approvals/<project-slug>/`: the plan an `approve:` rule holds
+//! (`plan.json`, Pulumi's saved update plan), what it changes (`held.json`: its digest and
+//! change summary) and, once someone approved it, who and when (`approval.json`). A later
+//! `up` applies the approved plan only while a fresh preview plans the same changes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::digest::{CHANGING, Changes};
+use crate::error::{Error, Result};
+use crate::util::slug;
+
+/// What a held plan changes: the change counts and the resources, as its preview said.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Summary {
+    /// Operation → count, of the kinds that change something (`same` left out).
+    #[serde(default)]
+    pub counts: BTreeMap<String, u64>,
+    /// `(operation, URN)`, sorted.
+    #[serde(default)]
+    pub steps: Vec<(String, String)>,
+}
+
+impl Summary {
+    /// "The plan changed" means: another resource, another operation on a resource, or
+    /// another count of a changing kind. The file itself (its timestamps, the order
+    /// Pulumi wrote its steps in, resources left the same) does not count.
+    pub fn of(changes: &Changes) -> Summary {
+        let counts = CHANGING
+            .iter()
+            .map(|k| (k.to_string(), changes.count(k)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let mut steps = changes.steps.clone();
+        steps.sort();
+        Summary { counts, steps }
+    }
+
+    /// `+1 ~2 -0 ±0`.
+    pub fn short(&self) -> String {
+        let n = |k: &str| self.counts.get(k).copied().unwrap_or(0);
+        format!(
+            "+{} ~{} -{} ±{}",
+            n("create"),
+            n("update"),
+            n("delete"),
+            n("replace")
+        )
+    }
+}
+
+/// A plan held at a gate (`held.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub project: String,
+    pub stack: String,
+    /// The run that held it.
+    pub run_id: String,
+    /// The `approve:` rule that holds it, and why.
+    pub rule: String,
+    pub reason: String,
+    /// sha256 of `plan.json`.
+    pub digest: String,
+    pub summary: Summary,
+    pub held_at: String,
+}
+
+/// An approval of a held plan (`approval.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// `user@host`.
+    pub by: String,
+    pub at: String,
+    /// The digest of the plan approved: an approval of another plan is none.
+    pub digest: String,
+}
+
+/// One project's folder of held and approved plans.
+pub struct Gate {
+    dir: PathBuf,
+}
+
+impl Gate {
+    pub fn of(state_dir: &Path, project: &str) -> Gate {
+        Gate {
+            dir: state_dir.join("approvals").join(slug(project)),
+        }
+    }
+
+    pub fn plan_file(&self) -> PathBuf {
+        self.dir.join("plan.json")
+    }
+
+    /// Keeps the plan a preview saved at `saved` as the held plan (replacing any held
+    /// before, and any approval of it).
+    pub fn hold(&self, saved: &Path, held: &mut Held) -> Result<()> {
+        crate::files::private_dir(&self.dir)?;
+        let bytes = std::fs::read(saved).map_err(|e| Error::io("read", saved, e))?;
+        held.digest = crate::util::sha256_hex(&bytes);
+        crate::files::write_private(&self.plan_file(), &bytes)?;
+        self.write("held.json", held)?;
+        self.forget_approval()
+    }
+
+    pub fn held(&self) -> Option<Held> {
+        self.read("held.json")
+    }
+
+    /// The approval, when it is of the plan held now (same digest, file unchanged).
+    pub fn approval(&self) -> Option<(Held, Approval)> {
+        let held = self.held()?;
+        let a: Approval = self.read("approval.json")?;
+        let bytes = std::fs::read(self.plan_file()).ok()?;
+        (a.digest == held.digest && crate::util::sha256_hex(&bytes) == held.digest)
+            .then_some((held, a))
+    }
+
+    pub fn approve(&self, approval: &Approval) -> Result<()> {
+        self.write("approval.json", approval)
+    }
+
+    pub fn forget_approval(&self) -> Result<()> {
+        match std::fs::remove_file(self.dir.join("approval.json")) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io("remove", &self.dir.join("approval.json"), e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Forgets everything held: the update it held went out.
+    pub fn clear(&self) -> Result<()> {
+        match std::fs::remove_dir_all(&self.dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io("remove", &self.dir, e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn write(&self, name: &str, value: &impl Serialize) -> Result<()> {
+        let text = serde_json::to_string_pretty(value).unwrap_or_default();
+        crate::files::write_private(&self.dir.join(name), text.as_bytes())
+    }
+
+    fn read<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Option<T> {
+        let text = std::fs::read_to_string(self.dir.join(name)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changes(steps: &[(&str, &str)], same: u64) -> Changes {
+        let mut c = Changes::default();
+        for (op, urn) in steps {
+            *c.counts.entry(op.to_string()).or_default() += 1;
+            c.steps.push((op.to_string(), urn.to_string()));
+        }
+        c.counts.insert("same".into(), same);
+        c
+    }
+
+    #[test]
+    fn the_plan_changed_means_other_resources_or_operations_not_order_or_same() {
+        let a = changes(&[("update", "urn:a"), ("delete", "urn:b")], 3);
+        let reordered = changes(&[("delete", "urn:b"), ("update", "urn:a")], 7);
+        assert_eq!(Summary::of(&a), Summary::of(&reordered));
+        let other_op = changes(&[("replace", "urn:a"), ("delete", "urn:b")], 3);
+        assert_ne!(Summary::of(&a), Summary::of(&other_op));
+        let more = changes(
+            &[
+                ("update", "urn:a"),
+                ("delete", "urn:b"),
+                ("create", "urn:c"),
+            ],
+            3,
+        );
+        assert_ne!(Summary::of(&a), Summary::of(&more));
+        assert_eq!(Summary::of(&a).short(), "+0 ~1 -1 ±0");
+    }
+
+    fn held() -> Held {
+        Held {
+            project: "db".into(),
+            stack: "dev".into(),
+            run_id: "r1".into(),
+            rule: "review".into(),
+            reason: "would update 1 resource".into(),
+            digest: String::new(),
+            summary: Summary::default(),
+            held_at: "now".into(),
+        }
+    }
+
+    #[test]
+    fn an_approval_holds_only_for_the_plan_it_approved() {
+        let d = tempfile::tempdir().unwrap();
+        let gate = Gate::of(d.path(), "kube/db");
+        let saved = d.path().join("saved.json");
+        std::fs::write(&saved, "{\"plan\":1}").unwrap();
+        let mut h = held();
+        gate.hold(&saved, &mut h).unwrap();
+        assert_eq!(h.digest, crate::util::sha256_hex(b"{\"plan\":1}"));
+        assert_eq!(gate.held(), Some(h.clone()));
+        assert!(gate.approval().is_none(), "held, not approved");
+        let a = Approval {
+            by: "ann@box".into(),
+            at: "t".into(),
+            digest: h.digest.clone(),
+        };
+        gate.approve(&a).unwrap();
+        assert_eq!(gate.approval(), Some((h.clone(), a.clone())));
+        // The plan file edited after the approval: no approval.
+        std::fs::write(gate.plan_file(), "{\"plan\":2}").unwrap();
+        assert!(gate.approval().is_none());
+        // A new plan held: the old approval goes.
+        gate.approve(&a).unwrap();
+        std::fs::write(&saved, "{\"plan\":3}").unwrap();
+        gate.hold(&saved, &mut h).unwrap();
+        assert!(gate.approval().is_none());
+        gate.clear().unwrap();
+        assert!(gate.held().is_none());
+        gate.clear().unwrap();
+    }
+}
