@@ -30,7 +30,15 @@ pub fn run(target: &Target, settings: &Settings, project: &str, yes: bool) -> Re
         return Ok(0);
     }
     if !yes {
-        confirm(project, &stack, settings.interactive)?;
+        super::typed_confirmation(
+            &super::Typed {
+                expected: project,
+                named: "the project's path",
+                action: format!("approve the plan of `{project}`"),
+                with_yes: format!("strata approve {project} -s {stack} --yes"),
+            },
+            settings.interactive,
+        )?;
     }
     let (user, host) = crate::run::lock::lease::who(&std::env::vars().collect())?;
     let approval = Approval {
@@ -91,23 +99,4 @@ fn describe(held: &Held) -> String {
         ));
     }
     s
-}
-
-/// The project's path, typed: the confirmation. Refused without a terminal.
-fn confirm(project: &str, stack: &str, interactive: bool) -> Result<()> {
-    if !interactive {
-        return Err(Error::usage(format!(
-            "not approving the plan of `{project}` without a confirmation, and there is no terminal to ask on. Run `strata approve {project} -s {stack} --yes` to approve it."
-        )));
-    }
-    if super::typed_confirmation(
-        format!("Type the project's path ({project}) to approve its plan"),
-        project,
-    )? {
-        Ok(())
-    } else {
-        Err(Error::config(format!(
-            "you did not type `{project}`: the plan was not approved."
-        )))
-    }
 }

@@ -246,13 +246,39 @@ pub fn current_fingerprints(loaded: &Loaded, stack: &str) -> Option<BTreeMap<Str
     Some(fps)
 }
 
-/// Asks on the terminal for `expected` to be typed: whether it was (surrounding spaces
-/// aside). The confirmation of `unlock` and `approve`.
-fn typed_confirmation(prompt: String, expected: &str) -> Result<bool> {
+/// What a typed confirmation (of `unlock` and `approve`) is about.
+struct Typed<'a> {
+    /// What must be typed (a stack's name, a project's path) and what it names:
+    /// `the stack's name`.
+    expected: &'a str,
+    named: &'a str,
+    /// The action, as `free the lease of stack `dev``.
+    action: String,
+    /// The same command with `--yes`, for a run with no terminal.
+    with_yes: String,
+}
+
+/// Asks on the terminal for `t.expected` to be typed (surrounding spaces aside); refused
+/// without a terminal (usage, naming the `--yes` command) or when something else was
+/// typed (configuration: nothing was done).
+fn typed_confirmation(t: &Typed, interactive: bool) -> Result<()> {
+    if !interactive {
+        return Err(Error::usage(format!(
+            "not going to {} without a confirmation, and there is no terminal to ask on. Run `{}` to do it.",
+            t.action, t.with_yes
+        )));
+    }
     let typed: String = dialoguer::Input::with_theme(&dialoguer::theme::ColorfulTheme::default())
-        .with_prompt(prompt)
+        .with_prompt(format!("Type {} ({}) to {}", t.named, t.expected, t.action))
         .allow_empty(true)
         .interact_text()
         .map_err(Error::prompt)?;
-    Ok(typed.trim() == expected)
+    if typed.trim() == t.expected {
+        Ok(())
+    } else {
+        Err(Error::config(format!(
+            "you did not type `{}`: nothing was done (not going to {}).",
+            t.expected, t.action
+        )))
+    }
 }

@@ -49,7 +49,15 @@ pub fn run(target: &Target, settings: &Settings, yes: bool) -> Result<i32> {
         backend.name
     );
     if !yes {
-        confirm(&stack, settings.interactive)?;
+        super::typed_confirmation(
+            &super::Typed {
+                expected: &stack,
+                named: "the stack's name",
+                action: format!("free the lease of stack `{stack}`"),
+                with_yes: format!("strata unlock -s {stack} --yes"),
+            },
+            settings.interactive,
+        )?;
     }
     if lease::free(&backend, &stack, &found)? {
         eprintln!("freed the lease of stack `{stack}`.");
@@ -57,25 +65,6 @@ pub fn run(target: &Target, settings: &Settings, yes: bool) -> Result<i32> {
     } else {
         Err(Error::config(format!(
             "the lease of stack `{stack}` changed while you confirmed (renewed or taken by another run): it was not freed. Run `strata unlock -s {stack}` again to see its holder now."
-        )))
-    }
-}
-
-/// The stack's name, typed: the confirmation. Refused without a terminal.
-fn confirm(stack: &str, interactive: bool) -> Result<()> {
-    if !interactive {
-        return Err(Error::usage(format!(
-            "not freeing the lease of stack `{stack}` without a confirmation, and there is no terminal to ask on. Run `strata unlock -s {stack} --yes` to free it."
-        )));
-    }
-    if super::typed_confirmation(
-        format!("Type the stack's name ({stack}) to free its lease"),
-        stack,
-    )? {
-        Ok(())
-    } else {
-        Err(Error::config(format!(
-            "you did not type `{stack}`: the lease was not freed."
         )))
     }
 }
