@@ -172,9 +172,12 @@ fn known(v: &Value) -> bool {
 }
 
 /// The changes a Pulumi update plan file (`preview --save-plan`) records: each resource's
-/// planned steps (`resourcePlans.<urn>.steps`) as one operation — `replace` when its steps
-/// replace it, else its create, update or delete; `same` and reads are no change. `None`
-/// when the text is not a plan.
+/// planned steps (`resourcePlans.<urn>.steps`: every step's op is appended there, Pulumi
+/// v3.274.1 `pkg/resource/deploy/step_generator.go:520`, so a replacement lists its
+/// `create-replacement`, `replace` and `delete-replaced` in the order they run) as one
+/// operation — `replace` when its steps replace it, else its create, update or delete;
+/// `same`, reads and imports are no change of those kinds. `None` when the text is not a
+/// plan.
 pub fn plan_changes(text: &str) -> Option<Changes> {
     let doc: Value = serde_json::from_str(text).ok()?;
     let plans = match doc.get("resourcePlans") {

@@ -15,6 +15,8 @@ use crate::support::{PASSPHRASE, Run, Ws};
 
 /// Issue 32 with the real CLI: backend layouts, checkpoint forms, foreign locks.
 mod backend;
+/// Issue 35: policy rules on the real preview and the real update plan.
+mod gates;
 /// Issue 33: Pulumi's own Kubernetes provider on the throwaway control plane.
 mod kubernetes;
 /// Issue 33: the shipped `local-kube` profile, whose cluster project starts its own.
