@@ -62,7 +62,6 @@ pub struct Rule {
 /// `policy:`, checked: each rule named (letters, digits, `-`, `_`, `.`; no two alike),
 /// each with something to check. A refusal names the file, the rule and its line.
 pub(super) fn rules(raw: &[RawRule], file: &Path) -> Result<Vec<Rule>> {
-    let text = std::fs::read_to_string(file).unwrap_or_default();
     let mut out: Vec<Rule> = Vec::new();
     for (i, r) in raw.iter().enumerate() {
         let fail = |why: String| {
@@ -74,7 +73,8 @@ pub(super) fn rules(raw: &[RawRule], file: &Path) -> Result<Vec<Rule>> {
                 } else {
                     format!("`{}`", r.name)
                 },
-                line_of(&text, &r.name)
+                // Read again only to name the line of a refusal.
+                line_of(&std::fs::read_to_string(file).unwrap_or_default(), &r.name)
                     .map(|l| format!(" (line {l})"))
                     .unwrap_or_default()
             ))
