@@ -67,6 +67,45 @@ pub struct Node {
 }
 
 impl Node {
+    /// The step of a profile entry and its project, `rank`-th in the profile's order; its
+    /// needs, wave and rules are filled in later.
+    fn of_entry(e: &Arc<Entry>, p: &Arc<Project>, rank: usize) -> Node {
+        Node {
+            path: e.path.clone(),
+            name: p.name(),
+            stage: match e.stage {
+                Stage::Infrastructure => NodeStage::Infrastructure,
+                Stage::Kubernetes => NodeStage::Kubernetes,
+            },
+            kind: match p.kind {
+                ProjectKind::Pulumi { .. } => NodeKind::Pulumi,
+                ProjectKind::Command(_) => NodeKind::Command,
+            },
+            needs: Vec::new(),
+            wave: 0,
+            rank,
+            entry: Some(Arc::clone(e)),
+            project: Some(Arc::clone(p)),
+            rules: Vec::new(),
+        }
+    }
+
+    /// The built-in step that writes the stack's secrets into its cluster.
+    fn secrets_step(rank: usize) -> Node {
+        Node {
+            path: SECRETS_STEP.to_string(),
+            name: "secrets".to_string(),
+            stage: NodeStage::Secrets,
+            kind: NodeKind::Builtin,
+            needs: Vec::new(),
+            wave: 0,
+            rank,
+            entry: None,
+            project: None,
+            rules: Vec::new(),
+        }
+    }
+
     /// The concurrency pool its entry runs in (none for the built-in step).
     pub fn pool(&self) -> Option<&str> {
         self.entry.as_ref().and_then(|e| e.pool.as_deref())
@@ -98,24 +137,7 @@ impl Plan {
         };
         let push = |nodes: &mut Vec<Node>, e: &Arc<Entry>, p: &Arc<Project>| {
             let rank = nodes.len();
-            nodes.push(Node {
-                path: e.path.clone(),
-                name: p.name(),
-                stage: match e.stage {
-                    Stage::Infrastructure => NodeStage::Infrastructure,
-                    Stage::Kubernetes => NodeStage::Kubernetes,
-                },
-                kind: match p.kind {
-                    ProjectKind::Pulumi { .. } => NodeKind::Pulumi,
-                    ProjectKind::Command(_) => NodeKind::Command,
-                },
-                needs: Vec::new(),
-                wave: 0,
-                rank,
-                entry: Some(Arc::clone(e)),
-                project: Some(Arc::clone(p)),
-                rules: Vec::new(),
-            });
+            nodes.push(Node::of_entry(e, p, rank));
         };
         for (e, p) in stage_entries(Stage::Infrastructure) {
             push(&mut nodes, e, p);
@@ -125,18 +147,7 @@ impl Plan {
             None
         } else {
             let rank = nodes.len();
-            nodes.push(Node {
-                path: SECRETS_STEP.to_string(),
-                name: "secrets".to_string(),
-                stage: NodeStage::Secrets,
-                kind: NodeKind::Builtin,
-                needs: Vec::new(),
-                wave: 0,
-                rank,
-                entry: None,
-                project: None,
-                rules: Vec::new(),
-            });
+            nodes.push(Node::secrets_step(rank));
             Some(rank)
         };
         let k8s_start = nodes.len();
