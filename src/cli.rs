@@ -110,7 +110,7 @@ pub enum Command {
     Refresh(RunArgs),
     /// Destroy every project, in reverse dependency order
     #[command(alias = "down")]
-    Destroy(RunArgs),
+    Destroy(DestroyArgs),
     /// Show the execution order
     #[command(alias = "show-execution")]
     Show(ShowArgs),
@@ -291,6 +291,18 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args, Clone)]
+pub struct DestroyArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// Destroy the orphans instead: projects an `up` deployed that the profile no longer
+    /// has (`strata status` lists them), in reverse dependency order; a program whose
+    /// folder is gone is taken from the last git revision that had it
+    #[arg(long, conflicts_with_all = ["filters", "projects", "with_deps", "from"])]
+    pub orphans: bool,
+}
+
+#[derive(Debug, Args, Clone)]
 pub struct UpArgs {
     #[command(flatten)]
     pub run: RunArgs,
@@ -414,7 +426,7 @@ mod tests {
     #[test]
     fn aliases_parse() {
         let c = Cli::try_parse_from(["strata", "down", "--yes"]).unwrap();
-        assert!(matches!(c.command, Command::Destroy(ref a) if a.yes));
+        assert!(matches!(c.command, Command::Destroy(ref a) if a.run.yes));
         let c = Cli::try_parse_from(["strata", "show-execution", "--format", "json"]).unwrap();
         assert!(matches!(c.command, Command::Show(ref a) if a.format == Some(ShowFormat::Json)));
         let c = Cli::try_parse_from(["strata", "list-providers"]).unwrap();
@@ -434,7 +446,8 @@ mod tests {
             let sel = match c.command {
                 Command::Up(a) => a.run.select,
                 Command::Preview(a) => a.run.select,
-                Command::Refresh(a) | Command::Destroy(a) => a.select,
+                Command::Refresh(a) => a.select,
+                Command::Destroy(a) => a.run.select,
                 Command::Show(a) => a.select,
                 Command::Status(a) => a.select,
                 Command::Export(a) => a.select,

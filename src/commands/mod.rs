@@ -43,6 +43,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             force_conflicts: false,
             preview: Default::default(),
             plan: None,
+            orphans: false,
         })
     };
     match &cli.command {
@@ -80,7 +81,14 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             },
         ),
         Command::Refresh(a) => run::run(target, &settings, run(Operation::Refresh, a)?),
-        Command::Destroy(a) => run::run(target, &settings, run(Operation::Destroy, a)?),
+        Command::Destroy(a) => run::run(
+            target,
+            &settings,
+            Request {
+                orphans: a.orphans,
+                ..run(Operation::Destroy, &a.run)?
+            },
+        ),
     }
 }
 

@@ -1,6 +1,7 @@
 //! `strata status`: the last operation of every project of the stack (or of those
 //! `--filter` selects), its result, when, how long, who ran it, and whether its inputs
-//! changed since (by fingerprint). On a shared backend, what every machine recorded there
+//! changed since (by fingerprint); the orphans (projects deployed on the stack that the
+//! profile no longer has). On a shared backend, what every machine recorded there
 //! counts too (the newest result wins), and the lease's holder is shown.
 
 use crate::error::Result;
@@ -9,7 +10,7 @@ use std::collections::BTreeMap;
 
 use super::shared::Shared;
 use crate::run::journal::{self, Journal, Record};
-use crate::run::records;
+use crate::run::{orphans, records};
 use crate::settings::Settings;
 use crate::util::human_duration;
 use crate::workspace::Target;
@@ -41,6 +42,13 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
     // Who ran each run the backend knows of.
     let by: BTreeMap<&str, String> = runs.iter().map(|r| (r.run_id.as_str(), r.who())).collect();
     let records = records::merged(Journal::new(&state_dir).read(), runs);
+    let orphans = crate::pipeline::orphans::find(
+        &loaded.ws,
+        &loaded.profile,
+        &loaded.plan,
+        &stack,
+        Some(records.clone()),
+    );
     let last = journal::last_by_project(&records, &[]);
     let last_up = journal::last_success(&records);
     let current = super::current_fingerprints(&loaded, &stack);
@@ -100,11 +108,22 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
             "backend": shared.as_ref().map(|s| &s.backend),
             "lease": shared.as_ref().map(Shared::lease_json),
             "projects": rows,
+            "orphans": orphans.iter().map(orphans::to_json).collect::<Vec<_>>(),
         });
         super::print(&format!("{doc}\n"))?;
         return Ok(0);
     }
-    super::print(&table(&loaded.profile.name, &stack, shared.as_ref(), &rows))?;
+    let mut out = table(&loaded.profile.name, &stack, shared.as_ref(), &rows);
+    if !orphans.is_empty() {
+        out.push_str(&format!(
+            "\norphans: {} project(s) deployed on this stack are no longer in the profile (`strata destroy --orphans` destroys them)\n",
+            orphans.len()
+        ));
+        for o in &orphans {
+            out.push_str(&format!("  {}\n", orphans::describe(o)));
+        }
+    }
+    super::print(&out)?;
     Ok(0)
 }
 

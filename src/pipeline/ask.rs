@@ -180,8 +180,9 @@ fn confirm_destroy(r: &Resolved, settings: &Settings) -> Result<bool> {
     }
     let typed: String = Input::with_theme(&ColorfulTheme::default())
         .with_prompt(format!(
-            "This destroys the resources of {} project(s) of stack `{}` (provider {}). Type the stack name to go on",
+            "This destroys the resources of {} {}project(s) of stack `{}` (provider {}). Type the stack name to go on",
             r.plan.nodes.len(),
+            if r.req.orphans { "orphan " } else { "" },
             r.stack(),
             r.profile.name
         ))

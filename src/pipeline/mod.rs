@@ -7,6 +7,7 @@ pub mod bundle;
 pub mod env;
 pub mod execute;
 pub mod lock;
+pub mod orphans;
 pub mod preflight;
 pub mod record;
 pub mod resolve;
@@ -29,6 +30,8 @@ pub struct Request {
     pub preview: PreviewOptions,
     /// `up --plan`: the plan bundle to apply.
     pub plan: Option<PathBuf>,
+    /// `destroy --orphans`: the projects the profile lost, not its own.
+    pub orphans: bool,
 }
 
 /// Which projects a run takes and how it runs them (`--filter`, `-j`, …).

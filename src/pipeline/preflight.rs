@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use crate::engine::Control;
 use crate::engine::process::find_program;
+use crate::engine::{Control, Operation};
 use crate::error::{Error, Result};
 use crate::plan::{NodeKind, Plan};
 use crate::util::display_path;
@@ -33,6 +33,7 @@ pub fn check(r: &Resolved) -> Result<Preflight> {
         &env::pulumi_env(&r.ws),
         words.iter().map(String::as_str),
     ));
+    pre.notices.extend(orphan_notices(r));
     if problems.is_empty() {
         Ok(pre)
     } else {
@@ -40,6 +41,28 @@ pub fn check(r: &Resolved) -> Result<Preflight> {
             "{}\n  Nothing was asked, written or started.",
             problems.join("\n")
         )))
+    }
+}
+
+/// What a run says of the stack's orphans: an `up` warns once, a `preview` lists each
+/// (what it left, who needed it); the other runs say nothing.
+fn orphan_notices(r: &Resolved) -> Vec<String> {
+    let (Some(stack), false) = (&r.stack, r.req.orphans) else {
+        return Vec::new();
+    };
+    if !matches!(r.req.op, Operation::Up | Operation::Preview) {
+        return Vec::new();
+    }
+    let found = super::orphans::find(&r.ws, &r.profile, &r.full, stack, None);
+    match (found.is_empty(), r.req.op) {
+        (true, _) => Vec::new(),
+        (false, Operation::Up) => vec![super::orphans::warning(&found)],
+        (false, _) => std::iter::once(format!(
+            "orphans: {} project(s) deployed on this stack are no longer in the profile; `strata destroy --orphans` destroys them:",
+            found.len()
+        ))
+        .chain(found.iter().map(|o| format!("  orphan {}", crate::run::orphans::describe(o))))
+        .collect(),
     }
 }
 

@@ -34,6 +34,9 @@ pub struct Resolved {
     pub nothing_to_do: Option<String>,
     /// `up --plan DIR`: the bundle's manifest (the plan is its projects).
     pub bundle: Option<crate::bundle::Manifest>,
+    /// `destroy --orphans`: the copies of past revisions some orphans' programs were
+    /// taken from; they go when the run ends.
+    pub programs: Option<crate::run::orphans::program::History>,
 }
 
 /// Opens the workspace named by `--root`/`STRATA_ROOT`, else the nearest ancestor with
@@ -69,6 +72,19 @@ pub fn resolve(
     let profile = ws.profile(&provider)?;
     let projects = ws.projects(&profile)?;
     let full = crate::plan::build(&profile, projects)?;
+    let mut programs = None;
+    let (profile, full) = match (&stack, req.orphans) {
+        (Some(s), true) => {
+            let mut history = crate::run::orphans::program::History::new(&ws.root);
+            let found = super::orphans::find(&ws, &profile, &full, s, None);
+            let (own, projects) =
+                super::orphans::destroy_profile(&profile, &found, &mut history, s)?;
+            programs = Some(history);
+            let plan = crate::plan::build(&own, projects)?;
+            (own, plan)
+        }
+        _ => (profile, full),
+    };
     let op = req.op;
     let base = if op == Operation::Destroy {
         std::borrow::Cow::Owned(full.reversed())
@@ -88,6 +104,13 @@ pub fn resolve(
     )?;
     let mut plan = base.subplan(&chosen.keep);
     let mut nothing_to_do = chosen.empty_because;
+    if req.orphans && stack.is_some() && plan.nodes.is_empty() {
+        nothing_to_do = Some(format!(
+            "stack `{}` has no orphans: every project an `up` deployed on it is still in profile `{}` (or was destroyed).",
+            stack.as_deref().unwrap_or_default(),
+            profile.name
+        ));
+    }
     let bundle = match &req.plan {
         Some(dir) => {
             let m = crate::bundle::check::open(&ws, dir, stack.as_deref())?;
@@ -113,9 +136,11 @@ pub fn resolve(
     if op == Operation::Destroy && !req.args.yes && !settings.interactive && nothing_to_do.is_none()
     {
         return Err(Error::usage(format!(
-            "destroy needs --yes when it cannot ask (non-interactive run). Nothing was destroyed.\n  To destroy {} project(s) of stack `{}`: strata destroy --yes",
+            "destroy needs --yes when it cannot ask (non-interactive run). Nothing was destroyed.\n  To destroy {} {}project(s) of stack `{}`: strata destroy {}--yes",
             plan.nodes.len(),
-            stack.as_deref().unwrap_or("<stack>")
+            if req.orphans { "orphan " } else { "" },
+            stack.as_deref().unwrap_or("<stack>"),
+            if req.orphans { "--orphans " } else { "" }
         )));
     }
     if let Some(s) = &stack {
@@ -147,6 +172,7 @@ pub fn resolve(
         plan: plan.into(),
         nothing_to_do,
         bundle,
+        programs,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests: the built `strata` binary against fixture workspaces, with the
 //! fake `pulumi` (tests/fake-pulumi) first on PATH. One test binary, one file per area.
 
+mod orphans;
 mod otlp;
 mod support;
 

@@ -313,7 +313,7 @@ fn a_selector_that_selects_nothing_is_refused_with_did_you_mean() {
 }
 
 /// git in the workspace, as a person would run it.
-fn git(root: &Path, args: &[&str]) {
+pub(crate) fn git(root: &Path, args: &[&str]) {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
         .args(args)

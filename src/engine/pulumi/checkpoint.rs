@@ -89,6 +89,25 @@ pub fn checkpoint_stack_missing(job: &Job) -> Option<bool> {
     Some(checkpoint(job)?.is_none())
 }
 
+/// On a `file://` or `s3://` backend whose stacks live in project folders, how many
+/// resources the stack's checkpoint holds (0 when there is no checkpoint, or the stack
+/// was destroyed); `None` when strata cannot tell (ask the CLI, or say so).
+pub fn checkpoint_resources(job: &Job) -> Option<usize> {
+    let Some((source, rel)) = checkpoint(job)? else {
+        return Some(0);
+    };
+    let bytes = source.read(&rel).ok()??;
+    let doc: Value = serde_json::from_slice(&decompressed(bytes)?).ok()?;
+    if !matches!(doc["version"].as_u64(), Some(3 | 4)) {
+        return None;
+    }
+    Some(
+        doc.pointer("/checkpoint/latest/resources")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len),
+    )
+}
+
 /// The checkpoint the CLI would read (`stackPath` in `pkg/backend/diy/state.go`): of
 /// `<stack>.json`, `.json.gz` and `.json.zst` in the project's folder, the most recently
 /// written; on a tie the later of the three. `Some(None)`: none exists. `None`: strata

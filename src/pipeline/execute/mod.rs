@@ -244,6 +244,11 @@ fn announce(
         projects: order.clone(),
         started_at: rfc3339(started_ms),
         command: format!("strata {}", op.as_str()),
+        graph: if op == Operation::Up {
+            crate::run::orphans::known_graph(&r.full, &r.ws.root)
+        } else {
+            Vec::new()
+        },
     })?;
     emit(RunEvent::RunStarted {
         schema_version: crate::run::events::SCHEMA_VERSION,

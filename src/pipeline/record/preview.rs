@@ -97,11 +97,27 @@ fn preview_markdown(r: &Resolved, done: &Executed, rows: &[Row]) -> String {
             text: &row.tail,
         })
         .collect();
-    done.redactor.redact(&markdown::preview_summary(
-        r.stack(),
-        &r.profile.name,
-        &lines,
-    ))
+    let mut text = markdown::preview_summary(r.stack(), &r.profile.name, &lines);
+    text.push_str(&orphans_markdown(r));
+    done.redactor.redact(&text)
+}
+
+/// The stack's orphans under the preview's table: a reviewer sees what the change left
+/// behind in the cloud.
+fn orphans_markdown(r: &Resolved) -> String {
+    let found = super::super::orphans::find(&r.ws, &r.profile, &r.full, r.stack(), None);
+    if found.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n**Orphans**: {} project(s) deployed on `{}` are no longer in the profile; strata never destroys them by itself (`strata destroy --orphans` does).\n\n",
+        found.len(),
+        r.stack()
+    );
+    for o in &found {
+        out.push_str(&format!("- `{}`\n", crate::run::orphans::describe(o)));
+    }
+    out
 }
 
 /// `--summary-file FILE` and `$GITHUB_STEP_SUMMARY` (appended to, like GitHub's own

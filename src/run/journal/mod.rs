@@ -31,6 +31,10 @@ pub enum Record {
         started_at: String,
         #[serde(default)]
         command: String,
+        /// An `up`: every project of the profile as it stood (not only those run), so
+        /// that a project later removed from it is still known (`run::orphans`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        graph: Vec<KnownProject>,
     },
     /// A failed try of a project operation that will be run again (`retry:`).
     Retry {
@@ -123,6 +127,28 @@ pub enum Record {
         #[serde(default)]
         digest: String,
     },
+}
+
+/// A project of the profile as an `up` knew it: enough to find, order and destroy it
+/// once it is removed from the profile.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KnownProject {
+    /// The path as written in the profile.
+    pub project: String,
+    /// Its folder, relative to the workspace root (`/`-separated).
+    pub dir: String,
+    /// `pulumi` or `command`.
+    #[serde(default)]
+    pub kind: String,
+    /// Pulumi's project name (or the command project's name).
+    #[serde(default)]
+    pub name: String,
+    /// `infrastructure` or `kubernetes`.
+    #[serde(default)]
+    pub stage: String,
+    /// The paths of the projects it needed.
+    #[serde(default)]
+    pub needs: Vec<String>,
 }
 
 impl Record {

@@ -14,6 +14,7 @@ mod index {
             projects: results.iter().map(|(p, _)| p.to_string()).collect(),
             started_at: "t".into(),
             command: String::new(),
+            graph: vec![],
         })
         .unwrap();
         for (p, status) in results {
@@ -243,6 +244,7 @@ mod records {
             projects: vec!["a".into()],
             started_at: "t".into(),
             command: "strata up".into(),
+            graph: vec![],
         })
         .unwrap();
         for status in ["failed", "succeeded"] {

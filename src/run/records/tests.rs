@@ -186,6 +186,7 @@ fn a_journals_runs_are_listed_newest_first_and_merged_with_the_backends() {
         projects: vec![],
         started_at: at.into(),
         command: String::new(),
+        graph: vec![],
     };
     let records = vec![
         start("one", "2026-01-01T00:00:01Z"),

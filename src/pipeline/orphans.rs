@@ -1,0 +1,115 @@
+//! The stack's orphans for a run or a command: found in the journal (`run::orphans`),
+//! looked up in the backend of the workspace's environment, and, for `destroy
+//! --orphans`, turned into a profile of their own whose programs are where
+//! `run::orphans::program` found them.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::plan::Plan;
+use crate::run::journal::{Journal, Record};
+use crate::run::orphans::program::History;
+use crate::run::orphans::{self, Backend, Orphan};
+use crate::workspace::profile::{Entry, Stage};
+use crate::workspace::{Profile, Project, Workspace, project};
+
+/// The orphans of `stack` against the profile's graph `full`, from `records` (this
+/// checkout's journal, merged with what a shared backend recorded, if given).
+pub fn find(
+    ws: &Workspace,
+    profile: &Profile,
+    full: &Plan,
+    stack: &str,
+    records: Option<Vec<Record>>,
+) -> Vec<Orphan> {
+    let records = records.unwrap_or_else(|| Journal::new(&ws.state_dir(stack)).read());
+    let current: BTreeSet<&str> = full.nodes.iter().map(|n| n.path.as_str()).collect();
+    let found = orphans::find(&records, &current, &profile.projects_dir);
+    if found.is_empty() {
+        return found;
+    }
+    let env = super::env::pulumi_env(ws);
+    Backend {
+        env: &env,
+        stack,
+        root: &ws.root,
+        state_dir: &ws.state_dir(stack),
+        config_file: &ws.stack_config_path(stack),
+    }
+    .look(found)
+}
+
+/// The warning an `up` gives once when the stack has orphans.
+pub fn warning(found: &[Orphan]) -> String {
+    let names: Vec<&str> = found.iter().map(|o| o.known.project.as_str()).collect();
+    format!(
+        "warning: {} project(s) deployed on this stack are no longer in the profile: {}. strata never destroys them by itself; `strata status` lists them, `strata destroy --orphans` destroys them.",
+        found.len(),
+        names.join(", ")
+    )
+}
+
+/// A profile of the orphans alone, for `destroy --orphans`: each an entry needing the
+/// orphans it needed, with nothing to ask, write or hook; its projects loaded from their
+/// folders, or from the copies of past revisions `history` makes (kept for the run).
+pub fn destroy_profile(
+    profile: &Profile,
+    found: &[Orphan],
+    history: &mut History,
+    stack: &str,
+) -> Result<(Profile, Vec<Project>)> {
+    let names: BTreeSet<&str> = found.iter().map(|o| o.known.project.as_str()).collect();
+    let mut entries = Vec::with_capacity(found.len());
+    let mut projects = Vec::with_capacity(found.len());
+    for o in found {
+        let (base, _) = history.base_for(&o.known, stack)?;
+        let mut p = project::load(&base, &o.known.dir, &profile.file)?;
+        p.path = o.known.project.clone();
+        projects.push(p);
+        entries.push(Arc::new(entry_of(o, &names, profile)));
+    }
+    let own = Profile {
+        infer_needs: false,
+        secret_name_set: false,
+        cluster: None,
+        secrets: Vec::new(),
+        watch: Vec::new(),
+        pools: Vec::new(),
+        policy: Vec::new(),
+        entries,
+        ..profile.clone()
+    };
+    Ok((own, projects))
+}
+
+fn entry_of(o: &Orphan, orphans: &BTreeSet<&str>, profile: &Profile) -> Entry {
+    Entry {
+        path: o.known.project.clone(),
+        description: Some("orphan: no longer in the profile".into()),
+        stage: if o.known.stage == "kubernetes" {
+            Stage::Kubernetes
+        } else {
+            Stage::Infrastructure
+        },
+        needs: Some(
+            o.known
+                .needs
+                .iter()
+                .filter(|n| orphans.contains(n.as_str()))
+                .cloned()
+                .collect(),
+        ),
+        inputs: Vec::new(),
+        secrets: Vec::new(),
+        on_success: Vec::new(),
+        timeout: None,
+        retry: None,
+        watch: Vec::new(),
+        mock_outputs: Default::default(),
+        mock_outputs_allowed_commands: Vec::new(),
+        pool: None,
+        tags: Vec::new(),
+        file: profile.file.clone(),
+    }
+}
