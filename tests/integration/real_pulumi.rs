@@ -21,6 +21,8 @@ mod gates;
 mod kubernetes;
 /// Issue 33: the shipped `local-kube` profile, whose cluster project starts its own.
 mod local_kube;
+/// Issue 35: orphans destroyed by the real CLI from the last revision that had them.
+mod orphans;
 
 const HINT: &str = "build it with `scripts/install-pulumi.sh` (Go 1.26+ and the Go module proxy), or set STRATA_PULUMI_BIN_DIR to a folder holding pulumi, pulumi-language-yaml and pulumi-resource-command";
 const BINARIES: [&str; 3] = ["pulumi", "pulumi-language-yaml", "pulumi-resource-command"];
