@@ -365,8 +365,9 @@ impl Journal {
     }
 
     /// Rewrites the index from what readers see now, keeping only what they need: the
-    /// last run of each operation, whole, and for each project its last record of each
-    /// operation and status. Atomic (a crash leaves the old index, which still describes
+    /// last run of each operation, whole, for each project its last record of each
+    /// operation and status, and the `up` record whose graph last had a project still
+    /// deployed (how `run::orphans` knows a project the profile lost). Atomic (a crash leaves the old index, which still describes
     /// the journal up to where it covered). Call it under the stack lock.
     ///
     /// Two passes over the records, one at a time (which to keep, then keeping them), so
@@ -374,12 +375,23 @@ impl Journal {
     pub fn update_index(&self) -> Result<()> {
         let mut last_runs: BTreeMap<String, String> = BTreeMap::new();
         let mut last: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+        let mut graph_of: BTreeMap<String, String> = BTreeMap::new();
+        let mut deployed: BTreeMap<String, ()> = BTreeMap::new();
         let mut i = 0;
         let (end, inode, before) = self.scan(None, &mut |r| {
+            if is_success(&r) {
+                note_success(&mut deployed, r.clone(), &|_| ());
+            }
             match r {
                 Record::Run {
-                    run_id, operation, ..
+                    run_id,
+                    operation,
+                    graph,
+                    ..
                 } => {
+                    for k in graph {
+                        graph_of.insert(k.project, run_id.clone());
+                    }
                     last_runs.insert(operation, run_id);
                 }
                 Record::Project {
@@ -398,6 +410,12 @@ impl Journal {
             return Ok(());
         }
         let kept_runs: std::collections::BTreeSet<String> = last_runs.into_values().collect();
+        // Only the record of such a run (its graph), not the rest of the run.
+        let graph_runs: std::collections::BTreeSet<String> = graph_of
+            .into_iter()
+            .filter(|(p, _)| deployed.contains_key(p))
+            .map(|(_, run)| run)
+            .collect();
         let lasts: std::collections::BTreeSet<usize> = last.into_values().collect();
         let head = serde_json::to_string(&IndexHead {
             covers: end,
@@ -412,7 +430,9 @@ impl Journal {
             // (another strata may have appended since).
             self.scan(Some(end), &mut |r| {
                 if written.is_ok()
-                    && (lasts.contains(&i) || kept_runs.contains(r.run_id()))
+                    && (lasts.contains(&i)
+                        || kept_runs.contains(r.run_id())
+                        || matches!(&r, Record::Run { run_id, .. } if graph_runs.contains(run_id)))
                     && let Ok(line) = serde_json::to_string(&r)
                 {
                     written = writeln!(out, "{line}");

@@ -134,6 +134,62 @@ mod index {
     }
 
     #[test]
+    fn the_index_keeps_the_last_graph_of_a_deployed_project_the_profile_lost() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        let known = |p: &str| KnownProject {
+            project: p.into(),
+            dir: format!("projects/{p}"),
+            kind: "pulumi".into(),
+            name: p.into(),
+            stage: "infrastructure".into(),
+            needs: vec![],
+        };
+        let graph_run = |id: &str, graph: Vec<KnownProject>| Record::Run {
+            run_id: id.into(),
+            operation: "up".into(),
+            provider: "p".into(),
+            stack: "dev".into(),
+            projects: vec![],
+            started_at: "t".into(),
+            command: String::new(),
+            graph,
+        };
+        // u0 knew a, b and c; b was destroyed; then the profile kept a alone.
+        j.append(&graph_run("u0", vec![known("a"), known("b"), known("c")]))
+            .unwrap();
+        run(
+            &j,
+            "u0b",
+            "up",
+            &[("a", "succeeded"), ("b", "succeeded"), ("c", "succeeded")],
+        );
+        run(&j, "d0", "destroy", &[("b", "succeeded")]);
+        for i in 0..5 {
+            let id = format!("u{}", i + 1);
+            j.append(&graph_run(&id, vec![known("a")])).unwrap();
+            run(&j, &format!("{id}b"), "up", &[("a", "succeeded")]);
+            j.update_index().unwrap();
+        }
+        let graphs: Vec<String> = j
+            .read()
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::Run { run_id, graph, .. } if !graph.is_empty() => Some(run_id),
+                _ => None,
+            })
+            .collect();
+        // u0's graph stays for c (still deployed), the last up's is the last run's.
+        assert_eq!(graphs, ["u0", "u5"]);
+        assert!(
+            !j.read()
+                .iter()
+                .any(|r| matches!(r, Record::Project { run_id, .. } if run_id == "u0")),
+            "only u0's graph is kept, not the rest of that run"
+        );
+    }
+
+    #[test]
     fn an_index_of_another_journal_is_ignored() {
         let d = tempfile::tempdir().unwrap();
         let j = Journal::new(d.path());
