@@ -26,16 +26,8 @@ pub(crate) fn name(path: &str) -> String {
 
 /// The `<P>` of the fake's hooks for the project at `path`.
 pub(crate) fn hook_key(path: &str) -> String {
-    name(path)
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    let upper = name(path).to_ascii_uppercase();
+    upper.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
 }
 
 /// A workspace with profile `t` (`infrastructure:` = `entries`, YAML list items) and a

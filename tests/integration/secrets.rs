@@ -14,36 +14,17 @@ use crate::support::*;
 #[path = "../support/fake_kube.rs"]
 pub(crate) mod fake_kube;
 
-use fake_kube::FakeKube;
+use fake_kube::{FakeKube, encode_base64};
 
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-/// The `strata` command exactly as `Ws` builds it (a clean environment, the fake pulumi
-/// first on PATH, HOME and KUBECONFIG inside the workspace), for stdin and pty runs.
-fn strata_command(ws: &Ws, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
-    c.args(args)
-        .current_dir(&ws.root)
-        .env_clear()
-        .env(
-            "PATH",
-            format!("{}:/usr/local/bin:/usr/bin:/bin", ws.bin.display()),
-        )
-        .env("HOME", ws.root.join("home"))
-        .env("KUBECONFIG", ws.root.join("home/.kube/config"))
-        .env("STRATA_GRACE_SECONDS", "20");
-    for (k, v) in &ws.env {
-        c.env(k, v);
-    }
-    c
-}
-
 /// Runs strata with `input` piped on stdin (so not a terminal).
 pub(crate) fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
     use std::io::Write;
-    let mut child = strata_command(ws, args)
+    let mut child = ws
+        .command(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -53,12 +34,7 @@ pub(crate) fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(input.as_bytes()).unwrap();
     }
-    let out = child.wait_with_output().expect("wait for strata");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(child.wait_with_output().expect("wait for strata"))
 }
 
 /// A fresh X25519 identity in `age-keygen` format at `home/<name>`; returns its path.
@@ -88,28 +64,6 @@ fn use_identity(ws: &mut Ws, name: &str) -> PathBuf {
 const STORE: &str = "config/secrets/dev.age";
 const BEGIN: &str = "-----BEGIN AGE ENCRYPTED FILE-----";
 const END: &str = "-----END AGE ENCRYPTED FILE-----";
-
-/// Standard base64 (what Kubernetes stores in a Secret's `data`).
-fn b64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
 
 fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
@@ -488,7 +442,7 @@ fn terminal_first_run_prompts_and_writes_env_file_stack_config_and_store() {
     const SECRET: &str = "Pty-T0ken-VALUE-c0ffee";
     const PASSPHRASE: &str = "pty-Pass-phrase-VALUE-d00d";
 
-    let mut term = pty::Pty::spawn(strata_command(&ws, &["up", "--provider", "lab"]));
+    let mut term = pty::Pty::spawn(ws.command(&["up", "--provider", "lab"]));
 
     let seen = term.expect("Stack name");
     assert!(!seen.contains("error"), "{seen}");
@@ -731,7 +685,10 @@ fn store_file_is_armoured_private_and_holds_no_plaintext() {
         "adminpass",
     ] {
         assert!(!text.contains(needle), "{needle} in the store file");
-        assert!(!contains_bytes(&bytes, b64(needle.as_bytes()).as_bytes()));
+        assert!(!contains_bytes(
+            &bytes,
+            encode_base64(needle.as_bytes()).as_bytes()
+        ));
     }
     let mode = std::fs::metadata(ws.path(STORE))
         .unwrap()
@@ -903,7 +860,7 @@ fn secrets_list_shows_keys_and_declaring_project_never_values() {
     assert!(line("apps:api-key").contains("missing"), "{r:?}");
     for v in [ADMIN, DB, "undeclared-VALUE-77"] {
         assert!(!r.all().contains(v), "a value was listed: {r:?}");
-        assert!(!r.all().contains(&b64(v.as_bytes())), "{r:?}");
+        assert!(!r.all().contains(&encode_base64(v.as_bytes())), "{r:?}");
     }
 
     let r = ws.strata(&["--output", "json", "secrets", "list"]);
@@ -1128,12 +1085,7 @@ fn show_and_the_run_summary_list_the_secrets_step_like_a_project() {
     let r = ws.strata(&["show", "--format", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
     let plan: Value = serde_json::from_str(&r.stdout).unwrap();
-    let order: Vec<&str> = plan["order"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let order = strings(&plan["order"]);
     assert_eq!(order, ["infra/cluster", "@secrets", "k8s/app"], "{r:?}");
     assert!(
         plan["projects"]
@@ -1370,7 +1322,7 @@ fn a_full_up_with_secrets_leaks_no_value_anywhere() {
                 "`strata {name}` shows a secret value: {r:?}"
             );
             assert!(
-                !r.all().contains(&b64(v.as_bytes())),
+                !r.all().contains(&encode_base64(v.as_bytes())),
                 "`strata {name}`: {r:?}"
             );
         }
@@ -1397,7 +1349,7 @@ fn a_full_up_with_secrets_leaks_no_value_anywhere() {
                 String::from_utf8_lossy(&bytes)
             );
             assert!(
-                !contains_bytes(&bytes, b64(v.as_bytes()).as_bytes()),
+                !contains_bytes(&bytes, encode_base64(v.as_bytes()).as_bytes()),
                 "{rel} holds a secret value in base64"
             );
         }
