@@ -90,12 +90,12 @@ fn ctrl_c_says_what_was_stopped_and_how_to_resume() {
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
-    assert!(err.contains("Command projects stopped: slow"), "{err}");
+    let says = [
+        "Command projects stopped: slow",
+        "strata up --resume --provider t --stack dev -j 2",
+    ];
+    assert_has(&err, &says);
     assert!(!err.contains("Pulumi cancelled"), "{err}");
-    assert!(
-        err.contains("strata up --resume --provider t --stack dev -j 2"),
-        "{err}"
-    );
 }
 
 /// On a terminal with `TERM=dumb` (Emacs shells, some CI), strata prints plain lines:

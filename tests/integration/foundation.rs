@@ -947,10 +947,8 @@ fn validate_lists_every_missing_required_key_when_non_interactive() {
     let ws = validate_ws();
     let before = ws.files_under("");
     let r = ws.strata(&["-p", "t", "validate"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    let all = r.all();
-    assert!(all.contains("t:region"), "{r:?}");
-    assert!(all.contains("t:zone"), "{r:?}");
+    let all = r.expect_code(3).all();
+    assert_has(&all, &["t:region", "t:zone"]);
     assert!(
         !all.contains("t:size"),
         "t:size has a default: not missing\n{r:?}"

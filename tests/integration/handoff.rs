@@ -461,17 +461,10 @@ fn merged_kubeconfigs_read_back_with_kubectl() {
     ) {
         return;
     }
-    let out = Command::new("kubectl")
-        .args(["config", "view", "-o", "json", "--kubeconfig"])
-        .arg(ws.path("home/.kube/config"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut view = Command::new("kubectl");
+    view.args(["config", "view", "-o", "json", "--kubeconfig"])
+        .arg(ws.path("home/.kube/config"));
+    let v: serde_json::Value = serde_json::from_str(&stdout_of(&mut view)).unwrap();
     let names = |k: &str| -> Vec<String> {
         v[k].as_array()
             .unwrap()

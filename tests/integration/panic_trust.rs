@@ -25,13 +25,10 @@ fn an_absurd_retry_delay_is_refused_naming_file_key_and_line() {
     let up = bg.wait(Duration::from_secs(60));
     up.expect_code(3);
     for r in [&v, &up] {
-        let named = [
-            "providers/t.yaml",
-            "retry.delay",
-            "line 5",
-            "is longer than 1h",
-        ];
-        assert_has(&r.all(), &named);
+        let all = r.all();
+        // Where (the file, the key, its line), and why.
+        assert_has(&all, &["providers/t.yaml", "retry.delay", "line 5"]);
+        assert_has(&all, &["is longer than 1h"]);
     }
     assert!(!ws.exists(".strata/dev/lock"), "no lock is left");
 }

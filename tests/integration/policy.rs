@@ -52,8 +52,8 @@ fn journal(ws: &Ws) -> Vec<Value> {
 #[test]
 fn a_matching_failure_is_retried_with_a_doubling_delay() {
     let ws = retry_workspace("TooManyRequests");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.run_json("up", &[]);
+    r.expect_code(0);
     assert_eq!(ws.read("tries").trim(), "3");
     let retries: Vec<Value> = r
         .events()
@@ -104,8 +104,8 @@ fn a_matching_failure_is_retried_with_a_doubling_delay() {
 #[test]
 fn a_failure_that_matches_no_pattern_is_not_retried() {
     let ws = retry_workspace("connection reset");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    let r = ws.run_json("up", &[]);
+    r.expect_code(1);
     assert_eq!(ws.read("tries").trim(), "1");
     assert!(!r.stdout.contains("project_retry"), "{r:?}");
 }

@@ -197,15 +197,11 @@ fn show_lists_the_pools_and_each_projects_pool() {
     ws.command_project("vpc", "true", "true");
     ws.command_project("registry", "true", "true");
     let tree = ws.strata(&["show", "-p", "t"]);
-    assert_eq!(tree.code, 0, "{tree:?}");
-    assert!(
-        tree.stdout
-            .contains("pools: aws-us-east-1 4 at once (adaptive) · harbor 1 at once (fixed)"),
-        "{}",
-        tree.stdout
-    );
-    assert!(tree.stdout.contains("pool    harbor"), "{}", tree.stdout);
-    assert!(tree.stdout.contains("tags    network"), "{}", tree.stdout);
+    tree.expect_code(0).expect_stdout(&[
+        "pools: aws-us-east-1 4 at once (adaptive) · harbor 1 at once (fixed)",
+        "pool    harbor",
+        "tags    network",
+    ]);
     let json = ws.strata(&["show", "-p", "t", "--format", "json"]);
     let doc: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(

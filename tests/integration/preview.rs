@@ -455,10 +455,5 @@ fn a_fresh_stack_projects_known_outputs_and_mocks_into_downstream_previews() {
     assert!(manifest["steps"]["app"]["plan"].is_null(), "{manifest}");
     let up = run(&ws, "up", &["--plan", "bundle"]);
     assert_ne!(up.code, 0, "{up:?}");
-    assert!(
-        up.stderr
-            .contains("app: its preview ran on projected inputs"),
-        "{}",
-        up.stderr
-    );
+    up.expect_stderr(&["app: its preview ran on projected inputs"]);
 }

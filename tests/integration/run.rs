@@ -1053,8 +1053,7 @@ fn the_environment_file_overlays_the_process_environment_of_children() {
 
 #[test]
 fn command_projects_get_the_same_environment_own_group_and_no_stdin() {
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: cmd\n"));
+    let ws = Ws::with_profile("infrastructure:\n  - path: cmd\n");
     let up = r#"set -eu
 {
   echo "stack=$STRATA_STACK"

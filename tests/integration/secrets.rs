@@ -567,8 +567,7 @@ fn non_interactive_first_run_lists_every_missing_config_key() {
             "no way to set {key}: {r:?}"
         );
     }
-    assert!(err.contains("--config-file"), "{r:?}");
-    assert!(err.contains("Pulumi.dev.yaml"), "{r:?}");
+    r.expect_stderr(&["--config-file", "Pulumi.dev.yaml"]);
     assert!(
         !err.contains("lab:region"),
         "a key with a default is not missing: {r:?}"
@@ -943,11 +942,11 @@ fn secrets_set_from_piped_stdin_then_rm() {
     // Removing it again names the key and fails.
     let r = ws.strata(&["secrets", "rm", "apps:db-password"]);
     assert_ne!(r.code, 0, "{r:?}");
-    assert!(r.stderr.contains("apps:db-password"), "{r:?}");
+    r.expect_stderr(&["apps:db-password"]);
     // Now missing again for a non-interactive up.
     let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    assert!(r.stderr.contains("STRATA_SECRET_APPS_DB_PASSWORD"), "{r:?}");
+    r.expect_code(3)
+        .expect_stderr(&["STRATA_SECRET_APPS_DB_PASSWORD"]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1457,11 +1456,8 @@ fn status_and_validate_read_the_digest_not_the_store() {
     ws.set_env("STRATA_PASSPHRASE", "a-wrong-passphrase");
     let status = |ws: &Ws| -> std::collections::BTreeMap<String, Value> {
         let r = ws.strata(&["status", "--provider", "lab", "--output", "json"]);
-        assert_eq!(r.code, 0, "{r:?}");
-        let doc: Value = serde_json::from_str(&r.stdout).unwrap();
-        doc["projects"]
-            .as_array()
-            .unwrap()
+        let doc = r.expect_code(0).json();
+        items(&doc["projects"])
             .iter()
             .map(|p| {
                 (

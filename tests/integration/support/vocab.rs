@@ -92,6 +92,13 @@ impl Run {
         found.unwrap_or_else(|| panic!("no such line on stderr: {self:?}"))
     }
 
+    /// Stdout as one JSON document (`--output json` of a read command, `--format json`).
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        let doc = serde_json::from_str(&self.stdout);
+        doc.unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {self:?}"))
+    }
+
     /// The `project_finished` events of a JSON run: project path → status.
     pub fn statuses(&self) -> BTreeMap<String, String> {
         self.events()
@@ -140,8 +147,9 @@ pub fn strings(list: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// The elements of the JSON array `list`; fails printing it when it is not one.
 #[track_caller]
-fn items(list: &Value) -> &Vec<Value> {
+pub fn items(list: &Value) -> &Vec<Value> {
     list.as_array()
         .unwrap_or_else(|| panic!("not a list: {list}"))
 }
