@@ -218,11 +218,7 @@ fn alive(pid: u64) -> bool {
 }
 
 pub(crate) fn sigint(pid: u32) {
-    let st = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(st.success(), "kill -INT {pid}");
+    send_signal(pid, "INT");
 }
 
 /// strata running in the background; its output is drained on a thread.
@@ -875,6 +871,24 @@ fn start_slow_up(ws: &Ws, extra: &[&str]) -> (Background, BTreeMap<String, u64>)
     (bg, running)
 }
 
+/// A slow `up` ([`start_slow_up`]) stopped by one Ctrl-C within `limit`: its run, which
+/// exits 130, and the children that were running when the Ctrl-C came.
+fn ctrl_c_slow_up(ws: &Ws, extra: &[&str], limit: Duration) -> (Run, BTreeMap<String, u64>) {
+    let (bg, running) = start_slow_up(ws, extra);
+    sigint(bg.pid);
+    let r = bg.wait(limit);
+    r.expect_code(130);
+    (r, running)
+}
+
+/// Each of the `running` children got exactly one SIGINT (`why`: what that means here).
+fn assert_one_sigint_each(calls: &[Value], running: &BTreeMap<String, u64>, why: &str) {
+    for (project, pid) in running {
+        let got = sigints_of(calls, *pid);
+        assert_eq!(got, 1, "{project} (pid {pid}): {why}\n{calls:#?}");
+    }
+}
+
 fn assert_nothing_survives(ws: &Ws) {
     let calls = ws.calls();
     let pids: BTreeSet<u64> = starts(&calls)
@@ -898,17 +912,10 @@ fn assert_nothing_survives(ws: &Ws) {
 #[test]
 fn ctrl_c_forwards_one_sigint_to_each_running_child_and_exits_130() {
     let ws = ctrl_c_workspace();
-    let (bg, running) = start_slow_up(&ws, &[]);
-    sigint(bg.pid);
-    let r = bg.wait(Duration::from_secs(90));
-    assert_eq!(r.code, 130, "{r:?}");
+    let (_, running) = ctrl_c_slow_up(&ws, &[], Duration::from_secs(90));
     let calls = ws.calls();
+    assert_one_sigint_each(&calls, &running, "must receive exactly one SIGINT");
     for (project, pid) in &running {
-        assert_eq!(
-            sigints_of(&calls, *pid),
-            1,
-            "{project} (pid {pid}) must receive exactly one SIGINT: {calls:#?}"
-        );
         let end = records(&calls, "end")
             .into_iter()
             .find(|c| c["pid"].as_u64() == Some(*pid))
@@ -937,12 +944,8 @@ fn ctrl_c_during_up_plan_says_to_continue_with_the_same_bundle() {
     for p in SLOW {
         ws.set_env(&format!("FAKE_PULUMI_DELAY_MS_{}", hook_key(p)), "15000");
     }
-    let (bg, _) = start_slow_up(&ws, &["--plan", "reviewed"]);
-    sigint(bg.pid);
-    let r = bg.wait(Duration::from_secs(90));
-    assert_eq!(r.code, 130, "{r:?}");
-    assert!(r.stderr.contains("To continue: strata up --plan "), "{r:?}");
-    assert!(r.stderr.contains("reviewed"), "{r:?}");
+    let (r, _) = ctrl_c_slow_up(&ws, &["--plan", "reviewed"], Duration::from_secs(90));
+    r.expect_stderr(&["To continue: strata up --plan ", "reviewed"]);
     assert!(!r.stderr.contains("--resume"), "{r:?}");
     assert!(!ws.exists("reviewed/applied.json"));
 }
@@ -970,12 +973,9 @@ fn a_second_ctrl_c_kills_the_children_and_mentions_pulumi_cancel() {
         "after killing, strata says which stacks may need `pulumi cancel`: {r:?}"
     );
     let calls = ws.calls();
+    let why = "strata forwards one SIGINT, then kills (never a second SIGINT)";
+    assert_one_sigint_each(&calls, &running, why);
     for (project, pid) in &running {
-        assert_eq!(
-            sigints_of(&calls, *pid),
-            1,
-            "{project}: strata forwards one SIGINT, then kills (never a second SIGINT)"
-        );
         assert!(
             !records(&calls, "end")
                 .into_iter()
@@ -1106,29 +1106,23 @@ fn destroy_with_deps_takes_the_dependents() {
 /// path: one SIGINT per child, nothing new started, the lock released; exit 128+n.
 #[test]
 fn sigterm_is_handled_like_ctrl_c() {
-    graceful_on("-TERM", 143);
+    graceful_on("TERM", 143);
 }
 
 #[test]
 fn sighup_is_handled_like_ctrl_c() {
-    graceful_on("-HUP", 129);
+    graceful_on("HUP", 129);
 }
 
 fn graceful_on(signal: &str, code: i32) {
     let ws = ctrl_c_workspace();
     let (bg, running) = start_slow_up(&ws, &[]);
-    let st = Command::new("kill")
-        .args([signal, &bg.pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    send_signal(bg.pid, signal);
     let r = bg.wait(Duration::from_secs(90));
-    assert_eq!(r.code, code, "{r:?}");
+    r.expect_code(code);
     assert!(!ws.exists(".strata/dev/lock"), "the lock is released");
     let calls = ws.calls();
-    for (project, pid) in &running {
-        assert_eq!(sigints_of(&calls, *pid), 1, "{project}: one SIGINT");
-    }
+    assert_one_sigint_each(&calls, &running, "one SIGINT");
     for p in ["echo", "delta"] {
         assert!(starts_of(&calls, p).is_empty(), "{p} started: {calls:#?}");
     }
@@ -1140,18 +1134,9 @@ fn children_that_ignore_sigint_are_killed_after_the_grace_period() {
     let mut ws = ctrl_c_workspace();
     ws.set_env("FAKE_PULUMI_IGNORE_SIGINT", "1");
     ws.set_env("STRATA_GRACE_SECONDS", "2");
-    let (bg, running) = start_slow_up(&ws, &[]);
-    sigint(bg.pid);
-    let r = bg.wait(Duration::from_secs(60));
-    assert_eq!(r.code, 130, "{r:?}");
-    let calls = ws.calls();
-    for (project, pid) in &running {
-        assert_eq!(
-            sigints_of(&calls, *pid),
-            1,
-            "{project}: one SIGINT, then a kill after the grace period"
-        );
-    }
+    let (r, running) = ctrl_c_slow_up(&ws, &[], Duration::from_secs(60));
+    let why = "one SIGINT, then a kill after the grace period";
+    assert_one_sigint_each(&ws.calls(), &running, why);
     assert!(
         r.all().contains("pulumi cancel"),
         "killed stacks may need `pulumi cancel`: {r:?}"
@@ -1330,11 +1315,8 @@ fn the_local_profile_runs_end_to_end_without_pulumi() {
 #[test]
 fn after_a_graceful_ctrl_c_the_hint_is_resume_not_pulumi_cancel() {
     let ws = ctrl_c_workspace();
-    let (bg, _running) = start_slow_up(&ws, &[]);
-    sigint(bg.pid);
-    let r = bg.wait(Duration::from_secs(90));
-    assert_eq!(r.code, 130, "{r:?}");
-    assert!(r.stderr.contains("--resume"), "{r:?}");
+    let (r, _) = ctrl_c_slow_up(&ws, &[], Duration::from_secs(90));
+    r.expect_stderr(&["--resume"]);
     assert!(!r.stderr.contains("pulumi cancel"), "{r:?}");
 }
 
