@@ -112,6 +112,12 @@ pub(crate) fn starts_of<'a>(calls: &'a [Value], path: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The pulumi commands the project at `path` ran (`up`, `stack init`…), in order.
+pub(crate) fn commands_of<'a>(calls: &'a [Value], path: &str) -> Vec<&'a str> {
+    let starts = starts_of(calls, path);
+    starts.into_iter().map(|c| s(c, "command")).collect()
+}
+
 /// Every process of a project, from its first start to its last end.
 pub(crate) fn span(calls: &[Value], path: &str) -> (u64, u64) {
     let n = name(path);
@@ -499,10 +505,7 @@ fn a_missing_stack_is_created_with_stack_init_and_a_second_up_is_one_process_per
     ok(&ws, "up", &[]);
     let calls = ws.calls();
     for p in DIAMOND_PATHS {
-        let cmds: Vec<&str> = starts_of(&calls, p)
-            .into_iter()
-            .map(|c| s(c, "command"))
-            .collect();
+        let cmds = commands_of(&calls, p);
         assert!(
             cmds.contains(&"stack init"),
             "{p}: a missing stack is created with `stack init`: {cmds:?}"
@@ -522,10 +525,7 @@ fn a_missing_stack_is_created_with_stack_init_and_a_second_up_is_one_process_per
     ok(&ws, "up", &[]);
     let calls = ws.calls();
     for p in DIAMOND_PATHS {
-        let cmds: Vec<&str> = starts_of(&calls, p)
-            .into_iter()
-            .map(|c| s(c, "command"))
-            .collect();
+        let cmds = commands_of(&calls, p);
         assert_eq!(
             cmds,
             ["up"],
@@ -544,17 +544,14 @@ fn preview_and_refresh_run_the_matching_pulumi_subcommand() {
         ok(&ws, cmd, &[]);
         let calls = ws.calls();
         for p in DIAMOND_PATHS {
-            let cmds: Vec<String> = starts_of(&calls, p)
-                .into_iter()
-                .map(|c| s(c, "command").to_string())
-                .collect();
+            let cmds = commands_of(&calls, p);
             assert!(
-                cmds.iter().any(|c| c == cmd),
+                cmds.contains(&cmd),
                 "`strata {cmd}` must run `pulumi {cmd}` for {p}: {cmds:?}"
             );
             for c in &cmds {
                 assert!(
-                    !["up", "destroy"].contains(&c.as_str()),
+                    !["up", "destroy"].contains(c),
                     "`strata {cmd}` ran `pulumi {c}` for {p}"
                 );
             }
@@ -799,10 +796,7 @@ fn down_is_destroy() {
     ok(&ws, "down", &["--yes"]);
     let calls = ws.calls();
     for p in CHAIN_PATHS {
-        let cmds: Vec<&str> = starts_of(&calls, p)
-            .into_iter()
-            .map(|c| s(c, "command"))
-            .collect();
+        let cmds = commands_of(&calls, p);
         assert_eq!(cmds, ["destroy"], "{p}");
     }
     assert_order(&calls, &[("charlie", "bravo"), ("bravo", "alpha")]);
