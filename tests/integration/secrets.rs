@@ -65,6 +65,20 @@ const STORE: &str = "config/secrets/dev.age";
 const BEGIN: &str = "-----BEGIN AGE ENCRYPTED FILE-----";
 const END: &str = "-----END AGE ENCRYPTED FILE-----";
 
+/// A workspace on stack `dev` (its environment file's) whose profile `lab` asks the
+/// secrets `asks` (key, prompt) and runs `infrastructure` (YAML list items).
+pub(crate) fn lab_asking(asks: &[(&str, &str)], infrastructure: &str) -> Ws {
+    let mut yaml = format!("{HEAD}secrets:\n");
+    for (key, prompt) in asks {
+        yaml.push_str(&format!("  - key: {key}\n    prompt: {prompt}\n"));
+    }
+    yaml.push_str(&format!("infrastructure:\n{infrastructure}"));
+    let ws = Ws::new();
+    ws.profile("lab", &yaml);
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws
+}
+
 fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
@@ -739,16 +753,8 @@ fn fails_cleanly(ws: &Ws, r: &Run, before: &[u8], what: &str) {
 
 #[test]
 fn wrong_passphrase_fails_cleanly_and_leaves_the_store() {
-    let mut ws = Ws::new();
-    ws.profile(
-        "lab",
-        &format!(
-            "{HEAD}secrets:\n  - key: lab:token\n    prompt: Token\n\
-             infrastructure:\n  - path: infra/cluster\n"
-        ),
-    );
+    let mut ws = lab_asking(&[("lab:token", "Token")], "  - path: infra/cluster\n");
     ws.command_project("infra/cluster", "echo ran >> \"$HOME/infra-ran\"", "true");
-    ws.env_file("PULUMI_STACK=dev\n");
     ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
     let r = strata_stdin(&ws, &["secrets", "set", "lab:token"], ADMIN);
     assert_eq!(r.code, 0, "{r:?}");
@@ -1425,17 +1431,12 @@ fn exec_credential_plugins_get_the_env_file_and_are_named_when_they_fail() {
 /// reported, not decrypted.
 #[test]
 fn status_and_validate_read_the_digest_not_the_store() {
-    let mut ws = Ws::new();
-    ws.profile(
-        "lab",
-        &format!(
-            "{HEAD}secrets:\n  - key: lab:token\n    prompt: Token\n\
-             infrastructure:\n  - path: infra/cluster\n  - path: infra/plain\n    needs: []\n"
-        ),
+    let mut ws = lab_asking(
+        &[("lab:token", "Token")],
+        "  - path: infra/cluster\n  - path: infra/plain\n    needs: []\n",
     );
     ws.command_project("infra/cluster", "echo ran", "true");
     ws.command_project("infra/plain", "echo ran", "true");
-    ws.env_file("PULUMI_STACK=dev\n");
     ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
     ws.set_env("STRATA_SECRET_LAB_TOKEN", ADMIN);
     // (Not the @secrets step: there is no cluster here.)
