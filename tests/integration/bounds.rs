@@ -19,29 +19,20 @@ fn laughs(indent: &str) -> String {
 /// configuration error (exit 3) that names the file and says why.
 #[test]
 fn alias_bombs_in_config_files_are_refused_naming_the_file() {
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
-    ws.command_project("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    let ws = Ws::with_command("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"");
     ws.write(
         "config/pulumi/Pulumi.dev.yaml",
         &format!("config:\n{}", laughs("  t:")),
     );
-    let r = ws.strata(&["validate", "-p", "t", "-s", "dev"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    assert!(
-        r.stderr.contains("Pulumi.dev.yaml") && r.stderr.contains("alias"),
-        "{r:?}"
-    );
+    let r = ws.run("validate", &[]);
+    r.expect_code(3)
+        .expect_stderr(&["Pulumi.dev.yaml", "alias"]);
 
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: vpc\n"));
+    let ws = Ws::with_profile("infrastructure:\n  - path: vpc\n");
     ws.pulumi_project("vpc", "vpc", &format!("variables:\n{}", laughs("  ")));
-    let r = ws.strata(&["validate", "-p", "t", "-s", "dev"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    assert!(
-        r.stderr.contains("vpc/Pulumi.yaml") && r.stderr.contains("alias"),
-        "{r:?}"
-    );
+    let r = ws.run("validate", &[]);
+    r.expect_code(3)
+        .expect_stderr(&["vpc/Pulumi.yaml", "alias"]);
 }
 
 /// strata raises its own open-files soft limit, but a child gets the limits strata
@@ -61,12 +52,9 @@ fn children_get_the_open_files_limits_strata_started_with() {
         eprintln!("skipped: the open-files hard limit ({hard}) leaves nothing to raise");
         return;
     }
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
-    ws.command_project(
+    let ws = Ws::with_command(
         "a",
         "echo \"$(ulimit -Sn) $(ulimit -Hn)\" > \"$STRATA_ROOT/limits\"; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
-        "true",
     );
     let mut cmd = ws.command(&["up", "-p", "t", "-s", "dev"]);
     // SAFETY: setrlimit is async-signal-safe and touches only the struct passed in.
@@ -100,9 +88,7 @@ fn children_get_the_open_files_limits_strata_started_with() {
 /// token that a broken line pulled into it).
 #[test]
 fn cr_only_env_files_are_refused_and_bad_stack_names_never_quoted() {
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
-    ws.command_project("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    let ws = Ws::with_command("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"");
     ws.env_file("PULUMI_STACK=dev\rTOKEN=tok-7f3a9c\rOTHER=1\r");
     for args in [
         &["up", "-p", "t"][..],
@@ -110,11 +96,8 @@ fn cr_only_env_files_are_refused_and_bad_stack_names_never_quoted() {
         &["validate", "-p", "t"],
     ] {
         let r = ws.strata(args);
-        assert_eq!(r.code, 3, "{args:?}: {r:?}");
-        assert!(
-            r.stderr.contains("config/pulumi/environment") && r.stderr.contains("CR"),
-            "{args:?}: {r:?}"
-        );
+        r.expect_code(3)
+            .expect_stderr(&["config/pulumi/environment", "CR"]);
         assert!(!r.all().contains("tok-7f3a9c"), "{args:?}: {r:?}");
     }
 
@@ -122,11 +105,8 @@ fn cr_only_env_files_are_refused_and_bad_stack_names_never_quoted() {
     ws.env_file("PULUMI_STACK=\"dev TOKEN=tok-7f3a9c\"\n");
     for args in [&["up", "-p", "t"][..], &["up", "-p", "t", "-s", "dev"]] {
         let r = ws.strata(args);
-        assert_eq!(r.code, 3, "{args:?}: {r:?}");
-        assert!(
-            r.stderr.contains("PULUMI_STACK") && r.stderr.contains("not a valid stack name"),
-            "{args:?}: {r:?}"
-        );
+        r.expect_code(3)
+            .expect_stderr(&["PULUMI_STACK", "not a valid stack name"]);
         assert!(!r.all().contains("tok-7f3a9c"), "{args:?}: {r:?}");
     }
 }

@@ -372,16 +372,7 @@ fn pko_graph(docs: &[Yaml]) -> BTreeMap<String, (String, BTreeSet<String>)> {
 fn github_actions_jobs_follow_the_plan() {
     let ws = workspace(MIXED);
     let plan = shown(&ws.strata(&["-p", "t", "-s", "dev", "show", "--format", "json"]));
-    let r = ws.strata(&[
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "export",
-        "--format",
-        "github-actions",
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.run_ok("export", &["--format", "github-actions"]);
     assert_header(&r.stdout, "github-actions", "t");
     let doc = yaml(&r.stdout);
     let order = assert_gha_follows(&doc, &plan);
@@ -439,34 +430,12 @@ fn github_actions_jobs_follow_the_plan() {
 #[test]
 fn export_writes_a_file_with_out() {
     let ws = workspace(MIXED);
-    let stdout = ws.strata(&["-p", "t", "-s", "dev", "export", "--format", "argo"]);
-    assert_eq!(stdout.code, 0, "{stdout:?}");
-    let r = ws.strata(&[
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "export",
-        "--format",
-        "argo",
-        "-o",
-        "ci/strata.yaml",
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let stdout = ws.run_ok("export", &["--format", "argo"]);
+    let r = ws.run_ok("export", &["--format", "argo", "-o", "ci/strata.yaml"]);
     assert!(r.stdout.is_empty(), "nothing on stdout with -o\n{r:?}");
     assert_eq!(ws.read("ci/strata.yaml"), stdout.stdout);
-    let r = ws.strata(&[
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "export",
-        "--format",
-        "github-actions",
-        "--out",
-        ".github/workflows/strata.yaml",
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let workflow = ".github/workflows/strata.yaml";
+    ws.run_ok("export", &["--format", "github-actions", "--out", workflow]);
     yaml(&ws.read(".github/workflows/strata.yaml"));
 }
 
@@ -527,16 +496,7 @@ fn unknown_format_is_a_usage_error() {
 fn review_apply_is_a_github_actions_mode_only() {
     let ws = workspace(MIXED);
     for format in ["pko", "argo", "github-actions"] {
-        let r = ws.strata(&[
-            "-p",
-            "t",
-            "-s",
-            "dev",
-            "export",
-            "--format",
-            format,
-            "--review-apply",
-        ]);
+        let r = ws.run("export", &["--format", format, "--review-apply"]);
         if format == "github-actions" {
             assert_eq!(r.code, 0, "{r:?}");
             assert_header(&r.stdout, "github-actions --review-apply", "t");

@@ -39,7 +39,8 @@ fn every_read_command_prints_one_json_document() {
     let mut ws = Ws::new();
     ws.set_env("STRATA_PASSPHRASE", "p");
     ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
-    ws.command_project("a", "printf '{\"x\":1}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    let outputs = "printf '{\"x\":1}' > \"$STRATA_OUTPUTS_FILE\"";
+    ws.command_project("a", outputs, "true");
     run_ok(&ws, &["up", "-p", "t", "-s", "dev"]);
     for args in [
         vec!["show", "-p", "t", "-s", "dev"],
@@ -69,59 +70,42 @@ fn unknown_names_get_a_suggestion() {
     );
     ws.command_project("net/vpc", "true", "true");
     let r = ws.strata(&["show", "-p", "locl", "-s", "dev"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    assert!(r.stderr.contains("Did you mean `local`?"), "{r:?}");
+    r.expect_code(3).expect_stderr(&["Did you mean `local`?"]);
     let r = ws.strata(&["show", "-p", "local", "-s", "dev", "--project", "net/vcp"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    assert!(r.stderr.contains("Did you mean `net/vpc`?"), "{r:?}");
+    r.expect_code(3).expect_stderr(&["Did you mean `net/vpc`?"]);
 }
 
 /// Ctrl-C during a command project: the message does not speak of Pulumi, says what
 /// was stopped, and gives the exact command that resumes, with the flags in force.
 #[test]
 fn ctrl_c_says_what_was_stopped_and_how_to_resume() {
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: slow\n"));
-    ws.command_project(
+    let ws = Ws::with_command(
         "slow",
         "trap 'exit 130' INT; echo started > \"$STRATA_ROOT/started\"; sleep 60 & wait $!",
-        "true",
     );
     let child = ws.spawn(&["up", "-p", "t", "-s", "dev", "-j", "2"]);
-    let t0 = std::time::Instant::now();
-    while !ws.exists("started") {
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(60),
-            "never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let st = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let limit = std::time::Duration::from_secs(60);
+    crate::run::wait_for(limit, "slow to start", || ws.exists("started"));
+    send_signal(child.id(), "INT");
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
-    assert!(err.contains("Command projects stopped: slow"), "{err}");
+    let says = [
+        "Command projects stopped: slow",
+        "strata up --resume --provider t --stack dev -j 2",
+    ];
+    assert_has(&err, &says);
     assert!(!err.contains("Pulumi cancelled"), "{err}");
-    assert!(
-        err.contains("strata up --resume --provider t --stack dev -j 2"),
-        "{err}"
-    );
 }
 
 /// On a terminal with `TERM=dumb` (Emacs shells, some CI), strata prints plain lines:
 /// every project's lines and its hooks' output, with the placeholders filled in.
 #[test]
 fn term_dumb_shows_plain_lines_with_hook_output() {
-    let mut ws = Ws::new();
-    ws.set_env("TERM", "dumb");
-    ws.profile(
-        "t",
-        &format!("{HEAD}infrastructure:\n  - path: a\n    on_success:\n      - run: echo \"hook says ${{outputs.greeting}}\"\n"),
+    let mut ws = Ws::with_profile(
+        "infrastructure:\n  - path: a\n    on_success:\n      - run: echo \"hook says ${outputs.greeting}\"\n",
     );
+    ws.set_env("TERM", "dumb");
     ws.command_project(
         "a",
         "echo working; printf '{\"greeting\":\"hello-42\"}' > \"$STRATA_OUTPUTS_FILE\"",
@@ -137,24 +121,15 @@ fn term_dumb_shows_plain_lines_with_hook_output() {
 /// lines, such as the CLI calls strata makes.
 #[test]
 fn quiet_and_verbose() {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!("{HEAD}infrastructure:\n  - path: a\n  - path: vpc\n"),
-    );
-    ws.command_project(
-        "a",
-        "echo chatty-line; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
-        "true",
-    );
+    let ws = Ws::with_profile("infrastructure:\n  - path: a\n  - path: vpc\n");
+    let chatty = "echo chatty-line; printf '{}' > \"$STRATA_OUTPUTS_FILE\"";
+    ws.command_project("a", chatty, "true");
     ws.pulumi_project("vpc", "vpc", "outputs:\n  x: 1\n");
-    let q = ws.strata(&["up", "-p", "t", "-s", "dev", "-q"]);
-    assert_eq!(q.code, 0, "{q:?}");
+    let q = ws.run_ok("up", &["-q"]);
     assert_eq!(q.stdout.lines().count(), 1, "{q:?}");
     assert!(q.stdout.starts_with("strata up succeeded"), "{q:?}");
-    let v = ws.strata(&["up", "-p", "t", "-s", "dev", "-v"]);
-    assert_eq!(v.code, 0, "{v:?}");
-    assert!(v.stdout.contains("[vpc] $ pulumi up"), "{v:?}");
+    ws.run_ok("up", &["-v"])
+        .expect_stdout(&["[vpc] $ pulumi up"]);
     let plain = ws.strata(&["up", "-p", "t", "-s", "dev"]);
     assert!(!plain.stdout.contains("$ pulumi up"), "{plain:?}");
     assert!(
@@ -167,36 +142,29 @@ fn quiet_and_verbose() {
 /// its scrypt work factor each time it is opened (here the passphrase is even wrong).
 #[test]
 fn a_run_without_secrets_does_not_open_the_store() {
-    let mut ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!("{HEAD}infrastructure:\n  - path: a\n  - path: b\n    secrets:\n      - key: b:token\n        prompt: Token\n"),
+    let mut ws = Ws::with_profile(
+        "infrastructure:\n  - path: a\n  - path: b\n    secrets:\n      - key: b:token\n        prompt: Token\n",
     );
     ws.command_project("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
     ws.command_project("b", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
     ws.set_env("STRATA_PASSPHRASE", "the-right-one");
     ws.set_env("STRATA_SECRET_B_TOKEN", "tok");
     // (--project: the built-in secrets step would need a cluster.)
-    let first = ws.strata(&["up", "-p", "t", "-s", "dev", "--project", "b"]);
-    assert_eq!(first.code, 0, "{first:?}");
+    ws.run_ok("up", &["--project", "b"]);
     assert!(ws.exists("config/secrets/dev.age"));
     ws.set_env("STRATA_PASSPHRASE", "a-wrong-one");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--project", "a"]);
+    let r = ws.run("up", &["--project", "a"]);
     assert_eq!(r.code, 0, "the store was opened: {r:?}");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--project", "b"]);
+    let r = ws.run("up", &["--project", "b"]);
     assert_eq!(r.code, 3, "b takes a secret: {r:?}");
-    assert!(r.stderr.contains("wrong passphrase"), "{r:?}");
+    r.expect_stderr(&["wrong passphrase"]);
 }
 
 /// On a file backend, `history` lists this checkout's runs, newest first (who ran them
 /// is not in a journal), and `status` shows no lease.
 #[test]
 fn history_on_a_file_backend_lists_this_checkouts_runs() {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!("{HEAD}infrastructure:\n  - path: a\n  - path: b\n"),
-    );
+    let ws = Ws::with_profile("infrastructure:\n  - path: a\n  - path: b\n");
     ws.command_project("a", "true", "true");
     ws.command_project("b", "exit 1", "true");
     let empty = run_ok(&ws, &["history", "-s", "dev"]);

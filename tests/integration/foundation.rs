@@ -947,10 +947,8 @@ fn validate_lists_every_missing_required_key_when_non_interactive() {
     let ws = validate_ws();
     let before = ws.files_under("");
     let r = ws.strata(&["-p", "t", "validate"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    let all = r.all();
-    assert!(all.contains("t:region"), "{r:?}");
-    assert!(all.contains("t:zone"), "{r:?}");
+    let all = r.expect_code(3).all();
+    assert_has(&all, &["t:region", "t:zone"]);
     assert!(
         !all.contains("t:size"),
         "t:size has a default: not missing\n{r:?}"
@@ -1323,158 +1321,134 @@ fn path_with_dot_dot_escaping_projects_is_refused() {
     );
 }
 
+/// `strata ARGS` on `ws` mishandled `what` when it panicked, exited other than 2 or 3,
+/// or said nothing on stderr: then what it did.
+fn mishandled(what: &str, ws: &Ws, args: &[&str]) -> Option<String> {
+    let r = ws.strata(args);
+    let panicked = r.code == 101 || r.stderr.contains("panicked");
+    let said_nothing = r.stderr.trim().is_empty();
+    (panicked || !(r.code == 2 || r.code == 3) || said_nothing)
+        .then(|| format!("{what}: strata {args:?}\n{r:?}"))
+}
+
+const SHOW: &[&str] = &["-p", "t", "show"];
+const VALIDATE: &[&str] = &["-p", "t", "validate"];
+const VALIDATE_DEV: &[&str] = &["-p", "t", "-s", "dev", "validate"];
+
+/// A workspace of one entry `a` (see [`abc`]).
+fn sound() -> Ws {
+    abc("infrastructure:\n  - path: a\n")
+}
+
 #[test]
 fn odd_inputs_never_panic() {
-    type Setup = fn(&Ws);
-    let cases: &[(&str, Setup, &[&str])] = &[
+    let mut failures = Vec::new();
+    // A file that is not what it should be: (what, file, text, command).
+    let files: &[(&str, &str, &str, &[&str])] = &[
         (
             "profile is a scalar",
-            |ws| {
-                ws.write("providers/t.yaml", "just a string\n");
-            },
-            &["-p", "t", "show"],
+            "providers/t.yaml",
+            "just a string\n",
+            SHOW,
         ),
         (
             "profile with tabs and NULs",
-            |ws| {
-                ws.write("providers/t.yaml", "description: \u{0}\n\tinfra_type: x\n");
-            },
-            &["-p", "t", "show"],
-        ),
-        (
-            "infrastructure is a number",
-            |ws| {
-                ws.profile("t", &format!("{HEAD}infrastructure: 5\n"));
-            },
-            &["-p", "t", "show"],
-        ),
-        (
-            "needs is a string",
-            |ws| {
-                ws.profile(
-                    "t",
-                    &format!("{HEAD}infrastructure:\n  - path: a\n  - path: b\n    needs: a\n"),
-                );
-            },
-            &["-p", "t", "show"],
-        ),
-        (
-            "entry without path",
-            |ws| {
-                ws.profile("t", &format!("{HEAD}infrastructure:\n  - description: x\n"));
-            },
-            &["-p", "t", "show"],
-        ),
-        (
-            "empty path",
-            |ws| {
-                ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: ''\n"));
-            },
-            &["-p", "t", "show"],
-        ),
-        (
-            "self need",
-            |ws| {
-                ws.profile(
-                    "t",
-                    &format!("{HEAD}infrastructure:\n  - path: a\n    needs: [a]\n"),
-                );
-            },
-            &["-p", "t", "show"],
-        ),
-        (
-            "include of itself",
-            |ws| {
-                ws.write("providers/common/x.yaml", "- include: common/x.yaml\n");
-                ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\nkubernetes:\n  - include: common/x.yaml\n"));
-            },
-            &["-p", "t", "show"],
-        ),
-        (
-            "hook with two kinds",
-            |ws| {
-                ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n    on_success:\n      - run: x\n        kubeconfig: {{output: k}}\n"));
-            },
-            &["-p", "t", "show"],
-        ),
-        (
-            "bad config type",
-            |ws| {
-                ws.profile("t", &format!("{HEAD}config:\n  - key: a:b\n    prompt: p\n    type: float\ninfrastructure:\n  - path: a\n"));
-            },
-            &["-p", "t", "validate"],
-        ),
-        (
-            "bad config key",
-            |ws| {
-                ws.profile("t", &format!("{HEAD}config:\n  - key: nocolon\n    prompt: p\ninfrastructure:\n  - path: a\n"));
-            },
-            &["-p", "t", "show"],
+            "providers/t.yaml",
+            "description: \u{0}\n\tinfra_type: x\n",
+            SHOW,
         ),
         (
             "stack config is a list",
-            |ws| {
-                ws.write("config/pulumi/Pulumi.dev.yaml", "- a\n- b\n");
-            },
-            &["-p", "t", "-s", "dev", "validate"],
+            "config/pulumi/Pulumi.dev.yaml",
+            "- a\n- b\n",
+            VALIDATE_DEV,
         ),
         (
             "stack config config: is a list",
-            |ws| {
-                ws.write("config/pulumi/Pulumi.dev.yaml", "config:\n  - a\n");
-            },
-            &["-p", "t", "-s", "dev", "validate"],
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  - a\n",
+            VALIDATE_DEV,
         ),
         (
             "env line with empty key",
-            |ws| {
-                ws.env_file("=value\n");
-            },
-            &["-p", "t", "show"],
+            "config/pulumi/environment",
+            "=value\n",
+            SHOW,
         ),
-        (
-            "bad stack name",
-            |_| {},
-            &["-p", "t", "-s", "a b/../c", "show"],
-        ),
-        (
-            "root that does not exist",
-            |_| {},
-            &["--root", "/nonexistent/strata-root", "-p", "t", "show"],
-        ),
-        ("provider with a slash", |_| {}, &["-p", "../t", "show"]),
-        (
-            "project path with dot dot",
-            |_| {},
-            &["-p", "t", "show", "--project", "../../etc"],
-        ),
-        ("no provider and no stack", |_| {}, &["show"]),
         (
             "broken Pulumi.yaml",
-            |ws| {
-                ws.write("projects/a/Pulumi.yaml", ": : :\n\t- ]");
-            },
-            &["-p", "t", "show"],
-        ),
-        (
-            "broken Strata.yaml",
-            |ws| {
-                std::fs::remove_file(ws.path("projects/a/Pulumi.yaml")).unwrap();
-                ws.write("projects/a/Strata.yaml", "up: 1\nbogus: x\n");
-            },
-            &["-p", "t", "show"],
+            "projects/a/Pulumi.yaml",
+            ": : :\n\t- ]",
+            SHOW,
         ),
     ];
-    let mut failures = Vec::new();
-    for (what, setup, args) in cases {
-        let ws = abc("infrastructure:\n  - path: a\n");
-        setup(&ws);
-        let r = ws.strata(args);
-        let panicked = r.code == 101 || r.stderr.contains("panicked");
-        if panicked || !(r.code == 2 || r.code == 3) || r.stderr.trim().is_empty() {
-            failures.push(format!("{what}: strata {args:?}\n{r:?}"));
-        }
+    for (what, file, text, args) in files {
+        let ws = sound();
+        ws.write(file, text);
+        failures.extend(mishandled(what, &ws, args));
     }
+    // A profile `t` (after HEAD) that no profile may be: (what, body, command).
+    let profiles: &[(&str, &str, &[&str])] = &[
+        ("infrastructure is a number", "infrastructure: 5\n", SHOW),
+        (
+            "needs is a string",
+            "infrastructure:\n  - path: a\n  - path: b\n    needs: a\n",
+            SHOW,
+        ),
+        (
+            "entry without path",
+            "infrastructure:\n  - description: x\n",
+            SHOW,
+        ),
+        ("empty path", "infrastructure:\n  - path: ''\n", SHOW),
+        (
+            "self need",
+            "infrastructure:\n  - path: a\n    needs: [a]\n",
+            SHOW,
+        ),
+        (
+            "hook with two kinds",
+            "infrastructure:\n  - path: a\n    on_success:\n      - run: x\n        kubeconfig: {output: k}\n",
+            SHOW,
+        ),
+        (
+            "bad config type",
+            "config:\n  - key: a:b\n    prompt: p\n    type: float\ninfrastructure:\n  - path: a\n",
+            VALIDATE,
+        ),
+        (
+            "bad config key",
+            "config:\n  - key: nocolon\n    prompt: p\ninfrastructure:\n  - path: a\n",
+            SHOW,
+        ),
+    ];
+    for (what, body, args) in profiles {
+        failures.extend(mishandled(what, &abc(body), args));
+    }
+    // An odd command line on a sound workspace.
+    let lines: &[(&str, &[&str])] = &[
+        ("bad stack name", &["-p", "t", "-s", "a b/../c", "show"]),
+        (
+            "root that does not exist",
+            &["--root", "/nonexistent/strata-root", "-p", "t", "show"],
+        ),
+        ("provider with a slash", &["-p", "../t", "show"]),
+        (
+            "project path with dot dot",
+            &["-p", "t", "show", "--project", "../../etc"],
+        ),
+        ("no provider and no stack", &["show"]),
+    ];
+    for (what, args) in lines {
+        failures.extend(mishandled(what, &sound(), args));
+    }
+    let ws = abc("infrastructure:\n  - path: a\nkubernetes:\n  - include: common/x.yaml\n");
+    ws.write("providers/common/x.yaml", "- include: common/x.yaml\n");
+    failures.extend(mishandled("include of itself", &ws, SHOW));
+    let ws = sound();
+    std::fs::remove_file(ws.path("projects/a/Pulumi.yaml")).unwrap();
+    ws.write("projects/a/Strata.yaml", "up: 1\nbogus: x\n");
+    failures.extend(mishandled("broken Strata.yaml", &ws, SHOW));
     assert!(
         failures.is_empty(),
         "odd inputs mishandled:\n\n{}",

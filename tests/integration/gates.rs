@@ -120,20 +120,9 @@ fn an_up_leaves_a_denied_project_unchanged_skips_what_needs_it_and_goes_on() {
     let report = ws.strata(&["report", "--stack", "dev", "--format", "json", "-o", "-"]);
     assert_eq!(report.code, 0, "{report:?}");
     let v: Value = serde_json::from_str(&report.stdout).unwrap();
-    let row = v["projects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["project"] == "alpha")
-        .unwrap();
+    let row = item(&v["projects"], "project", "alpha");
     assert_eq!(row["reason"], "denied: policy rule", "{row}");
-    crate::handoff::assert_follows_schemas(
-        &ws,
-        &[
-            ("events.v2.json", "events.jsonl", &r.stdout),
-            ("report.v2.json", "report.json", &report.stdout),
-        ],
-    );
+    crate::handoff::assert_run_follows_schemas(&ws, &r, &report);
 }
 
 #[test]

@@ -86,13 +86,7 @@ fn an_approval_rule_holds_one_project_while_the_rest_finish() {
         report.stdout.contains("\"awaiting: approval rule\""),
         "{report:?}"
     );
-    crate::handoff::assert_follows_schemas(
-        &ws,
-        &[
-            ("events.v2.json", "events.jsonl", &r.stdout),
-            ("report.v2.json", "report.json", &report.stdout),
-        ],
-    );
+    crate::handoff::assert_run_follows_schemas(&ws, &r, &report);
 }
 
 #[test]

@@ -31,18 +31,16 @@ fn keyword_workspace() -> Ws {
 #[test]
 fn dot_renders_with_graphviz_whatever_the_project_names() {
     let ws = keyword_workspace();
-    let r = ws.strata(&["show", "-p", "t", "-s", "dev", "--format", "dot"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    for p in [
+    let r = ws.run_ok("show", &["--format", "dot"]);
+    let quoted = [
         "\"node\"",
         "\"edge\"",
         "\"graph\"",
         "\"strict\"",
         "\"x-y\"",
         "\"x/y\"",
-    ] {
-        assert!(r.stdout.contains(p), "{p} quoted: {}", r.stdout);
-    }
+    ];
+    r.expect_stdout(&quoted);
     assert!(r.stdout.contains("rank=same"), "{}", r.stdout);
     let Some(svg) = dot_svg(&ws, &r.stdout) else {
         return;
@@ -210,6 +208,17 @@ pub(crate) fn assert_follows_schemas(ws: &crate::support::Ws, files: &[(&str, &s
     }
 }
 
+/// The JSON events of `run` and the JSON `report` follow their v2 schemas.
+pub(crate) fn assert_run_follows_schemas(ws: &Ws, run: &Run, report: &Run) {
+    assert_follows_schemas(
+        ws,
+        &[
+            ("events.v2.json", "events.jsonl", &run.stdout),
+            ("report.v2.json", "report.json", &report.stdout),
+        ],
+    );
+}
+
 /// Runs `tests/support/<script>` with python3 on `args`; `None` (and says why) when the
 /// validator cannot run here (no python3, no jsonschema/PyYAML, no shared tools), which
 /// fails under `CI=true`.
@@ -374,20 +383,8 @@ fn age_team_stores_interoperate_with_the_age_cli() {
     let store = ws.path("config/secrets/dev.age");
     // The teammate's age identity and the SSH key both open it with the age CLI.
     for id in [ws.path("teammate.txt"), ssh_key.clone()] {
-        let out = Command::new("age")
-            .arg("-d")
-            .arg("-i")
-            .arg(&id)
-            .arg(&store)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}: {}",
-            id.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("team-value-1"));
+        let opened = stdout_of(Command::new("age").args(["-d", "-i"]).arg(&id).arg(&store));
+        assert!(opened.contains("team-value-1"));
     }
     // Written again with the SSH key: the file's recipients are all kept.
     ws.set_env("STRATA_AGE_IDENTITY", ssh_key.to_str().unwrap());
@@ -464,17 +461,10 @@ fn merged_kubeconfigs_read_back_with_kubectl() {
     ) {
         return;
     }
-    let out = Command::new("kubectl")
-        .args(["config", "view", "-o", "json", "--kubeconfig"])
-        .arg(ws.path("home/.kube/config"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut view = Command::new("kubectl");
+    view.args(["config", "view", "-o", "json", "--kubeconfig"])
+        .arg(ws.path("home/.kube/config"));
+    let v: serde_json::Value = serde_json::from_str(&stdout_of(&mut view)).unwrap();
     let names = |k: &str| -> Vec<String> {
         v[k].as_array()
             .unwrap()
@@ -492,32 +482,16 @@ fn merged_kubeconfigs_read_back_with_kubectl() {
 /// through `spec.configRef`; the export passes the CRD.
 #[test]
 fn pko_export_wires_inputs_into_stack_config() {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: vpc\n  - path: eks\n    inputs:\n      vpcId: vpc:value\n      token: vpc:token\n  - path: later\n    needs: []\n  - path: app\n    inputs:\n      where: later:value\n"
-        ),
+    let ws = Ws::with_profile(
+        "infrastructure:\n  - path: vpc\n  - path: eks\n    inputs:\n      vpcId: vpc:value\n      token: vpc:token\n  - path: later\n    needs: []\n  - path: app\n    inputs:\n      where: later:value\n",
     );
     let body = "resources:\n  first:\n    type: fake:index:Thing\n    properties:\n      x: vpc-42\noutputs:\n  value: ${first.x}\n  token:\n    fn::secret: hunter22\n";
     ws.pulumi_project("vpc", "proj-vpc", body);
     ws.pulumi_project("eks", "proj-eks", "outputs:\n  ok: yes\n");
     ws.pulumi_project("later", "proj-later", body);
     ws.pulumi_project("app", "proj-app", "outputs:\n  ok: yes\n");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--project", "vpc"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    let r = ws.strata(&[
-        "export",
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "--format",
-        "pko",
-        "-o",
-        "stacks.yaml",
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.run_ok("up", &["--project", "vpc"]);
+    ws.run_ok("export", &["--format", "pko", "-o", "stacks.yaml"]);
     let text = ws.read("stacks.yaml");
     assert!(
         !text.contains("hunter22"),

@@ -43,11 +43,8 @@ fn ok(r: Run) -> Run {
 
 /// The projects of `show --format json`, each with its stage and needs.
 fn shown(ws: &Ws) -> Vec<(String, String, Vec<String>)> {
-    let r = ok(ws.strata(&["show", "-s", "dev", "--format", "json"]));
-    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
-    doc["projects"]
-        .as_array()
-        .unwrap()
+    let doc = ok(ws.strata(&["show", "-s", "dev", "--format", "json"])).json();
+    items(&doc["projects"])
         .iter()
         .map(|p| {
             let needs = p["needs"]
@@ -110,14 +107,13 @@ fn init_writes_a_workspace_around_the_projects_where_they_are() {
     assert_eq!(find("infra/aws/eks").1, "infrastructure");
     // The stack config: the keys the projects agree on, never a secure value.
     let cfg = ws.read("config/pulumi/Pulumi.dev.yaml");
-    for k in [
+    let agreed = [
         "aws:region: us-west-2",
         "vpc:cidr: 10.0.0.0/16",
         "db:size: small",
         "kubernetes:infra_type: main",
-    ] {
-        assert!(cfg.contains(k), "no {k} in {cfg}");
-    }
+    ];
+    assert_has(&cfg, &agreed);
     for (path, bytes) in ws
         .files_under("providers")
         .into_iter()

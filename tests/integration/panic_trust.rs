@@ -15,25 +15,20 @@ use crate::support::*;
 /// `validate` and by `up` alike, naming the file, the key and its line.
 #[test]
 fn an_absurd_retry_delay_is_refused_naming_file_key_and_line() {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: a\n    retry: {{attempts: 2, delay: 300000000000y, on: [\"boom\"]}}\n"
-        ),
+    let ws = Ws::with_profile(
+        "infrastructure:\n  - path: a\n    retry: {attempts: 2, delay: 300000000000y, on: [\"boom\"]}\n",
     );
     ws.command_project("a", "echo boom; exit 1", "true");
-    let v = ws.strata(&["validate", "-p", "t", "-s", "dev"]);
-    assert_eq!(v.code, 3, "{v:?}");
+    let v = ws.run("validate", &[]);
+    v.expect_code(3);
     let bg = Background::start(&ws, &["up", "-p", "t", "-s", "dev"]);
     let up = bg.wait(Duration::from_secs(60));
-    assert_eq!(up.code, 3, "{up:?}");
+    up.expect_code(3);
     for r in [&v, &up] {
         let all = r.all();
-        assert!(all.contains("providers/t.yaml"), "{r:?}");
-        assert!(all.contains("retry.delay"), "{r:?}");
-        assert!(all.contains("line 5"), "{r:?}");
-        assert!(all.contains("is longer than 1h"), "{r:?}");
+        // Where (the file, the key, its line), and why.
+        assert_has(&all, &["providers/t.yaml", "retry.delay", "line 5"]);
+        assert_has(&all, &["is longer than 1h"]);
     }
     assert!(!ws.exists(".strata/dev/lock"), "no lock is left");
 }
@@ -63,7 +58,7 @@ fn a_panicking_step_is_a_failed_step_and_the_run_ends() {
         "json",
     ];
     let r = Background::start(&ws, &args).wait(Duration::from_secs(60));
-    assert_eq!(r.code, 1, "{r:?}");
+    r.expect_code(1);
     let finished = |p: &str| {
         r.events()
             .into_iter()
@@ -93,12 +88,10 @@ fn a_panicking_step_is_a_failed_step_and_the_run_ends() {
     );
     assert!(!ws.exists(".strata/dev/lock"), "the lock is released");
     // The human summary says it too, and the panic is not printed raw on stderr.
-    let human = ws.strata(&["up", "-p", "t", "-s", "dev"]);
-    assert_eq!(human.code, 1, "{human:?}");
-    assert!(
-        human.stdout.contains("STRATA_TEST_PANIC_IN_STEP"),
-        "{human:?}"
-    );
+    let human = ws.run("up", &[]);
+    human
+        .expect_code(1)
+        .expect_stdout(&["STRATA_TEST_PANIC_IN_STEP"]);
     assert!(!human.stderr.contains("RUST_BACKTRACE"), "{human:?}");
 }
 
@@ -116,14 +109,9 @@ fn the_trace_warning_names_strata_s_own_cap_when_that_is_the_limit_hit() {
     )
     .set_env("OTEL_BSP_SCHEDULE_DELAY", "600000");
     let t0 = Instant::now();
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.run_ok("up", &[]);
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
-    let warning = r
-        .stderr
-        .lines()
-        .find(|l| l.contains("trace"))
-        .unwrap_or_else(|| panic!("no trace warning: {r:?}"));
+    let warning = r.stderr_line(|l| l.contains("trace"));
     assert!(warning.contains("did not answer within 5.0s"), "{warning}");
     assert!(!warning.contains("OTEL_EXPORTER_OTLP_TIMEOUT"), "{warning}");
     assert!(warning.contains("strata waits at most"), "{warning}");

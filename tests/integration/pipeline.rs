@@ -9,16 +9,19 @@ use std::process::Command;
 
 use crate::support::*;
 
-/// A profile that asks a config key and a secret, over one Pulumi project.
-fn asking_workspace() -> Ws {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}config:\n  - key: aws:region\n    prompt: AWS region\n  - key: t:size\n    prompt: Size\n    default: 3\n    type: int\nsecrets:\n  - key: t:token\n    prompt: The token\ninfrastructure:\n  - path: alpha\n"
-        ),
+/// A profile that asks a config key and a secret, over one Pulumi project; the store's
+/// passphrase, the secret and the region are given (only `t:size` is left to ask).
+fn answered_workspace() -> Ws {
+    let mut ws = Ws::with_profile(
+        "config:\n  - key: aws:region\n    prompt: AWS region\n  - key: t:size\n    prompt: Size\n    default: 3\n    type: int\nsecrets:\n  - key: t:token\n    prompt: The token\ninfrastructure:\n  - path: alpha\n",
     );
     ws.pulumi_project("alpha", "alpha", "outputs:\n  x: 1\n");
+    ws.set_env("STRATA_PASSPHRASE", "store pass");
+    ws.set_env("STRATA_SECRET_T_TOKEN", "tok-123");
+    ws.write(
+        "config/pulumi/Pulumi.dev.yaml",
+        "config:\n  aws:region: us-east-1\n",
+    );
     ws
 }
 
@@ -37,13 +40,7 @@ pub(crate) fn hostname() -> String {
 /// no secrets store, no env file entry, no backend folder.
 #[test]
 fn a_run_refused_by_the_lock_writes_nothing() {
-    let mut ws = asking_workspace();
-    ws.set_env("STRATA_PASSPHRASE", "store pass");
-    ws.set_env("STRATA_SECRET_T_TOKEN", "tok-123");
-    ws.write(
-        "config/pulumi/Pulumi.dev.yaml",
-        "config:\n  aws:region: us-east-1\n",
-    );
+    let ws = answered_workspace();
     // Held by a live process (this test) on this host.
     ws.write(
         ".strata/dev/lock",
@@ -56,9 +53,9 @@ fn a_run_refused_by_the_lock_writes_nothing() {
         .to_string(),
     );
     let before = snapshot(&ws);
-    let r = ws.strata(&["up", "--provider", "t", "--stack", "dev"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    assert!(r.stderr.contains("is in use"), "{r:?}");
+    ws.run("up", &[])
+        .expect_code(3)
+        .expect_stderr(&["is in use"]);
     let after = snapshot(&ws);
     let changed: Vec<_> = after
         .iter()
@@ -80,24 +77,9 @@ fn a_run_refused_by_the_lock_writes_nothing() {
 /// file.
 #[test]
 fn the_same_run_with_the_lock_free_writes_its_answers() {
-    let mut ws = asking_workspace();
-    ws.set_env("STRATA_PASSPHRASE", "store pass");
-    ws.set_env("STRATA_SECRET_T_TOKEN", "tok-123");
-    ws.write(
-        "config/pulumi/Pulumi.dev.yaml",
-        "config:\n  aws:region: us-east-1\n",
-    );
+    let ws = answered_workspace();
     // (--project: the built-in secrets step would need a cluster.)
-    let r = ws.strata(&[
-        "up",
-        "--provider",
-        "t",
-        "--stack",
-        "dev",
-        "--project",
-        "alpha",
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.run_ok("up", &["--project", "alpha"]);
     let cfg = ws.read("config/pulumi/Pulumi.dev.yaml");
     assert!(cfg.contains("t:size: 3"), "{cfg}");
     assert!(cfg.contains("kubernetes:infra_type: test"), "{cfg}");
@@ -108,8 +90,7 @@ fn the_same_run_with_the_lock_free_writes_its_answers() {
         "the first up remembers the stack"
     );
     // ...so the next command needs no --stack.
-    let s = ws.strata(&["status"]);
-    assert_eq!(s.code, 0, "{s:?}");
+    ws.strata(&["status"]).expect_code(0);
 }
 
 /// Runs `strata ARGS` on a pseudo-terminal (so it may ask), typing nothing; returns
@@ -159,12 +140,8 @@ pub fn answering(ws: &Ws, args: &[&str], answers: &[(&str, &str)]) -> (String, i
 fn a_missing_pulumi_is_reported_before_any_question() {
     let mut ws = Ws::without_pulumi();
     ws.set_env("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE);
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}config:\n  - key: aws:region\n    prompt: AWS region\nsecrets:\n  - key: t:token\n    prompt: The token\ninfrastructure:\n  - path: alpha\n"
-        ),
-    );
+    let asking = "config:\n  - key: aws:region\n    prompt: AWS region\nsecrets:\n  - key: t:token\n    prompt: The token\ninfrastructure:\n  - path: alpha\n";
+    ws.profile("t", &format!("{HEAD}{asking}"));
     ws.pulumi_project("alpha", "alpha", "");
     let (out, code) = on_a_terminal(&ws, &["up", "--provider", "t", "--stack", "dev"]);
     assert_eq!(code, 3, "{out}");
@@ -193,14 +170,10 @@ fn validate_fails_where_up_would() {
     env_less
         .env
         .retain(|(k, _)| k != "PULUMI_CONFIG_PASSPHRASE");
-    let v = env_less.strata(&["validate", "--provider", "t", "--stack", "dev"]);
-    assert_eq!(v.code, 3, "{v:?}");
-    assert!(v.all().contains("pulumi CLI was not found"), "{v:?}");
-    assert!(v.all().contains("PULUMI_CONFIG_PASSPHRASE"), "{v:?}");
-    let u = env_less.strata(&["up", "--provider", "t", "--stack", "dev"]);
-    assert_eq!(u.code, 3, "{u:?}");
-    assert!(u.stderr.contains("pulumi CLI was not found"), "{u:?}");
-    assert!(u.stderr.contains("PULUMI_CONFIG_PASSPHRASE"), "{u:?}");
+    let both = ["pulumi CLI was not found", "PULUMI_CONFIG_PASSPHRASE"];
+    let v = env_less.run("validate", &[]);
+    assert_has(&v.expect_code(3).all(), &both);
+    env_less.run("up", &[]).expect_code(3).expect_stderr(&both);
 }
 
 /// s3://, gs:// and azblob:// backends use the passphrase secrets provider too: without
@@ -225,12 +198,8 @@ fn every_self_managed_backend_needs_a_passphrase() {
 /// folder for every project (Pulumi would resolve it against each project's --cwd).
 #[test]
 fn a_relative_file_backend_is_resolved_against_the_workspace_root() {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: net/alpha\n  - path: app/bravo\n    inputs:\n      bravo:from_alpha: net/alpha:x\n"
-        ),
+    let ws = Ws::with_profile(
+        "infrastructure:\n  - path: net/alpha\n  - path: app/bravo\n    inputs:\n      bravo:from_alpha: net/alpha:x\n",
     );
     ws.pulumi_project("net/alpha", "alpha", "outputs:\n  x: 42\n");
     ws.pulumi_project(
@@ -239,8 +208,7 @@ fn a_relative_file_backend_is_resolved_against_the_workspace_root() {
         "config:\n  from_alpha:\n    type: integer\noutputs:\n  y: ${from_alpha}\n",
     );
     ws.env_file("PULUMI_BACKEND_URL=file://./state\n");
-    let r = ws.strata(&["up", "--provider", "t", "--stack", "dev"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.run_ok("up", &[]);
     let want = format!("file://{}", ws.path("state").display());
     for c in ws.calls().iter().filter(|c| c["event"] == "start") {
         assert_eq!(c["env"]["PULUMI_BACKEND_URL"], want.as_str(), "{c}");
@@ -254,9 +222,7 @@ fn a_relative_file_backend_is_resolved_against_the_workspace_root() {
 /// file's stack.
 #[test]
 fn read_only_commands_accept_any_stack() {
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: alpha\n"));
-    ws.command_project("alpha", "echo '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
+    let ws = Ws::with_command("alpha", "echo '{}' > \"$STRATA_OUTPUTS_FILE\"");
     ws.env_file("PULUMI_STACK=dev\n");
     for args in [
         vec!["status", "-s", "prod", "-p", "t"],
@@ -273,8 +239,8 @@ fn read_only_commands_accept_any_stack() {
         vec!["secrets", "set", "t:x", "-s", "prod", "-p", "t"],
     ] {
         let r = ws.strata(&args);
-        assert_eq!(r.code, 3, "{args:?}: {r:?}");
-        assert!(r.stderr.contains("differs from PULUMI_STACK=dev"), "{r:?}");
+        r.expect_code(3)
+            .expect_stderr(&["differs from PULUMI_STACK=dev"]);
     }
 }
 
@@ -282,14 +248,10 @@ fn read_only_commands_accept_any_stack() {
 /// nothing (exit 1); the name destroys.
 #[test]
 fn destroy_asks_for_the_stack_name_not_a_keypress() {
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
-    ws.command_project(
-        "a",
-        "printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
-        "echo destroyed >> \"$STRATA_ROOT/destroyed\"",
-    );
-    assert_eq!(ws.strata(&["up", "-p", "t", "-s", "dev"]).code, 0);
+    let ws = Ws::with_profile("infrastructure:\n  - path: a\n");
+    let destroy = "echo destroyed >> \"$STRATA_ROOT/destroyed\"";
+    ws.command_project("a", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", destroy);
+    ws.run_ok("up", &[]);
     let (out, code) = answering(
         &ws,
         &["destroy", "-p", "t", "-s", "dev"],

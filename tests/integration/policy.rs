@@ -11,12 +11,8 @@ pub(crate) const OK: &str = "printf '{}' > \"$STRATA_OUTPUTS_FILE\"";
 /// policy.
 #[test]
 fn a_timeout_cancels_the_project_with_one_sigint_and_fails_it() {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: slow\n    timeout: 1s\n  - path: other\n    needs: []\n"
-        ),
+    let ws = Ws::with_profile(
+        "infrastructure:\n  - path: slow\n    timeout: 1s\n  - path: other\n    needs: []\n",
     );
     ws.command_project(
         "slow",
@@ -24,35 +20,17 @@ fn a_timeout_cancels_the_project_with_one_sigint_and_fails_it() {
         "true",
     );
     ws.command_project("other", OK, "true");
-    let r = ws.strata(&[
-        "up",
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "--keep-going",
-        "--output",
-        "json",
-    ]);
-    assert_eq!(r.code, 1, "{r:?}");
+    let r = ws.run_json("up", &["--keep-going"]);
+    r.expect_code(1);
     assert_slow_timed_out(&r);
     assert_eq!(ws.read("signals").lines().count(), 1, "exactly one SIGINT");
-    let other = r
-        .events()
-        .into_iter()
-        .find(|e| e["event"] == "project_finished" && e["project"] == "other")
-        .unwrap();
-    assert_eq!(other["status"], "succeeded");
+    assert_eq!(r.statuses()["other"], "succeeded", "{r:?}");
 }
 
 fn retry_workspace(pattern: &str) -> Ws {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: flaky\n    retry: {{ attempts: 3, delay: 100ms, on: [\"{pattern}\"] }}\n"
-        ),
-    );
+    let ws = Ws::with_profile(&format!(
+        "infrastructure:\n  - path: flaky\n    retry: {{ attempts: 3, delay: 100ms, on: [\"{pattern}\"] }}\n"
+    ));
     // Fails twice with a throttling error, then succeeds.
     ws.command_project(
         "flaky",
@@ -74,8 +52,8 @@ fn journal(ws: &Ws) -> Vec<Value> {
 #[test]
 fn a_matching_failure_is_retried_with_a_doubling_delay() {
     let ws = retry_workspace("TooManyRequests");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.run_json("up", &[]);
+    r.expect_code(0);
     assert_eq!(ws.read("tries").trim(), "3");
     let retries: Vec<Value> = r
         .events()
@@ -126,8 +104,8 @@ fn a_matching_failure_is_retried_with_a_doubling_delay() {
 #[test]
 fn a_failure_that_matches_no_pattern_is_not_retried() {
     let ws = retry_workspace("connection reset");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    let r = ws.run_json("up", &[]);
+    r.expect_code(1);
     assert_eq!(ws.read("tries").trim(), "1");
     assert!(!r.stdout.contains("project_retry"), "{r:?}");
 }
@@ -152,8 +130,8 @@ fn a_pulumi_project_is_retried_through_the_cli() {
         "FAKE_PULUMI_FAIL_MESSAGE",
         "creating VPC: TooManyRequests: slow down",
     );
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    let r = ws.run("up", &[]);
+    r.expect_code(1);
     let ups = ws
         .calls()
         .into_iter()
@@ -168,19 +146,12 @@ fn a_pulumi_project_is_retried_through_the_cli() {
 /// process group does not outlive the run (issue 25).
 #[test]
 fn a_timeout_holds_when_the_project_exits_0_after_sigint() {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!("{HEAD}infrastructure:\n  - path: slow\n    timeout: 1s\n"),
-    );
-    ws.command_project(
-        "slow",
-        "trap 'exit 0' INT; sleep 30 & echo $! > \"$STRATA_ROOT/child\"; wait",
-        "true",
-    );
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
+    let ws = Ws::with_profile("infrastructure:\n  - path: slow\n    timeout: 1s\n");
+    let leaves_a_child = "trap 'exit 0' INT; sleep 30 & echo $! > \"$STRATA_ROOT/child\"; wait";
+    ws.command_project("slow", leaves_a_child, "true");
+    let r = ws.run_json("up", &[]);
     assert_slow_timed_out(&r);
-    assert_eq!(r.code, 1, "{r:?}");
+    r.expect_code(1);
     let pid: i32 = ws.read("child").trim().parse().unwrap();
     // Dead, or a zombie nobody has reaped yet: not running.
     let alive = || {

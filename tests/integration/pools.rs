@@ -20,6 +20,8 @@ printf '{{}}' > "$STRATA_OUTPUTS_FILE""#
     )
 }
 
+/// `projects` projects that call [`cloud_call`] in the pool `pool` (of `pools`), and one
+/// in no pool.
 pub(crate) fn estate(ws: &Ws, pools: &str, projects: usize, pool: &str) {
     let mut yaml =
         format!("{HEAD}pools: {pools}\nthrottle: {{attempts: 20, delay: 50ms}}\ninfrastructure:\n");
@@ -51,8 +53,8 @@ fn of(events: &[Value], kind: &str) -> Vec<Value> {
 fn a_throttled_pool_halves_retries_and_every_project_succeeds() {
     let ws = Ws::new();
     estate(&ws, "{aws: 4}", 8, "aws");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "-j", "8", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.run_json("up", &["-j", "8"]);
+    r.expect_code(0);
     let events = r.events();
     let finished = of(&events, "project_finished");
     assert_eq!(finished.len(), 9);
@@ -117,21 +119,9 @@ fn a_throttled_pool_halves_retries_and_every_project_succeeds() {
     let doc: Value = serde_json::from_str(&report.stdout).unwrap();
     assert_eq!(doc["pool_changes"].as_array().unwrap().len(), changes.len());
     assert_eq!(doc["pool_changes"][0]["limit"], 2);
-    let p0 = doc["projects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["project"] == "p0")
-        .unwrap();
-    assert_eq!(p0["pool"], "aws");
+    assert_eq!(item(&doc["projects"], "project", "p0")["pool"], "aws");
     // Both follow their published schemas.
-    crate::handoff::assert_follows_schemas(
-        &ws,
-        &[
-            ("report.v2.json", "report.json", &report.stdout),
-            ("events.v2.json", "events.jsonl", &r.stdout),
-        ],
-    );
+    crate::handoff::assert_run_follows_schemas(&ws, &r, &report);
     let html = ws.strata(&["report", "-s", "dev", "--format", "html", "--out", "r.html"]);
     assert_eq!(html.code, 0, "{html:?}");
     let page = ws.read("r.html");
@@ -146,8 +136,8 @@ fn a_throttled_pool_halves_retries_and_every_project_succeeds() {
 fn a_pool_never_runs_more_than_its_limit() {
     let ws = Ws::new();
     estate(&ws, "{aws: 2}", 6, "aws");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "-j", "8", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.run_json("up", &["-j", "8"]);
+    r.expect_code(0);
     assert_eq!(ws.read("cloud/peak").trim(), "2");
     // At two the cloud never throttles: no retry, no change.
     assert!(of(&r.events(), "project_retry").is_empty(), "{r:?}");
@@ -161,20 +151,14 @@ fn a_pool_never_runs_more_than_its_limit() {
 fn a_fixed_pool_keeps_its_limit_and_no_pool_means_no_throttle_retry() {
     let ws = Ws::new();
     estate(&ws, "{aws: {limit: 4, adaptive: false}}", 6, "aws");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "-j", "8", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.run_json("up", &["-j", "8"]);
+    r.expect_code(0);
     assert!(of(&r.events(), "pool_limit").is_empty());
     assert!(!of(&r.events(), "project_retry").is_empty(), "{r:?}");
 
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a\n"));
-    ws.command_project(
-        "a",
-        "echo 'api error Throttling: Rate exceeded'; exit 1",
-        "true",
-    );
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    let ws = Ws::with_command("a", "echo 'api error Throttling: Rate exceeded'; exit 1");
+    let r = ws.run_json("up", &[]);
+    r.expect_code(1);
     assert!(of(&r.events(), "project_retry").is_empty());
 }
 
@@ -182,16 +166,11 @@ fn a_fixed_pool_keeps_its_limit_and_no_pool_means_no_throttle_retry() {
 /// says the project was cancelled.
 #[test]
 fn a_throttled_project_waiting_for_its_pool_answers_ctrl_c() {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!("{HEAD}pools: {{aws: 2}}\nthrottle: {{attempts: 5, delay: 60s}}\ninfrastructure:\n  - path: a\n    pool: aws\n"),
+    let ws = Ws::with_profile(
+        "pools: {aws: 2}\nthrottle: {attempts: 5, delay: 60s}\ninfrastructure:\n  - path: a\n    pool: aws\n",
     );
-    ws.command_project(
-        "a",
-        "touch \"$STRATA_ROOT/tried\"; echo 'HTTP 429 Too Many Requests'; exit 1",
-        "true",
-    );
+    let throttled = "touch \"$STRATA_ROOT/tried\"; echo 'HTTP 429 Too Many Requests'; exit 1";
+    ws.command_project("a", throttled, "true");
     let mut child = ws.spawn(&["up", "-p", "t", "-s", "dev"]);
     let t0 = std::time::Instant::now();
     while !ws.exists("tried") && t0.elapsed() < std::time::Duration::from_secs(30) {
@@ -212,25 +191,17 @@ fn a_throttled_project_waiting_for_its_pool_answers_ctrl_c() {
 /// `show` lists the pools and each project's pool, in every format.
 #[test]
 fn show_lists_the_pools_and_each_projects_pool() {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}pools: {{aws-us-east-1: 4, harbor: {{limit: 1, adaptive: false}}}}\npool: aws-us-east-1\ninfrastructure:\n  - path: vpc\n    tags: [network]\n  - path: registry\n    pool: harbor\n"
-        ),
+    let ws = Ws::with_profile(
+        "pools: {aws-us-east-1: 4, harbor: {limit: 1, adaptive: false}}\npool: aws-us-east-1\ninfrastructure:\n  - path: vpc\n    tags: [network]\n  - path: registry\n    pool: harbor\n",
     );
     ws.command_project("vpc", "true", "true");
     ws.command_project("registry", "true", "true");
     let tree = ws.strata(&["show", "-p", "t"]);
-    assert_eq!(tree.code, 0, "{tree:?}");
-    assert!(
-        tree.stdout
-            .contains("pools: aws-us-east-1 4 at once (adaptive) · harbor 1 at once (fixed)"),
-        "{}",
-        tree.stdout
-    );
-    assert!(tree.stdout.contains("pool    harbor"), "{}", tree.stdout);
-    assert!(tree.stdout.contains("tags    network"), "{}", tree.stdout);
+    tree.expect_code(0).expect_stdout(&[
+        "pools: aws-us-east-1 4 at once (adaptive) · harbor 1 at once (fixed)",
+        "pool    harbor",
+        "tags    network",
+    ]);
     let json = ws.strata(&["show", "-p", "t", "--format", "json"]);
     let doc: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(
@@ -287,18 +258,7 @@ fn pooled_for_export() -> Ws {
 #[test]
 fn github_actions_export_chains_a_pools_jobs_into_as_many_lanes_as_its_limit() {
     let ws = pooled_for_export();
-    let r = ws.strata(&[
-        "export",
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "--format",
-        "github-actions",
-        "--out",
-        "wf.yml",
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.run_ok("export", &["--format", "github-actions", "--out", "wf.yml"]);
     let text = ws.read("wf.yml");
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
     let needs = |job: &str| -> Vec<String> {
@@ -338,10 +298,7 @@ fn github_actions_export_chains_a_pools_jobs_into_as_many_lanes_as_its_limit() {
 #[test]
 fn argo_export_holds_a_pools_tasks_with_a_semaphore_and_pko_says_it_cannot() {
     let ws = pooled_for_export();
-    let r = ws.strata(&[
-        "export", "-p", "t", "-s", "dev", "--format", "argo", "--out", "wf.yaml",
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.run_ok("export", &["--format", "argo", "--out", "wf.yaml"]);
     let text = ws.read("wf.yaml");
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
     let templates = doc["spec"]["templates"].as_sequence().unwrap();
@@ -380,8 +337,7 @@ fn argo_export_holds_a_pools_tasks_with_a_semaphore_and_pko_says_it_cannot() {
     ) {
         assert!(ok, "{out}");
     }
-    let pko = ws.strata(&["export", "-p", "t", "-s", "dev", "--format", "pko"]);
-    assert_eq!(pko.code, 0, "{pko:?}");
+    let pko = ws.run_ok("export", &["--format", "pko"]);
     assert!(
         notes(&pko.stdout).contains("- Pools are not carried (harbor 1 at once, aws 2 at once)"),
         "{}",

@@ -226,24 +226,18 @@ fn summary_file_and_github_step_summary() {
     let r = run(&ws, "preview", &["--summary-file", "out/preview.md"]);
     assert_eq!(r.code, 0, "{r:?}");
     let md = ws.read("out/preview.md");
-    assert!(
-        md.contains("| project | status | + create | ~ update | - delete | ± replace | note |"),
-        "{md}"
-    );
-    assert!(
-        md.contains("| `alpha` | ✅ previewed | 3 | 0 | 0 | 0 |"),
-        "{md}"
-    );
-    assert!(md.contains("| `bravo` | ⏸ blocked |"), "{md}");
-    assert!(
-        md.contains("| **total** | | **6** | **0** | **0** | **0** |"),
-        "{md}"
-    );
-    assert!(
-        md.contains("<details><summary><code>alpha</code>: +3 ~0 -0 ±0</summary>"),
-        "{md}"
-    );
-    assert!(md.contains("- `create` fake:index:Thing first"), "{md}");
+    let table = [
+        "| project | status | + create | ~ update | - delete | ± replace | note |",
+        "| `alpha` | ✅ previewed | 3 | 0 | 0 | 0 |",
+        "| `bravo` | ⏸ blocked |",
+        "| **total** | | **6** | **0** | **0** | **0** |",
+    ];
+    assert_has(&md, &table);
+    let details = [
+        "<details><summary><code>alpha</code>: +3 ~0 -0 ±0</summary>",
+        "- `create` fake:index:Thing first",
+    ];
+    assert_has(&md, &details);
     assert!(!md.contains("http"), "no links: {md}");
     let step = ws.read("summary.md");
     assert!(step.starts_with("# Earlier step\n\nkept\n"), "{step}");
@@ -262,12 +256,8 @@ fn streamed_preview_events_give_the_same_counts() {
 
 #[test]
 fn command_projects_preview_with_their_command_or_are_skipped() {
-    let ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: build\n  - path: push\n    needs: []\n  - path: alpha\n    needs: []\n"
-        ),
+    let ws = Ws::with_profile(
+        "infrastructure:\n  - path: build\n  - path: push\n    needs: []\n  - path: alpha\n    needs: []\n",
     );
     ws.command_project("build", "echo built", "true");
     ws.write(
@@ -377,16 +367,7 @@ fn expect_no_changes_counts_what_would_be_created_and_what_is_blocked_behind_it(
     }
     // No `preview:` command: never deployed, it would be created all the same.
     ws.command_project("tools", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
-    let r = ws.strata(&[
-        "preview",
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "--output",
-        "json",
-        "--expect-no-changes",
-    ]);
+    let r = preview_json(&ws, &["--expect-no-changes"]);
     let f = finished(&r);
     assert_eq!(f["cluster"]["status"], "blocked", "{r:?}");
     assert_eq!(r.code, 4, "a never-deployed environment has changes: {r:?}");
@@ -394,16 +375,7 @@ fn expect_no_changes_counts_what_would_be_created_and_what_is_blocked_behind_it(
         assert!(r.stderr.contains(p), "{p} is named: {}", r.stderr);
     }
     ok(&ws, "up", &[]);
-    let r = ws.strata(&[
-        "preview",
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "--output",
-        "json",
-        "--expect-no-changes",
-    ]);
+    let r = preview_json(&ws, &["--expect-no-changes"]);
     assert_eq!(r.code, 0, "deployed, nothing pending: {r:?}");
 }
 
@@ -413,12 +385,8 @@ fn expect_no_changes_counts_what_would_be_created_and_what_is_blocked_behind_it(
 /// `ref` that no preview knows and no mock gives, so it stays blocked, saying why.
 #[test]
 fn a_fresh_stack_projects_known_outputs_and_mocks_into_downstream_previews() {
-    let mut ws = Ws::new();
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: src\n  - path: ref\n    needs: [src]\n    mock_outputs: {{ port: 8080 }}\n  - path: app\n    needs: [src, ref]\n    inputs:\n      app:host: src:host\n      app:port: ref:port\n  - path: odd\n    needs: [ref]\n    inputs:\n      odd:x: ref:other\n"
-        ),
+    let mut ws = Ws::with_profile(
+        "infrastructure:\n  - path: src\n  - path: ref\n    needs: [src]\n    mock_outputs: { port: 8080 }\n  - path: app\n    needs: [src, ref]\n    inputs:\n      app:host: src:host\n      app:port: ref:port\n  - path: odd\n    needs: [ref]\n    inputs:\n      odd:x: ref:other\n",
     );
     ws.pulumi_project(
         "src",
@@ -487,10 +455,5 @@ fn a_fresh_stack_projects_known_outputs_and_mocks_into_downstream_previews() {
     assert!(manifest["steps"]["app"]["plan"].is_null(), "{manifest}");
     let up = run(&ws, "up", &["--plan", "bundle"]);
     assert_ne!(up.code, 0, "{up:?}");
-    assert!(
-        up.stderr
-            .contains("app: its preview ran on projected inputs"),
-        "{}",
-        up.stderr
-    );
+    up.expect_stderr(&["app: its preview ran on projected inputs"]);
 }

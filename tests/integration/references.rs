@@ -212,13 +212,7 @@ fn changed_looks_only_at_what_a_project_reads_when_that_is_known() {
     ws.pulumi_project("order", "order", &order("2"));
     let r = ws.strata(&["up", "-p", "t", "--changed", "--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let ran: Vec<String> = r
-        .events()
-        .into_iter()
-        .filter(|e| e["event"] == "project_finished" && e["status"] == "succeeded")
-        .map(|e| e["project"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(ran, ["order"], "{r:?}");
+    assert_eq!(r.finished_with("succeeded"), ["order"], "{r:?}");
     // net's outputs change: app reads them, so it runs.
     ws.pulumi_project(
         "net",
@@ -226,14 +220,7 @@ fn changed_looks_only_at_what_a_project_reads_when_that_is_known() {
         "resources:\n  vpc:\n    type: fake:index:Thing\n    properties:\n      x: vpc-2\noutputs:\n  vpc: ${vpc.x}\n",
     );
     let r = ws.strata(&["up", "-p", "t", "--changed", "--output", "json"]);
-    let mut ran: Vec<String> = r
-        .events()
-        .into_iter()
-        .filter(|e| e["event"] == "project_finished" && e["status"] == "succeeded")
-        .map(|e| e["project"].as_str().unwrap().to_string())
-        .collect();
-    ran.sort();
-    assert_eq!(ran, ["app", "net"], "{r:?}");
+    assert_eq!(r.finished_with("succeeded"), ["app", "net"], "{r:?}");
 }
 
 /// A stack reference the scanner cannot read (issue 25: a name held in a variable) is
@@ -290,27 +277,15 @@ fn an_unreadable_reference_is_unknown_for_validate_and_changed() {
     );
     let r = ws.strata(&["up", "-p", "t", "--changed", "--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let mut ran: Vec<String> = r
-        .events()
-        .into_iter()
-        .filter(|e| e["event"] == "project_finished" && e["status"] == "succeeded")
-        .map(|e| e["project"].as_str().unwrap().to_string())
-        .collect();
-    ran.sort();
     assert_eq!(
-        ran,
+        r.finished_with("succeeded"),
         ["blind", "net", "solo"],
         "known is skipped (net left the same outputs), blind and solo may read anything: {r:?}"
     );
     // Nothing runs: nothing changed, nothing they could read changed either.
     let r = ws.strata(&["up", "-p", "t", "--changed", "--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(
-        !r.events()
-            .iter()
-            .any(|e| e["event"] == "project_finished" && e["status"] == "succeeded"),
-        "{r:?}"
-    );
+    assert!(r.finished_with("succeeded").is_empty(), "{r:?}");
 }
 
 /// `show` lists a reference it cannot read where it lists the others: the JSON as

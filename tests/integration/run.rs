@@ -26,16 +26,8 @@ pub(crate) fn name(path: &str) -> String {
 
 /// The `<P>` of the fake's hooks for the project at `path`.
 pub(crate) fn hook_key(path: &str) -> String {
-    name(path)
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    let upper = name(path).to_ascii_uppercase();
+    upper.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
 }
 
 /// A workspace with profile `t` (`infrastructure:` = `entries`, YAML list items) and a
@@ -118,6 +110,12 @@ pub(crate) fn starts_of<'a>(calls: &'a [Value], path: &str) -> Vec<&'a Value> {
         .into_iter()
         .filter(|c| s(c, "project") == n)
         .collect()
+}
+
+/// The pulumi commands the project at `path` ran (`up`, `stack init`…), in order.
+pub(crate) fn commands_of<'a>(calls: &'a [Value], path: &str) -> Vec<&'a str> {
+    let starts = starts_of(calls, path);
+    starts.into_iter().map(|c| s(c, "command")).collect()
 }
 
 /// Every process of a project, from its first start to its last end.
@@ -226,11 +224,7 @@ fn alive(pid: u64) -> bool {
 }
 
 pub(crate) fn sigint(pid: u32) {
-    let st = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(st.success(), "kill -INT {pid}");
+    send_signal(pid, "INT");
 }
 
 /// strata running in the background; its output is drained on a thread.
@@ -511,10 +505,7 @@ fn a_missing_stack_is_created_with_stack_init_and_a_second_up_is_one_process_per
     ok(&ws, "up", &[]);
     let calls = ws.calls();
     for p in DIAMOND_PATHS {
-        let cmds: Vec<&str> = starts_of(&calls, p)
-            .into_iter()
-            .map(|c| s(c, "command"))
-            .collect();
+        let cmds = commands_of(&calls, p);
         assert!(
             cmds.contains(&"stack init"),
             "{p}: a missing stack is created with `stack init`: {cmds:?}"
@@ -534,10 +525,7 @@ fn a_missing_stack_is_created_with_stack_init_and_a_second_up_is_one_process_per
     ok(&ws, "up", &[]);
     let calls = ws.calls();
     for p in DIAMOND_PATHS {
-        let cmds: Vec<&str> = starts_of(&calls, p)
-            .into_iter()
-            .map(|c| s(c, "command"))
-            .collect();
+        let cmds = commands_of(&calls, p);
         assert_eq!(
             cmds,
             ["up"],
@@ -556,17 +544,14 @@ fn preview_and_refresh_run_the_matching_pulumi_subcommand() {
         ok(&ws, cmd, &[]);
         let calls = ws.calls();
         for p in DIAMOND_PATHS {
-            let cmds: Vec<String> = starts_of(&calls, p)
-                .into_iter()
-                .map(|c| s(c, "command").to_string())
-                .collect();
+            let cmds = commands_of(&calls, p);
             assert!(
-                cmds.iter().any(|c| c == cmd),
+                cmds.contains(&cmd),
                 "`strata {cmd}` must run `pulumi {cmd}` for {p}: {cmds:?}"
             );
             for c in &cmds {
                 assert!(
-                    !["up", "destroy"].contains(&c.as_str()),
+                    !["up", "destroy"].contains(c),
                     "`strata {cmd}` ran `pulumi {c}` for {p}"
                 );
             }
@@ -811,10 +796,7 @@ fn down_is_destroy() {
     ok(&ws, "down", &["--yes"]);
     let calls = ws.calls();
     for p in CHAIN_PATHS {
-        let cmds: Vec<&str> = starts_of(&calls, p)
-            .into_iter()
-            .map(|c| s(c, "command"))
-            .collect();
+        let cmds = commands_of(&calls, p);
         assert_eq!(cmds, ["destroy"], "{p}");
     }
     assert_order(&calls, &[("charlie", "bravo"), ("bravo", "alpha")]);
@@ -883,6 +865,24 @@ fn start_slow_up(ws: &Ws, extra: &[&str]) -> (Background, BTreeMap<String, u64>)
     (bg, running)
 }
 
+/// A slow `up` ([`start_slow_up`]) stopped by one Ctrl-C within `limit`: its run, which
+/// exits 130, and the children that were running when the Ctrl-C came.
+fn ctrl_c_slow_up(ws: &Ws, extra: &[&str], limit: Duration) -> (Run, BTreeMap<String, u64>) {
+    let (bg, running) = start_slow_up(ws, extra);
+    sigint(bg.pid);
+    let r = bg.wait(limit);
+    r.expect_code(130);
+    (r, running)
+}
+
+/// Each of the `running` children got exactly one SIGINT (`why`: what that means here).
+fn assert_one_sigint_each(calls: &[Value], running: &BTreeMap<String, u64>, why: &str) {
+    for (project, pid) in running {
+        let got = sigints_of(calls, *pid);
+        assert_eq!(got, 1, "{project} (pid {pid}): {why}\n{calls:#?}");
+    }
+}
+
 fn assert_nothing_survives(ws: &Ws) {
     let calls = ws.calls();
     let pids: BTreeSet<u64> = starts(&calls)
@@ -906,17 +906,10 @@ fn assert_nothing_survives(ws: &Ws) {
 #[test]
 fn ctrl_c_forwards_one_sigint_to_each_running_child_and_exits_130() {
     let ws = ctrl_c_workspace();
-    let (bg, running) = start_slow_up(&ws, &[]);
-    sigint(bg.pid);
-    let r = bg.wait(Duration::from_secs(90));
-    assert_eq!(r.code, 130, "{r:?}");
+    let (_, running) = ctrl_c_slow_up(&ws, &[], Duration::from_secs(90));
     let calls = ws.calls();
+    assert_one_sigint_each(&calls, &running, "must receive exactly one SIGINT");
     for (project, pid) in &running {
-        assert_eq!(
-            sigints_of(&calls, *pid),
-            1,
-            "{project} (pid {pid}) must receive exactly one SIGINT: {calls:#?}"
-        );
         let end = records(&calls, "end")
             .into_iter()
             .find(|c| c["pid"].as_u64() == Some(*pid))
@@ -945,12 +938,8 @@ fn ctrl_c_during_up_plan_says_to_continue_with_the_same_bundle() {
     for p in SLOW {
         ws.set_env(&format!("FAKE_PULUMI_DELAY_MS_{}", hook_key(p)), "15000");
     }
-    let (bg, _) = start_slow_up(&ws, &["--plan", "reviewed"]);
-    sigint(bg.pid);
-    let r = bg.wait(Duration::from_secs(90));
-    assert_eq!(r.code, 130, "{r:?}");
-    assert!(r.stderr.contains("To continue: strata up --plan "), "{r:?}");
-    assert!(r.stderr.contains("reviewed"), "{r:?}");
+    let (r, _) = ctrl_c_slow_up(&ws, &["--plan", "reviewed"], Duration::from_secs(90));
+    r.expect_stderr(&["To continue: strata up --plan ", "reviewed"]);
     assert!(!r.stderr.contains("--resume"), "{r:?}");
     assert!(!ws.exists("reviewed/applied.json"));
 }
@@ -978,12 +967,9 @@ fn a_second_ctrl_c_kills_the_children_and_mentions_pulumi_cancel() {
         "after killing, strata says which stacks may need `pulumi cancel`: {r:?}"
     );
     let calls = ws.calls();
+    let why = "strata forwards one SIGINT, then kills (never a second SIGINT)";
+    assert_one_sigint_each(&calls, &running, why);
     for (project, pid) in &running {
-        assert_eq!(
-            sigints_of(&calls, *pid),
-            1,
-            "{project}: strata forwards one SIGINT, then kills (never a second SIGINT)"
-        );
         assert!(
             !records(&calls, "end")
                 .into_iter()
@@ -1061,8 +1047,7 @@ fn the_environment_file_overlays_the_process_environment_of_children() {
 
 #[test]
 fn command_projects_get_the_same_environment_own_group_and_no_stdin() {
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: cmd\n"));
+    let ws = Ws::with_profile("infrastructure:\n  - path: cmd\n");
     let up = r#"set -eu
 {
   echo "stack=$STRATA_STACK"
@@ -1115,29 +1100,23 @@ fn destroy_with_deps_takes_the_dependents() {
 /// path: one SIGINT per child, nothing new started, the lock released; exit 128+n.
 #[test]
 fn sigterm_is_handled_like_ctrl_c() {
-    graceful_on("-TERM", 143);
+    graceful_on("TERM", 143);
 }
 
 #[test]
 fn sighup_is_handled_like_ctrl_c() {
-    graceful_on("-HUP", 129);
+    graceful_on("HUP", 129);
 }
 
 fn graceful_on(signal: &str, code: i32) {
     let ws = ctrl_c_workspace();
     let (bg, running) = start_slow_up(&ws, &[]);
-    let st = Command::new("kill")
-        .args([signal, &bg.pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    send_signal(bg.pid, signal);
     let r = bg.wait(Duration::from_secs(90));
-    assert_eq!(r.code, code, "{r:?}");
+    r.expect_code(code);
     assert!(!ws.exists(".strata/dev/lock"), "the lock is released");
     let calls = ws.calls();
-    for (project, pid) in &running {
-        assert_eq!(sigints_of(&calls, *pid), 1, "{project}: one SIGINT");
-    }
+    assert_one_sigint_each(&calls, &running, "one SIGINT");
     for p in ["echo", "delta"] {
         assert!(starts_of(&calls, p).is_empty(), "{p} started: {calls:#?}");
     }
@@ -1149,18 +1128,9 @@ fn children_that_ignore_sigint_are_killed_after_the_grace_period() {
     let mut ws = ctrl_c_workspace();
     ws.set_env("FAKE_PULUMI_IGNORE_SIGINT", "1");
     ws.set_env("STRATA_GRACE_SECONDS", "2");
-    let (bg, running) = start_slow_up(&ws, &[]);
-    sigint(bg.pid);
-    let r = bg.wait(Duration::from_secs(60));
-    assert_eq!(r.code, 130, "{r:?}");
-    let calls = ws.calls();
-    for (project, pid) in &running {
-        assert_eq!(
-            sigints_of(&calls, *pid),
-            1,
-            "{project}: one SIGINT, then a kill after the grace period"
-        );
-    }
+    let (r, running) = ctrl_c_slow_up(&ws, &[], Duration::from_secs(60));
+    let why = "one SIGINT, then a kill after the grace period";
+    assert_one_sigint_each(&ws.calls(), &running, why);
     assert!(
         r.all().contains("pulumi cancel"),
         "killed stacks may need `pulumi cancel`: {r:?}"
@@ -1339,11 +1309,8 @@ fn the_local_profile_runs_end_to_end_without_pulumi() {
 #[test]
 fn after_a_graceful_ctrl_c_the_hint_is_resume_not_pulumi_cancel() {
     let ws = ctrl_c_workspace();
-    let (bg, _running) = start_slow_up(&ws, &[]);
-    sigint(bg.pid);
-    let r = bg.wait(Duration::from_secs(90));
-    assert_eq!(r.code, 130, "{r:?}");
-    assert!(r.stderr.contains("--resume"), "{r:?}");
+    let (r, _) = ctrl_c_slow_up(&ws, &[], Duration::from_secs(90));
+    r.expect_stderr(&["--resume"]);
     assert!(!r.stderr.contains("pulumi cancel"), "{r:?}");
 }
 

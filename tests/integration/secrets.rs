@@ -14,36 +14,17 @@ use crate::support::*;
 #[path = "../support/fake_kube.rs"]
 pub(crate) mod fake_kube;
 
-use fake_kube::FakeKube;
+use fake_kube::{FakeKube, encode_base64};
 
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-/// The `strata` command exactly as `Ws` builds it (a clean environment, the fake pulumi
-/// first on PATH, HOME and KUBECONFIG inside the workspace), for stdin and pty runs.
-fn strata_command(ws: &Ws, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
-    c.args(args)
-        .current_dir(&ws.root)
-        .env_clear()
-        .env(
-            "PATH",
-            format!("{}:/usr/local/bin:/usr/bin:/bin", ws.bin.display()),
-        )
-        .env("HOME", ws.root.join("home"))
-        .env("KUBECONFIG", ws.root.join("home/.kube/config"))
-        .env("STRATA_GRACE_SECONDS", "20");
-    for (k, v) in &ws.env {
-        c.env(k, v);
-    }
-    c
-}
-
 /// Runs strata with `input` piped on stdin (so not a terminal).
 pub(crate) fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
     use std::io::Write;
-    let mut child = strata_command(ws, args)
+    let mut child = ws
+        .command(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -53,12 +34,7 @@ pub(crate) fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(input.as_bytes()).unwrap();
     }
-    let out = child.wait_with_output().expect("wait for strata");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(child.wait_with_output().expect("wait for strata"))
 }
 
 /// A fresh X25519 identity in `age-keygen` format at `home/<name>`; returns its path.
@@ -89,26 +65,18 @@ const STORE: &str = "config/secrets/dev.age";
 const BEGIN: &str = "-----BEGIN AGE ENCRYPTED FILE-----";
 const END: &str = "-----END AGE ENCRYPTED FILE-----";
 
-/// Standard base64 (what Kubernetes stores in a Secret's `data`).
-fn b64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
+/// A workspace on stack `dev` (its environment file's) whose profile `lab` asks the
+/// secrets `asks` (key, prompt) and runs `infrastructure` (YAML list items).
+pub(crate) fn lab_asking(asks: &[(&str, &str)], infrastructure: &str) -> Ws {
+    let mut yaml = format!("{HEAD}secrets:\n");
+    for (key, prompt) in asks {
+        yaml.push_str(&format!("  - key: {key}\n    prompt: {prompt}\n"));
     }
-    out
+    yaml.push_str(&format!("infrastructure:\n{infrastructure}"));
+    let ws = Ws::new();
+    ws.profile("lab", &yaml);
+    ws.env_file("PULUMI_STACK=dev\n");
+    ws
 }
 
 fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
@@ -488,7 +456,7 @@ fn terminal_first_run_prompts_and_writes_env_file_stack_config_and_store() {
     const SECRET: &str = "Pty-T0ken-VALUE-c0ffee";
     const PASSPHRASE: &str = "pty-Pass-phrase-VALUE-d00d";
 
-    let mut term = pty::Pty::spawn(strata_command(&ws, &["up", "--provider", "lab"]));
+    let mut term = pty::Pty::spawn(ws.command(&["up", "--provider", "lab"]));
 
     let seen = term.expect("Stack name");
     assert!(!seen.contains("error"), "{seen}");
@@ -613,8 +581,7 @@ fn non_interactive_first_run_lists_every_missing_config_key() {
             "no way to set {key}: {r:?}"
         );
     }
-    assert!(err.contains("--config-file"), "{r:?}");
-    assert!(err.contains("Pulumi.dev.yaml"), "{r:?}");
+    r.expect_stderr(&["--config-file", "Pulumi.dev.yaml"]);
     assert!(
         !err.contains("lab:region"),
         "a key with a default is not missing: {r:?}"
@@ -731,7 +698,10 @@ fn store_file_is_armoured_private_and_holds_no_plaintext() {
         "adminpass",
     ] {
         assert!(!text.contains(needle), "{needle} in the store file");
-        assert!(!contains_bytes(&bytes, b64(needle.as_bytes()).as_bytes()));
+        assert!(!contains_bytes(
+            &bytes,
+            encode_base64(needle.as_bytes()).as_bytes()
+        ));
     }
     let mode = std::fs::metadata(ws.path(STORE))
         .unwrap()
@@ -783,16 +753,8 @@ fn fails_cleanly(ws: &Ws, r: &Run, before: &[u8], what: &str) {
 
 #[test]
 fn wrong_passphrase_fails_cleanly_and_leaves_the_store() {
-    let mut ws = Ws::new();
-    ws.profile(
-        "lab",
-        &format!(
-            "{HEAD}secrets:\n  - key: lab:token\n    prompt: Token\n\
-             infrastructure:\n  - path: infra/cluster\n"
-        ),
-    );
+    let mut ws = lab_asking(&[("lab:token", "Token")], "  - path: infra/cluster\n");
     ws.command_project("infra/cluster", "echo ran >> \"$HOME/infra-ran\"", "true");
-    ws.env_file("PULUMI_STACK=dev\n");
     ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
     let r = strata_stdin(&ws, &["secrets", "set", "lab:token"], ADMIN);
     assert_eq!(r.code, 0, "{r:?}");
@@ -903,7 +865,7 @@ fn secrets_list_shows_keys_and_declaring_project_never_values() {
     assert!(line("apps:api-key").contains("missing"), "{r:?}");
     for v in [ADMIN, DB, "undeclared-VALUE-77"] {
         assert!(!r.all().contains(v), "a value was listed: {r:?}");
-        assert!(!r.all().contains(&b64(v.as_bytes())), "{r:?}");
+        assert!(!r.all().contains(&encode_base64(v.as_bytes())), "{r:?}");
     }
 
     let r = ws.strata(&["--output", "json", "secrets", "list"]);
@@ -986,11 +948,11 @@ fn secrets_set_from_piped_stdin_then_rm() {
     // Removing it again names the key and fails.
     let r = ws.strata(&["secrets", "rm", "apps:db-password"]);
     assert_ne!(r.code, 0, "{r:?}");
-    assert!(r.stderr.contains("apps:db-password"), "{r:?}");
+    r.expect_stderr(&["apps:db-password"]);
     // Now missing again for a non-interactive up.
     let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    assert!(r.stderr.contains("STRATA_SECRET_APPS_DB_PASSWORD"), "{r:?}");
+    r.expect_code(3)
+        .expect_stderr(&["STRATA_SECRET_APPS_DB_PASSWORD"]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1128,12 +1090,7 @@ fn show_and_the_run_summary_list_the_secrets_step_like_a_project() {
     let r = ws.strata(&["show", "--format", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
     let plan: Value = serde_json::from_str(&r.stdout).unwrap();
-    let order: Vec<&str> = plan["order"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let order = strings(&plan["order"]);
     assert_eq!(order, ["infra/cluster", "@secrets", "k8s/app"], "{r:?}");
     assert!(
         plan["projects"]
@@ -1370,7 +1327,7 @@ fn a_full_up_with_secrets_leaks_no_value_anywhere() {
                 "`strata {name}` shows a secret value: {r:?}"
             );
             assert!(
-                !r.all().contains(&b64(v.as_bytes())),
+                !r.all().contains(&encode_base64(v.as_bytes())),
                 "`strata {name}`: {r:?}"
             );
         }
@@ -1397,7 +1354,7 @@ fn a_full_up_with_secrets_leaks_no_value_anywhere() {
                 String::from_utf8_lossy(&bytes)
             );
             assert!(
-                !contains_bytes(&bytes, b64(v.as_bytes()).as_bytes()),
+                !contains_bytes(&bytes, encode_base64(v.as_bytes()).as_bytes()),
                 "{rel} holds a secret value in base64"
             );
         }
@@ -1474,17 +1431,12 @@ fn exec_credential_plugins_get_the_env_file_and_are_named_when_they_fail() {
 /// reported, not decrypted.
 #[test]
 fn status_and_validate_read_the_digest_not_the_store() {
-    let mut ws = Ws::new();
-    ws.profile(
-        "lab",
-        &format!(
-            "{HEAD}secrets:\n  - key: lab:token\n    prompt: Token\n\
-             infrastructure:\n  - path: infra/cluster\n  - path: infra/plain\n    needs: []\n"
-        ),
+    let mut ws = lab_asking(
+        &[("lab:token", "Token")],
+        "  - path: infra/cluster\n  - path: infra/plain\n    needs: []\n",
     );
     ws.command_project("infra/cluster", "echo ran", "true");
     ws.command_project("infra/plain", "echo ran", "true");
-    ws.env_file("PULUMI_STACK=dev\n");
     ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
     ws.set_env("STRATA_SECRET_LAB_TOKEN", ADMIN);
     // (Not the @secrets step: there is no cluster here.)
@@ -1505,11 +1457,8 @@ fn status_and_validate_read_the_digest_not_the_store() {
     ws.set_env("STRATA_PASSPHRASE", "a-wrong-passphrase");
     let status = |ws: &Ws| -> std::collections::BTreeMap<String, Value> {
         let r = ws.strata(&["status", "--provider", "lab", "--output", "json"]);
-        assert_eq!(r.code, 0, "{r:?}");
-        let doc: Value = serde_json::from_str(&r.stdout).unwrap();
-        doc["projects"]
-            .as_array()
-            .unwrap()
+        let doc = r.expect_code(0).json();
+        items(&doc["projects"])
             .iter()
             .map(|p| {
                 (

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
+use crate::secrets::lab_asking;
 use crate::support::*;
 
 const PIN: &str = "428571";
@@ -23,13 +24,9 @@ fn unhex(s: &str) -> [u8; 32] {
 /// A stack with a six-digit secret handed to a Pulumi project (secure config, its
 /// per-project hashes) and to a command project, after one `up`.
 fn deployed_with_pin() -> Ws {
-    let mut ws = Ws::new();
-    ws.profile(
-        "lab",
-        &format!(
-            "{HEAD}secrets:\n  - key: lab:pin\n    prompt: PIN\n\
-             infrastructure:\n  - path: infra/db\n  - path: infra/plain\n    needs: []\n"
-        ),
+    let mut ws = lab_asking(
+        &[("lab:pin", "PIN")],
+        "  - path: infra/db\n  - path: infra/plain\n    needs: []\n",
     );
     ws.pulumi_project(
         "infra/db",
@@ -37,7 +34,6 @@ fn deployed_with_pin() -> Ws {
         "resources:\n  conn:\n    type: test:index:Connection\n    properties:\n      password: ${lab:pin}\noutputs:\n  endpoint: db.local\n",
     );
     ws.command_project("infra/plain", "echo ran", "true");
-    ws.env_file("PULUMI_STACK=dev\n");
     ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
     ws.set_env("STRATA_SECRET_LAB_PIN", PIN);
     // (Not the @secrets step: there is no cluster here.)
@@ -146,16 +142,8 @@ fn a_six_digit_secret_cannot_be_guessed_from_the_state_folder() {
 /// without opening the store.
 #[test]
 fn an_old_store_gets_its_digest_key_on_the_next_up() {
-    let mut ws = Ws::new();
-    ws.profile(
-        "lab",
-        &format!(
-            "{HEAD}secrets:\n  - key: lab:pin\n    prompt: PIN\n\
-             infrastructure:\n  - path: infra/plain\n"
-        ),
-    );
+    let mut ws = lab_asking(&[("lab:pin", "PIN")], "  - path: infra/plain\n");
     ws.command_project("infra/plain", "echo ran", "true");
-    ws.env_file("PULUMI_STACK=dev\n");
     let pass = "the-right-passphrase";
     ws.set_env("STRATA_PASSPHRASE", pass);
     let old = serde_json::json!({ "lab:pin": PIN }).to_string();
@@ -203,20 +191,15 @@ fn an_old_store_gets_its_digest_key_on_the_next_up() {
 /// two-character one (`pp`) does not mask every `x` of `exit` or the `pp` of `app`.
 #[test]
 fn redaction_catches_escaped_forms_and_spares_words_holding_a_short_secret() {
-    let mut ws = Ws::new();
-    ws.profile(
-        "lab",
-        &format!(
-            "{HEAD}secrets:\n  - key: lab:cert\n    prompt: Cert\n  - key: lab:name\n    prompt: Name\n\
-             infrastructure:\n  - path: infra/app\n"
-        ),
+    let mut ws = lab_asking(
+        &[("lab:cert", "Cert"), ("lab:name", "Name")],
+        "  - path: infra/app\n",
     );
     ws.write(
         "projects/infra/app/print.sh",
         "cat <<'EOF'\njson: {\"cert\":\"p\\\"w\\\\d=hunter2\"}\npin: 4711\nshell: 'o'\\''brien-s3cret'\nexit code follows; the app is ready\nEOF\nexit 3\n",
     );
     ws.command_project("infra/app", "sh print.sh", "true");
-    ws.env_file("PULUMI_STACK=dev\n");
     ws.set_env("STRATA_PASSPHRASE", "x");
     ws.set_env("PULUMI_CONFIG_PASSPHRASE", "pp");
     ws.set_env(
@@ -291,19 +274,12 @@ fn a_preview_beside_a_running_up_writes_no_digest() {
 /// keeps must not be testable with the salt beside it (the right guess does not match).
 #[test]
 fn an_output_that_repeats_a_secret_is_not_guessable_from_the_journal() {
-    let mut ws = Ws::new();
-    ws.profile(
-        "lab",
-        &format!(
-            "{HEAD}secrets:\n  - key: lab:pin\n    prompt: PIN\ninfrastructure:\n  - path: infra/echo\n"
-        ),
-    );
+    let mut ws = lab_asking(&[("lab:pin", "PIN")], "  - path: infra/echo\n");
     ws.command_project(
         "infra/echo",
         "printf '{\"pin\": \"%s\"}' \"$STRATA_SECRET_LAB_PIN\" > \"$STRATA_OUTPUTS_FILE\"",
         "true",
     );
-    ws.env_file("PULUMI_STACK=dev\n");
     ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
     ws.set_env("STRATA_SECRET_LAB_PIN", PIN);
     let r = ws.strata(&["up", "--provider", "lab"]);

@@ -123,12 +123,7 @@ fn show_filter_draws_only_what_it_selects() {
         "-p", "t", "show", "--format", "json", "--filter", "net/vpc", "--filter", "web",
     ]);
     let j: Value = serde_json::from_str(&ok(&r).stdout).unwrap();
-    let web = j["projects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["path"] == "apps/web")
-        .unwrap();
+    let web = item(&j["projects"], "path", "apps/web");
     assert_eq!(web["needs"], serde_json::json!(["net/vpc"]), "{j:#}");
     // Every drawing draws the subset only.
     for format in ["tree", "dot", "mermaid"] {
@@ -203,9 +198,7 @@ fn destroy_filter_reads_the_forward_graph_and_runs_in_reverse() {
 fn status_lists_only_the_selected_projects() {
     let ws = workspace();
     run(&ws, &["up", "--filter", "net/vpc"]);
-    let r = ws.strata(&[
-        "-p", "t", "-s", "dev", "status", "--output", "json", "--filter", "net/*",
-    ]);
+    let r = ws.run_json("status", &["--filter", "net/*"]);
     let j: Value = serde_json::from_str(&ok(&r).stdout).unwrap();
     let rows: Vec<(&str, &str)> = j["projects"]
         .as_array()
@@ -214,7 +207,7 @@ fn status_lists_only_the_selected_projects() {
         .map(|p| (p["path"].as_str().unwrap(), p["status"].as_str().unwrap()))
         .collect();
     assert_eq!(rows, [("net/vpc", "succeeded"), ("net/dns", "never run")]);
-    let r = ws.strata(&["-p", "t", "-s", "dev", "status", "--filter", "tag:app"]);
+    let r = ws.run("status", &["--filter", "tag:app"]);
     assert!(
         ok(&r).stdout.contains("apps/web") && !r.stdout.contains("net/vpc"),
         "{r:?}"
@@ -224,10 +217,10 @@ fn status_lists_only_the_selected_projects() {
 #[test]
 fn export_exports_the_selected_subgraph_with_needs_bridged() {
     let ws = workspace();
-    let r = ws.strata(&[
-        "-p", "t", "-s", "dev", "export", "--format", "argo", "--filter", "net/vpc", "--filter",
-        "web",
-    ]);
+    let r = ws.run(
+        "export",
+        &["--format", "argo", "--filter", "net/vpc", "--filter", "web"],
+    );
     let doc: serde_yaml::Value = serde_yaml::from_str(&ok(&r).stdout).unwrap();
     let tasks = doc["spec"]["templates"]
         .as_sequence()
@@ -254,18 +247,16 @@ fn export_exports_the_selected_subgraph_with_needs_bridged() {
     assert_eq!(deps[0], tasks[0]["name"]);
     // The review-and-apply workflow is the whole profile's: a selection is refused.
     refused(
-        &ws.strata(&[
-            "-p",
-            "t",
-            "-s",
-            "dev",
+        &ws.run(
             "export",
-            "--format",
-            "github-actions",
-            "--review-apply",
-            "--filter",
-            "web",
-        ]),
+            &[
+                "--format",
+                "github-actions",
+                "--review-apply",
+                "--filter",
+                "web",
+            ],
+        ),
         2,
         &["--review-apply", "takes no --filter"],
     );

@@ -179,11 +179,7 @@ impl Ws {
             .stdin(Stdio::null())
             .output()
             .expect("run strata");
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        Run::from(out)
     }
 
     /// Starts strata without waiting (for Ctrl-C and lock tests).
@@ -298,11 +294,7 @@ pub fn strata_at(root: &Path, args: &[&str]) -> Run {
         .stdin(Stdio::null())
         .output()
         .expect("run strata");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(out)
 }
 
 /// Runs strata against the workspace this repository ships, copied
@@ -590,3 +582,8 @@ pub fn local_profile(
     std::fs::write(&profile, serde_yaml::to_string(&doc).unwrap()).unwrap();
     hooks
 }
+
+// The shared words of the tests (a profile builder, runs on `t`/`dev`, assertions that
+// print what they saw) live in their own file.
+mod vocab;
+pub use vocab::*;

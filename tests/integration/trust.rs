@@ -83,11 +83,8 @@ fn projects_whose_paths_differ_only_in_separators_keep_their_own_state() {
 #[test]
 fn state_files_are_private() {
     use std::os::unix::fs::PermissionsExt;
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: a/b\n"));
-    ws.command_project("a/b", &writes("a"), "true");
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let ws = Ws::with_command("a/b", &writes("a"));
+    ws.run_ok("up", &[]);
     fn walk(p: &std::path::Path, out: &mut Vec<(std::path::PathBuf, u32, bool)>) {
         for e in std::fs::read_dir(p).unwrap().flatten() {
             let m = e.metadata().unwrap();
@@ -168,30 +165,20 @@ fn a_background_process_holding_the_pipes_is_not_waited_for() {
 /// lock names the children's process groups; the takeover waits for them.
 #[test]
 fn resume_after_sigkill_waits_for_the_orphaned_children() {
-    let ws = Ws::new();
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: slow\n"));
     // Writes only to files after it starts (its stdout reader will be dead).
-    ws.command_project(
+    let ws = Ws::with_command(
         "slow",
         "id=$$; echo \"start $id $(date +%s%3N)\" >> \"$STRATA_ROOT/spans.log\"; sleep 3; echo \"end $id $(date +%s%3N)\" >> \"$STRATA_ROOT/spans.log\"; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
-        "true",
     );
     let mut first = ws.spawn(&["up", "-p", "t", "-s", "dev"]);
-    let t0 = std::time::Instant::now();
-    while !ws.read_opt("spans.log").contains("start") {
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(60),
-            "slow never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let started = || ws.read_opt("spans.log").contains("start");
+    crate::run::wait_for(std::time::Duration::from_secs(60), "slow to start", started);
     // The lock's children file names the running child's process group.
     let children = ws.read(".strata/dev/lock.children");
     assert!(children.contains("\"slow\""), "{children}");
     first.kill().unwrap(); // SIGKILL
     first.wait().unwrap();
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--resume"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.run_ok("up", &["--resume"]);
     assert!(r.all().contains("its children still run"), "{r:?}");
     let s = spans(&ws.read("spans.log"));
     assert_eq!(s.len(), 2, "the orphan, then the resumed run: {s:?}");
@@ -222,9 +209,8 @@ fn include_cannot_escape_providers_or_print_another_file() {
         "t",
         &format!("{HEAD}infrastructure:\n  - include: common/bad.yaml\n"),
     );
-    let r = ws.strata(&["show", "-p", "t", "-s", "dev"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    assert!(r.stderr.contains("bad.yaml"), "{r:?}");
+    let r = ws.run("show", &[]);
+    r.expect_code(3).expect_stderr(&["bad.yaml"]);
     assert!(!r.all().contains("secret-token-value-xyz"), "{r:?}");
 }
 
@@ -280,18 +266,8 @@ fn every_line_of_a_multi_line_secret_is_redacted_everywhere() {
         "printf '%s\\n' \"$STRATA_SECRET_T_KEY\"; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
         "true",
     );
-    let r = ws.strata(&[
-        "up",
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "--project",
-        "a",
-        "--output",
-        "json",
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.run_json("up", &["--project", "a"]);
+    r.expect_code(0);
     let logs: String = ws
         .files_under(".strata/dev/logs")
         .into_iter()
@@ -487,8 +463,7 @@ fn sigterm_during_the_orphan_wait_exits_143_and_frees_the_lock() {
     );
     orphan.kill().unwrap();
     orphan.wait().unwrap();
-    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.run_ok("up", &[]);
 }
 
 /// Sends SIGTERM to `run` once it holds the stack lock; its exit status (None: still
@@ -506,11 +481,7 @@ fn sigterm_once_locked(
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let st = std::process::Command::new("kill")
-        .args(["-TERM", &run.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    send_signal(run.id(), "TERM");
     let sent = std::time::Instant::now();
     loop {
         if let Some(s) = run.try_wait().unwrap() {

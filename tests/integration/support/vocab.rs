@@ -1,0 +1,174 @@
+//! The tests' shared words, so a test shows only what it is about: a workspace with the
+//! test profile `t`, a run on stack `dev`, and assertions that print what they saw.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use super::{HEAD, Run, Ws};
+
+impl Ws {
+    /// A workspace whose profile `t` is [`HEAD`] followed by `body`.
+    pub fn with_profile(body: &str) -> Ws {
+        let ws = Ws::new();
+        ws.profile("t", &format!("{HEAD}{body}"));
+        ws
+    }
+
+    /// A workspace whose profile `t` has one infrastructure entry, the command project
+    /// `path` that runs `up` (and whose destroy does nothing).
+    pub fn with_command(path: &str, up: &str) -> Ws {
+        let ws = Ws::with_profile(&format!("infrastructure:\n  - path: {path}\n"));
+        ws.command_project(path, up, "true");
+        ws
+    }
+
+    /// `strata <command> -p t -s dev <extra…>`: the command on the test profile and stack.
+    pub fn run(&self, command: &str, extra: &[&str]) -> Run {
+        let mut args = vec![command, "-p", "t", "-s", "dev"];
+        args.extend_from_slice(extra);
+        self.strata(&args)
+    }
+
+    /// [`Ws::run`] with `--output json`.
+    pub fn run_json(&self, command: &str, extra: &[&str]) -> Run {
+        let mut args = vec!["--output", "json"];
+        args.extend_from_slice(extra);
+        self.run(command, &args)
+    }
+
+    /// [`Ws::run`], asserting it exits 0.
+    #[track_caller]
+    pub fn run_ok(&self, command: &str, extra: &[&str]) -> Run {
+        let r = self.run(command, extra);
+        r.expect_code(0);
+        r
+    }
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Run {
+    /// Asserts the exit code, printing the whole run when it differs.
+    #[track_caller]
+    pub fn expect_code(&self, code: i32) -> &Run {
+        assert_eq!(self.code, code, "{self:?}");
+        self
+    }
+
+    /// Asserts stderr holds each of `parts`, printing the whole run when one is missing.
+    #[track_caller]
+    pub fn expect_stderr(&self, parts: &[&str]) -> &Run {
+        self.expect_in("stderr", &self.stderr, parts)
+    }
+
+    /// Asserts stdout holds each of `parts`, printing the whole run when one is missing.
+    #[track_caller]
+    pub fn expect_stdout(&self, parts: &[&str]) -> &Run {
+        self.expect_in("stdout", &self.stdout, parts)
+    }
+
+    #[track_caller]
+    fn expect_in(&self, stream: &str, text: &str, parts: &[&str]) -> &Run {
+        for part in parts {
+            assert!(text.contains(part), "no {part:?} on {stream}: {self:?}");
+        }
+        self
+    }
+
+    /// The first line of stderr that `pick` takes; fails printing the run when none does.
+    #[track_caller]
+    pub fn stderr_line(&self, pick: impl Fn(&str) -> bool) -> &str {
+        let found = self.stderr.lines().find(|l| pick(l));
+        found.unwrap_or_else(|| panic!("no such line on stderr: {self:?}"))
+    }
+
+    /// Stdout as one JSON document (`--output json` of a read command, `--format json`).
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        let doc = serde_json::from_str(&self.stdout);
+        doc.unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {self:?}"))
+    }
+
+    /// The `project_finished` events of a JSON run: project path → status.
+    pub fn statuses(&self) -> BTreeMap<String, String> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["event"] == "project_finished")
+            .map(|e| (text(&e["project"]), text(&e["status"])))
+            .collect()
+    }
+
+    /// The projects whose `project_finished` status is `status`, sorted (a project that
+    /// finished twice is there twice).
+    pub fn finished_with(&self, status: &str) -> Vec<String> {
+        let mut found: Vec<String> = (self.events().into_iter())
+            .filter(|e| e["event"] == "project_finished" && e["status"] == status)
+            .map(|e| text(&e["project"]))
+            .collect();
+        found.sort();
+        found
+    }
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or("").to_string()
+}
+
+/// Asserts `text` holds each of `parts`, printing the text when one is missing.
+#[track_caller]
+pub fn assert_has(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "no {part:?} in:\n{text}");
+    }
+}
+
+/// The object of the JSON array `list` whose `key` is `value`; fails printing the list.
+#[track_caller]
+pub fn item<'a>(list: &'a Value, key: &str, value: &str) -> &'a Value {
+    let found = items(list).iter().find(|i| i[key] == value);
+    found.unwrap_or_else(|| panic!("no {key} = {value:?} in {list:#}"))
+}
+
+/// The strings of the JSON array `list`; fails printing it when it is not one.
+#[track_caller]
+pub fn strings(list: &Value) -> Vec<&str> {
+    let each = items(list).iter().map(|v| v.as_str());
+    each.map(|s| s.unwrap_or_else(|| panic!("not all strings: {list}")))
+        .collect()
+}
+
+/// The elements of the JSON array `list`; fails printing it when it is not one.
+#[track_caller]
+pub fn items(list: &Value) -> &Vec<Value> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+}
+
+/// Sends `signal` (`INT`, `TERM`, `KILL`…) to the process `pid` with `kill`.
+#[track_caller]
+pub fn send_signal(pid: u32, signal: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(st.success(), "kill -{signal} {pid}");
+}
+
+/// Runs `cmd`, asserting it succeeds (printing it and its stderr); its stdout.
+#[track_caller]
+pub fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{cmd:?}: {err}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
