@@ -22,24 +22,29 @@ use std::sync::{Arc, Mutex, Weak};
 use serde_json::{Value, json};
 
 use crate::support::{HEAD, Run, Ws, find_tool, missing};
+use service::{Kind, Service};
 
-const HINT: &str = "build them with `scripts/install-kube.sh` (Go 1.24+ and the Go module proxy), or set STRATA_KUBE_BIN_DIR to a folder holding kube-apiserver, kube-controller-manager and etcd";
-const BINARIES: [&str; 3] = ["kube-apiserver", "kube-controller-manager", "etcd"];
+/// A server a test script starts, shared by the tests running at the same time; also the
+/// object-store tier's.
+pub(crate) mod service;
 
 const ADMIN: &str = "adm1n-REAL-VALUE-6d2f";
 const DB: &str = "db-REAL-VALUE-91ab";
 const API: &str = "api-REAL-VALUE-c07e";
 
+const CONTROL_PLANE: Kind = Kind {
+    what: "the real Kubernetes API server",
+    script: "kube-test-cluster.sh",
+    env_file: "cluster.env",
+    name: "kube",
+    bin_var: "STRATA_KUBE_BIN_DIR",
+    binaries: &["kube-apiserver", "kube-controller-manager", "etcd"],
+    hint: "build them with `scripts/install-kube.sh` (Go 1.24+ and the Go module proxy), or set STRATA_KUBE_BIN_DIR to a folder holding kube-apiserver, kube-controller-manager and etcd",
+};
+
 /// The folder holding the real binaries, or `None` (skipped) outside CI.
 pub(crate) fn real_bin_dir(test: &str) -> Option<PathBuf> {
-    crate::support::real_bin_dir(
-        test,
-        "the real Kubernetes API server",
-        "STRATA_KUBE_BIN_DIR",
-        "kube",
-        &BINARIES,
-        HINT,
-    )
+    service::real_bin_dir(&CONTROL_PLANE, test)
 }
 
 pub(crate) fn script(name: &str) -> PathBuf {
@@ -49,48 +54,16 @@ pub(crate) fn script(name: &str) -> PathBuf {
 }
 
 /// A running control plane (scripts/kube-test-cluster.sh); stopped when dropped.
-pub(crate) struct Cluster {
-    dir: tempfile::TempDir,
-    env: BTreeMap<String, String>,
-}
+pub(crate) struct Cluster(Service);
 
 impl Cluster {
-    fn start(bin: &Path) -> Cluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let out = Command::new("bash")
-            .arg(script("kube-test-cluster.sh"))
-            .arg("start")
-            .arg(dir.path())
-            .args(["--watch", &std::process::id().to_string()])
-            .env("STRATA_KUBE_BIN_DIR", bin)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run scripts/kube-test-cluster.sh");
-        // The guard exists before any assertion, so a failed start stops what it started.
-        let env = std::fs::read_to_string(dir.path().join("cluster.env"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let cluster = Cluster { dir, env };
-        assert!(
-            out.status.success(),
-            "the test cluster did not start:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        cluster
-    }
-
     pub(crate) fn var(&self, key: &str) -> &str {
-        self.env
-            .get(key)
-            .unwrap_or_else(|| panic!("{key} not in cluster.env"))
+        self.0.var(key)
     }
 
     /// The kubeconfig of `user` (admin, writer, reader), as text.
     pub(crate) fn kubeconfig(&self, user: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{user}.kubeconfig")))
+        std::fs::read_to_string(self.0.dir().join(format!("{user}.kubeconfig")))
             .expect("kubeconfig")
     }
 
@@ -170,28 +143,13 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(script("kube-test-cluster.sh"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .stdin(Stdio::null())
-            .status();
-    }
-}
-
 /// The control plane, shared by the tests running now; `None` when skipped.
 pub(crate) fn cluster(test: &str) -> Option<Arc<Cluster>> {
     static SHARED: Mutex<Weak<Cluster>> = Mutex::new(Weak::new());
     let bin = real_bin_dir(test)?;
-    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(cluster) = shared.upgrade() {
-        return Some(cluster);
-    }
-    let cluster = Arc::new(Cluster::start(&bin));
-    *shared = Arc::downgrade(&cluster);
-    Some(cluster)
+    Some(service::shared(&SHARED, || {
+        Cluster(Service::start(&CONTROL_PLANE, &bin))
+    }))
 }
 
 /// A workspace whose infrastructure project outputs `kubeconfig` (merged by the hook as
@@ -224,6 +182,20 @@ fn workspace(kubeconfig: &str, context: &str, secret_name: &str, ns: &str, api_k
     ws
 }
 
+/// The shared control plane, and a [`workspace`] on it as `user` (context `lab-USER`);
+/// `None` when skipped.
+fn lab(test: &str, user: &str, name: &str, ns: &str, api_key: bool) -> Option<(Arc<Cluster>, Ws)> {
+    let k = cluster(test)?;
+    let ws = workspace(
+        &k.kubeconfig(user),
+        &format!("lab-{user}"),
+        name,
+        ns,
+        api_key,
+    );
+    Some((k, ws))
+}
+
 fn profile(context: &str, secret_name: &str, ns: &str, api_key: bool) -> String {
     let mut y = format!(
         "{HEAD}secret_name: {secret_name}\n\
@@ -254,12 +226,7 @@ pub(crate) fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
         .unwrap()
         .write_all(input.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().expect("wait for strata");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    ran(child.wait_with_output().expect("wait for strata"))
 }
 
 pub(crate) fn b64(text: &str) -> String {
@@ -320,11 +287,11 @@ fn managers(secret: &Value) -> Vec<(String, String)> {
 /// key dropped from the profile; `managedFields` name `strata`; no value anywhere.
 #[test]
 fn secrets_step_creates_updates_and_prunes_a_real_secret() {
-    let Some(k) = cluster("secrets_step_creates_updates_and_prunes_a_real_secret") else {
+    let test = "secrets_step_creates_updates_and_prunes_a_real_secret";
+    let name = "life-cycle";
+    let Some((k, ws)) = lab(test, "writer", name, "team", true) else {
         return;
     };
-    let name = "life-cycle";
-    let ws = workspace(&k.kubeconfig("writer"), "lab-writer", name, "team", true);
 
     let first = ws.strata(&["up"]);
     assert_eq!(first.code, 0, "{first:?}");
@@ -405,11 +372,11 @@ fn secrets_step_creates_updates_and_prunes_a_real_secret() {
 /// with `up --force-conflicts`.
 #[test]
 fn a_field_owned_by_another_manager_is_a_conflict_in_words() {
-    let Some(k) = cluster("a_field_owned_by_another_manager_is_a_conflict_in_words") else {
+    let test = "a_field_owned_by_another_manager_is_a_conflict_in_words";
+    let name = "conflicted";
+    let Some((k, ws)) = lab(test, "writer", name, "team", false) else {
         return;
     };
-    let name = "conflicted";
-    let ws = workspace(&k.kubeconfig("writer"), "lab-writer", name, "team", false);
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 0, "{r:?}");
 
@@ -467,12 +434,11 @@ fn a_field_owned_by_another_manager_is_a_conflict_in_words() {
 /// namespaces meanwhile).
 #[test]
 fn a_user_without_permission_gets_a_clear_error_and_nothing_changes() {
-    let Some(k) = cluster("a_user_without_permission_gets_a_clear_error_and_nothing_changes")
-    else {
+    let test = "a_user_without_permission_gets_a_clear_error_and_nothing_changes";
+    let name = "forbidden";
+    let Some((k, ws)) = lab(test, "reader", name, "team", false) else {
         return;
     };
-    let name = "forbidden";
-    let ws = workspace(&k.kubeconfig("reader"), "lab-reader", name, "team", false);
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 1, "{r:?}");
     let all = r.all();
@@ -504,16 +470,10 @@ fn a_user_without_permission_gets_a_clear_error_and_nothing_changes() {
 /// manager `strata`, when the user may create Namespaces.
 #[test]
 fn a_missing_namespace_is_created() {
-    let Some(k) = cluster("a_missing_namespace_is_created") else {
+    let test = "a_missing_namespace_is_created";
+    let Some((k, ws)) = lab(test, "admin", "fresh", "fresh-ns", false) else {
         return;
     };
-    let ws = workspace(
-        &k.kubeconfig("admin"),
-        "lab-admin",
-        "fresh",
-        "fresh-ns",
-        false,
-    );
     assert!(!k.namespaces().contains(&"fresh-ns".to_string()));
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -593,6 +553,26 @@ pub(crate) fn kubectl() -> Option<PathBuf> {
     found
 }
 
+/// `kubectl ARGS` with the workspace's kubeconfig (the one strata's hook merged into).
+pub(crate) fn kubectl_in(kubectl: &Path, ws: &Ws, args: &[&str]) -> Run {
+    let out = Command::new(kubectl)
+        .args(args)
+        .env("KUBECONFIG", ws.path("home/.kube/config"))
+        .env("HOME", ws.path("home"))
+        .output()
+        .unwrap();
+    ran(out)
+}
+
+/// What a finished process did, as a [`Run`].
+pub(crate) fn ran(out: std::process::Output) -> Run {
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 /// The kubeconfig the hook merged is one kubectl uses against the real server.
 #[test]
 fn kubectl_reads_the_secret_through_the_merged_kubeconfig() {
@@ -614,47 +594,20 @@ fn kubectl_reads_the_secret_through_the_merged_kubeconfig() {
     ws.write("home/.kube/config", &k.kubeconfig("reader"));
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let out = Command::new(&kubectl)
-        .args([
-            "--context",
-            "lab-kubectl",
-            "-n",
-            "team",
-            "get",
-            "secret",
-            "for-kubectl",
-        ])
-        .args(["--show-managed-fields", "-o"])
-        .arg("jsonpath={.metadata.name} {.metadata.managedFields[0].manager}")
-        .env("KUBECONFIG", ws.path("home/.kube/config"))
-        .env("HOME", ws.path("home"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "for-kubectl strata");
+    let get = "--context lab-kubectl -n team get secret for-kubectl --show-managed-fields -o";
+    let mut get: Vec<&str> = get.split(' ').collect();
+    get.push("jsonpath={.metadata.name} {.metadata.managedFields[0].manager}");
+    let got = kubectl_in(&kubectl, &ws, &get);
+    assert_eq!(got.code, 0, "{got:?}");
+    assert_eq!(got.stdout, "for-kubectl strata");
     // The user's own context is still there and still the reader.
-    let out = Command::new(&kubectl)
-        .args([
-            "--context",
-            "reader",
-            "-n",
-            "team",
-            "get",
-            "secret",
-            "for-kubectl",
-        ])
-        .env("KUBECONFIG", ws.path("home/.kube/config"))
-        .env("HOME", ws.path("home"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+    let theirs = "--context reader -n team get secret for-kubectl";
+    let theirs = kubectl_in(&kubectl, &ws, &theirs.split(' ').collect::<Vec<_>>());
+    assert_ne!(theirs.code, 0, "{theirs:?}");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("\"reader\" cannot get resource \"secrets\""),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        theirs
+            .stderr
+            .contains("\"reader\" cannot get resource \"secrets\""),
+        "{theirs:?}"
     );
 }

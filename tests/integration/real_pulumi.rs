@@ -91,8 +91,35 @@ impl Real {
         Some(r)
     }
 
+    /// The `local-pulumi` profile, deployed by a first `up` (which must succeed, every
+    /// project of it); that `up`'s run.
+    pub(crate) fn deployed(test: &str) -> Option<(Real, Run)> {
+        let r = Real::with_local_pulumi(test)?;
+        let first = up(&r);
+        assert_eq!(first.code, 0, "{first:?}");
+        for p in ALL {
+            assert_eq!(status_of(&first, p), "succeeded", "{first:?}");
+        }
+        Some((r, first))
+    }
+
     pub(crate) fn strata(&self, args: &[&str]) -> Run {
         self.ws.strata(args)
+    }
+
+    /// `strata ARGS --provider PROVIDER --stack dev`.
+    pub(crate) fn on(&self, provider: &str, args: &[&str]) -> Run {
+        let mut all = args.to_vec();
+        all.extend(["--provider", provider, "--stack", "dev"]);
+        self.strata(&all)
+    }
+
+    /// Replaces `from` (which must be there) with `to` in the workspace file `rel`: a
+    /// change made by hand, as a user would.
+    pub(crate) fn edit(&self, rel: &str, from: &str, to: &str) {
+        let text = self.ws.read(rel);
+        assert!(text.contains(from), "no {from:?} in {rel}:\n{text}");
+        self.ws.write(rel, &text.replace(from, to));
     }
 
     /// Runs the real CLI directly in a project folder of the workspace (for comparing).
@@ -115,12 +142,14 @@ impl Real {
         for (k, v) in &self.ws.env {
             c.env(k, v);
         }
-        let out = c.stdin(std::process::Stdio::null()).output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        crate::real_kube::ran(c.stdin(std::process::Stdio::null()).output().unwrap())
+    }
+
+    /// `pulumi ARGS --stack dev --config-file CONFIG` in a project folder (see `pulumi`).
+    fn pulumi_with(&self, project: &str, config: &Path, args: &[&str]) -> Run {
+        let mut all = args.to_vec();
+        all.extend(["--stack", "dev", "--config-file", config.to_str().unwrap()]);
+        self.pulumi(project, &all)
     }
 
     /// The Pulumi calls logged since the last `take_calls`, per project folder name.
@@ -129,6 +158,12 @@ impl Real {
         let text = std::fs::read_to_string(&p).unwrap_or_default();
         let _ = std::fs::remove_file(&p);
         text.lines().map(str::to_string).collect()
+    }
+
+    /// The project's own copy of the stack config, which strata hands the CLI.
+    fn config_copy(&self, project: &str) -> PathBuf {
+        let file = project.replace('/', "_2f");
+        self.ws.path(&format!(".strata/dev/config/{file}.yaml"))
     }
 
     fn env_dir(&self) -> PathBuf {
@@ -178,6 +213,13 @@ pub(crate) fn status_of(r: &Run, project: &str) -> String {
         .unwrap_or_else(|| panic!("{project} did not finish: {r:?}"))
 }
 
+/// Each `(project, status)` of `want` is how that project finished in `run`.
+pub(crate) fn assert_statuses(run: &Run, want: &[(&str, &str)]) {
+    for (project, status) in want {
+        assert_eq!(status_of(run, project), *status, "{project}: {run:?}");
+    }
+}
+
 pub(crate) const ALL: [&str; 6] = [
     "local-pulumi/network",
     "local-pulumi/registry",
@@ -187,16 +229,15 @@ pub(crate) const ALL: [&str; 6] = [
     "local-pulumi/app",
 ];
 
+/// `strata ARGS` on the shipped `local-pulumi` profile's `dev` stack, events in JSON.
+pub(crate) fn lp(r: &Real, args: &[&str]) -> Run {
+    let mut all = args.to_vec();
+    all.extend(["--output", "json"]);
+    r.on("local-pulumi", &all)
+}
+
 pub(crate) fn up(r: &Real) -> Run {
-    r.strata(&[
-        "up",
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-        "--output",
-        "json",
-    ])
+    lp(r, &["up"])
 }
 
 /// Every text file under `.strata/` and the workspace's logs: none may hold a secret.
@@ -231,14 +272,9 @@ fn assert_no_clear_secret(r: &Real, secrets: &[&str], runs: &[&Run]) {
 
 #[test]
 fn first_up_creates_every_stack_then_a_steady_up_is_one_process_per_project() {
-    let Some(r) = Real::with_local_pulumi("real_pulumi::first_up") else {
+    let Some((r, first)) = Real::deployed("real_pulumi::first_up") else {
         return;
     };
-    let first = up(&r);
-    assert_eq!(first.code, 0, "{first:?}");
-    for p in ALL {
-        assert_eq!(status_of(&first, p), "succeeded", "{first:?}");
-    }
     // Real resources on disk, made by the real provider through the real engine.
     let env = r.env_dir();
     assert_eq!(
@@ -300,11 +336,9 @@ fn first_up_creates_every_stack_then_a_steady_up_is_one_process_per_project() {
 
 #[test]
 fn the_kubeconfig_hook_merges_the_real_output_and_secrets_stay_secret() {
-    let Some(r) = Real::with_local_pulumi("real_pulumi::kubeconfig_and_secrets") else {
+    let Some((r, first)) = Real::deployed("real_pulumi::kubeconfig_and_secrets") else {
         return;
     };
-    let first = up(&r);
-    assert_eq!(first.code, 0, "{first:?}");
     let kube = r.ws.read("home/.kube/config");
     assert!(kube.contains("server: https://10.77.0.1:6443"), "{kube}");
     assert!(kube.contains("current-context: dev-cluster"), "{kube}");
@@ -319,37 +353,25 @@ fn the_kubeconfig_hook_merges_the_real_output_and_secrets_stay_secret() {
     let text = String::from_utf8_lossy(&reg.1);
     assert!(text.contains("lp-registry:password:"), "{text}");
     assert!(text.contains("secure:"), "{text}");
-    let got = r.pulumi(
-        "local-pulumi/registry",
-        &[
-            "config",
-            "get",
-            "lp-registry:password",
-            "--stack",
-            "dev",
-            "--config-file",
-            reg.0.to_str().unwrap(),
-        ],
-    );
+    let get = ["config", "get", "lp-registry:password"];
+    let got = r.pulumi_with("local-pulumi/registry", &reg.0, &get);
     assert_eq!(got.stdout.trim(), REGISTRY_PASSWORD, "{got:?}");
 
     // The secret output crossed to lp-app through a StackReference, and the cluster's
     // secret admin token to lp-ingress through `inputs:`: neither in clear anywhere.
-    let out = r.pulumi(
-        "local-pulumi/cluster",
-        &[
-            "stack",
-            "output",
-            "admin_token",
-            "--show-secrets",
-            "--stack",
-            "dev",
-        ],
-    );
+    let show = [
+        "stack",
+        "output",
+        "admin_token",
+        "--show-secrets",
+        "--stack",
+        "dev",
+    ];
+    let out = r.pulumi("local-pulumi/cluster", &show);
     assert_eq!(out.code, 0, "{out:?}");
     let token = out.stdout.trim().to_string();
     assert!(token.starts_with("token-dev-"), "{out:?}");
-    let outputs = r.strata(&["outputs", "--provider", "local-pulumi", "--stack", "dev"]);
+    let outputs = r.on("local-pulumi", &["outputs"]);
     assert_eq!(outputs.code, 0, "{outputs:?}");
     assert!(outputs.stdout.contains("[secret]"), "{outputs:?}");
     assert_no_clear_secret(&r, &[REGISTRY_PASSWORD, &token], &[&first, &outputs]);
@@ -357,17 +379,7 @@ fn the_kubeconfig_hook_merges_the_real_output_and_secrets_stay_secret() {
     // Asked for, the secret is shown as the CLI shows it, strata decrypting it from
     // the checkpoint with the passphrase: no Pulumi process, masked or not.
     r.take_calls();
-    let shown = r.strata(&[
-        "outputs",
-        "local-pulumi/cluster",
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-        "--show-secrets",
-        "--output",
-        "json",
-    ]);
+    let shown = lp(&r, &["outputs", "local-pulumi/cluster", "--show-secrets"]);
     assert_eq!(shown.code, 0, "{shown:?}");
     assert!(shown.stdout.contains(&token), "{shown:?}");
     assert_eq!(r.take_calls(), Vec::<String>::new(), "{shown:?}");
@@ -388,15 +400,10 @@ fn preview_counts(run: &Run) -> Vec<(String, String, Value)> {
         .collect()
 }
 
-fn pulumi_preview_summary(r: &Real, project: &str, config_file: Option<&Path>) -> Value {
-    let mut args = vec!["preview", "--json", "--stack", "dev", "--non-interactive"];
-    let cf;
-    if let Some(f) = config_file {
-        cf = f.display().to_string();
-        args.push("--config-file");
-        args.push(&cf);
-    }
-    let run = r.pulumi(project, &args);
+fn pulumi_preview_summary(r: &Real, project: &str, config: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["preview", "--json", "--non-interactive"];
+    args.extend(extra);
+    let run = r.pulumi_with(project, config, &args);
     let doc: Value = serde_json::from_str(&run.stdout)
         .unwrap_or_else(|e| panic!("preview --json of {project}: {e}: {run:?}"));
     doc["changeSummary"].clone()
@@ -407,17 +414,8 @@ fn preview_counts_equal_the_real_previews_fresh_and_after_a_change() {
     let Some(r) = Real::with_local_pulumi("real_pulumi::preview_counts") else {
         return;
     };
-    let args = [
-        "preview",
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-        "--output",
-        "json",
-    ];
     // A fresh environment: the first wave previews, what reads it is blocked.
-    let fresh = r.strata(&args);
+    let fresh = lp(&r, &["preview"]);
     assert_eq!(fresh.code, 0, "{fresh:?}");
     let rows = preview_counts(&fresh);
     let row = |p: &str| {
@@ -432,21 +430,19 @@ fn preview_counts_equal_the_real_previews_fresh_and_after_a_change() {
     let shared = r.ws.path("config/pulumi/Pulumi.dev.yaml");
     assert_eq!(
         row("local-pulumi/network").2,
-        pulumi_preview_summary(&r, "local-pulumi/network", Some(&shared)),
+        pulumi_preview_summary(&r, "local-pulumi/network", &shared, &[]),
         "strata's counts are Pulumi's"
     );
 
-    assert_eq!(
-        r.strata(&["up", "--provider", "local-pulumi", "--stack", "dev"])
-            .code,
-        0
-    );
+    assert_eq!(r.on("local-pulumi", &["up"]).code, 0);
     // A program change: lp-logstore's command changes (an update of one resource).
-    let p = r.ws.path("projects/local-pulumi/logstore/Pulumi.yaml");
-    let text = std::fs::read_to_string(&p).unwrap();
-    std::fs::write(&p, text.replace("logs of ", "log store of ")).unwrap();
+    r.edit(
+        "projects/local-pulumi/logstore/Pulumi.yaml",
+        "logs of ",
+        "log store of ",
+    );
     r.take_calls();
-    let changed = r.strata(&args);
+    let changed = lp(&r, &["preview"]);
     assert_eq!(changed.code, 0, "{changed:?}");
     // Upstream outputs come from the file backend's checkpoints, the secret input
     // lp-ingress takes from lp-cluster decrypted there too: one `preview` per project,
@@ -461,14 +457,7 @@ fn preview_counts_equal_the_real_previews_fresh_and_after_a_change() {
     let rows = preview_counts(&changed);
     for (project, status, counts) in &rows {
         assert_eq!(status, "succeeded", "{project}: {changed:?}");
-        let folder = project.as_str();
-        // The project's own copy of the stack config, which strata handed the CLI.
-        let cfg = r.ws.path(&format!(
-            ".strata/dev/config/{}.yaml",
-            folder.replace('/', "_2f")
-        ));
-        let real = pulumi_preview_summary(&r, folder, Some(&cfg));
-        assert_eq!(counts, &real, "{project}: strata's counts are Pulumi's");
+        assert_counts_are_pulumis(&r, project, counts);
     }
     let logstore = rows
         .iter()
@@ -477,16 +466,18 @@ fn preview_counts_equal_the_real_previews_fresh_and_after_a_change() {
     assert_eq!(logstore.2["update"], 1, "{changed:?}");
 
     // --expect-no-changes: 4 with the change pending, 0 once it is applied.
-    let mut strict = args.to_vec();
-    strict.push("--expect-no-changes");
-    assert_eq!(r.strata(&strict).code, 4);
-    assert_eq!(
-        r.strata(&["up", "--provider", "local-pulumi", "--stack", "dev"])
-            .code,
-        0
-    );
-    let clean = r.strata(&strict);
+    let strict = ["preview", "--expect-no-changes"];
+    assert_eq!(lp(&r, &strict).code, 4);
+    assert_eq!(r.on("local-pulumi", &["up"]).code, 0);
+    let clean = lp(&r, &strict);
     assert_eq!(clean.code, 0, "{clean:?}");
+}
+
+/// strata's change counts of `project` are what the real CLI previews on the project's
+/// own copy of the stack config, the one strata handed it.
+fn assert_counts_are_pulumis(r: &Real, project: &str, counts: &Value) {
+    let real = pulumi_preview_summary(r, project, &r.config_copy(project), &[]);
+    assert_eq!(counts, &real, "{project}: strata's counts are Pulumi's");
 }
 
 /// Someone updates lp-network by hand, outside strata: `preview --refresh` of lp-cluster,
@@ -494,23 +485,11 @@ fn preview_counts_equal_the_real_previews_fresh_and_after_a_change() {
 /// Pulumi's own counts.
 #[test]
 fn refresh_preview_sees_an_out_of_band_change() {
-    let Some(r) = Real::with_local_pulumi("real_pulumi::refresh") else {
+    let Some((r, _)) = Real::deployed("real_pulumi::refresh") else {
         return;
     };
-    assert_eq!(up(&r).code, 0);
-    let cluster = [
-        "preview",
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-        "--project",
-        "local-pulumi/cluster",
-        "--refresh",
-        "--output",
-        "json",
-    ];
-    let before = r.strata(&cluster);
+    let cluster = ["preview", "--project", "local-pulumi/cluster", "--refresh"];
+    let before = lp(&r, &cluster);
     assert_eq!(before.code, 0, "{before:?}");
     assert_eq!(
         preview_counts(&before)[0].2["update"],
@@ -519,62 +498,24 @@ fn refresh_preview_sees_an_out_of_band_change() {
     );
 
     // The out-of-band change: a new CIDR, applied with the real CLI directly.
-    let copy = r.ws.path(".strata/dev/config/local-pulumi_2fnetwork.yaml");
-    let copy = copy.to_str().unwrap();
-    let set = r.pulumi(
-        "local-pulumi/network",
-        &[
-            "config",
-            "set",
-            "cidr",
-            "10.78.0.0/24",
-            "--stack",
-            "dev",
-            "--config-file",
-            copy,
-        ],
-    );
+    let network = "local-pulumi/network";
+    let copy = r.config_copy(network);
+    let set = r.pulumi_with(network, &copy, &["config", "set", "cidr", "10.78.0.0/24"]);
     assert_eq!(set.code, 0, "{set:?}");
-    let by_hand = r.pulumi(
-        "local-pulumi/network",
-        &[
-            "up",
-            "--yes",
-            "--skip-preview",
-            "--stack",
-            "dev",
-            "--non-interactive",
-            "--config-file",
-            copy,
-        ],
-    );
+    let by_hand = ["up", "--yes", "--skip-preview", "--non-interactive"];
+    let by_hand = r.pulumi_with(network, &copy, &by_hand);
     assert_eq!(by_hand.code, 0, "{by_hand:?}");
 
-    let after = r.strata(&cluster);
+    let after = lp(&r, &cluster);
     assert_eq!(after.code, 0, "{after:?}");
     let rows = preview_counts(&after);
     assert_eq!(rows.len(), 1, "{after:?}");
     assert_eq!(rows[0].2["update"], 1, "{after:?}");
-    let own = r.ws.path(".strata/dev/config/local-pulumi_2fcluster.yaml");
-    let mut args = vec![
-        "preview",
-        "--json",
-        "--refresh",
-        "--stack",
-        "dev",
-        "--non-interactive",
-    ];
-    let own = own.to_str().unwrap();
-    args.extend(["--config-file", own]);
-    let run = r.pulumi("local-pulumi/cluster", &args);
-    let doc: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"));
-    assert_eq!(
-        rows[0].2, doc["changeSummary"],
-        "strata's counts are Pulumi's"
-    );
-    let mut strict = cluster.to_vec();
-    strict.push("--expect-no-changes");
-    assert_eq!(r.strata(&strict).code, 4);
+    let own = r.config_copy("local-pulumi/cluster");
+    let real = pulumi_preview_summary(&r, "local-pulumi/cluster", &own, &["--refresh"]);
+    assert_eq!(rows[0].2, real, "strata's counts are Pulumi's");
+    let strict = [&cluster[..], &["--expect-no-changes"]].concat();
+    assert_eq!(lp(&r, &strict).code, 4);
 }
 
 #[test]
@@ -583,42 +524,20 @@ fn destroy_runs_in_reverse_order_and_a_failing_delete_is_a_failure() {
         return;
     };
     // Nothing deployed: every stack is missing, nothing to do.
-    let none = r.strata(&[
-        "destroy",
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-        "--yes",
-        "--output",
-        "json",
-    ]);
+    let none = lp(&r, &["destroy", "--yes"]);
     assert_eq!(none.code, 0, "{none:?}");
     assert_eq!(up(&r).code, 0);
-    let down = r.strata(&[
-        "destroy",
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-        "--yes",
-        "--output",
-        "json",
-    ]);
+    let down = lp(&r, &["destroy", "--yes"]);
     assert_eq!(down.code, 0, "{down:?}");
     let order: Vec<String> = finished(&down).into_iter().map(|(p, _)| p).collect();
-    let pos = |p: &str| order.iter().position(|q| q == p).unwrap();
-    assert!(
-        pos("local-pulumi/app") < pos("local-pulumi/ingress"),
-        "{order:?}"
-    );
-    assert!(
-        pos("local-pulumi/ingress") < pos("local-pulumi/cluster"),
-        "{order:?}"
-    );
-    assert!(
-        pos("local-pulumi/cluster") < pos("local-pulumi/network"),
-        "{order:?}"
+    assert_in_order(
+        &order,
+        &[
+            "local-pulumi/app",
+            "local-pulumi/ingress",
+            "local-pulumi/cluster",
+            "local-pulumi/network",
+        ],
     );
     let left: Vec<_> = std::fs::read_dir(r.env_dir())
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
@@ -635,23 +554,24 @@ fn destroy_runs_in_reverse_order_and_a_failing_delete_is_a_failure() {
         "rp-stuck",
         "resources:\n  f:\n    type: command:local:Command\n    properties:\n      create: echo made\n      delete: echo cannot delete >&2; exit 1\n",
     );
-    assert_eq!(
-        r.strata(&["up", "--provider", "stuck", "--stack", "dev"])
-            .code,
-        0
-    );
-    let failed = r.strata(&[
-        "destroy",
-        "--provider",
-        "stuck",
-        "--stack",
-        "dev",
-        "--yes",
-        "--output",
-        "json",
-    ]);
+    assert_eq!(r.on("stuck", &["up"]).code, 0);
+    let failed = r.on("stuck", &["destroy", "--yes", "--output", "json"]);
     assert_ne!(failed.code, 0, "{failed:?}");
     assert_eq!(status_of(&failed, "stuck"), "failed", "{failed:?}");
+}
+
+/// Each of `first` finished before the next one in `order` (the projects in the order
+/// they finished), each of them there.
+pub(crate) fn assert_in_order(order: &[String], first: &[&str]) {
+    let at = |p: &str| {
+        order
+            .iter()
+            .position(|q| q == p)
+            .unwrap_or_else(|| panic!("{p} did not finish: {order:?}"))
+    };
+    for pair in first.windows(2) {
+        assert!(at(pair[0]) < at(pair[1]), "{} first: {order:?}", pair[0]);
+    }
 }
 
 /// A project whose second resource takes a while, with markers on disk that say how far
@@ -666,6 +586,14 @@ fn slow_project(r: &Real) {
         "rp-slow",
         "resources:\n  a:\n    type: command:local:Command\n    properties:\n      create: touch \"$STRATA_ROOT/a-done\"\n  b:\n    type: command:local:Command\n    properties:\n      create: touch \"$STRATA_ROOT/b-started\"; sleep 6; touch \"$STRATA_ROOT/b-done\"\n    options:\n      dependsOn: [\"${a}\"]\noutputs:\n  done: ${b.id}\n",
     );
+}
+
+/// `up` of the slow project, started; returned once b's create runs.
+fn slow_up_under_way(r: &Real) -> std::process::Child {
+    slow_project(r);
+    let child = r.ws.spawn(&["up", "--provider", "slow", "--stack", "dev"]);
+    wait_for("b's create to start", || r.ws.exists("b-started"));
+    child
 }
 
 fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
@@ -693,19 +621,18 @@ fn lock_files(r: &Real) -> Vec<PathBuf> {
 /// The processes whose working folder is inside `root` (a test's workspace): Pulumi and
 /// its plugins run in the project's folder.
 fn processes_in(root: &Path) -> Vec<(i32, String)> {
-    std::fs::read_dir("/proc")
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| {
-                    let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-                    let cwd = std::fs::read_link(e.path().join("cwd")).ok()?;
-                    let cmd = std::fs::read_to_string(e.path().join("cmdline")).ok()?;
-                    cwd.starts_with(root)
-                        .then(|| (pid, cmd.replace('\0', " ").trim().to_string()))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let proc = entry.path();
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let in_root = std::fs::read_link(proc.join("cwd")).is_ok_and(|cwd| cwd.starts_with(root));
+        if let (true, Ok(cmd)) = (in_root, std::fs::read_to_string(proc.join("cmdline"))) {
+            found.push((pid, cmd.replace('\0', " ").trim().to_string()));
+        }
+    }
+    found
 }
 
 /// A second Ctrl-C kills the update outright: Pulumi's plugins, each in a process group
@@ -715,9 +642,7 @@ fn a_second_ctrl_c_leaves_no_plugin_running() {
     let Some(r) = Real::new("real_pulumi::second_ctrl_c") else {
         return;
     };
-    slow_project(&r);
-    let child = r.ws.spawn(&["up", "--provider", "slow", "--stack", "dev"]);
-    wait_for("b's create to start", || r.ws.exists("b-started"));
+    let child = slow_up_under_way(&r);
     assert!(
         processes_in(&r.ws.root)
             .iter()
@@ -761,9 +686,7 @@ fn kill_9_in_the_middle_of_a_real_update_then_resume_finishes_without_a_human() 
     let Some(r) = Real::new("real_pulumi::kill_9_resume") else {
         return;
     };
-    slow_project(&r);
-    let mut child = r.ws.spawn(&["up", "--provider", "slow", "--stack", "dev"]);
-    wait_for("b's create to start", || r.ws.exists("b-started"));
+    let mut child = slow_up_under_way(&r);
     // Both at once, as a lost machine or the OOM killer would: strata, then every
     // process group it recorded for its children.
     let groups = r.ws.read(".strata/dev/lock.children");
@@ -795,12 +718,12 @@ fn kill_9_in_the_middle_of_a_real_update_then_resume_finishes_without_a_human() 
     let checkpoint = r.ws.read(".strata/backend/.pulumi/stacks/rp-slow/dev.json");
     assert!(checkpoint.contains("pending_operations"), "{checkpoint}");
 
-    let resumed = r.strata(&["up", "--provider", "slow", "--stack", "dev", "--resume"]);
+    let resumed = r.on("slow", &["up", "--resume"]);
     assert_eq!(resumed.code, 0, "{resumed:?}");
     assert!(resumed.all().contains("pulumi cancel"), "{resumed:?}");
     assert!(lock_files(&r).is_empty());
     assert!(r.ws.exists("b-done"), "the interrupted create ran again");
-    let steady = r.strata(&["up", "--provider", "slow", "--stack", "dev"]);
+    let steady = r.on("slow", &["up"]);
     assert_eq!(steady.code, 0, "{steady:?}");
 }
 
@@ -812,17 +735,13 @@ fn a_live_pulumi_lock_is_left_alone_and_the_command_to_clear_it_is_named() {
         return;
     };
     slow_project(&r);
-    assert_eq!(
-        r.strata(&["up", "--provider", "slow", "--stack", "dev"])
-            .code,
-        0
-    );
+    assert_eq!(r.on("slow", &["up"]).code, 0);
     let mut holder = std::process::Command::new("sleep")
         .arg("60")
         .spawn()
         .unwrap();
     write_slow_lock(&r, "0d1f2e3c-live.json", holder.id());
-    let run = r.strata(&["up", "--provider", "slow", "--stack", "dev"]);
+    let run = r.on("slow", &["up"]);
     let _ = holder.kill();
     let _ = holder.wait();
     assert_ne!(run.code, 0, "{run:?}");
@@ -842,21 +761,11 @@ fn a_live_pulumi_lock_is_left_alone_and_the_command_to_clear_it_is_named() {
 /// (a secret output lp-app reads through a StackReference) re-runs lp-app too.
 #[test]
 fn changed_follows_outputs_and_a_rotated_secret_output_is_a_change() {
-    let Some(r) = Real::with_local_pulumi("real_pulumi::changed") else {
+    let Some((r, _)) = Real::deployed("real_pulumi::changed") else {
         return;
     };
-    assert_eq!(up(&r).code, 0);
-    let changed = [
-        "up",
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-        "--changed",
-        "--output",
-        "json",
-    ];
-    let nothing = r.strata(&changed);
+    let changed = ["up", "--changed"];
+    let nothing = lp(&r, &changed);
     assert_eq!(nothing.code, 0, "{nothing:?}");
     for p in ALL {
         assert_eq!(status_of(&nothing, p), "skipped", "{nothing:?}");
@@ -864,16 +773,14 @@ fn changed_follows_outputs_and_a_rotated_secret_output_is_a_change() {
     r.take_calls();
 
     // A program change that leaves the outputs alone.
-    let p = r.ws.path("projects/local-pulumi/network/Pulumi.yaml");
-    let text = std::fs::read_to_string(&p).unwrap();
-    std::fs::write(&p, text.replace("mkdir -p \"$d\"", "mkdir -p \"$d\" # v2")).unwrap();
-    let run = r.strata(&changed);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(
-        status_of(&run, "local-pulumi/network"),
-        "succeeded",
-        "{run:?}"
+    r.edit(
+        "projects/local-pulumi/network/Pulumi.yaml",
+        "mkdir -p \"$d\"",
+        "mkdir -p \"$d\" # v2",
     );
+    let run = lp(&r, &changed);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_statuses(&run, &[("local-pulumi/network", "succeeded")]);
     for p in &ALL[1..] {
         assert_eq!(status_of(&run, p), "skipped", "{p}: {run:?}");
     }
@@ -887,42 +794,19 @@ fn changed_follows_outputs_and_a_rotated_secret_output_is_a_change() {
 
     // A rotated secret: lp-registry re-runs, and so does lp-app, which reads the
     // password through a StackReference (its hash cannot be read from masked events).
-    let mut set = r.ws.command(&[
-        "secrets",
-        "set",
-        "lp-registry:password",
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-    ]);
-    let mut child = set
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"rotated-Pa55-0b7e\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let run = r.strata(&changed);
+    let set = "secrets set lp-registry:password --provider local-pulumi --stack dev";
+    let set: Vec<&str> = set.split(' ').collect();
+    let out = crate::real_kube::strata_stdin(&r.ws, &set, "rotated-Pa55-0b7e\n");
+    assert_eq!(out.code, 0, "{out:?}");
+    let run = lp(&r, &changed);
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(
-        status_of(&run, "local-pulumi/registry"),
-        "succeeded",
-        "{run:?}"
-    );
-    assert_eq!(status_of(&run, "local-pulumi/app"), "succeeded", "{run:?}");
-    assert_eq!(
-        status_of(&run, "local-pulumi/cluster"),
-        "skipped",
-        "{run:?}"
+    assert_statuses(
+        &run,
+        &[
+            ("local-pulumi/registry", "succeeded"),
+            ("local-pulumi/app", "succeeded"),
+            ("local-pulumi/cluster", "skipped"),
+        ],
     );
     assert_no_clear_secret(&r, &["rotated-Pa55-0b7e", REGISTRY_PASSWORD], &[&run]);
 }
@@ -938,9 +822,7 @@ fn ctrl_c_during_a_real_update_leaves_the_stack_consistent() {
     let Some(r) = Real::new("real_pulumi::ctrl_c") else {
         return;
     };
-    slow_project(&r);
-    let child = r.ws.spawn(&["up", "--provider", "slow", "--stack", "dev"]);
-    wait_for("b's create to start", || r.ws.exists("b-started"));
+    let child = slow_up_under_way(&r);
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     let text = format!(
@@ -972,40 +854,20 @@ fn ctrl_c_during_a_real_update_leaves_the_stack_consistent() {
         "{pending}"
     );
     // a was saved; b, cancelled, is created by the next run, which then is steady.
-    let again = r.strata(&["up", "--provider", "slow", "--stack", "dev", "--resume"]);
+    let again = r.on("slow", &["up", "--resume"]);
     assert_eq!(again.code, 0, "{again:?}");
     assert!(r.ws.exists("b-done"), "{again:?}");
-    let steady = r.strata(&[
-        "preview",
-        "--provider",
-        "slow",
-        "--stack",
-        "dev",
-        "--expect-no-changes",
-    ]);
+    let steady = r.on("slow", &["preview", "--expect-no-changes"]);
     assert_eq!(steady.code, 0, "{steady:?}");
 }
 
 /// `outputs`, `status`, `report` and `export --format pko` fed by real outputs.
 #[test]
 fn outputs_status_report_and_pko_export_read_the_real_outputs() {
-    let Some(r) = Real::with_local_pulumi("real_pulumi::read_back") else {
+    let Some((r, _)) = Real::deployed("real_pulumi::read_back") else {
         return;
     };
-    assert_eq!(up(&r).code, 0);
-    let args = |cmd: &[&'static str]| -> Vec<&'static str> {
-        let mut v = cmd.to_vec();
-        v.extend([
-            "--provider",
-            "local-pulumi",
-            "--stack",
-            "dev",
-            "--output",
-            "json",
-        ]);
-        v
-    };
-    let outputs = r.strata(&args(&["outputs"]));
+    let outputs = lp(&r, &["outputs"]);
     assert_eq!(outputs.code, 0, "{outputs:?}");
     let o: Value = serde_json::from_str(outputs.stdout.trim()).unwrap();
     assert_eq!(o["local-pulumi/network"]["cidr"], "10.77.0.0/24", "{o:#}");
@@ -1017,14 +879,10 @@ fn outputs_status_report_and_pko_export_read_the_real_outputs() {
             .is_some_and(|k| k.contains("server: https://10.77.0.1:6443")),
         "{o:#}"
     );
-    let shown = r.strata(&args(&[
-        "outputs",
-        "local-pulumi/registry",
-        "--show-secrets",
-    ]));
+    let shown = lp(&r, &["outputs", "local-pulumi/registry", "--show-secrets"]);
     assert!(shown.stdout.contains(REGISTRY_PASSWORD), "{shown:?}");
 
-    let status = r.strata(&["status", "--provider", "local-pulumi", "--stack", "dev"]);
+    let status = r.on("local-pulumi", &["status"]);
     assert_eq!(status.code, 0, "{status:?}");
     for p in ALL {
         let row = status
@@ -1035,15 +893,7 @@ fn outputs_status_report_and_pko_export_read_the_real_outputs() {
         assert!(row.contains("up") && row.contains("succeeded"), "{row}");
     }
 
-    let report = r.strata(&[
-        "report",
-        "--format",
-        "json",
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-    ]);
+    let report = r.on("local-pulumi", &["report", "--format", "json"]);
     assert_eq!(report.code, 0, "{report:?}");
     let rep: Value = serde_json::from_str(&report.stdout).unwrap();
     let projects = rep["projects"].as_array().unwrap();
@@ -1058,17 +908,8 @@ fn outputs_status_report_and_pko_export_read_the_real_outputs() {
     );
 
     let pko = r.ws.path("stacks.yaml");
-    let export = r.strata(&[
-        "export",
-        "--format",
-        "pko",
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-        "-o",
-        pko.to_str().unwrap(),
-    ]);
+    let export = ["export", "--format", "pko", "-o", pko.to_str().unwrap()];
+    let export = r.on("local-pulumi", &export);
     assert_eq!(export.code, 0, "{export:?}");
     let text = std::fs::read_to_string(&pko).unwrap();
     // Known outputs arrive as literal config; the secret token only through a Secret.
@@ -1087,19 +928,6 @@ fn outputs_status_report_and_pko_export_read_the_real_outputs() {
 // Plan bundles (issue 24): `preview --save-plan`, then `up --plan`, with the real CLI
 // ---------------------------------------------------------------------------------
 
-fn lp(r: &Real, args: &[&str]) -> Run {
-    let mut all = args.to_vec();
-    all.extend([
-        "--provider",
-        "local-pulumi",
-        "--stack",
-        "dev",
-        "--output",
-        "json",
-    ]);
-    r.strata(&all)
-}
-
 /// A bundle is saved (one real update plan per Pulumi project, the manifest, the
 /// summary), applied exactly (each `up` held to its plan, Pulumi's own preview first),
 /// then refused as applied; a code change and a stack-config change refuse a later
@@ -1107,49 +935,15 @@ fn lp(r: &Real, args: &[&str]) -> Run {
 /// preview saw stops its dependents.
 #[test]
 fn a_plan_bundle_is_saved_applied_once_and_refused_when_anything_moved() {
-    let Some(r) = Real::with_local_pulumi("a_plan_bundle_is_saved_applied_once") else {
+    let Some((r, _)) = Real::deployed("a_plan_bundle_is_saved_applied_once") else {
         return;
     };
-    let first = up(&r);
-    assert_eq!(first.code, 0, "{first:?}");
     // A change to review: the app's replicas.
-    let app = r.ws.path("projects/local-pulumi/app/Pulumi.yaml");
-    let text = std::fs::read_to_string(&app).unwrap();
-    std::fs::write(&app, text.replace("default: 1", "default: 2")).unwrap();
+    let app = "projects/local-pulumi/app/Pulumi.yaml";
+    r.edit(app, "default: 1", "default: 2");
     r.take_calls();
-    let saved = lp(&r, &["preview", "--save-plan", "bundle"]);
-    assert_eq!(saved.code, 0, "{saved:?}");
-    let manifest: Value =
-        serde_json::from_str(&r.ws.read("bundle/manifest.json")).expect("a manifest");
-    for p in ALL {
-        let step = &manifest["steps"][p];
-        assert_eq!(step["status"], "succeeded", "{p}: {manifest:#}");
-        let plan = step["plan"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{p} has a plan"));
-        let doc: Value = serde_json::from_str(&r.ws.read(&format!("bundle/{plan}")))
-            .unwrap_or_else(|e| panic!("{p}'s plan is Pulumi's JSON: {e}"));
-        assert!(
-            doc["resourcePlans"].is_object(),
-            "a real update plan: {doc:#}"
-        );
-    }
-    assert_eq!(
-        manifest["steps"]["local-pulumi/app"]["upstream_outputs"]
-            .as_object()
-            .map(|m| m.len()),
-        Some(3),
-        "registry, ingress and logstore"
-    );
-    assert!(r.ws.read("bundle/summary.md").contains("local-pulumi/app"));
-    for (path, bytes) in r.ws.files_under("bundle") {
-        let text = String::from_utf8_lossy(&bytes);
-        assert!(
-            !text.contains(REGISTRY_PASSWORD) && !text.contains(PASSPHRASE),
-            "a secret in clear in {}",
-            path.display()
-        );
-    }
+    save_plan(&r, "bundle", &[]);
+    assert_a_bundle_of_real_plans(&r, "bundle");
     let calls = r.take_calls();
     assert_eq!(
         calls
@@ -1186,88 +980,43 @@ fn a_plan_bundle_is_saved_applied_once_and_refused_when_anything_moved() {
     assert!(r.take_calls().is_empty(), "nothing ran");
 
     // A code change after the preview.
-    let saved = lp(&r, &["preview", "--save-plan", "b-code"]);
-    assert_eq!(saved.code, 0, "{saved:?}");
-    let text = std::fs::read_to_string(&app).unwrap();
-    std::fs::write(&app, format!("{text}\n# reviewed? no\n")).unwrap();
-    r.take_calls();
-    let refused = lp(&r, &["up", "--plan", "b-code"]);
-    assert_eq!(refused.code, 3, "{refused:?}");
-    assert!(
-        refused
-            .all()
-            .contains("local-pulumi/app: its code, inputs or secrets changed since the preview"),
-        "{refused:?}"
-    );
-    assert!(
-        r.take_calls().iter().all(|c| !c.starts_with("up ")),
-        "nothing ran"
-    );
-    std::fs::write(&app, text).unwrap();
-
+    let code = "local-pulumi/app: its code, inputs or secrets changed since the preview";
+    refused_after_a_change(&r, "b-code", app, "\n# reviewed? no\n", &[code]);
     // A stack-config change after the preview.
-    let saved = lp(&r, &["preview", "--save-plan", "b-config"]);
-    assert_eq!(saved.code, 0, "{saved:?}");
-    let cfg = r.ws.path("config/pulumi/Pulumi.dev.yaml");
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, format!("{text}  lp-app:extra: one more\n")).unwrap();
-    r.take_calls();
-    let refused = lp(&r, &["up", "--plan", "b-config"]);
-    assert_eq!(refused.code, 3, "{refused:?}");
-    assert!(
-        refused.all().contains("stack config: ")
-            && refused
-                .all()
-                .contains("Pulumi.dev.yaml changed since the preview"),
-        "{refused:?}"
-    );
-    assert!(
-        r.take_calls().iter().all(|c| !c.starts_with("up ")),
-        "nothing ran"
-    );
-    std::fs::write(&cfg, text).unwrap();
+    let config = "config/pulumi/Pulumi.dev.yaml";
+    let why = [
+        "stack config: ",
+        "Pulumi.dev.yaml changed since the preview",
+    ];
+    refused_after_a_change(&r, "b-config", config, "  lp-app:extra: one more\n", &why);
 
     // A bundle of one project whose upstream (not in the bundle) hands it a secret
     // through `inputs:`: the upstream's outputs are read from its checkpoint, the secret
     // decrypted there (the passphrase provider), without a Pulumi process.
-    let saved = lp(
-        &r,
-        &[
-            "preview",
-            "--project",
-            "local-pulumi/ingress",
-            "--save-plan",
-            "b-ingress",
-        ],
-    );
-    assert_eq!(saved.code, 0, "{saved:?}");
+    save_plan(&r, "b-ingress", &["--project", "local-pulumi/ingress"]);
     r.take_calls();
     let applied = lp(&r, &["up", "--plan", "b-ingress"]);
     assert_eq!(applied.code, 0, "{applied:?}");
     assert_eq!(status_of(&applied, "local-pulumi/ingress"), "succeeded");
     let calls = r.take_calls();
-    assert_eq!(
-        calls
-            .iter()
-            .filter(|c| c.starts_with("stack output"))
-            .count(),
-        0,
-        "{calls:#?}"
-    );
+    assert_eq!(starting(&calls, "stack output"), 0, "{calls:#?}");
 
     // The network's outputs change in the bundle itself: what the cluster was previewed
     // with no longer holds, so the network is applied and the cluster stops there.
-    let net = r.ws.path("projects/local-pulumi/network/Pulumi.yaml");
-    let text = std::fs::read_to_string(&net).unwrap();
-    std::fs::write(&net, text.replace("10.77.0.0/24", "10.78.0.0/24")).unwrap();
-    let saved = lp(&r, &["preview", "--save-plan", "b-upstream"]);
-    assert_eq!(saved.code, 0, "{saved:?}");
+    let net = "projects/local-pulumi/network/Pulumi.yaml";
+    r.edit(net, "10.77.0.0/24", "10.78.0.0/24");
+    save_plan(&r, "b-upstream", &[]);
     r.take_calls();
     let stopped = lp(&r, &["up", "--plan", "b-upstream"]);
     assert_eq!(stopped.code, 1, "{stopped:?}");
-    assert_eq!(status_of(&stopped, "local-pulumi/network"), "succeeded");
-    assert_eq!(status_of(&stopped, "local-pulumi/cluster"), "failed");
-    assert_eq!(status_of(&stopped, "local-pulumi/ingress"), "skipped");
+    assert_statuses(
+        &stopped,
+        &[
+            ("local-pulumi/network", "succeeded"),
+            ("local-pulumi/cluster", "failed"),
+            ("local-pulumi/ingress", "skipped"),
+        ],
+    );
     assert!(
         stopped
             .all()
@@ -1276,7 +1025,7 @@ fn a_plan_bundle_is_saved_applied_once_and_refused_when_anything_moved() {
     );
     let calls = r.take_calls();
     assert_eq!(
-        calls.iter().filter(|c| c.starts_with("up ")).count(),
+        starting(&calls, "up "),
         2,
         "network and registry only: {calls:#?}"
     );
@@ -1284,6 +1033,72 @@ fn a_plan_bundle_is_saved_applied_once_and_refused_when_anything_moved() {
         !r.ws.path("b-upstream/applied.json").exists(),
         "a bundle applied in part is not spent"
     );
+}
+
+/// How many of the logged `calls` are the Pulumi command `prefix`.
+fn starting(calls: &[String], prefix: &str) -> usize {
+    calls.iter().filter(|c| c.starts_with(prefix)).count()
+}
+
+/// `preview --save-plan BUNDLE` (with `extra`), which must succeed.
+fn save_plan(r: &Real, bundle: &str, extra: &[&str]) {
+    let saved = lp(r, &[&["preview", "--save-plan", bundle], extra].concat());
+    assert_eq!(saved.code, 0, "{saved:?}");
+}
+
+/// The bundle in `dir` holds one real update plan per project, the app's upstream
+/// outputs, a summary, and no secret in clear.
+fn assert_a_bundle_of_real_plans(r: &Real, dir: &str) {
+    let manifest: Value =
+        serde_json::from_str(&r.ws.read(&format!("{dir}/manifest.json"))).expect("a manifest");
+    for p in ALL {
+        let step = &manifest["steps"][p];
+        assert_eq!(step["status"], "succeeded", "{p}: {manifest:#}");
+        let plan = step["plan"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{p} has a plan"));
+        let doc: Value = serde_json::from_str(&r.ws.read(&format!("{dir}/{plan}")))
+            .unwrap_or_else(|e| panic!("{p}'s plan is Pulumi's JSON: {e}"));
+        assert!(
+            doc["resourcePlans"].is_object(),
+            "a real update plan: {doc:#}"
+        );
+    }
+    assert_eq!(
+        manifest["steps"]["local-pulumi/app"]["upstream_outputs"]
+            .as_object()
+            .map(|m| m.len()),
+        Some(3),
+        "registry, ingress and logstore"
+    );
+    assert!(
+        r.ws.read(&format!("{dir}/summary.md"))
+            .contains("local-pulumi/app")
+    );
+    for (path, bytes) in r.ws.files_under(dir) {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(REGISTRY_PASSWORD) && !text.contains(PASSPHRASE),
+            "a secret in clear in {}",
+            path.display()
+        );
+    }
+}
+
+/// A bundle saved as `bundle`, then `added` appended to the file `rel`: `up --plan`
+/// refuses it (exit 3) saying each of `why`, and runs no update. The file is put back.
+fn refused_after_a_change(r: &Real, bundle: &str, rel: &str, added: &str, why: &[&str]) {
+    save_plan(r, bundle, &[]);
+    let text = r.ws.read(rel);
+    r.ws.write(rel, &format!("{text}{added}"));
+    r.take_calls();
+    let refused = lp(r, &["up", "--plan", bundle]);
+    assert_eq!(refused.code, 3, "{refused:?}");
+    for part in why {
+        assert!(refused.all().contains(part), "{part}: {refused:?}");
+    }
+    assert_eq!(starting(&r.take_calls(), "up "), 0, "nothing ran");
+    r.ws.write(rel, &text);
 }
 
 /// Projected previews (issue 24) on the real CLI: a fresh `local-pulumi`, with mocks for
@@ -1340,17 +1155,10 @@ fn a_fresh_local_pulumi_preview_projects_downstream_rows_with_change_counts() {
     );
     // The counts are what the real CLI previews with the same (projected) config.
     for p in ["ingress", "edge"] {
-        let folder = format!("local-pulumi/{p}");
-        let cfg = r.ws.path(&format!(
-            ".strata/dev/config/{}.yaml",
-            folder.replace('/', "_2f")
-        ));
-        let real = pulumi_preview_summary(&r, &folder, Some(&cfg));
-        assert_eq!(row(p)["changes"], real, "{p}: strata's counts are Pulumi's");
-        assert_eq!(row(p)["changes"]["create"], 2, "{p}: {real}");
+        assert_counts_are_pulumis(&r, &format!("local-pulumi/{p}"), &row(p)["changes"]);
+        assert_eq!(row(p)["changes"]["create"], 2, "{p}: {}", row(p));
     }
-    let cfg =
-        std::fs::read_to_string(r.ws.path(".strata/dev/config/local-pulumi_2fedge.yaml")).unwrap();
+    let cfg = std::fs::read_to_string(r.config_copy("local-pulumi/edge")).unwrap();
     assert!(
         cfg.contains("app.dev.local") && cfg.contains("registry.local/dev"),
         "{cfg}"

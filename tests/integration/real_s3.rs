@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::real_kube::script;
+use crate::real_kube::service::{self, Kind, Service};
 
 /// The stack's lease in the object store, two checkouts playing two machines.
 mod lease;
@@ -29,25 +29,23 @@ mod records;
 /// other sees, the backend gone.
 mod two_machines;
 
-const HINT: &str = "build it with `scripts/install-s3.sh` (Go 1.26.6+ and the Go module proxy), or set STRATA_S3_BIN_DIR to a folder holding SeaweedFS's weed";
+const S3_SERVER: Kind = Kind {
+    what: "the S3-compatible server",
+    script: "s3-test-server.sh",
+    env_file: "s3.env",
+    name: "s3",
+    bin_var: "STRATA_S3_BIN_DIR",
+    binaries: &["weed"],
+    hint: "build it with `scripts/install-s3.sh` (Go 1.26.6+ and the Go module proxy), or set STRATA_S3_BIN_DIR to a folder holding SeaweedFS's weed",
+};
 
 /// The folder holding `weed`, or `None` (skipped) outside CI.
 fn real_bin_dir(test: &str) -> Option<PathBuf> {
-    crate::support::real_bin_dir(
-        test,
-        "the S3-compatible server",
-        "STRATA_S3_BIN_DIR",
-        "s3",
-        &["weed"],
-        HINT,
-    )
+    service::real_bin_dir(&S3_SERVER, test)
 }
 
 /// A running server (scripts/s3-test-server.sh); stopped when dropped.
-pub(crate) struct Server {
-    dir: tempfile::TempDir,
-    env: BTreeMap<String, String>,
-}
+pub(crate) struct Server(Service);
 
 /// What the server answered: the status, the response headers (names in lower case),
 /// the body.
@@ -69,36 +67,11 @@ impl Answer {
 
 impl Server {
     fn start(bin: &Path) -> Server {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let out = Command::new("bash")
-            .arg(script("s3-test-server.sh"))
-            .arg("start")
-            .arg(dir.path())
-            .args(["--watch", &std::process::id().to_string()])
-            .env("STRATA_S3_BIN_DIR", bin)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run scripts/s3-test-server.sh");
-        // The guard exists before any assertion, so a failed start stops what it started.
-        let env = std::fs::read_to_string(dir.path().join("s3.env"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
-            .collect();
-        let server = Server { dir, env };
-        assert!(
-            out.status.success(),
-            "the S3 test server did not start:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        server
+        Server(Service::start(&S3_SERVER, bin))
     }
 
     pub(crate) fn var(&self, key: &str) -> &str {
-        self.env
-            .get(key)
-            .unwrap_or_else(|| panic!("{key} not in s3.env"))
+        self.0.var(key)
     }
 
     /// The backend URL of `bucket` on this server, as the README shows it.
@@ -217,28 +190,20 @@ fn parse_answer(text: &str) -> Answer {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(script("s3-test-server.sh"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .stdin(Stdio::null())
-            .status();
-    }
-}
-
 /// The server, shared by the tests running now; `None` when skipped.
 pub(crate) fn server(test: &str) -> Option<Arc<Server>> {
     static SHARED: Mutex<Weak<Server>> = Mutex::new(Weak::new());
     let bin = real_bin_dir(test)?;
-    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(server) = shared.upgrade() {
-        return Some(server);
+    Some(service::shared(&SHARED, || Server::start(&bin)))
+}
+
+/// `run` ended with `code`, its stderr saying each of `parts` (`what`: whose run, for
+/// the failure's words).
+pub(crate) fn assert_ended(run: &crate::support::Run, code: i32, parts: &[&str], what: &str) {
+    assert_eq!(run.code, code, "{what}: {run:?}");
+    for part in parts {
+        assert!(run.stderr.contains(part), "{what}: no {part:?} in {run:?}");
     }
-    let server = Arc::new(Server::start(&bin));
-    *shared = Arc::downgrade(&server);
-    Some(server)
 }
 
 /// The server's process, stopped (SIGSTOP: it takes connections and never answers)

@@ -108,17 +108,7 @@ impl LocalKube {
 
     /// kubectl with the workspace's kubeconfig (the one strata's hook merged into).
     fn kubectl(&self, args: &[&str]) -> Run {
-        let out = Command::new(&self.kubectl)
-            .args(args)
-            .env("KUBECONFIG", self.r.ws.path("home/.kube/config"))
-            .env("HOME", self.r.ws.path("home"))
-            .output()
-            .unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        crate::real_kube::kubectl_in(&self.kubectl, &self.r.ws, args)
     }
 
     /// An object as kubectl reads it, managed fields included; `None` when not found.

@@ -6,9 +6,10 @@
 
 use std::path::Path;
 use std::process::Child;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Server, server};
+use super::{Server, assert_ended, server};
 use crate::support::*;
 
 pub(super) const STACK: &str = "prod";
@@ -61,6 +62,22 @@ pub(super) fn url(s: &Server, prefix: &str) -> String {
     )
 }
 
+/// The shared server, the machines' shared folder, and the backend URL under the test's
+/// own `prefix`; `None` when skipped.
+pub(super) fn on_prefix(test: &str, prefix: &str) -> Option<(Arc<Server>, Shared, String)> {
+    let s = server(test)?;
+    let url = url(&s, prefix);
+    Some((s, Shared::new(), url))
+}
+
+/// A server of the test's own (to stop or pause), the machines' shared folder, and the
+/// backend URL under `prefix`; `None` when skipped.
+fn own_server(test: &str, prefix: &str) -> Option<(Server, Shared, String)> {
+    let s = Server::start(&super::real_bin_dir(test)?);
+    let url = url(&s, prefix);
+    Some((s, Shared::new(), url))
+}
+
 /// The lease object under `prefix` as JSON (`Null` when there is none).
 fn lease(s: &Server, prefix: &str) -> serde_json::Value {
     let a = s.request(
@@ -75,13 +92,13 @@ fn lease(s: &Server, prefix: &str) -> serde_json::Value {
     }
 }
 
-/// Machines host-a and host-b on the backend under `prefix`, with leases of `ttl_ms`.
-fn two_machines(s: &Server, prefix: &str, ttl_ms: u64) -> (Shared, Ws, Ws) {
-    let shared = Shared::new();
-    let url = url(s, prefix);
-    let a = machine(s, &url, "host-a", ttl_ms, shared.path());
-    let b = machine(s, &url, "host-b", ttl_ms, shared.path());
-    (shared, a, b)
+/// The shared server, and machines host-a and host-b on the backend under `prefix`, with
+/// leases of `ttl_ms`; `None` when skipped.
+fn two_machines(test: &str, prefix: &str, ttl_ms: u64) -> Option<(Arc<Server>, Shared, Ws, Ws)> {
+    let (s, shared, url) = on_prefix(test, prefix)?;
+    let a = machine(&s, &url, "host-a", ttl_ms, shared.path());
+    let b = machine(&s, &url, "host-b", ttl_ms, shared.path());
+    Some((s, shared, a, b))
 }
 
 /// Waits (bounded) until `path` exists.
@@ -174,26 +191,23 @@ pub(super) fn log(shared: &Path) -> Vec<String> {
 /// after it, never beside it; the lease is released at the end.
 #[test]
 fn two_checkouts_one_backend_one_run_at_a_time() {
-    let Some(s) = server("real_s3::lease_two") else {
+    let Some((s, shared, a, b)) = two_machines("real_s3::lease_two", "lease-two", 2000) else {
         return;
     };
-    let (shared, a, b) = two_machines(&s, "lease-two", 2000);
     let run_a = a.spawn(&up_args(&[]));
     wait_for(&shared.path().join("pid-host-a"), "host-a's project");
     let holder = lease(&s, "lease-two");
     assert_eq!(holder["host"], "host-a", "{holder}");
     let refused = b.strata(&up_args(&[]));
-    assert_eq!(refused.code, 3, "{refused:?}");
     let run_id = holder["run_id"].as_str().unwrap();
-    for part in [
+    let why = [
         "stack `prod` is in use",
         "by tester on host-a",
         run_id,
         "strata/lease-two?",
         "strata unlock -s prod",
-    ] {
-        assert!(refused.stderr.contains(part), "{part}: {refused:?}");
-    }
+    ];
+    assert_ended(&refused, 3, &why, "host-b");
     let run_b = b.spawn(&up_args(&["--lock-timeout", "60s"]));
     // B waits while A runs (A renews its lease every ~0.7 s: never taken over).
     std::thread::sleep(Duration::from_millis(4000));
@@ -224,11 +238,9 @@ fn two_checkouts_one_backend_one_run_at_a_time() {
 /// round, each from its own checkout: exactly one runs, the other is refused.
 #[test]
 fn two_processes_racing_for_a_free_lease_never_both_win() {
-    let Some(s) = server("real_s3::lease_race") else {
+    let Some((s, shared, url)) = on_prefix("real_s3::lease_race", "lease-race") else {
         return;
     };
-    let shared = Shared::new();
-    let url = url(&s, "lease-race");
     let hosts = ["host-x", "host-y"];
     let ws: Vec<Ws> = hosts
         .iter()
@@ -303,15 +315,13 @@ fn killed_holder(w: &Ws, shared: &Path, host: &str) {
 /// on its own clock, with a warning naming the dead holder.
 #[test]
 fn a_killed_holder_is_taken_over_after_its_ttl_and_not_before() {
-    let Some(s) = server("real_s3::lease_kill") else {
+    let Some((_s, shared, a, b)) = two_machines("real_s3::lease_kill", "lease-kill", 3000) else {
         return;
     };
-    let (shared, a, b) = two_machines(&s, "lease-kill", 3000);
     let ttl = Duration::from_millis(3000);
     killed_holder(&a, shared.path(), "host-a");
     let refused = b.strata(&up_args(&[]));
-    assert_eq!(refused.code, 3, "{refused:?}");
-    assert!(refused.stderr.contains("on host-a"), "{refused:?}");
+    assert_ended(&refused, 3, &["on host-a"], "host-b");
     // Shorter than the TTL: still refused.
     let short = b.strata(&up_args(&["--lock-timeout", "1s"]));
     assert_eq!(short.code, 3, "{short:?}");
@@ -340,16 +350,14 @@ fn a_killed_holder_is_taken_over_after_its_ttl_and_not_before() {
 /// no lease to free. Freeing a live holder's lease cancels its run at its next renewal.
 #[test]
 fn unlock_frees_a_killed_holders_lease_with_yes_only() {
-    let Some(s) = server("real_s3::lease_unlock") else {
+    let Some((s, shared, a, b)) = two_machines("real_s3::lease_unlock", "lease-unlock", 6000)
+    else {
         return;
     };
-    let (shared, a, b) = two_machines(&s, "lease-unlock", 6000);
     killed_holder(&a, shared.path(), "host-a");
     let unlock = ["unlock", "--stack", STACK];
     let asked = b.strata(&unlock);
-    assert_eq!(asked.code, 2, "{asked:?}");
-    assert!(asked.stderr.contains("on host-a"), "{asked:?}");
-    assert!(asked.stderr.contains("--yes"), "{asked:?}");
+    assert_ended(&asked, 2, &["on host-a", "--yes"], "unlock without --yes");
     assert_eq!(lease(&s, "lease-unlock")["released"], false);
     let freed = b.strata(&["unlock", "--stack", STACK, "--yes"]);
     assert_eq!(freed.code, 0, "{freed:?}");
@@ -361,11 +369,7 @@ fn unlock_frees_a_killed_holders_lease_with_yes_only() {
     let freed = a.strata(&["unlock", "--stack", STACK, "--yes"]);
     assert_eq!(freed.code, 0, "{freed:?}");
     let cancelled = finish(run_b, "host-b's up");
-    assert_eq!(cancelled.code, 143, "{cancelled:?}");
-    assert!(
-        cancelled.stderr.contains("was taken by `strata unlock`"),
-        "{cancelled:?}"
-    );
+    assert_ended(&cancelled, 143, &["was taken by `strata unlock`"], "host-b");
     kill_project(shared.path(), "host-b");
 
     let local = Ws::new();
@@ -379,13 +383,10 @@ fn unlock_frees_a_killed_holders_lease_with_yes_only() {
 /// error naming the backend, and starts nothing.
 #[test]
 fn an_unreachable_backend_cancels_the_holder_and_refuses_a_new_run() {
-    let Some(bin) = super::real_bin_dir("real_s3::lease_down") else {
+    // A server of its own, which this test stops.
+    let Some((s, shared, url)) = own_server("real_s3::lease_down", "lease-down") else {
         return;
     };
-    // A server of its own, which this test stops.
-    let s = Server::start(&bin);
-    let shared = Shared::new();
-    let url = url(&s, "lease-down");
     let a = machine(&s, &url, "host-a", 2000, shared.path());
     let run_a = a.spawn(&up_args(&[]));
     wait_for(&shared.path().join("pid-host-a"), "host-a's project");
@@ -394,21 +395,15 @@ fn an_unreachable_backend_cancels_the_holder_and_refuses_a_new_run() {
     let cancelled = finish(run_a, "host-a's up");
     kill_project(shared.path(), "host-a");
     assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
-    assert_eq!(cancelled.code, 143, "{cancelled:?}");
-    assert!(
-        cancelled.stderr.contains("could not be renewed"),
-        "{cancelled:?}"
-    );
+    assert_ended(&cancelled, 143, &["could not be renewed"], "host-a");
     let t1 = Instant::now();
     let r = a.strata(&up_args(&[]));
     assert!(t1.elapsed() < Duration::from_secs(30), "{:?}", t1.elapsed());
-    assert_eq!(r.code, 1, "{r:?}");
-    assert!(
-        r.stderr
-            .contains("s3://strata/lease-down?endpoint=http://127.0.0.1:"),
-        "{r:?}"
-    );
-    assert!(r.stderr.contains("Nothing was started"), "{r:?}");
+    let why = [
+        "s3://strata/lease-down?endpoint=http://127.0.0.1:",
+        "Nothing was started",
+    ];
+    assert_ended(&r, 1, &why, "a run on the stopped server");
     assert_eq!(log(shared.path()), ["start host-a"], "nothing else ran");
 }
 
@@ -418,13 +413,10 @@ fn an_unreachable_backend_cancels_the_holder_and_refuses_a_new_run() {
 /// ends, so nobody has to wait out its TTL or `unlock` it.
 #[test]
 fn a_holder_cancelled_by_an_outage_releases_its_lease_once_the_backend_answers() {
-    let Some(bin) = super::real_bin_dir("real_s3::lease_outage") else {
+    // A server of its own, which this test pauses.
+    let Some((s, shared, url)) = own_server("real_s3::lease_outage", "lease-outage") else {
         return;
     };
-    // A server of its own, which this test pauses.
-    let s = Server::start(&bin);
-    let shared = Shared::new();
-    let url = url(&s, "lease-outage");
     let a = checkout(&s, &url, "host-a", 2000, shared.path());
     a.profile("t", &format!("{HEAD}infrastructure:\n  - path: stubborn\n"));
     // Ignores the cancel's SIGTERM, and ends when the test writes release-host-a.
@@ -442,11 +434,7 @@ printf '{}' > "$STRATA_OUTPUTS_FILE""#;
     std::thread::sleep(Duration::from_secs(1));
     std::fs::write(shared.path().join("release-host-a"), "").unwrap();
     let cancelled = finish(run, "host-a's up");
-    assert_eq!(cancelled.code, 143, "{cancelled:?}");
-    assert!(
-        cancelled.stderr.contains("could not be renewed"),
-        "{cancelled:?}"
-    );
+    assert_ended(&cancelled, 143, &["could not be renewed"], "host-a");
     let after = lease(&s, "lease-outage");
     assert_eq!(
         (&after["host"], &after["released"]),

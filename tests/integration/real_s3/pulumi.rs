@@ -32,16 +32,8 @@ fn the_real_cli_keeps_its_state_in_the_object_store() {
     let _guard = KillLeftovers(r.ws.root.clone());
     on_s3(&mut r, &s, "pulumi-state");
     wired_projects(&r);
-    let args = [
-        "up",
-        "--provider",
-        "wired",
-        "--stack",
-        "dev",
-        "--output",
-        "json",
-    ];
-    let first = r.strata(&args);
+    let args = ["up", "--output", "json"];
+    let first = r.on("wired", &args);
     assert_eq!(first.code, 0, "{first:?}");
     for p in ["up1", "down1"] {
         assert_eq!(status_of(&first, p), "succeeded", "{first:?}");
@@ -77,7 +69,7 @@ fn the_real_cli_keeps_its_state_in_the_object_store() {
         assert!(mine[0].starts_with("stack init"), "{p}: {first_calls:#?}");
         assert!(mine[1].starts_with("up "), "{p}: {first_calls:#?}");
     }
-    let steady = r.strata(&args);
+    let steady = r.on("wired", &args);
     assert_eq!(steady.code, 0, "{steady:?}");
     let calls = r.take_calls();
     for p in ["up1", "down1"] {
@@ -107,38 +99,32 @@ fn steady_local_pulumi_on_s3(test: &str, bucket: &str, extra: &[(&str, &str)]) -
     for (k, v) in extra {
         r.ws.set_env(k, v);
     }
-    let first = up(&r);
-    assert_eq!(first.code, 0, "{first:?}");
-    for p in ALL {
-        assert_eq!(status_of(&first, p), "succeeded", "{first:?}");
-    }
-    let first_calls = r.take_calls();
-    let left = leftover_language_hosts(&r.ws.root);
-    assert!(
-        left.is_empty(),
-        "language hosts left by the first up:\n{}\ncalls:\n{}",
-        left.join("\n"),
-        first_calls.join("\n")
-    );
-
-    let steady = up(&r);
-    assert_eq!(steady.code, 0, "{steady:?}");
-    for p in ALL {
-        assert_eq!(status_of(&steady, p), "succeeded", "{steady:?}");
-    }
-    let calls = r.take_calls();
-    let left = leftover_language_hosts(&r.ws.root);
-    assert!(
-        left.is_empty(),
-        "language hosts left by the steady up:\n{}\ncalls:\n{}",
-        left.join("\n"),
-        calls.join("\n")
-    );
+    up_leaving_no_language_host(&r, "first");
+    let calls = up_leaving_no_language_host(&r, "steady");
     for p in ALL {
         assert_eq!(calls_for(&calls, p), 1, "{p}: {calls:#?}");
     }
     assert!(calls.iter().all(|c| c.starts_with("up ")), "{calls:#?}");
     s.list(bucket, ".pulumi/")
+}
+
+/// An `up` of the whole profile (`which` names it in a failure): every project succeeds
+/// and no language host is left running after it. The Pulumi calls it made.
+fn up_leaving_no_language_host(r: &Real, which: &str) -> Vec<String> {
+    let run = up(r);
+    assert_eq!(run.code, 0, "{which} up: {run:?}");
+    for p in ALL {
+        assert_eq!(status_of(&run, p), "succeeded", "{which} up: {run:?}");
+    }
+    let calls = r.take_calls();
+    let left = leftover_language_hosts(&r.ws.root);
+    assert!(
+        left.is_empty(),
+        "language hosts left by the {which} up:\n{}\ncalls:\n{}",
+        left.join("\n"),
+        calls.join("\n")
+    );
+    calls
 }
 
 /// On the object store as on a file backend, a steady `up` of the real-Pulumi profile is

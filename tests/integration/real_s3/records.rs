@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use super::lease::{STACK, Shared, checkout, finish, log, url, wait_for};
-use super::{Server, server};
+use super::Server;
+use super::lease::{STACK, checkout, finish, log, on_prefix, wait_for};
 use crate::support::*;
 
 /// `base` and `app` (which needs it) run at once; `slow` runs until the test writes
@@ -39,20 +39,10 @@ printf '{}' > "$STRATA_OUTPUTS_FILE""#;
 /// API (newest first in key order).
 fn newest_record(s: &Server, prefix: &str) -> serde_json::Value {
     let bucket = s.var("BUCKET");
-    let listed = s.request(
-        "GET",
-        // (Encoded as SigV4 signs it.)
-        &format!("/{bucket}?list-type=2&prefix={prefix}%2F.strata%2Fruns%2F{STACK}%2F"),
-        &[],
-        None,
-    );
-    assert_eq!(listed.code, 200, "{listed:?}");
+    let listed = s.list(bucket, &format!("{prefix}/.strata/runs/{STACK}/"));
     let key = listed
-        .body
-        .split("<Key>")
-        .nth(1)
-        .and_then(|k| k.split("</Key>").next())
-        .unwrap_or_else(|| panic!("no run record: {listed:?}"));
+        .first()
+        .unwrap_or_else(|| panic!("no run record under {prefix}"));
     let got = s.request("GET", &format!("/{bucket}/{key}"), &[], None);
     assert_eq!(got.code, 200, "{got:?}");
     assert!(!got.body.contains("\"v\""), "no output value: {}", got.body);
@@ -72,11 +62,9 @@ fn json(ws: &Ws, args: &[&str]) -> serde_json::Value {
 /// nothing; a file changed on B reruns that project (and what needs it) only.
 #[test]
 fn another_machine_sees_the_runs_and_the_holder_and_changed_trusts_them() {
-    let Some(s) = server("real_s3::records") else {
+    let Some((s, shared, url)) = on_prefix("real_s3::records", "records-two") else {
         return;
     };
-    let shared = Shared::new();
-    let url = url(&s, "records-two");
     let a = machine(&s, &url, "host-a", shared.path());
     let b = machine(&s, &url, "host-b", shared.path());
     let up = ["up", "--provider", "t", "--stack", STACK];

@@ -1,0 +1,109 @@
+//! A server one of the repository's test scripts starts on loopback
+//! (scripts/kube-test-cluster.sh, scripts/s3-test-server.sh), shared by the tests that run
+//! at the same time: started with `SCRIPT start DIR --watch PID` (the watchdog stops it if
+//! the test binary dies first), its settings read from the env file the script writes in
+//! DIR, stopped with `SCRIPT stop DIR` when dropped (a panic's unwinding too).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, Weak};
+
+use super::script;
+
+/// What to start: what it is called in a failure, the script, the env file it writes,
+/// and where its binaries are found (`STRATA_<NAME>_BIN_DIR`, else the install script's
+/// `~/.cache/strata/<name>/current`; missing, `hint` says how to get them).
+pub(crate) struct Kind {
+    pub what: &'static str,
+    pub script: &'static str,
+    pub env_file: &'static str,
+    pub name: &'static str,
+    pub bin_var: &'static str,
+    pub binaries: &'static [&'static str],
+    pub hint: &'static str,
+}
+
+/// The folder holding the binaries of `kind`, or `None` (skipped) outside CI.
+pub(crate) fn real_bin_dir(kind: &Kind, test: &str) -> Option<PathBuf> {
+    crate::support::real_bin_dir(
+        test,
+        kind.what,
+        kind.bin_var,
+        kind.name,
+        kind.binaries,
+        kind.hint,
+    )
+}
+
+/// A running server; stopped when dropped.
+pub(crate) struct Service {
+    kind: &'static Kind,
+    dir: tempfile::TempDir,
+    env: BTreeMap<String, String>,
+}
+
+impl Service {
+    /// Starts one of `kind` with the binaries in `bin`, asserting it started.
+    pub(crate) fn start(kind: &'static Kind, bin: &Path) -> Service {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = Command::new("bash")
+            .arg(script(kind.script))
+            .arg("start")
+            .arg(dir.path())
+            .args(["--watch", &std::process::id().to_string()])
+            .env(kind.bin_var, bin)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("run scripts/{}: {e}", kind.script));
+        // The guard exists before any assertion, so a failed start stops what it started.
+        let env = std::fs::read_to_string(dir.path().join(kind.env_file))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
+            .collect();
+        let service = Service { kind, dir, env };
+        assert!(
+            out.status.success(),
+            "{} did not start:\n{}",
+            kind.what,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        service
+    }
+
+    /// A setting of the env file.
+    pub(crate) fn var(&self, key: &str) -> &str {
+        self.env
+            .get(key)
+            .unwrap_or_else(|| panic!("{key} not in {}", self.kind.env_file))
+    }
+
+    /// The folder the script keeps the server's files in.
+    pub(crate) fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script(self.kind.script))
+            .arg("stop")
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .status();
+    }
+}
+
+/// The server in `slot` while a test running now holds it, else a new one from `start`.
+pub(crate) fn shared<T>(slot: &Mutex<Weak<T>>, start: impl FnOnce() -> T) -> Arc<T> {
+    let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(running) = held.upgrade() {
+        return running;
+    }
+    let running = Arc::new(start());
+    *held = Arc::downgrade(&running);
+    running
+}
