@@ -311,3 +311,19 @@ fn a_real_program_changed_after_its_approval_is_held_again() {
     let held = r.ws.read(&format!("{INGRESS_GATE}/held.json"));
     assert!(held.contains("command:local:Command::marker"), "{held}");
 }
+
+/// The same resource, the same operation, other values: not the plan approved either
+/// (and the real `up --plan` of the approved one would fail: "violates plan").
+#[test]
+fn a_real_property_changed_after_its_approval_is_held_again() {
+    let v3 = |r: &Real| edit_program(r, INGRESS, "ingress v2 at ", "ingress v3 at ");
+    let Some((r, msg)) = changed_after_approval("a_real_property_changed", &v3) else {
+        return;
+    };
+    assert!(msg.contains("the same resources change"), "{msg}");
+    let plan = r.ws.read(&format!("{INGRESS_GATE}/plan.json"));
+    assert!(
+        plan.contains("ingress v3 at "),
+        "the new plan is held: {plan}"
+    );
+}
