@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::engine::digest::{CHANGING, Changes};
 use crate::error::{Error, Result};
@@ -38,6 +39,18 @@ impl Summary {
         Summary { counts, steps }
     }
 
+    /// How the plan `now` differs from this approved one, for people.
+    pub fn changed_to(&self, now: &Summary) -> String {
+        if self == now {
+            format!(
+                "the same resources change ({}), to other values",
+                now.short()
+            )
+        } else {
+            format!("approved {}, now {}", self.short(), now.short())
+        }
+    }
+
     /// `+1 ~2 -0 ±0`.
     pub fn short(&self) -> String {
         let n = |k: &str| self.counts.get(k).copied().unwrap_or(0);
@@ -48,6 +61,53 @@ impl Summary {
             n("delete"),
             n("replace")
         )
+    }
+}
+
+/// What an update plan file (`preview --save-plan`) binds the update to: its config and
+/// each resource's goal and steps, which `pulumi up --plan` checks the update against.
+/// Left out is what differs between two previews of the same program: the manifest's
+/// time, each resource's random seed and planned state, and each secret's ciphertext
+/// (fresh at every encryption; a secret whose value changed is thus no change here, and
+/// Pulumi's own check refuses that update). `None` when the text is not a plan.
+fn plan_terms(text: &[u8]) -> Option<Value> {
+    let doc: Value = serde_json::from_slice(text).ok()?;
+    doc.get("manifest")?;
+    let resources: serde_json::Map<String, Value> = doc
+        .get("resourcePlans")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(urn, p)| {
+            let goal = p.get("goal").map(masked);
+            (
+                urn.clone(),
+                json!({ "goal": goal, "steps": p.get("steps") }),
+            )
+        })
+        .collect();
+    let config: serde_json::Map<String, Value> = doc
+        .get("config")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| match v.get("secure") {
+            Some(_) => (k.clone(), Value::from("[secure]")),
+            None => (k.clone(), v.clone()),
+        })
+        .collect();
+    Some(json!({ "config": config, "resources": resources }))
+}
+
+/// `v` with each secret (a value carrying Pulumi's secret signature) as `[secret]`.
+fn masked(v: &Value) -> Value {
+    match v {
+        Value::Object(m) if m.contains_key(crate::engine::SECRET_SIG_KEY) => {
+            Value::from("[secret]")
+        }
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), masked(v))).collect()),
+        Value::Array(a) => Value::Array(a.iter().map(masked).collect()),
+        other => other.clone(),
     }
 }
 
@@ -115,6 +175,17 @@ impl Gate {
         let bytes = std::fs::read(self.plan_file()).ok()?;
         (a.digest == held.digest && crate::util::sha256_hex(&bytes) == held.digest)
             .then_some((held, a))
+    }
+
+    /// True when the plan a preview saved at `saved` binds the update to what the held
+    /// plan does (`plan_terms`): applying the held plan then applies that preview's
+    /// changes, and Pulumi's `up --plan` accepts it.
+    pub fn holds_the_same_plan_as(&self, saved: &Path) -> bool {
+        let terms = |p: &Path| std::fs::read(p).ok().and_then(|b| plan_terms(&b));
+        match (terms(&self.plan_file()), terms(saved)) {
+            (Some(held), Some(fresh)) => held == fresh,
+            _ => false,
+        }
     }
 
     pub fn approve(&self, approval: &Approval) -> Result<()> {
@@ -226,5 +297,48 @@ mod tests {
         gate.clear().unwrap();
         assert!(gate.held().is_none());
         gate.clear().unwrap();
+    }
+
+    /// A real plan's shape (Pulumi v3.274.1, `preview --save-plan`), with `create` and
+    /// each random part (time, seed, ciphertexts) as given.
+    fn plan(create: &str, time: &str, seed: &str, cipher: &str) -> Vec<u8> {
+        let secret = json!({ crate::engine::SECRET_SIG_KEY: crate::engine::SECRET_SIG, "ciphertext": cipher });
+        json!({
+            "manifest": { "time": time, "magic": "m", "version": "v3.274.1" },
+            "config": { "lp:token": { "secure": cipher }, "lp:addr": "10.0.0.1" },
+            "resourcePlans": {
+                "urn:pulumi:dev::lp::command:local:Command::c": {
+                    "goal": {
+                        "type": "command:local:Command",
+                        "inputDiff": { "updates": { "create": create, "environment": { "T": secret } } },
+                        "outputDiff": {}
+                    },
+                    "steps": ["update"],
+                    "state": { "create": create, "environment": { "T": secret } },
+                    "seed": seed
+                }
+            }
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn two_previews_of_one_program_hold_the_same_plan_another_value_does_not() {
+        let d = tempfile::tempdir().unwrap();
+        let gate = Gate::of(d.path(), "kube/db");
+        let saved = d.path().join("saved.json");
+        std::fs::write(&saved, plan("echo v2", "t1", "s1", "v1:aaa")).unwrap();
+        gate.hold(&saved, &mut held()).unwrap();
+        std::fs::write(&saved, plan("echo v2", "t2", "s2", "v1:bbb")).unwrap();
+        assert!(gate.holds_the_same_plan_as(&saved));
+        std::fs::write(&saved, plan("echo v3", "t2", "s2", "v1:bbb")).unwrap();
+        assert!(!gate.holds_the_same_plan_as(&saved));
+        std::fs::write(&saved, "not a plan").unwrap();
+        assert!(!gate.holds_the_same_plan_as(&saved));
+        assert_eq!(
+            Summary::default().changed_to(&Summary::default()),
+            "the same resources change (+0 ~0 -0 ±0), to other values"
+        );
     }
 }

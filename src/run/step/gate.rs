@@ -26,7 +26,7 @@ impl StepRunner<'_> {
         let gate = Gate::of(&self.ctx.state_dir, path);
         let summary = Summary::of(&changes);
         let why = match gate.approval() {
-            Some((held, a)) if held.summary == summary => {
+            Some((held, a)) if held.summary == summary && gate.holds_the_same_plan_as(saved) => {
                 sink(Progress::Line(format!(
                     "applying the plan {} approved at {} ({})",
                     a.by,
@@ -36,11 +36,10 @@ impl StepRunner<'_> {
                 return Ok(PlanFile::Apply(gate.plan_file()));
             }
             Some((held, a)) => format!(
-                "the plan changed since it was approved by {} at {} (approved {}, now {}): a new approval is needed",
+                "the plan changed since it was approved by {} at {} ({}): a new approval is needed",
                 a.by,
                 a.at,
-                held.summary.short(),
-                summary.short()
+                held.summary.changed_to(&summary)
             ),
             None => hold.describe_hold(),
         };
