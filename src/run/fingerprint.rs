@@ -314,9 +314,86 @@ pub fn salt(state_dir: &Path) -> Vec<u8> {
     salt
 }
 
+/// The stack's salt on a shared (s3://) backend: the one in the bucket
+/// (`.strata/salts/<stack>`), written by the first run that found none (this checkout's
+/// `local` salt, with a conditional create: two first runs agree on one). Every machine
+/// then hashes outputs alike, so `--changed` on one does not run again what another
+/// deployed. The salt guards no secret (secret values are digested under the store's
+/// key, [`crate::secrets::hmac::secret_digest`]); outputs are in the bucket's checkpoints
+/// anyway. This checkout's file is brought in line, for runs that cannot reach the bucket.
+/// Only a run that `may_write` (it holds the stack's lease) creates the bucket's salt.
+pub fn shared_salt(
+    backend: &crate::backend::Backend,
+    stack: &str,
+    state_dir: &Path,
+    may_write: bool,
+) -> crate::error::Result<Vec<u8>> {
+    let key = backend.key(&format!(".strata/salts/{stack}"));
+    let local = salt(state_dir);
+    let shared = match backend.get(&key)? {
+        Some(o) if o.body.len() >= 16 => o.body,
+        _ if !may_write => return Ok(local),
+        _ => match backend.create(&key, &local)? {
+            Some(_) => local.clone(),
+            // Another run created it first: its salt.
+            None => match backend.get(&key)? {
+                Some(o) if o.body.len() >= 16 => o.body,
+                _ => return Ok(local),
+            },
+        },
+    };
+    if shared != local {
+        let _ =
+            crate::files::write_atomic(&state_dir.join("fingerprint.salt"), &shared, Some(0o600));
+    }
+    Ok(shared)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_checkouts_on_one_bucket_share_the_first_ones_salt() {
+        let store = std::sync::Arc::new(object_store::memory::InMemory::new());
+        let bucket = |p: &str| {
+            crate::backend::Backend::new("s3://b".into(), store.clone(), p.into()).unwrap()
+        };
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let c = tempfile::tempdir().unwrap();
+        let preview = shared_salt(&bucket(""), "prod", c.path(), false).unwrap();
+        assert_eq!(
+            preview,
+            salt(c.path()),
+            "a run without the lease writes none"
+        );
+        let salt_a = shared_salt(&bucket(""), "prod", a.path(), true).unwrap();
+        assert_eq!(
+            salt_a,
+            salt(a.path()),
+            "the first checkout's own salt goes up"
+        );
+        let salt_b = shared_salt(&bucket(""), "prod", b.path(), true).unwrap();
+        assert_eq!(salt_b, salt_a, "the second takes it");
+        assert_eq!(
+            salt(b.path()),
+            salt_a,
+            "and keeps it for runs without the bucket"
+        );
+        let other = shared_salt(&bucket(""), "dev", b.path(), true).unwrap();
+        assert_eq!(other, salt_a, "a stack without a salt gets this checkout's");
+        assert_ne!(
+            shared_salt(
+                &bucket("team2/"),
+                "prod",
+                tempfile::tempdir().unwrap().path(),
+                true
+            )
+            .unwrap(),
+            salt_a,
+            "another prefix is another backend"
+        );
+    }
 
     /// `ln -s . a; ln -s . b` in a project folder made the walk endless (it followed
     /// links): links are hashed as links, as git does, and never followed.

@@ -40,18 +40,19 @@ pub(super) fn prepare(
     locked: bool,
 ) -> Result<Inputs> {
     let state_dir = r.ws.state_dir(r.stack());
-    let fingerprint_salt = fingerprint::salt(&state_dir);
+    let (fingerprint_salt, salt_warning) = super::shared::salt(r, &state_dir, locked);
     let secret_key = secret_key(secrets);
     let (plan, full, profile) = (r.plan.clone(), r.full.clone(), r.profile.clone());
     let (cfg, changed_only) = (stack_config.clone(), r.req.changed);
     let secret_hashes = crate::secrets::hmac::hash_secrets(&secret_key, &secrets.values);
     let (root, env_vars) = (r.ws.root.clone(), r.ws.env_file.vars.clone());
     // `--changed` on a shared backend: what other machines ran counts too (newest wins).
-    let (runs, warnings) = if changed_only {
+    let (runs, mut warnings) = if changed_only {
         super::shared::recent(r)
     } else {
         Default::default()
     };
+    warnings.extend(salt_warning);
     let (fingerprints, last_outputs, changed) =
         caught.until_signal("while fingerprinting the projects", move || {
             let cache_file = state_dir.join("fingerprint.cache");

@@ -25,6 +25,32 @@ fn bucket(r: &Resolved) -> Result<Option<Arc<Backend>>> {
     }
 }
 
+/// The salt of the stack's output hashes: the bucket's on a shared backend (see
+/// `fingerprint::shared_salt`), else this checkout's; a warning when the bucket could
+/// not be read.
+pub(super) fn salt(
+    r: &Resolved,
+    state_dir: &std::path::Path,
+    locked: bool,
+) -> (Vec<u8>, Option<String>) {
+    use crate::run::fingerprint;
+    let shared = bucket(r).and_then(|b| {
+        b.map(|b| fingerprint::shared_salt(&b, r.stack(), state_dir, locked))
+            .transpose()
+    });
+    match shared {
+        Ok(Some(s)) => (s, None),
+        Ok(None) => (fingerprint::salt(state_dir), None),
+        Err(e) => (
+            fingerprint::salt(state_dir),
+            Some(format!(
+                "warning: the stack's salt could not be read from the shared backend, so this run hashes outputs with this checkout's own (another machine's `--changed` may run again what it deploys): {}",
+                e.message
+            )),
+        ),
+    }
+}
+
 /// The newest runs of the stack in its shared backend (none on another backend), and
 /// why some or all could not be read.
 pub(super) fn recent(r: &Resolved) -> (Vec<RunRecord>, Vec<String>) {

@@ -292,3 +292,38 @@ fn an_unreachable_backend_fails_the_real_up_in_bounded_time_and_leaves_no_lease(
     let left = leftover_language_hosts(&a.ws.root);
     assert!(left.is_empty(), "left running:\n{}", left.join("\n"));
 }
+
+/// A project machine B brings up again (its outputs the same) changes nothing for
+/// machine A's `up --changed`: both hash outputs with the stack's one salt in the bucket,
+/// so A does not take B's run of `network` for a change of its outputs and run what
+/// needs it again (with a salt per checkout it did).
+#[test]
+fn a_rerun_on_another_machine_with_the_same_outputs_is_no_change() {
+    let bucket = "two-machines-salt";
+    let Some(Two {
+        s: _s,
+        a,
+        b,
+        _guards: _g,
+    }) = Two::new("real_s3::two_machines_salt", bucket)
+    else {
+        return;
+    };
+    let ra = a.strata(&up_args(&[]));
+    assert_eq!(ra.code, 0, "{ra:?}");
+    let store = format!("config/secrets/{STACK}.age");
+    b.ws.write(&store, "");
+    std::fs::copy(a.ws.path(&store), b.ws.path(&store)).expect("A's secret store");
+    let rb = b.strata(&up_args(&["--project", "local-pulumi/network"]));
+    assert_eq!(rb.code, 0, "{rb:?}");
+    assert_eq!(status_of(&rb, "local-pulumi/network"), "succeeded");
+    a.take_calls();
+    let changed = a.strata(&up_args(&["--changed"]));
+    assert_eq!(changed.code, 0, "{changed:?}");
+    let calls = a.take_calls();
+    assert!(
+        calls.is_empty(),
+        "A ran again what needs network:\n{}",
+        calls.join("\n")
+    );
+}
