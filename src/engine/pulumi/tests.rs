@@ -15,19 +15,8 @@ fn exit_codes_have_messages() {
 
 pub(super) fn job(backend: &str) -> Job {
     Job {
-        path: "infra/vpc".into(),
-        name: "aws-vpc".into(),
-        dir: "/tmp".into(),
-        op: Operation::Up,
-        stack: "dev".into(),
         env: [("PULUMI_BACKEND_URL".to_string(), backend.to_string())].into(),
-        config_file: "/tmp/c.yaml".into(),
-        inputs: Default::default(),
-        needed_outputs: vec![],
-        scratch_dir: "/tmp".into(),
-        secret_config: Default::default(),
-        refresh: false,
-        plan: None,
+        ..Job::for_tests("infra/vpc", "aws-vpc")
     }
 }
 
