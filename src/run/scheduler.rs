@@ -547,13 +547,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn failure_stops_dependents_and_new_work() {
+    /// `a` fails beside an independent pair `c` → `d`, run with `-j 1`.
+    fn when_a_fails(keep_going: bool) -> (Plan, Vec<StepResult>) {
         let p = plan(
             "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
         );
         let f = fake(&p, vec!["a"]);
-        let r = run_plainly(&p, opts(1, false), &f);
+        let r = run_plainly(&p, opts(1, keep_going), &f);
+        (p, r)
+    }
+
+    #[test]
+    fn failure_stops_dependents_and_new_work() {
+        let (p, r) = when_a_fails(false);
         let st = statuses(&p, &r);
         assert_eq!(st["a"], Status::Failed);
         assert_eq!(st["b"], Status::Skipped);
@@ -570,11 +576,7 @@ mod tests {
 
     #[test]
     fn keep_going_runs_independent_work() {
-        let p = plan(
-            "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
-        );
-        let f = fake(&p, vec!["a"]);
-        let r = run_plainly(&p, opts(1, true), &f);
+        let (p, r) = when_a_fails(true);
         let st = statuses(&p, &r);
         assert_eq!(st["a"], Status::Failed);
         assert_eq!(st["b"], Status::Skipped);
