@@ -374,18 +374,9 @@ mod tests {
                 Status::Succeeded
             };
             StepResult {
-                status,
                 duration_ms: (end - start) as u64,
                 message: None,
-                log: None,
-                exit_code: None,
-                missing_input: false,
-                upstream: None,
-                changes: None,
-                unchanged: false,
-                projected: false,
-                denied: None,
-                awaiting: None,
+                ..StepResult::not_run(status, "")
             }
         }
     }

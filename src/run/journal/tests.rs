@@ -5,6 +5,13 @@ use crate::engine::Operation;
 use crate::run::events::Status;
 use crate::run::step::StepRecord;
 
+/// An empty journal in a temporary folder (kept while the folder lives).
+fn journal() -> (tempfile::TempDir, Journal) {
+    let d = tempfile::tempdir().unwrap();
+    let j = Journal::new(d.path());
+    (d, j)
+}
+
 mod index {
     use super::*;
 
@@ -29,8 +36,7 @@ mod index {
 
     #[test]
     fn what_is_deployed_is_read_one_record_at_a_time_and_matches_the_whole_read() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
+        let (_d, j) = journal();
         run(
             &j,
             "u0",
@@ -77,8 +83,7 @@ mod index {
 
     #[test]
     fn the_index_keeps_what_readers_need_and_the_journal_keeps_everything() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
+        let (_d, j) = journal();
         // An up where b failed (resume needs that run), then many previews.
         run(
             &j,
@@ -140,8 +145,7 @@ mod index {
 
     #[test]
     fn an_index_of_another_journal_is_ignored() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
+        let (d, j) = journal();
         run(&j, "u0", Operation::Up, &[("a", Status::Succeeded)]);
         run(&j, "u1", Operation::Up, &[("a", Status::Failed)]);
         j.update_index().unwrap();
@@ -191,8 +195,7 @@ mod records {
 
     #[test]
     fn a_torn_line_loses_no_later_record() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
+        let (_d, j) = journal();
         j.append(&project("r1", Status::Succeeded)).unwrap();
         // A crash in the middle of the next record, including a torn UTF-8 sequence.
         let mut f = crate::files::open_private_append(j.path()).unwrap();
@@ -215,8 +218,7 @@ mod records {
         /// them is read back.
         #[test]
         fn any_garbage_before_a_record_never_loses_it(garbage in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
-            let d = tempfile::tempdir().unwrap();
-            let j = Journal::new(d.path());
+            let (_d, j) = journal();
             std::fs::write(j.path(), &garbage).unwrap();
             j.append(&project("after", Status::Failed)).unwrap();
             let records = j.read();
@@ -227,8 +229,7 @@ mod records {
 
     #[test]
     fn append_and_read_back() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
+        let (_d, j) = journal();
         j.append(&Record::Run {
             run_id: "r1".into(),
             operation: "up".into(),
@@ -256,8 +257,7 @@ mod records {
 
     #[test]
     fn an_approval_is_read_back_and_read_leniently_beside_the_others() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
+        let (_d, j) = journal();
         let approval = Record::Approval {
             run_id: "r1".into(),
             project: "db".into(),
