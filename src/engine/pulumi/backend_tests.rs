@@ -8,7 +8,7 @@ use super::checkpoint::newest_form;
 use super::layout::{Layout, layout, layout_problem, project_scoped};
 use super::locks::{Held, Here, PulumiLock, judge, note_own_locks, proven_gone};
 use super::source::Source;
-use super::tests::job;
+use super::tests::{CHECKPOINTS, PLAIN, ZSTD, assert_reads_the_testdata, job};
 use super::*;
 
 fn write(path: &Path, bytes: &[u8]) {
@@ -110,10 +110,6 @@ fn only_a_project_scoped_layout_is_read_and_the_legacy_one_is_refused() {
     );
 }
 
-const PLAIN: &[u8] = include_bytes!("testdata/dev.json");
-const GZIP: &[u8] = include_bytes!("testdata/dev.json.gz");
-const ZSTD: &[u8] = include_bytes!("testdata/dev.json.zst");
-
 fn backend_with(files: &[(&str, &[u8])]) -> (tempfile::TempDir, Job) {
     let d = tempfile::tempdir().unwrap();
     for (name, bytes) in files {
@@ -126,16 +122,9 @@ fn backend_with(files: &[(&str, &[u8])]) -> (tempfile::TempDir, Job) {
 
 #[test]
 fn every_checkpoint_form_pulumi_writes_is_read() {
-    let want = serde_json::json!({"vpcId": "vpc-123", "token": "[secret]"});
-    for (name, bytes) in [
-        ("dev.json", PLAIN),
-        ("dev.json.gz", GZIP),
-        ("dev.json.zst", ZSTD),
-    ] {
+    for (name, bytes) in CHECKPOINTS {
         let (_d, j) = backend_with(&[(name, bytes)]);
-        assert_eq!(checkpoint_stack_missing(&j), Some(false), "{name}");
-        let got = PulumiEngine::stack_outputs_from_checkpoint(&j);
-        assert_eq!(got.map(Value::Object), Some(want.clone()), "{name}");
+        assert_reads_the_testdata(&j, name);
     }
     let (_d, j) = backend_with(&[]);
     assert_eq!(checkpoint_stack_missing(&j), Some(true));

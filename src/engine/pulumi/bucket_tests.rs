@@ -13,13 +13,10 @@ use object_store::path::Path as Key;
 
 use super::layout::layout_problem;
 use super::source::share;
-use super::tests::job;
+use super::tests::{CHECKPOINTS, GZIP, PLAIN, ZSTD, assert_reads_the_testdata, job};
 use super::*;
 use crate::backend::Backend;
 
-const PLAIN: &[u8] = include_bytes!("testdata/dev.json");
-const GZIP: &[u8] = include_bytes!("testdata/dev.json.gz");
-const ZSTD: &[u8] = include_bytes!("testdata/dev.json.zst");
 const SECRETS: &[u8] = include_bytes!("testdata/secrets.json");
 
 /// A bucket of the test's own (`s3://<name>/team/`), empty; its store and a job on it.
@@ -51,16 +48,9 @@ fn project_bucket(name: &str, files: &[(&str, &[u8])]) -> (Arc<InMemory>, Job) {
 
 #[test]
 fn every_checkpoint_form_is_read_from_a_bucket() {
-    let want = serde_json::json!({"vpcId": "vpc-123", "token": "[secret]"});
-    for (name, bytes) in [
-        ("dev.json", PLAIN),
-        ("dev.json.gz", GZIP),
-        ("dev.json.zst", ZSTD),
-    ] {
+    for (name, bytes) in CHECKPOINTS {
         let (_s, j) = project_bucket(&format!("forms-{}", name.len()), &[(name, bytes)]);
-        assert_eq!(checkpoint_stack_missing(&j), Some(false), "{name}");
-        let got = PulumiEngine::stack_outputs_from_checkpoint(&j);
-        assert_eq!(got.map(Value::Object), Some(want.clone()), "{name}");
+        assert_reads_the_testdata(&j, name);
     }
     // Another stack's checkpoint, or a backup beside it, is not this stack's.
     let (_s, j) = project_bucket("forms-none", &[("prod.json", PLAIN), ("dev.jsonx", PLAIN)]);

@@ -13,6 +13,27 @@ fn exit_codes_have_messages() {
     assert!(describe_exit(8).contains("cancelled"));
 }
 
+/// The test stack's checkpoint (outputs `vpcId` and a secret `token`), as Pulumi writes
+/// it plain, gzipped and zstd-compressed.
+pub(super) const PLAIN: &[u8] = include_bytes!("testdata/dev.json");
+pub(super) const GZIP: &[u8] = include_bytes!("testdata/dev.json.gz");
+pub(super) const ZSTD: &[u8] = include_bytes!("testdata/dev.json.zst");
+/// Each form of the test checkpoint by the file name Pulumi gives it.
+pub(super) const CHECKPOINTS: [(&str, &[u8]); 3] = [
+    ("dev.json", PLAIN),
+    ("dev.json.gz", GZIP),
+    ("dev.json.zst", ZSTD),
+];
+
+/// Asserts that `j`'s stack checkpoint (the form `form`) is found, and read as the test
+/// checkpoint's outputs with the secret masked.
+pub(super) fn assert_reads_the_testdata(j: &Job, form: &str) {
+    let want = serde_json::json!({"vpcId": "vpc-123", "token": "[secret]"});
+    assert_eq!(checkpoint_stack_missing(j), Some(false), "{form}");
+    let got = PulumiEngine::stack_outputs_from_checkpoint(j);
+    assert_eq!(got.map(Value::Object), Some(want), "{form}");
+}
+
 pub(super) fn job(backend: &str) -> Job {
     Job {
         env: [("PULUMI_BACKEND_URL".to_string(), backend.to_string())].into(),
