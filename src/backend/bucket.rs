@@ -390,13 +390,13 @@ mod tests {
         let Err(e) = Where::of(&env(&[("PULUMI_BACKEND_URL", "s3://b")])) else {
             panic!("no credentials accepted")
         };
-        assert!(e.message.contains("AWS_ACCESS_KEY_ID"), "{}", e.message);
+        e.assert_says("AWS_ACCESS_KEY_ID");
         let mut with = env(&keys);
         with.insert("PULUMI_BACKEND_URL".into(), "s3://b?profile=x".into());
         let Err(e) = Where::of(&with) else {
             panic!("profile= accepted")
         };
-        assert!(e.message.contains("`profile`"), "{}", e.message);
+        e.assert_says("`profile`");
         with.insert(
             "PULUMI_BACKEND_URL".into(),
             "s3://b/p?endpoint=http://127.0.0.1:1&s3ForcePathStyle=true&region=eu-west-1&awssdk=v2"

@@ -558,7 +558,7 @@ mod tests {
         .unwrap();
         let e = render(&only, &CTX).unwrap_err();
         assert_eq!(e.exit_code(), 3);
-        assert!(e.message.contains("github-actions"), "{}", e.message);
+        e.assert_says("github-actions");
     }
 
     #[test]

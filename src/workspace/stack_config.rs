@@ -193,7 +193,7 @@ mod tests {
         let p = d.path().join("Pulumi.dev.yaml");
         std::fs::write(&p, "config:\n  a: [1, 2\n").unwrap();
         let e = StackConfig::load(&p).unwrap_err();
-        assert!(e.message.contains("line"), "{}", e.message);
+        e.assert_says("line");
     }
 
     #[test]

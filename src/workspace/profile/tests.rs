@@ -127,23 +127,23 @@ fn bad_timeout_and_retry_are_config_errors() {
     ] {
         let e = refused(&format!("infrastructure:\n  - path: a\n    {yaml}\n"));
         assert!(e.message.contains(needle), "{yaml}: {}", e.message);
-        assert!(e.message.contains("p.yaml"), "{}", e.message);
+        e.assert_says("p.yaml");
     }
 }
 
 #[test]
 fn unknown_field_is_an_error_with_line() {
     let e = refused("infrastructure:\n  - path: a\n    need: [b]\n");
-    assert!(e.message.contains("unknown field `need`"), "{}", e.message);
-    assert!(e.message.contains("line 5"), "{}", e.message);
-    assert!(e.message.contains("p.yaml"), "{}", e.message);
+    e.assert_says("unknown field `need`");
+    e.assert_says("line 5");
+    e.assert_says("p.yaml");
 }
 
 #[test]
 fn unknown_provider_lists_available() {
     let d = ws(&[("aws.yaml", HEAD), ("do.yaml", HEAD)]);
     let e = load(d.path(), "gcp").unwrap_err();
-    assert!(e.message.contains("aws, do"), "{}", e.message);
+    e.assert_says("aws, do");
 }
 
 #[test]
@@ -175,7 +175,7 @@ fn include_and_insertions_compose() {
 #[test]
 fn insertion_anchor_must_exist() {
     let e = refused("kubernetes:\n  - path: a\n  - path: x\n    after: nope\n");
-    assert!(e.message.contains("after `nope`"), "{}", e.message);
+    e.assert_says("after `nope`");
 }
 
 #[test]
@@ -188,19 +188,19 @@ fn include_cycle_is_reported() {
         ),
     ]);
     let e = load(d.path(), "p").unwrap_err();
-    assert!(e.message.contains("includes itself"), "{}", e.message);
+    e.assert_says("includes itself");
 }
 
 #[test]
 fn duplicate_path_is_an_error() {
     let e = refused("infrastructure:\n  - path: a\nkubernetes:\n  - path: a\n");
-    assert!(e.message.contains("listed twice"), "{}", e.message);
+    e.assert_says("listed twice");
 }
 
 #[test]
 fn needs_unknown_path_is_an_error() {
     let e = refused("infrastructure:\n  - path: a\n    needs: [ghost]\n");
-    assert!(e.message.contains("needs `ghost`"), "{}", e.message);
+    e.assert_says("needs `ghost`");
 }
 
 #[test]
@@ -208,17 +208,13 @@ fn bad_input_source_is_an_error() {
     let e = refused(
         "infrastructure:\n  - path: a\n  - path: b\n    inputs:\n      'x:y': a-without-output\n",
     );
-    assert!(
-        e.message.contains("<project path>:<output>"),
-        "{}",
-        e.message
-    );
+    e.assert_says("<project path>:<output>");
 }
 
 #[test]
 fn hooks_reject_unknown_kinds() {
     let e = refused("infrastructure:\n  - path: a\n    on_success:\n      - shell: x\n");
-    assert!(e.message.contains("shell"), "{}", e.message);
+    e.assert_says("shell");
 }
 
 #[test]
