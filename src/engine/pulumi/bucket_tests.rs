@@ -13,11 +13,11 @@ use object_store::path::Path as Key;
 
 use super::layout::layout_problem;
 use super::source::share;
-use super::tests::{CHECKPOINTS, GZIP, PLAIN, ZSTD, assert_reads_the_testdata, job};
+use super::tests::{
+    CHECKPOINTS, GZIP, PLAIN, SECRETS, ZSTD, assert_reads_the_testdata, derives_early, job,
+};
 use super::*;
 use crate::backend::Backend;
-
-const SECRETS: &[u8] = include_bytes!("testdata/secrets.json");
 
 /// A bucket of the test's own (`s3://<name>/team/`), empty; its store and a job on it.
 fn bucket(name: &str) -> (Arc<InMemory>, Job) {
@@ -155,22 +155,8 @@ fn secret_outputs_in_a_bucket_are_revealed_only_with_the_passphrase() {
 
 #[test]
 fn the_secret_key_of_a_bucket_checkpoint_is_derived_early() {
-    let doc: Value = serde_json::from_slice(SECRETS).unwrap();
-    let salt = doc
-        .pointer("/checkpoint/latest/secrets_providers/state/salt")
-        .and_then(Value::as_str)
-        .unwrap()
-        .to_string();
-    let phrase = "bucket-early-2d7e";
     let (_s, mut j) = project_bucket("early", &[("dev.json", SECRETS)]);
-    j.env
-        .insert("PULUMI_CONFIG_PASSPHRASE".into(), phrase.into());
-    PulumiEngine::derive_secret_key_early(&j);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !super::passphrase::derived(&salt, phrase) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(super::passphrase::derived(&salt, phrase), "not derived");
+    assert!(derives_early(&mut j, "bucket-early-2d7e"), "not derived");
 }
 
 /// A backend that refuses every call: nothing is read (the CLI is asked), within the
