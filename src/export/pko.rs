@@ -344,10 +344,7 @@ fn notes(full: &Plan, plan: &Plan, ctx: &ExportContext, to_create: &ToCreate) ->
     if !used.is_empty() {
         notes.push(format!(
             "- Pools are not carried ({}): the operator has no limit per group of Stacks, it reconciles them as its own settings allow. Bring a pool's projects up with strata (`strata up --filter ...`) when their limit matters.",
-            used.iter()
-                .map(|p| format!("{} {} at once", p.name, p.limit))
-                .collect::<Vec<_>>()
-                .join(", ")
+            super::at_once(&used)
         ));
     }
     let has_inputs = !super::paths_with_inputs(plan).is_empty();
