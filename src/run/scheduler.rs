@@ -538,22 +538,24 @@ mod tests {
         }
     }
 
-    /// `a` fails beside an independent pair `c` → `d`, run with `-j 1`.
-    fn when_a_fails(keep_going: bool) -> (Plan, Vec<StepResult>) {
+    /// `a` fails beside an independent pair `c` → `d`, run with `-j 1`: `a` failed and
+    /// `b`, which needs it, is skipped whatever `keep_going` says. Every step's status,
+    /// and the results.
+    fn when_a_fails(keep_going: bool) -> (BTreeMap<String, Status>, Plan, Vec<StepResult>) {
         let p = plan(
             "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
         );
         let f = fake(&p, vec!["a"]);
         let r = run_plainly(&p, opts(1, keep_going), &f);
-        (p, r)
+        let st = statuses(&p, &r);
+        assert_eq!(st["a"], Status::Failed);
+        assert_eq!(st["b"], Status::Skipped);
+        (st, p, r)
     }
 
     #[test]
     fn failure_stops_dependents_and_new_work() {
-        let (p, r) = when_a_fails(false);
-        let st = statuses(&p, &r);
-        assert_eq!(st["a"], Status::Failed);
-        assert_eq!(st["b"], Status::Skipped);
+        let (st, p, r) = when_a_fails(false);
         // With -j 1, c had not started when a failed: it is not started after.
         assert_eq!(st["d"], Status::Skipped);
         assert!(
@@ -567,10 +569,7 @@ mod tests {
 
     #[test]
     fn keep_going_runs_independent_work() {
-        let (p, r) = when_a_fails(true);
-        let st = statuses(&p, &r);
-        assert_eq!(st["a"], Status::Failed);
-        assert_eq!(st["b"], Status::Skipped);
+        let (st, ..) = when_a_fails(true);
         assert_eq!(st["c"], Status::Succeeded);
         assert_eq!(st["d"], Status::Succeeded);
     }
