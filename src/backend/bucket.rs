@@ -371,12 +371,7 @@ mod tests {
         assert_eq!((bare.bucket.as_str(), bare.prefix.as_str()), ("b", ""));
     }
 
-    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::util::string_map as env;
 
     #[test]
     fn backends_are_told_apart_and_s3_needs_credentials_and_known_parameters() {

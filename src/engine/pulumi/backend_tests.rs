@@ -1,7 +1,6 @@
 //! Unit tests of what strata reads from a `file://` backend: its layout, each checkpoint
 //! form, and the rule for clearing a Pulumi lock.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::checkpoint::newest_form;
@@ -22,12 +21,7 @@ fn folder(root: &Path) -> Source {
     Source::Folder(root.to_path_buf())
 }
 
-fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+use crate::util::string_map as env_of;
 
 #[test]
 fn the_layout_is_told_as_pulumi_tells_it() {

@@ -39,10 +39,7 @@ mod tests {
 
     fn job(env: &[(&str, &str)]) -> Job {
         Job {
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            env: crate::util::string_map(env),
             ..Job::for_tests("p", "p")
         }
     }
