@@ -63,12 +63,19 @@ pub async fn client_from_kubeconfig(
 
 #[cfg(test)]
 mod tests {
+    use super::super::ApplyReport;
     use super::super::MANAGED_BY_LABEL;
     use super::super::apply::apply_secrets;
     use super::super::fake_kube::{self, FakeKube};
     use super::super::fixtures::{NAME, map, secrets};
     use super::*;
     use serde_json::json;
+
+    /// Applies the test secrets through `kubeconfig`'s current context.
+    async fn apply_through(kubeconfig: &Path) -> Result<ApplyReport, KubeError> {
+        let client = client_from_kubeconfig(Some(kubeconfig), None, &BTreeMap::new()).await?;
+        apply_secrets(client, NAME, &secrets(), &[], false).await
+    }
 
     #[tokio::test]
     async fn over_http_through_a_kubeconfig_file() {
@@ -77,12 +84,7 @@ mod tests {
         let kubeconfig = dir.path().join("kube/config");
         kube.write_kubeconfig(&kubeconfig).unwrap();
 
-        let client = client_from_kubeconfig(Some(&kubeconfig), None, &BTreeMap::new())
-            .await
-            .unwrap();
-        let report = apply_secrets(client, NAME, &secrets(), &[], false)
-            .await
-            .unwrap();
+        let report = apply_through(&kubeconfig).await.unwrap();
         assert_eq!(report.applied.len(), 2);
         assert_eq!(kube.namespaces(), ["apps", "monitoring"]);
         assert_eq!(
@@ -129,12 +131,7 @@ mod tests {
             .kubeconfig()
             .replace(&kube.url(), &format!("http://127.0.0.1:{port}"));
         std::fs::write(&kubeconfig, text).unwrap();
-        let client = client_from_kubeconfig(Some(&kubeconfig), None, &BTreeMap::new())
-            .await
-            .unwrap();
-        let err = apply_secrets(client, NAME, &secrets(), &[], false)
-            .await
-            .unwrap_err();
+        let err = apply_through(&kubeconfig).await.unwrap_err();
         let message = err.to_string();
         assert!(
             message.starts_with("cannot write the Secret `strata-secrets` in namespace `apps`"),
