@@ -391,6 +391,13 @@ mod tests {
             .collect()
     }
 
+    /// The Stack of project `path` among `docs`.
+    fn stack_of<'a>(docs: &'a [Value], path: &str) -> &'a Value {
+        docs.iter()
+            .find(|d| d["metadata"]["annotations"]["strata/path"] == path)
+            .unwrap_or_else(|| panic!("no Stack of {path}"))
+    }
+
     fn is_dns_label(s: &str) -> bool {
         !s.is_empty()
             && s.len() <= 63
@@ -482,10 +489,7 @@ mod tests {
             want.sort();
             assert_eq!(prereqs, want, "prerequisites of {path}");
         }
-        let ns = docs
-            .iter()
-            .find(|d| d["metadata"]["annotations"]["strata/path"] == "k8s/ns")
-            .unwrap();
+        let ns = stack_of(&docs, "k8s/ns");
         assert_eq!(
             ns["spec"]["prerequisites"].as_sequence().unwrap().len(),
             2,
@@ -583,10 +587,7 @@ mod tests {
         let text = render(&p, &ctx).unwrap();
         let docs_of = docs;
         let docs = docs_of(&text);
-        let eks = docs
-            .iter()
-            .find(|d| d["metadata"]["annotations"]["strata/path"] == "infra/eks")
-            .unwrap();
+        let eks = stack_of(&docs, "infra/eks");
         let spec = &eks["spec"];
         assert_eq!(spec["config"]["eks:vpc"], "vpc-123");
         assert_eq!(
@@ -622,10 +623,7 @@ mod tests {
         // Without anything known, every input points at the ConfigMap.
         let text = render(&p, &CTX).unwrap();
         let docs = docs_of(&text);
-        let eks = docs
-            .iter()
-            .find(|d| d["metadata"]["annotations"]["strata/path"] == "infra/eks")
-            .unwrap();
+        let eks = stack_of(&docs, "infra/eks");
         assert_eq!(
             eks["spec"]["configRef"].as_mapping().unwrap().len(),
             4,
