@@ -101,6 +101,19 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 #[cfg(test)]
+impl Error {
+    /// Asserts that the message says `part`; a failure shows the whole message.
+    #[track_caller]
+    pub fn assert_says(&self, part: &str) {
+        assert!(
+            self.message.contains(part),
+            "{part:?} is not in: {}",
+            self.message
+        );
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -204,6 +204,15 @@ pub fn placeholders(text: &str) -> impl Iterator<Item = (std::ops::Range<usize>,
     })
 }
 
+/// A map of owned strings from `(key, value)` pairs: an environment, labels, in tests.
+#[cfg(test)]
+pub fn string_map(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -371,12 +371,7 @@ mod tests {
         assert_eq!((bare.bucket.as_str(), bare.prefix.as_str()), ("b", ""));
     }
 
-    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::util::string_map as env;
 
     #[test]
     fn backends_are_told_apart_and_s3_needs_credentials_and_known_parameters() {
@@ -390,13 +385,13 @@ mod tests {
         let Err(e) = Where::of(&env(&[("PULUMI_BACKEND_URL", "s3://b")])) else {
             panic!("no credentials accepted")
         };
-        assert!(e.message.contains("AWS_ACCESS_KEY_ID"), "{}", e.message);
+        e.assert_says("AWS_ACCESS_KEY_ID");
         let mut with = env(&keys);
         with.insert("PULUMI_BACKEND_URL".into(), "s3://b?profile=x".into());
         let Err(e) = Where::of(&with) else {
             panic!("profile= accepted")
         };
-        assert!(e.message.contains("`profile`"), "{}", e.message);
+        e.assert_says("`profile`");
         with.insert(
             "PULUMI_BACKEND_URL".into(),
             "s3://b/p?endpoint=http://127.0.0.1:1&s3ForcePathStyle=true&region=eu-west-1&awssdk=v2"

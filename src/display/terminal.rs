@@ -61,11 +61,7 @@ impl Reporter {
                 } else {
                     String::new()
                 },
-                message
-                    .as_ref()
-                    .filter(|m| !m.is_empty())
-                    .map(|m| format!(" · {m}"))
-                    .unwrap_or_default()
+                message_tail(message)
             )),
             RunEvent::RunFinished { .. } => {}
             RunEvent::Notice { message } => self.write_line(message),
@@ -152,11 +148,7 @@ impl Reporter {
                     } else {
                         status.as_str().to_string()
                     },
-                    message
-                        .as_ref()
-                        .filter(|m| !m.is_empty())
-                        .map(|m| format!(" · {m}"))
-                        .unwrap_or_default()
+                    message_tail(message)
                 );
                 if let Some(m) = &b.multi {
                     let _ = m.println(line);
@@ -184,24 +176,24 @@ impl Reporter {
                 }
             }
             RunEvent::Notice { message } => {
-                if let Some(m) = &b.multi {
-                    let _ = m.println(message);
-                } else {
-                    drop(b);
-                    self.write_line(message);
-                }
+                drop(b);
+                self.println(message);
             }
             RunEvent::PoolLimit { .. } => {
-                let line = pool_line(e);
-                if let Some(m) = &b.multi {
-                    let _ = m.println(line);
-                } else {
-                    drop(b);
-                    self.write_line(&line);
-                }
+                drop(b);
+                self.println(&pool_line(e));
             }
         }
     }
+}
+
+/// ` · message` after a finished project's line; nothing without a message.
+fn message_tail(message: &Option<String>) -> String {
+    message
+        .as_ref()
+        .filter(|m| !m.is_empty())
+        .map(|m| format!(" · {m}"))
+        .unwrap_or_default()
 }
 
 /// The first line of a run.

@@ -251,11 +251,8 @@ mod tests {
 
     fn job(dir: &std::path::Path, op: Operation) -> Job {
         Job {
-            path: "local/x".into(),
-            name: "x".into(),
             dir: dir.to_path_buf(),
             op,
-            stack: "dev".into(),
             env: [(
                 "PATH".to_string(),
                 std::env::var("PATH").unwrap_or_default(),
@@ -263,11 +260,8 @@ mod tests {
             .into(),
             config_file: dir.join("cfg.yaml"),
             inputs: [("local:cidr".to_string(), Value::from("10.0.0.0/16"))].into(),
-            needed_outputs: vec![],
             scratch_dir: dir.join("scratch"),
-            secret_config: BTreeMap::new(),
-            refresh: false,
-            plan: None,
+            ..Job::for_tests("local/x", "x")
         }
     }
 

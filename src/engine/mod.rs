@@ -66,6 +66,29 @@ pub struct Job {
     pub plan: Option<PlanFile>,
 }
 
+#[cfg(test)]
+impl Job {
+    /// A job for unit tests: `up` of project `path` (named `name`) on stack `dev`, in
+    /// `/tmp`, with no environment, inputs or secrets; a test sets what it is about.
+    pub fn for_tests(path: &str, name: &str) -> Job {
+        Job {
+            path: path.into(),
+            name: name.into(),
+            dir: "/tmp".into(),
+            op: Operation::Up,
+            stack: "dev".into(),
+            env: BTreeMap::new(),
+            config_file: "/tmp/c.yaml".into(),
+            inputs: BTreeMap::new(),
+            needed_outputs: vec![],
+            scratch_dir: "/tmp".into(),
+            secret_config: BTreeMap::new(),
+            refresh: false,
+            plan: None,
+        }
+    }
+}
+
 /// A Pulumi update plan file (`preview --save-plan`, `up --plan`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlanFile {

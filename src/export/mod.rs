@@ -75,6 +75,15 @@ pub(crate) fn used_pools<'a>(
         .collect()
 }
 
+/// How many steps of each pool run at once, for an export's notes: `db 1 at once, ...`.
+pub(crate) fn at_once(pools: &[&crate::workspace::profile::Pool]) -> String {
+    pools
+        .iter()
+        .map(|p| format!("{} {} at once", p.name, p.limit))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The labels of every Kubernetes object an export writes: made by strata, for which
 /// provider and stack.
 pub(crate) fn labels(ctx: &ExportContext) -> BTreeMap<&'static str, String> {

@@ -344,10 +344,7 @@ fn notes(full: &Plan, plan: &Plan, ctx: &ExportContext, to_create: &ToCreate) ->
     if !used.is_empty() {
         notes.push(format!(
             "- Pools are not carried ({}): the operator has no limit per group of Stacks, it reconciles them as its own settings allow. Bring a pool's projects up with strata (`strata up --filter ...`) when their limit matters.",
-            used.iter()
-                .map(|p| format!("{} {} at once", p.name, p.limit))
-                .collect::<Vec<_>>()
-                .join(", ")
+            super::at_once(&used)
         ));
     }
     let has_inputs = !super::paths_with_inputs(plan).is_empty();
@@ -392,6 +389,13 @@ mod tests {
         serde_yaml::Deserializer::from_str(text)
             .map(|d| Value::deserialize(d).unwrap())
             .collect()
+    }
+
+    /// The Stack of project `path` among `docs`.
+    fn stack_of<'a>(docs: &'a [Value], path: &str) -> &'a Value {
+        docs.iter()
+            .find(|d| d["metadata"]["annotations"]["strata/path"] == path)
+            .unwrap_or_else(|| panic!("no Stack of {path}"))
     }
 
     fn is_dns_label(s: &str) -> bool {
@@ -485,10 +489,7 @@ mod tests {
             want.sort();
             assert_eq!(prereqs, want, "prerequisites of {path}");
         }
-        let ns = docs
-            .iter()
-            .find(|d| d["metadata"]["annotations"]["strata/path"] == "k8s/ns")
-            .unwrap();
+        let ns = stack_of(&docs, "k8s/ns");
         assert_eq!(
             ns["spec"]["prerequisites"].as_sequence().unwrap().len(),
             2,
@@ -558,7 +559,7 @@ mod tests {
         .unwrap();
         let e = render(&only, &CTX).unwrap_err();
         assert_eq!(e.exit_code(), 3);
-        assert!(e.message.contains("github-actions"), "{}", e.message);
+        e.assert_says("github-actions");
     }
 
     #[test]
@@ -586,10 +587,7 @@ mod tests {
         let text = render(&p, &ctx).unwrap();
         let docs_of = docs;
         let docs = docs_of(&text);
-        let eks = docs
-            .iter()
-            .find(|d| d["metadata"]["annotations"]["strata/path"] == "infra/eks")
-            .unwrap();
+        let eks = stack_of(&docs, "infra/eks");
         let spec = &eks["spec"];
         assert_eq!(spec["config"]["eks:vpc"], "vpc-123");
         assert_eq!(
@@ -625,10 +623,7 @@ mod tests {
         // Without anything known, every input points at the ConfigMap.
         let text = render(&p, &CTX).unwrap();
         let docs = docs_of(&text);
-        let eks = docs
-            .iter()
-            .find(|d| d["metadata"]["annotations"]["strata/path"] == "infra/eks")
-            .unwrap();
+        let eks = stack_of(&docs, "infra/eks");
         assert_eq!(
             eks["spec"]["configRef"].as_mapping().unwrap().len(),
             4,

@@ -378,20 +378,8 @@ pub fn json(plan: &Plan, h: &Header) -> String {
                 tags: n.entry.as_ref().map_or(&[], |e| e.tags.as_slice()),
                 inputs: n.entry.iter().flat_map(|e| e.inputs.iter()).collect(),
                 on_success: n.entry.iter().flat_map(|e| e.on_success.iter()).collect(),
-                references: h
-                    .references
-                    .get(&n.path)
-                    .into_iter()
-                    .flatten()
-                    .map(String::as_str)
-                    .collect(),
-                unreadable_references: h
-                    .unreadable
-                    .get(&n.path)
-                    .into_iter()
-                    .flatten()
-                    .map(String::as_str)
-                    .collect(),
+                references: listed(h.references, &n.path),
+                unreadable_references: listed(h.unreadable, &n.path),
             }
         })
         .collect();
@@ -416,4 +404,14 @@ pub fn json(plan: &Plan, h: &Header) -> String {
     let mut s = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
     s.push('\n');
     s
+}
+
+/// What `by_project` lists for project `path`; nothing when it lists nothing.
+fn listed<'a>(by_project: &'a BTreeMap<String, Vec<String>>, path: &str) -> Vec<&'a str> {
+    by_project
+        .get(path)
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect()
 }

@@ -264,7 +264,6 @@ fn add_processes(mut f: Failure, more: u32) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Operation;
     use std::sync::Mutex;
 
     /// Fails with `lines` printed until try `ok_at`, then succeeds.
@@ -301,21 +300,7 @@ mod tests {
     }
 
     fn job() -> Job {
-        Job {
-            path: "a".into(),
-            name: "a".into(),
-            dir: "/tmp".into(),
-            op: Operation::Up,
-            stack: "dev".into(),
-            env: Default::default(),
-            config_file: "/tmp/c.yaml".into(),
-            inputs: Default::default(),
-            needed_outputs: vec![],
-            scratch_dir: "/tmp".into(),
-            secret_config: Default::default(),
-            refresh: false,
-            plan: None,
-        }
+        Job::for_tests("a", "a")
     }
 
     fn retry(attempts: u32, on: &[&str]) -> Retry {
@@ -345,16 +330,25 @@ mod tests {
         }
     }
 
-    /// `run` of the test job, its output and retry notes dropped.
-    fn run_quietly(engine: &dyn Engine, policy: &Policy) -> (Result<Outcome, Failure>, u32) {
+    /// `run` of the test job, its output dropped, each retry note handed to `on_retry`.
+    fn run_noting(
+        engine: &dyn Engine,
+        policy: &Policy,
+        on_retry: &mut dyn FnMut(&RetryNote),
+    ) -> (Result<Outcome, Failure>, u32) {
         run(
             engine,
             &job(),
             &Control::new(),
             policy,
             &mut |_| {},
-            &mut |_| {},
+            on_retry,
         )
+    }
+
+    /// `run` of the test job, its output and retry notes dropped.
+    fn run_quietly(engine: &dyn Engine, policy: &Policy) -> (Result<Outcome, Failure>, u32) {
+        run_noting(engine, policy, &mut |_| {})
     }
 
     #[test]
@@ -363,14 +357,9 @@ mod tests {
         let r = retry(3, &["TooManyRequests"]);
         let policy = policy(Some(&r), None);
         let mut notes = Vec::new();
-        let (res, tries) = run(
-            &engine,
-            &job(),
-            &Control::new(),
-            &policy,
-            &mut |_| {},
-            &mut |n| notes.push((n.attempt, n.delay, n.pattern.clone())),
-        );
+        let (res, tries) = run_noting(&engine, &policy, &mut |n| {
+            notes.push((n.attempt, n.delay, n.pattern.clone()))
+        });
         assert!(res.is_ok());
         assert_eq!(tries, 3);
         assert_eq!(
@@ -387,14 +376,9 @@ mod tests {
         );
 
         let engine = flaky(3, "error: access denied");
-        let (res, tries) = run(
-            &engine,
-            &job(),
-            &Control::new(),
-            &policy,
-            &mut |_| {},
-            &mut |_| panic!("no retry without a match"),
-        );
+        let (res, tries) = run_noting(&engine, &policy, &mut |_| {
+            panic!("no retry without a match")
+        });
         assert!(res.is_err());
         assert_eq!(tries, 1);
     }
@@ -443,14 +427,9 @@ mod tests {
         let gate = Recorder::default();
         let policy = policy(None, Some(&gate));
         let mut notes = Vec::new();
-        let (res, tries) = run(
-            &engine,
-            &job(),
-            &Control::new(),
-            &policy,
-            &mut |_| {},
-            &mut |n| notes.push((n.attempt, n.attempts, n.delay, n.throttled)),
-        );
+        let (res, tries) = run_noting(&engine, &policy, &mut |n| {
+            notes.push((n.attempt, n.attempts, n.delay, n.throttled))
+        });
         assert!(res.is_ok());
         assert_eq!(tries, 3);
         assert_eq!(

@@ -374,18 +374,9 @@ mod tests {
                 Status::Succeeded
             };
             StepResult {
-                status,
                 duration_ms: (end - start) as u64,
                 message: None,
-                log: None,
-                exit_code: None,
-                missing_input: false,
-                upstream: None,
-                changes: None,
-                unchanged: false,
-                projected: false,
-                denied: None,
-                awaiting: None,
+                ..StepResult::not_run(status, "")
             }
         }
     }
@@ -547,16 +538,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn failure_stops_dependents_and_new_work() {
+    /// `a` fails beside an independent pair `c` → `d`, run with `-j 1`: `a` failed and
+    /// `b`, which needs it, is skipped whatever `keep_going` says. Every step's status,
+    /// and the results.
+    fn when_a_fails(keep_going: bool) -> (BTreeMap<String, Status>, Plan, Vec<StepResult>) {
         let p = plan(
             "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
         );
         let f = fake(&p, vec!["a"]);
-        let r = run_plainly(&p, opts(1, false), &f);
+        let r = run_plainly(&p, opts(1, keep_going), &f);
         let st = statuses(&p, &r);
         assert_eq!(st["a"], Status::Failed);
         assert_eq!(st["b"], Status::Skipped);
+        (st, p, r)
+    }
+
+    #[test]
+    fn failure_stops_dependents_and_new_work() {
+        let (st, p, r) = when_a_fails(false);
         // With -j 1, c had not started when a failed: it is not started after.
         assert_eq!(st["d"], Status::Skipped);
         assert!(
@@ -570,14 +569,7 @@ mod tests {
 
     #[test]
     fn keep_going_runs_independent_work() {
-        let p = plan(
-            "infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n  - path: d\n    needs: [c]\n",
-        );
-        let f = fake(&p, vec!["a"]);
-        let r = run_plainly(&p, opts(1, true), &f);
-        let st = statuses(&p, &r);
-        assert_eq!(st["a"], Status::Failed);
-        assert_eq!(st["b"], Status::Skipped);
+        let (st, ..) = when_a_fails(true);
         assert_eq!(st["c"], Status::Succeeded);
         assert_eq!(st["d"], Status::Succeeded);
     }

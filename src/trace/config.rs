@@ -198,12 +198,7 @@ pub fn from_env(env: &BTreeMap<String, String>) -> Decision {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::util::string_map as env;
 
     fn endpoint(pairs: &[(&str, &str)]) -> Option<String> {
         from_env(&env(pairs)).config.map(|c| c.endpoint)

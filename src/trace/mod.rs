@@ -148,13 +148,10 @@ mod tests {
 
     #[test]
     fn grpc_asked_is_one_warning_and_no_trace() {
-        let env: BTreeMap<String, String> = [
+        let env = crate::util::string_map(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4317"),
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        ]);
         let mut notices = Vec::new();
         let t = Trace::from_env(&env, &ChildEnv::default(), &mut notices);
         assert!(!t.is_on());

@@ -246,7 +246,7 @@ mod tests {
             let e = EnvFile::load(&p).unwrap_err();
             assert_eq!(e.exit_code(), 3);
             assert!(!e.message.contains("hunter2"), "{}", e.message);
-            assert!(e.message.contains("environment"), "{}", e.message);
+            e.assert_says("environment");
         }
     }
 
@@ -264,8 +264,8 @@ mod tests {
         let p = write(d.path(), "A=1\nthis is not a pair\n");
         let e = EnvFile::load(&p).unwrap_err();
         assert_eq!(e.exit_code(), 3);
-        assert!(e.message.contains("line 2"), "{}", e.message);
-        assert!(e.message.contains("KEY=VALUE"), "{}", e.message);
+        e.assert_says("line 2");
+        e.assert_says("KEY=VALUE");
     }
 
     #[test]

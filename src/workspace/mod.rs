@@ -329,10 +329,7 @@ mod tests {
         if let Some(t) = file {
             std::fs::write(d.path().join("config/pulumi/environment"), t).unwrap();
         }
-        let env = process
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let env = crate::util::string_map(process);
         let w = Workspace::open(d.path().to_path_buf(), env).unwrap();
         (d, w)
     }

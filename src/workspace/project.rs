@@ -141,22 +141,14 @@ fn pulumi_name(file: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workspace::profile::tests_support::files;
 
     #[test]
     fn detects_both_kinds() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("a/vpc")).unwrap();
-        std::fs::write(
-            d.path().join("a/vpc/Pulumi.yaml"),
-            "name: aws-vpc\nruntime: yaml\n",
-        )
-        .unwrap();
-        std::fs::create_dir_all(d.path().join("u/build")).unwrap();
-        std::fs::write(
-            d.path().join("u/build/Strata.yaml"),
-            "up: make\ndestroy: rm -rf out\n",
-        )
-        .unwrap();
+        let d = files(&[
+            ("a/vpc/Pulumi.yaml", "name: aws-vpc\nruntime: yaml\n"),
+            ("u/build/Strata.yaml", "up: make\ndestroy: rm -rf out\n"),
+        ]);
         let src = d.path().join("p.yaml");
         let p = load(d.path(), "a/vpc", &src).unwrap();
         assert_eq!(p.name(), "aws-vpc");
@@ -170,26 +162,16 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let src = d.path().join("p.yaml");
         let e = load(d.path(), "nope", &src).unwrap_err();
-        assert!(e.message.contains("does not exist"), "{}", e.message);
+        e.assert_says("does not exist");
         std::fs::create_dir_all(d.path().join("empty")).unwrap();
         let e = load(d.path(), "empty", &src).unwrap_err();
-        assert!(
-            e.message.contains("neither Pulumi.yaml nor Strata.yaml"),
-            "{}",
-            e.message
-        );
+        e.assert_says("neither Pulumi.yaml nor Strata.yaml");
     }
 
     #[test]
     fn strata_yaml_refuses_unknown_fields() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("c")).unwrap();
-        std::fs::write(
-            d.path().join("c/Strata.yaml"),
-            "up: a\ndestroy: b\nupp: c\n",
-        )
-        .unwrap();
+        let d = files(&[("c/Strata.yaml", "up: a\ndestroy: b\nupp: c\n")]);
         let e = load(d.path(), "c", &d.path().join("p.yaml")).unwrap_err();
-        assert!(e.message.contains("unknown field"), "{}", e.message);
+        e.assert_says("unknown field");
     }
 }

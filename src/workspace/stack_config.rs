@@ -177,11 +177,17 @@ mod tests {
         assert!(StackConfig::load(&p).unwrap().is_none());
     }
 
-    #[test]
-    fn without_config_key_is_an_error() {
+    /// A `Pulumi.dev.yaml` holding `text`, in a temporary folder.
+    fn stack_file(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("Pulumi.dev.yaml");
-        std::fs::write(&p, "encryptionsalt: v1:abc\n").unwrap();
+        std::fs::write(&p, text).unwrap();
+        (d, p)
+    }
+
+    #[test]
+    fn without_config_key_is_an_error() {
+        let (_d, p) = stack_file("encryptionsalt: v1:abc\n");
         let e = StackConfig::load(&p).unwrap_err();
         assert_eq!(e.exit_code(), 3);
         assert!(e.message.contains("config:"));
@@ -189,22 +195,16 @@ mod tests {
 
     #[test]
     fn invalid_yaml_names_line() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("Pulumi.dev.yaml");
-        std::fs::write(&p, "config:\n  a: [1, 2\n").unwrap();
+        let (_d, p) = stack_file("config:\n  a: [1, 2\n");
         let e = StackConfig::load(&p).unwrap_err();
-        assert!(e.message.contains("line"), "{}", e.message);
+        e.assert_says("line");
     }
 
     #[test]
     fn round_trip_keeps_unknown_keys_and_secure_values() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("Pulumi.dev.yaml");
-        std::fs::write(
-            &p,
+        let (_d, p) = stack_file(
             "encryptionsalt: v1:salt\nconfig:\n  aws:region: us-west-2\n  db:pass:\n    secure: v1:AAAA\n  eks:min: 3\nenvironment:\n  - shared\n",
-        )
-        .unwrap();
+        );
         let mut c = StackConfig::load(&p).unwrap().unwrap();
         c.set(INFRA_TYPE_KEY, "AWS".into());
         c.save().unwrap();

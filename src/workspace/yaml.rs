@@ -356,11 +356,7 @@ mod tests {
         std::fs::write(&f, b"config:\n  a: \xff\xfe\n").unwrap();
         let e = read(&f, "The stack config").unwrap_err();
         assert_eq!(e.exit_code(), 3);
-        assert!(
-            e.message.contains("Pulumi.dev.yaml: line 2"),
-            "{}",
-            e.message
-        );
+        e.assert_says("Pulumi.dev.yaml: line 2");
     }
 
     #[test]

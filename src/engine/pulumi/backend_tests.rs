@@ -1,14 +1,15 @@
 //! Unit tests of what strata reads from a `file://` backend: its layout, each checkpoint
 //! form, and the rule for clearing a Pulumi lock.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::checkpoint::newest_form;
 use super::layout::{Layout, layout, layout_problem, project_scoped};
 use super::locks::{Held, Here, PulumiLock, judge, note_own_locks, proven_gone};
 use super::source::Source;
-use super::tests::job;
+use super::tests::{
+    CHECKPOINTS, PLAIN, SECRETS, ZSTD, assert_reads_the_testdata, derives_early, job, secrets_salt,
+};
 use super::*;
 
 fn write(path: &Path, bytes: &[u8]) {
@@ -20,12 +21,7 @@ fn folder(root: &Path) -> Source {
     Source::Folder(root.to_path_buf())
 }
 
-fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+use crate::util::string_map as env_of;
 
 #[test]
 fn the_layout_is_told_as_pulumi_tells_it() {
@@ -110,10 +106,6 @@ fn only_a_project_scoped_layout_is_read_and_the_legacy_one_is_refused() {
     );
 }
 
-const PLAIN: &[u8] = include_bytes!("testdata/dev.json");
-const GZIP: &[u8] = include_bytes!("testdata/dev.json.gz");
-const ZSTD: &[u8] = include_bytes!("testdata/dev.json.zst");
-
 fn backend_with(files: &[(&str, &[u8])]) -> (tempfile::TempDir, Job) {
     let d = tempfile::tempdir().unwrap();
     for (name, bytes) in files {
@@ -126,16 +118,9 @@ fn backend_with(files: &[(&str, &[u8])]) -> (tempfile::TempDir, Job) {
 
 #[test]
 fn every_checkpoint_form_pulumi_writes_is_read() {
-    let want = serde_json::json!({"vpcId": "vpc-123", "token": "[secret]"});
-    for (name, bytes) in [
-        ("dev.json", PLAIN),
-        ("dev.json.gz", GZIP),
-        ("dev.json.zst", ZSTD),
-    ] {
+    for (name, bytes) in CHECKPOINTS {
         let (_d, j) = backend_with(&[(name, bytes)]);
-        assert_eq!(checkpoint_stack_missing(&j), Some(false), "{name}");
-        let got = PulumiEngine::stack_outputs_from_checkpoint(&j);
-        assert_eq!(got.map(Value::Object), Some(want.clone()), "{name}");
+        assert_reads_the_testdata(&j, name);
     }
     let (_d, j) = backend_with(&[]);
     assert_eq!(checkpoint_stack_missing(&j), Some(true));
@@ -150,12 +135,11 @@ fn every_checkpoint_form_pulumi_writes_is_read() {
 
 #[test]
 fn secret_outputs_are_read_in_clear_only_where_the_passphrase_opens_them() {
-    // Made by the real CLI (testdata/README.md), in the gzip form too.
-    let secrets = include_bytes!("testdata/secrets.json");
+    // Made by the real CLI, in the gzip form too.
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    std::io::Write::write_all(&mut gz, secrets).unwrap();
+    std::io::Write::write_all(&mut gz, SECRETS).unwrap();
     let gz = gz.finish().unwrap();
-    for (name, bytes) in [("dev.json", &secrets[..]), ("dev.json.gz", &gz)] {
+    for (name, bytes) in [("dev.json", SECRETS), ("dev.json.gz", &gz)] {
         let (_d, mut j) = backend_with(&[(name, bytes)]);
         let masked = PulumiEngine::stack_outputs_from_checkpoint(&j).unwrap();
         assert_eq!(masked["token"], "[secret]", "{name}");
@@ -378,26 +362,9 @@ fn strata_notes_its_own_childs_lock_and_proves_it_stale_once_the_child_is_gone()
 /// critical path; a checkpoint without secret outputs derives nothing.
 #[test]
 fn the_secret_key_is_derived_beside_the_update() {
-    let secrets = include_bytes!("testdata/secrets.json");
-    let doc: Value = serde_json::from_slice(secrets).unwrap();
-    let state = doc
-        .pointer("/checkpoint/latest/secrets_providers/state/salt")
-        .and_then(Value::as_str)
-        .unwrap()
-        .to_string();
-    // A passphrase no other test uses: the cache of keys is the process's.
-    let phrase = "derived-early-8c1f";
-    let (_d, mut j) = backend_with(&[("dev.json", &secrets[..])]);
-    j.env
-        .insert("PULUMI_CONFIG_PASSPHRASE".into(), phrase.into());
-    assert!(!super::passphrase::derived(&state, phrase));
-    PulumiEngine::derive_secret_key_early(&j);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !super::passphrase::derived(&state, phrase) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (_d, mut j) = backend_with(&[("dev.json", SECRETS)]);
     assert!(
-        super::passphrase::derived(&state, phrase),
+        derives_early(&mut j, "derived-early-8c1f"),
         "not derived in a minute"
     );
 
@@ -411,5 +378,5 @@ fn the_secret_key_is_derived_beside_the_update() {
         .insert("PULUMI_CONFIG_PASSPHRASE".into(), quiet.into());
     PulumiEngine::derive_secret_key_early(&j);
     std::thread::sleep(std::time::Duration::from_millis(500));
-    assert!(!super::passphrase::derived(&state, quiet));
+    assert!(!super::passphrase::derived(&secrets_salt(), quiet));
 }

@@ -13,14 +13,11 @@ use object_store::path::Path as Key;
 
 use super::layout::layout_problem;
 use super::source::share;
-use super::tests::job;
+use super::tests::{
+    CHECKPOINTS, GZIP, PLAIN, SECRETS, ZSTD, assert_reads_the_testdata, derives_early, job,
+};
 use super::*;
 use crate::backend::Backend;
-
-const PLAIN: &[u8] = include_bytes!("testdata/dev.json");
-const GZIP: &[u8] = include_bytes!("testdata/dev.json.gz");
-const ZSTD: &[u8] = include_bytes!("testdata/dev.json.zst");
-const SECRETS: &[u8] = include_bytes!("testdata/secrets.json");
 
 /// A bucket of the test's own (`s3://<name>/team/`), empty; its store and a job on it.
 fn bucket(name: &str) -> (Arc<InMemory>, Job) {
@@ -51,16 +48,9 @@ fn project_bucket(name: &str, files: &[(&str, &[u8])]) -> (Arc<InMemory>, Job) {
 
 #[test]
 fn every_checkpoint_form_is_read_from_a_bucket() {
-    let want = serde_json::json!({"vpcId": "vpc-123", "token": "[secret]"});
-    for (name, bytes) in [
-        ("dev.json", PLAIN),
-        ("dev.json.gz", GZIP),
-        ("dev.json.zst", ZSTD),
-    ] {
+    for (name, bytes) in CHECKPOINTS {
         let (_s, j) = project_bucket(&format!("forms-{}", name.len()), &[(name, bytes)]);
-        assert_eq!(checkpoint_stack_missing(&j), Some(false), "{name}");
-        let got = PulumiEngine::stack_outputs_from_checkpoint(&j);
-        assert_eq!(got.map(Value::Object), Some(want.clone()), "{name}");
+        assert_reads_the_testdata(&j, name);
     }
     // Another stack's checkpoint, or a backup beside it, is not this stack's.
     let (_s, j) = project_bucket("forms-none", &[("prod.json", PLAIN), ("dev.jsonx", PLAIN)]);
@@ -165,22 +155,8 @@ fn secret_outputs_in_a_bucket_are_revealed_only_with_the_passphrase() {
 
 #[test]
 fn the_secret_key_of_a_bucket_checkpoint_is_derived_early() {
-    let doc: Value = serde_json::from_slice(SECRETS).unwrap();
-    let salt = doc
-        .pointer("/checkpoint/latest/secrets_providers/state/salt")
-        .and_then(Value::as_str)
-        .unwrap()
-        .to_string();
-    let phrase = "bucket-early-2d7e";
     let (_s, mut j) = project_bucket("early", &[("dev.json", SECRETS)]);
-    j.env
-        .insert("PULUMI_CONFIG_PASSPHRASE".into(), phrase.into());
-    PulumiEngine::derive_secret_key_early(&j);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !super::passphrase::derived(&salt, phrase) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(super::passphrase::derived(&salt, phrase), "not derived");
+    assert!(derives_early(&mut j, "bucket-early-2d7e"), "not derived");
 }
 
 /// A backend that refuses every call: nothing is read (the CLI is asked), within the

@@ -36,26 +36,11 @@ pub fn traced(args: &[String], endpoint: Option<&str>, job: &Job) -> Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Operation;
 
     fn job(env: &[(&str, &str)]) -> Job {
         Job {
-            path: "p".into(),
-            name: "p".into(),
-            dir: ".".into(),
-            op: Operation::Up,
-            stack: "dev".into(),
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            config_file: "c.yaml".into(),
-            inputs: Default::default(),
-            needed_outputs: vec![],
-            scratch_dir: ".".into(),
-            secret_config: Default::default(),
-            refresh: false,
-            plan: None,
+            env: crate::util::string_map(env),
+            ..Job::for_tests("p", "p")
         }
     }
 

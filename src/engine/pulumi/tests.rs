@@ -13,21 +13,59 @@ fn exit_codes_have_messages() {
     assert!(describe_exit(8).contains("cancelled"));
 }
 
+/// The test stack's checkpoint (outputs `vpcId` and a secret `token`), as Pulumi writes
+/// it plain, gzipped and zstd-compressed.
+pub(super) const PLAIN: &[u8] = include_bytes!("testdata/dev.json");
+pub(super) const GZIP: &[u8] = include_bytes!("testdata/dev.json.gz");
+pub(super) const ZSTD: &[u8] = include_bytes!("testdata/dev.json.zst");
+/// Each form of the test checkpoint by the file name Pulumi gives it.
+pub(super) const CHECKPOINTS: [(&str, &[u8]); 3] = [
+    ("dev.json", PLAIN),
+    ("dev.json.gz", GZIP),
+    ("dev.json.zst", ZSTD),
+];
+
+/// A checkpoint with secret outputs, made by the real CLI (testdata/README.md).
+pub(super) const SECRETS: &[u8] = include_bytes!("testdata/secrets.json");
+
+/// The salt of the passphrase secrets provider of [`SECRETS`].
+pub(super) fn secrets_salt() -> String {
+    let doc: Value = serde_json::from_slice(SECRETS).unwrap();
+    doc.pointer("/checkpoint/latest/secrets_providers/state/salt")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_string()
+}
+
+/// Sets `phrase` as `j`'s passphrase and derives its stack's secret key early: whether
+/// the key is derived within a minute. `phrase` is one no other test uses (the cache of
+/// keys is the process's); it is not derived before.
+pub(super) fn derives_early(j: &mut Job, phrase: &str) -> bool {
+    let salt = secrets_salt();
+    j.env
+        .insert("PULUMI_CONFIG_PASSPHRASE".into(), phrase.into());
+    assert!(!super::passphrase::derived(&salt, phrase), "{phrase}");
+    PulumiEngine::derive_secret_key_early(j);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !super::passphrase::derived(&salt, phrase) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    super::passphrase::derived(&salt, phrase)
+}
+
+/// Asserts that `j`'s stack checkpoint (the form `form`) is found, and read as the test
+/// checkpoint's outputs with the secret masked.
+pub(super) fn assert_reads_the_testdata(j: &Job, form: &str) {
+    let want = serde_json::json!({"vpcId": "vpc-123", "token": "[secret]"});
+    assert_eq!(checkpoint_stack_missing(j), Some(false), "{form}");
+    let got = PulumiEngine::stack_outputs_from_checkpoint(j);
+    assert_eq!(got.map(Value::Object), Some(want), "{form}");
+}
+
 pub(super) fn job(backend: &str) -> Job {
     Job {
-        path: "infra/vpc".into(),
-        name: "aws-vpc".into(),
-        dir: "/tmp".into(),
-        op: Operation::Up,
-        stack: "dev".into(),
         env: [("PULUMI_BACKEND_URL".to_string(), backend.to_string())].into(),
-        config_file: "/tmp/c.yaml".into(),
-        inputs: Default::default(),
-        needed_outputs: vec![],
-        scratch_dir: "/tmp".into(),
-        secret_config: Default::default(),
-        refresh: false,
-        plan: None,
+        ..Job::for_tests("infra/vpc", "aws-vpc")
     }
 }
 

@@ -251,10 +251,7 @@ fn notes(full: &Plan, plan: &Plan, ctx: &ExportContext) -> Vec<String> {
     if !used.is_empty() {
         notes.push(format!(
             "- Pools ({}): each is as many chains of its jobs, in order, as its limit, so no more run at once; a job waits for the one before it in its chain whatever became of it (`if: !cancelled()` and its own needs succeeded). GitHub's `concurrency:` groups are no equivalent: one keeps a single job waiting and cancels the others. The limits are fixed here: halving a pool when a project is throttled happens only inside strata, which retries that job's project.",
-            used.iter()
-                .map(|p| format!("{} {} at once", p.name, p.limit))
-                .collect::<Vec<_>>()
-                .join(", ")
+            super::at_once(&used)
         ));
     }
     notes

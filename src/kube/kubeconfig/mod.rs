@@ -569,12 +569,7 @@ x-custom-extension: keep-me
 
     #[test]
     fn default_target_prefers_kubeconfig() {
-        let env = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
+        let env = crate::util::string_map;
         // kubectl's rule: the first file of the list that exists, else the last.
         assert_eq!(
             default_target(&env(&[

@@ -63,12 +63,19 @@ pub async fn client_from_kubeconfig(
 
 #[cfg(test)]
 mod tests {
+    use super::super::ApplyReport;
     use super::super::MANAGED_BY_LABEL;
     use super::super::apply::apply_secrets;
     use super::super::fake_kube::{self, FakeKube};
     use super::super::fixtures::{NAME, map, secrets};
     use super::*;
     use serde_json::json;
+
+    /// Applies the test secrets through `kubeconfig`'s current context.
+    async fn apply_through(kubeconfig: &Path) -> Result<ApplyReport, KubeError> {
+        let client = client_from_kubeconfig(Some(kubeconfig), None, &BTreeMap::new()).await?;
+        apply_secrets(client, NAME, &secrets(), &[], false).await
+    }
 
     #[tokio::test]
     async fn over_http_through_a_kubeconfig_file() {
@@ -77,12 +84,7 @@ mod tests {
         let kubeconfig = dir.path().join("kube/config");
         kube.write_kubeconfig(&kubeconfig).unwrap();
 
-        let client = client_from_kubeconfig(Some(&kubeconfig), None, &BTreeMap::new())
-            .await
-            .unwrap();
-        let report = apply_secrets(client, NAME, &secrets(), &[], false)
-            .await
-            .unwrap();
+        let report = apply_through(&kubeconfig).await.unwrap();
         assert_eq!(report.applied.len(), 2);
         assert_eq!(kube.namespaces(), ["apps", "monitoring"]);
         assert_eq!(
@@ -129,12 +131,7 @@ mod tests {
             .kubeconfig()
             .replace(&kube.url(), &format!("http://127.0.0.1:{port}"));
         std::fs::write(&kubeconfig, text).unwrap();
-        let client = client_from_kubeconfig(Some(&kubeconfig), None, &BTreeMap::new())
-            .await
-            .unwrap();
-        let err = apply_secrets(client, NAME, &secrets(), &[], false)
-            .await
-            .unwrap_err();
+        let err = apply_through(&kubeconfig).await.unwrap_err();
         let message = err.to_string();
         assert!(
             message.starts_with("cannot write the Secret `strata-secrets` in namespace `apps`"),
@@ -167,28 +164,22 @@ mod tests {
 
         // Kubeconfigs hold credentials: a parse error gives the position only.
         let garbage = dir.path().join("garbage");
-        std::fs::write(
-            &garbage,
-            "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: TOKEN-1: [\n",
-        )
-        .unwrap();
-        let err = client_from_kubeconfig(Some(&garbage), None, &BTreeMap::new())
-            .await
-            .err()
-            .unwrap();
-        let shown = format!("{err} {err:?}");
+        let refusal_of = async |token: &str| {
+            let text = format!(
+                "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: {token}\n"
+            );
+            std::fs::write(&garbage, text).unwrap();
+            let err = client_from_kubeconfig(Some(&garbage), None, &BTreeMap::new())
+                .await
+                .err()
+                .unwrap();
+            format!("{err} {err:?}")
+        };
+        let shown = refusal_of("TOKEN-1: [").await;
         assert!(shown.contains("garbage"), "{shown}");
         assert!(shown.contains("line 6 column"), "{shown}");
         assert!(!shown.contains("TOKEN-1"), "{shown}");
-        std::fs::write(
-            &garbage,
-            "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: [TOKEN-2]\n",
-        )
-        .unwrap();
-        let err = client_from_kubeconfig(Some(&garbage), None, &BTreeMap::new())
-            .await
-            .err()
-            .unwrap();
-        assert!(!format!("{err} {err:?}").contains("TOKEN-2"), "{err}");
+        let shown = refusal_of("[TOKEN-2]").await;
+        assert!(!shown.contains("TOKEN-2"), "{shown}");
     }
 }

@@ -93,12 +93,7 @@ mod fixtures {
 
     pub(super) const NAME: &str = "strata-secrets";
 
-    pub(super) fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    pub(super) use crate::util::string_map as map;
 
     pub(super) fn secrets() -> BTreeMap<String, String> {
         map(&[

@@ -6,6 +6,7 @@
 mod code;
 mod yaml;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -155,14 +156,14 @@ pub struct Found {
 /// The stack references of every Pulumi project of `plan`, by project path, each
 /// resolved through the `name:` of the projects' `Pulumi.yaml`. References to the
 /// project itself (a bare stack name, `${pulumi.project}`) are left out.
-pub fn of_plan(plan: &super::Plan) -> std::collections::BTreeMap<String, Vec<Found>> {
-    let by_name: std::collections::BTreeMap<&str, &str> = plan
+pub fn of_plan(plan: &super::Plan) -> BTreeMap<String, Vec<Found>> {
+    let by_name: BTreeMap<&str, &str> = plan
         .nodes
         .iter()
         .filter(|n| n.kind == super::NodeKind::Pulumi)
         .map(|n| (n.name.as_str(), n.path.as_str()))
         .collect();
-    let mut out = std::collections::BTreeMap::new();
+    let mut out = BTreeMap::new();
     for n in &plan.nodes {
         let Some(p) = n
             .project
@@ -194,37 +195,35 @@ pub fn of_plan(plan: &super::Plan) -> std::collections::BTreeMap<String, Vec<Fou
 }
 
 /// The referenced profile paths of each project, sorted and deduplicated.
-pub fn targets(
-    found: &std::collections::BTreeMap<String, Vec<Found>>,
-) -> std::collections::BTreeMap<String, Vec<String>> {
-    found
-        .iter()
-        .map(|(path, refs)| {
-            let mut t: Vec<String> = refs.iter().filter_map(|f| f.target.clone()).collect();
-            t.sort();
-            t.dedup();
-            (path.clone(), t)
-        })
-        .filter(|(_, t)| !t.is_empty())
-        .collect()
+pub fn targets(found: &BTreeMap<String, Vec<Found>>) -> BTreeMap<String, Vec<String>> {
+    per_project(found, |refs| {
+        let mut t: Vec<String> = refs.iter().filter_map(|f| f.target.clone()).collect();
+        t.sort();
+        t.dedup();
+        t
+    })
 }
 
 /// Where each project has a reference the scanner cannot read: `file:line`, the file
 /// relative to the project folder.
-pub fn unreadable(
-    found: &std::collections::BTreeMap<String, Vec<Found>>,
-) -> std::collections::BTreeMap<String, Vec<String>> {
+pub fn unreadable(found: &BTreeMap<String, Vec<Found>>) -> BTreeMap<String, Vec<String>> {
+    per_project(found, |refs| {
+        refs.iter()
+            .filter(|f| f.reference.unreadable())
+            .map(|f| format!("{}:{}", f.reference.file.display(), f.reference.line))
+            .collect()
+    })
+}
+
+/// `of` each project's references, the projects it gives nothing left out.
+fn per_project(
+    found: &BTreeMap<String, Vec<Found>>,
+    of: impl Fn(&[Found]) -> Vec<String>,
+) -> BTreeMap<String, Vec<String>> {
     found
         .iter()
-        .map(|(path, refs)| {
-            let at: Vec<String> = refs
-                .iter()
-                .filter(|f| f.reference.unreadable())
-                .map(|f| format!("{}:{}", f.reference.file.display(), f.reference.line))
-                .collect();
-            (path.clone(), at)
-        })
-        .filter(|(_, at)| !at.is_empty())
+        .map(|(path, refs)| (path.clone(), of(refs)))
+        .filter(|(_, listed)| !listed.is_empty())
         .collect()
 }
 

@@ -1,14 +1,24 @@
 //! Unit tests of the journal: its index of runs, and its records.
 
 use super::*;
+use crate::engine::Operation;
+use crate::run::events::Status;
+use crate::run::step::StepRecord;
+
+/// An empty journal in a temporary folder (kept while the folder lives).
+fn journal() -> (tempfile::TempDir, Journal) {
+    let d = tempfile::tempdir().unwrap();
+    let j = Journal::new(d.path());
+    (d, j)
+}
 
 mod index {
     use super::*;
 
-    fn run(j: &Journal, id: &str, op: &str, results: &[(&str, &str)]) {
+    fn run(j: &Journal, id: &str, op: Operation, results: &[(&str, Status)]) {
         j.append(&Record::Run {
             run_id: id.into(),
-            operation: op.into(),
+            operation: op.as_str().into(),
             provider: "p".into(),
             stack: "dev".into(),
             projects: results.iter().map(|(p, _)| p.to_string()).collect(),
@@ -18,49 +28,41 @@ mod index {
         })
         .unwrap();
         for (p, status) in results {
-            j.append(&Record::Project {
-                run_id: id.into(),
-                project: p.to_string(),
-                operation: op.into(),
-                status: status.to_string(),
-                started_at: "t".into(),
-                ended_at: "t".into(),
-                duration_ms: 1,
-                exit_code: None,
-                fingerprint: Some(format!("{id}-{p}")),
-                message: None,
-                log: None,
-                changes: None,
-                outputs_hash: (op == "up").then(|| format!("h-{id}-{p}")),
-                upstream_outputs: None,
-                pool: None,
-                denied: None,
-                awaiting: None,
-            })
-            .unwrap();
+            let mut step = StepRecord::not_run(*status, None);
+            step.fingerprint = Some(format!("{id}-{p}"));
+            step.outputs_hash = (op == Operation::Up).then(|| format!("h-{id}-{p}"));
+            j.append(&step.into_record(id, p, op)).unwrap();
         }
     }
 
     #[test]
     fn what_is_deployed_is_read_one_record_at_a_time_and_matches_the_whole_read() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
+        let (_d, j) = journal();
         run(
             &j,
             "u0",
-            "up",
-            &[("a", "succeeded"), ("b", "succeeded"), ("c", "failed")],
+            Operation::Up,
+            &[
+                ("a", Status::Succeeded),
+                ("b", Status::Succeeded),
+                ("c", Status::Failed),
+            ],
         );
-        run(&j, "d0", "destroy", &[("b", "succeeded")]);
+        run(&j, "d0", Operation::Destroy, &[("b", Status::Succeeded)]);
         j.update_index().unwrap();
-        run(&j, "u1", "up", &[("a", "succeeded"), ("c", "succeeded")]);
+        run(
+            &j,
+            "u1",
+            Operation::Up,
+            &[("a", Status::Succeeded), ("c", Status::Succeeded)],
+        );
         // A torn line in the middle is skipped, the records after it still read.
         std::fs::OpenOptions::new()
             .append(true)
             .open(j.path())
             .and_then(|mut f| f.write_all(b"{\"record\":\"proj\n"))
             .unwrap();
-        run(&j, "u2", "up", &[("b", "succeeded")]);
+        run(&j, "u2", Operation::Up, &[("b", Status::Succeeded)]);
         let streamed = j.last_success();
         assert_eq!(streamed, last_success(&j.read()));
         assert_eq!(streamed, last_success(&j.read_all()));
@@ -82,17 +84,26 @@ mod index {
 
     #[test]
     fn the_index_keeps_what_readers_need_and_the_journal_keeps_everything() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
+        let (_d, j) = journal();
         // An up where b failed (resume needs that run), then many previews.
-        run(&j, "u0", "up", &[("a", "succeeded"), ("b", "succeeded")]);
-        run(&j, "u1", "up", &[("a", "succeeded"), ("b", "failed")]);
+        run(
+            &j,
+            "u0",
+            Operation::Up,
+            &[("a", Status::Succeeded), ("b", Status::Succeeded)],
+        );
+        run(
+            &j,
+            "u1",
+            Operation::Up,
+            &[("a", Status::Succeeded), ("b", Status::Failed)],
+        );
         for i in 0..30 {
             run(
                 &j,
                 &format!("p{i}"),
-                "preview",
-                &[("a", "succeeded"), ("b", "blocked")],
+                Operation::Preview,
+                &[("a", Status::Succeeded), ("b", Status::Blocked)],
             );
             j.update_index().unwrap();
         }
@@ -121,7 +132,7 @@ mod index {
             if run_id == "u0" && project == "b" && status == "succeeded")
         ));
         // Records appended after the index are read from the journal.
-        run(&j, "u2", "up", &[("a", "succeeded")]);
+        run(&j, "u2", Operation::Up, &[("a", Status::Succeeded)]);
         let seen = j.read();
         assert!(
             seen.iter()
@@ -191,15 +202,14 @@ mod index {
 
     #[test]
     fn an_index_of_another_journal_is_ignored() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
-        run(&j, "u0", "up", &[("a", "succeeded")]);
-        run(&j, "u1", "up", &[("a", "failed")]);
+        let (d, j) = journal();
+        run(&j, "u0", Operation::Up, &[("a", Status::Succeeded)]);
+        run(&j, "u1", Operation::Up, &[("a", Status::Failed)]);
         j.update_index().unwrap();
         // The journal is replaced (deleted by hand, a new one started).
         std::fs::remove_file(j.path()).unwrap();
         let j = Journal::new(d.path());
-        run(&j, "n0", "up", &[("z", "succeeded")]);
+        run(&j, "n0", Operation::Up, &[("z", Status::Succeeded)]);
         let seen = j.read();
         assert!(
             seen.iter()
@@ -211,7 +221,12 @@ mod index {
         std::fs::write(j.path(), "").unwrap();
         let j = Journal::new(d.path());
         for k in 0..5 {
-            run(&j, &format!("m{k}"), "up", &[("m", "succeeded")]);
+            run(
+                &j,
+                &format!("m{k}"),
+                Operation::Up,
+                &[("m", Status::Succeeded)],
+            );
         }
         let seen = j.read();
         assert!(
@@ -230,39 +245,21 @@ mod index {
 mod records {
     use super::*;
 
-    fn project(run: &str, status: &str) -> Record {
-        Record::Project {
-            run_id: run.into(),
-            project: "a".into(),
-            operation: "up".into(),
-            status: status.into(),
-            started_at: "t".into(),
-            ended_at: "t".into(),
-            duration_ms: 1,
-            exit_code: None,
-            fingerprint: None,
-            message: None,
-            log: None,
-            changes: None,
-            outputs_hash: None,
-            upstream_outputs: None,
-            pool: None,
-            denied: None,
-            awaiting: None,
-        }
+    /// A record of project `a`'s `up` in run `run`, as a step writes it.
+    fn project(run: &str, status: Status) -> Record {
+        StepRecord::not_run(status, None).into_record(run, "a", Operation::Up)
     }
 
     #[test]
     fn a_torn_line_loses_no_later_record() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
-        j.append(&project("r1", "succeeded")).unwrap();
+        let (_d, j) = journal();
+        j.append(&project("r1", Status::Succeeded)).unwrap();
         // A crash in the middle of the next record, including a torn UTF-8 sequence.
         let mut f = crate::files::open_private_append(j.path()).unwrap();
         f.write_all(b"{\"kind\":\"project\",\"run_id\":\"r2\",\"message\":\"\xc3")
             .unwrap();
         drop(f);
-        j.append(&project("r3", "failed")).unwrap();
+        j.append(&project("r3", Status::Failed)).unwrap();
         let records = j.read();
         assert_eq!(records.len(), 2, "{records:?}");
         assert!(
@@ -278,10 +275,9 @@ mod records {
         /// them is read back.
         #[test]
         fn any_garbage_before_a_record_never_loses_it(garbage in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
-            let d = tempfile::tempdir().unwrap();
-            let j = Journal::new(d.path());
+            let (_d, j) = journal();
             std::fs::write(j.path(), &garbage).unwrap();
-            j.append(&project("after", "failed")).unwrap();
+            j.append(&project("after", Status::Failed)).unwrap();
             let records = j.read();
             let found = records.iter().any(|r| matches!(r, Record::Project { run_id, .. } if run_id == "after"));
             proptest::prop_assert!(found, "lost the record after {:?}", garbage);
@@ -290,8 +286,7 @@ mod records {
 
     #[test]
     fn append_and_read_back() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
+        let (_d, j) = journal();
         j.append(&Record::Run {
             run_id: "r1".into(),
             operation: "up".into(),
@@ -303,27 +298,11 @@ mod records {
             graph: vec![],
         })
         .unwrap();
-        for status in ["failed", "succeeded"] {
-            j.append(&Record::Project {
-                run_id: "r1".into(),
-                project: "a".into(),
-                operation: "up".into(),
-                status: status.into(),
-                started_at: "t".into(),
-                ended_at: "t".into(),
-                duration_ms: 1,
-                exit_code: None,
-                fingerprint: Some("f".into()),
-                message: None,
-                log: None,
-                changes: None,
-                outputs_hash: None,
-                upstream_outputs: None,
-                pool: None,
-                denied: None,
-                awaiting: None,
-            })
-            .unwrap();
+        for status in [Status::Failed, Status::Succeeded] {
+            let mut step = StepRecord::not_run(status, None);
+            step.fingerprint = Some("f".into());
+            j.append(&step.into_record("r1", "a", Operation::Up))
+                .unwrap();
         }
         let records = j.read();
         assert_eq!(records.len(), 3);
@@ -336,8 +315,7 @@ mod records {
 
     #[test]
     fn an_approval_is_read_back_and_read_leniently_beside_the_others() {
-        let d = tempfile::tempdir().unwrap();
-        let j = Journal::new(d.path());
+        let (_d, j) = journal();
         let approval = Record::Approval {
             run_id: "r1".into(),
             project: "db".into(),
@@ -346,7 +324,7 @@ mod records {
             at: "t".into(),
             digest: "abc".into(),
         };
-        j.append(&project("r1", "awaiting")).unwrap();
+        j.append(&project("r1", Status::Awaiting)).unwrap();
         j.append(&approval).unwrap();
         let line = std::fs::read_to_string(j.path()).unwrap();
         assert!(line.contains("\"record\":\"approval\""), "{line}");

@@ -138,7 +138,7 @@ fn racing_for_a_stale_lock_exactly_one_wins() {
                     let got = take(d.path(), Duration::from_secs(5)).0;
                     if let Err(e) = &got {
                         assert_eq!(e.exit_code(), 3, "{}", e.message);
-                        assert!(e.message.contains("in use"), "{}", e.message);
+                        e.assert_says("in use");
                     } else {
                         won.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     }

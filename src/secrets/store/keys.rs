@@ -42,16 +42,13 @@ impl LoadedIdentity {
 /// The recipients of the team (age's recipients-file format); none when the file is
 /// absent.
 pub(super) fn read_recipients(path: &Path) -> Result<Vec<Box<dyn age::Recipient>>, StoreError> {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(StoreError::Read {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
+    let Some(bytes) = super::read_if_present(path)? else {
+        return Ok(Vec::new());
     };
+    let text = String::from_utf8(bytes).map_err(|e| StoreError::Read {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, e.utf8_error()),
+    })?;
     let mut out: Vec<Box<dyn age::Recipient>> = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();

@@ -176,19 +176,24 @@ pub fn exists(path: &Path) -> bool {
     path.is_file()
 }
 
+/// The bytes of the file at `path`; none when it does not exist.
+fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StoreError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 /// Reads and decrypts the store. A missing file is an empty store.
 ///
 /// Never modifies the file.
 pub fn load(path: &Path, key: &Key) -> Result<BTreeMap<String, String>, StoreError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(source) => {
-            return Err(StoreError::Read {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
+    let Some(bytes) = read_if_present(path)? else {
+        return Ok(BTreeMap::new());
     };
     let plaintext = decrypt(path, key, &bytes)?;
     serde_json::from_slice::<BTreeMap<String, String>>(plaintext.expose_secret()).map_err(|e| {

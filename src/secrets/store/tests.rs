@@ -36,6 +36,14 @@ fn identity_file(dir: &Path, name: &str) -> PathBuf {
     path
 }
 
+/// A passphrase, and an identity file written in `dir`.
+fn each_kind_of_key(dir: &Path) -> [Key; 2] {
+    [
+        passphrase("pw"),
+        Key::Identity(identity_file(dir, "key.txt")),
+    ]
+}
+
 fn saved(dir: &Path, key: &Key) -> PathBuf {
     let path = dir.join("config/secrets/dev.age");
     save_with_work_factor(&path, key, &values(), FAST).unwrap();
@@ -127,10 +135,7 @@ fn empty_map_round_trips() {
 #[test]
 fn file_is_armoured_and_holds_no_plaintext() {
     let dir = tempfile::tempdir().unwrap();
-    for key in [
-        passphrase("pw"),
-        Key::Identity(identity_file(dir.path(), "key.txt")),
-    ] {
+    for key in each_kind_of_key(dir.path()) {
         let path = saved(dir.path(), &key);
         let text = fs::read_to_string(&path).unwrap();
         assert!(text.starts_with(BEGIN_MARKER), "{text}");
@@ -229,10 +234,7 @@ fn flip(bytes: &mut [u8], index: usize) {
 #[test]
 fn tampered_file() {
     let dir = tempfile::tempdir().unwrap();
-    for key in [
-        passphrase("pw"),
-        Key::Identity(identity_file(dir.path(), "key.txt")),
-    ] {
+    for key in each_kind_of_key(dir.path()) {
         let path = saved(dir.path(), &key);
         let original = fs::read(&path).unwrap();
         let text = String::from_utf8(original.clone()).unwrap();

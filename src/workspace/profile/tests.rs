@@ -10,6 +10,19 @@ fn paths(p: &Profile) -> Vec<&str> {
 
 const HEAD: &str = "description: d\ninfra_type: T\n";
 
+/// Loads the only profile, `p.yaml`: the head, then `body`.
+fn load_body(body: &str) -> Result<Profile> {
+    let d = ws(&[("p.yaml", &format!("{HEAD}{body}"))]);
+    load(d.path(), "p")
+}
+
+/// The configuration error (exit 3) the profile `body` is refused with.
+fn refused(body: &str) -> crate::error::Error {
+    let e = load_body(body).unwrap_err();
+    assert_eq!(e.exit_code(), 3, "{body}");
+    e
+}
+
 #[test]
 fn watch_paths_stay_inside_the_workspace() {
     assert_eq!(
@@ -42,11 +55,9 @@ fn projects_folder_defaults_to_projects_and_may_be_the_root_or_another_folder() 
     assert_eq!(load(d.path(), "root").unwrap().projects_dir, ".");
     assert_eq!(load(d.path(), "sub").unwrap().projects_dir, "pulumi/python");
     for bad in ["..", "../elsewhere", "/etc", "a/../../b"] {
-        let d = ws(&[(
-            "p.yaml",
-            &format!("{HEAD}projects: '{bad}'\ninfrastructure:\n  - path: a\n"),
-        )]);
-        let e = load(d.path(), "p").unwrap_err();
+        let e = refused(&format!(
+            "projects: '{bad}'\ninfrastructure:\n  - path: a\n"
+        ));
         assert!(
             e.message.contains("`projects:`") && e.message.contains("inside the workspace"),
             "{bad}: {}",
@@ -57,13 +68,10 @@ fn projects_folder_defaults_to_projects_and_may_be_the_root_or_another_folder() 
 
 #[test]
 fn parses_core_syntax() {
-    let d = ws(&[(
-        "aws.yaml",
-        &format!(
-            "{HEAD}config:\n  - key: aws:region\n    prompt: Region\n    default: us-west-2\n  - key: eks:min\n    prompt: Min\n    default: 3\n    type: int\nsecrets:\n  - key: prom:pass\n    prompt: Pass\ninfrastructure:\n  - path: a\n    inputs: {{ 'x:y': 'b:out' }}\n    on_success:\n      - kubeconfig: {{ output: kc }}\n      - run: echo hi\n  - path: b\n    needs: []\nkubernetes:\n  - path: k\n"
-        ),
-    )]);
-    let p = load(d.path(), "aws").unwrap();
+    let p = load_body(
+        "config:\n  - key: aws:region\n    prompt: Region\n    default: us-west-2\n  - key: eks:min\n    prompt: Min\n    default: 3\n    type: int\nsecrets:\n  - key: prom:pass\n    prompt: Pass\ninfrastructure:\n  - path: a\n    inputs: { 'x:y': 'b:out' }\n    on_success:\n      - kubeconfig: { output: kc }\n      - run: echo hi\n  - path: b\n    needs: []\nkubernetes:\n  - path: k\n",
+    )
+    .unwrap();
     assert_eq!(paths(&p), ["a", "b", "k"]);
     assert_eq!(p.config[1].value_type, ValueType::Int);
     assert_eq!(p.entries[0].inputs[0].project, "b");
@@ -78,9 +86,8 @@ proptest::proptest! {
     /// Any text as a profile: a profile or a configuration error, never a panic.
     #[test]
     fn any_profile_text_loads_or_is_refused(body in "\\PC{0,300}", nest in 0usize..200) {
-        let text = format!("{HEAD}{body}\ninfrastructure: {}{}\n", "[".repeat(nest), "]".repeat(nest));
-        let d = ws(&[("p.yaml", text.as_str())]);
-        if let Err(e) = load(d.path(), "p") {
+        let text = format!("{body}\ninfrastructure: {}{}\n", "[".repeat(nest), "]".repeat(nest));
+        if let Err(e) = load_body(&text) {
             proptest::prop_assert_eq!(e.exit_code(), 3);
         }
     }
@@ -88,13 +95,10 @@ proptest::proptest! {
 
 #[test]
 fn parses_credentials_timeout_and_retry() {
-    let d = ws(&[(
-        "aws.yaml",
-        &format!(
-            "{HEAD}credentials: [AWS_ACCESS_KEY_ID]\ninfer_needs: true\ninfrastructure:\n  - path: a\n    timeout: 45m\n    retry: {{ attempts: 3, delay: 30s, on: [\"TooManyRequests\", \"reset$\"] }}\n  - path: b\n"
-        ),
-    )]);
-    let p = load(d.path(), "aws").unwrap();
+    let p = load_body(
+        "credentials: [AWS_ACCESS_KEY_ID]\ninfer_needs: true\ninfrastructure:\n  - path: a\n    timeout: 45m\n    retry: { attempts: 3, delay: 30s, on: [\"TooManyRequests\", \"reset$\"] }\n  - path: b\n",
+    )
+    .unwrap();
     assert_eq!(p.credentials, ["AWS_ACCESS_KEY_ID"]);
     assert!(p.infer_needs);
     let a = &p.entries[0];
@@ -121,35 +125,25 @@ fn bad_timeout_and_retry_are_config_errors() {
             "retry.delay: `later` is not a duration",
         ),
     ] {
-        let d = ws(&[(
-            "aws.yaml",
-            &format!("{HEAD}infrastructure:\n  - path: a\n    {yaml}\n"),
-        )]);
-        let e = load(d.path(), "aws").unwrap_err();
-        assert_eq!(e.exit_code(), 3, "{yaml}");
+        let e = refused(&format!("infrastructure:\n  - path: a\n    {yaml}\n"));
         assert!(e.message.contains(needle), "{yaml}: {}", e.message);
-        assert!(e.message.contains("aws.yaml"), "{}", e.message);
+        e.assert_says("p.yaml");
     }
 }
 
 #[test]
 fn unknown_field_is_an_error_with_line() {
-    let d = ws(&[(
-        "aws.yaml",
-        &format!("{HEAD}infrastructure:\n  - path: a\n    need: [b]\n"),
-    )]);
-    let e = load(d.path(), "aws").unwrap_err();
-    assert_eq!(e.exit_code(), 3);
-    assert!(e.message.contains("unknown field `need`"), "{}", e.message);
-    assert!(e.message.contains("line 5"), "{}", e.message);
-    assert!(e.message.contains("aws.yaml"), "{}", e.message);
+    let e = refused("infrastructure:\n  - path: a\n    need: [b]\n");
+    e.assert_says("unknown field `need`");
+    e.assert_says("line 5");
+    e.assert_says("p.yaml");
 }
 
 #[test]
 fn unknown_provider_lists_available() {
     let d = ws(&[("aws.yaml", HEAD), ("do.yaml", HEAD)]);
     let e = load(d.path(), "gcp").unwrap_err();
-    assert!(e.message.contains("aws, do"), "{}", e.message);
+    e.assert_says("aws, do");
 }
 
 #[test]
@@ -180,12 +174,8 @@ fn include_and_insertions_compose() {
 
 #[test]
 fn insertion_anchor_must_exist() {
-    let d = ws(&[(
-        "do.yaml",
-        &format!("{HEAD}kubernetes:\n  - path: a\n  - path: x\n    after: nope\n"),
-    )]);
-    let e = load(d.path(), "do").unwrap_err();
-    assert!(e.message.contains("after `nope`"), "{}", e.message);
+    let e = refused("kubernetes:\n  - path: a\n  - path: x\n    after: nope\n");
+    e.assert_says("after `nope`");
 }
 
 #[test]
@@ -198,53 +188,33 @@ fn include_cycle_is_reported() {
         ),
     ]);
     let e = load(d.path(), "p").unwrap_err();
-    assert!(e.message.contains("includes itself"), "{}", e.message);
+    e.assert_says("includes itself");
 }
 
 #[test]
 fn duplicate_path_is_an_error() {
-    let d = ws(&[(
-        "p.yaml",
-        &format!("{HEAD}infrastructure:\n  - path: a\nkubernetes:\n  - path: a\n"),
-    )]);
-    let e = load(d.path(), "p").unwrap_err();
-    assert!(e.message.contains("listed twice"), "{}", e.message);
+    let e = refused("infrastructure:\n  - path: a\nkubernetes:\n  - path: a\n");
+    e.assert_says("listed twice");
 }
 
 #[test]
 fn needs_unknown_path_is_an_error() {
-    let d = ws(&[(
-        "p.yaml",
-        &format!("{HEAD}infrastructure:\n  - path: a\n    needs: [ghost]\n"),
-    )]);
-    let e = load(d.path(), "p").unwrap_err();
-    assert!(e.message.contains("needs `ghost`"), "{}", e.message);
+    let e = refused("infrastructure:\n  - path: a\n    needs: [ghost]\n");
+    e.assert_says("needs `ghost`");
 }
 
 #[test]
 fn bad_input_source_is_an_error() {
-    let d = ws(&[(
-        "p.yaml",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: a\n  - path: b\n    inputs:\n      'x:y': a-without-output\n"
-        ),
-    )]);
-    let e = load(d.path(), "p").unwrap_err();
-    assert!(
-        e.message.contains("<project path>:<output>"),
-        "{}",
-        e.message
+    let e = refused(
+        "infrastructure:\n  - path: a\n  - path: b\n    inputs:\n      'x:y': a-without-output\n",
     );
+    e.assert_says("<project path>:<output>");
 }
 
 #[test]
 fn hooks_reject_unknown_kinds() {
-    let d = ws(&[(
-        "p.yaml",
-        &format!("{HEAD}infrastructure:\n  - path: a\n    on_success:\n      - shell: x\n"),
-    )]);
-    let e = load(d.path(), "p").unwrap_err();
-    assert!(e.message.contains("shell"), "{}", e.message);
+    let e = refused("infrastructure:\n  - path: a\n    on_success:\n      - shell: x\n");
+    e.assert_says("shell");
 }
 
 #[test]
@@ -256,13 +226,10 @@ fn list_is_sorted_and_skips_fragments() {
 
 #[test]
 fn mock_outputs_default_to_preview_and_other_commands_are_refused() {
-    let d = ws(&[(
-        "aws.yaml",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: a\n    mock_outputs: {{ vpc_id: vpc-mock, port: 80 }}\n  - path: b\n"
-        ),
-    )]);
-    let p = load(d.path(), "aws").unwrap();
+    let p = load_body(
+        "infrastructure:\n  - path: a\n    mock_outputs: { vpc_id: vpc-mock, port: 80 }\n  - path: b\n",
+    )
+    .unwrap();
     assert_eq!(
         p.entries[0].mock_outputs.get("vpc_id"),
         Some(&serde_json::json!("vpc-mock"))
@@ -280,17 +247,12 @@ fn mock_outputs_default_to_preview_and_other_commands_are_refused() {
             "lists `plan`, which is not a strata command",
         ),
     ] {
-        let d = ws(&[(
-            "aws.yaml",
-            &format!(
-                "{HEAD}infrastructure:\n  - path: a\n    mock_outputs: {{ x: y }}\n    mock_outputs_allowed_commands: {list}\n"
-            ),
-        )]);
-        let e = load(d.path(), "aws").unwrap_err();
-        assert_eq!(e.exit_code(), 3, "{list}");
+        let e = refused(&format!(
+            "infrastructure:\n  - path: a\n    mock_outputs: {{ x: y }}\n    mock_outputs_allowed_commands: {list}\n"
+        ));
         assert!(e.message.contains(needle), "{list}: {}", e.message);
         assert!(
-            e.message.contains("aws.yaml") && e.message.contains("mock_outputs_allowed_commands"),
+            e.message.contains("p.yaml") && e.message.contains("mock_outputs_allowed_commands"),
             "{}",
             e.message
         );
@@ -299,13 +261,10 @@ fn mock_outputs_default_to_preview_and_other_commands_are_refused() {
 
 #[test]
 fn pools_defaults_and_entry_pools_resolve_in_that_order() {
-    let d = ws(&[(
-        "p.yaml",
-        &format!(
-            "{HEAD}pools: {{aws-us-east-1: 4, harbor: 1, cluster-api: 2}}\npool: {{infrastructure: aws-us-east-1, kubernetes: cluster-api}}\nthrottle: {{patterns: ['SlowDown'], attempts: 3, delay: 2s}}\ninfrastructure:\n  - path: vpc\n    tags: [network, aws]\n  - path: registry\n    pool: harbor\nkubernetes:\n  - path: app\n"
-        ),
-    )]);
-    let p = load(d.path(), "p").unwrap();
+    let p = load_body(
+        "pools: {aws-us-east-1: 4, harbor: 1, cluster-api: 2}\npool: {infrastructure: aws-us-east-1, kubernetes: cluster-api}\nthrottle: {patterns: ['SlowDown'], attempts: 3, delay: 2s}\ninfrastructure:\n  - path: vpc\n    tags: [network, aws]\n  - path: registry\n    pool: harbor\nkubernetes:\n  - path: app\n",
+    )
+    .unwrap();
     let pools: Vec<(&str, usize)> = p.pools.iter().map(|x| (x.name.as_str(), x.limit)).collect();
     assert_eq!(
         pools,
@@ -322,27 +281,18 @@ fn pools_defaults_and_entry_pools_resolve_in_that_order() {
     assert!(p.throttle.patterns.iter().any(|x| x == "SlowDown"));
     assert!(p.throttle.patterns.iter().any(|x| x == "Throttling"));
     // One name for every entry, and none at all.
-    let d = ws(&[(
-        "p.yaml",
-        &format!(
-            "{HEAD}pools: {{api: 2}}\npool: api\ninfrastructure:\n  - path: a\nkubernetes:\n  - path: k\n"
-        ),
-    )]);
-    let p = load(d.path(), "p").unwrap();
+    let p = load_body(
+        "pools: {api: 2}\npool: api\ninfrastructure:\n  - path: a\nkubernetes:\n  - path: k\n",
+    )
+    .unwrap();
     assert!(p.entries.iter().all(|e| e.pool.as_deref() == Some("api")));
-    let d = ws(&[("p.yaml", &format!("{HEAD}infrastructure:\n  - path: a\n"))]);
-    let p = load(d.path(), "p").unwrap();
+    let p = load_body("infrastructure:\n  - path: a\n").unwrap();
     assert!(p.pools.is_empty() && p.entries[0].pool.is_none());
 }
 
 #[test]
 fn an_unknown_pool_a_bad_limit_or_a_bad_pattern_is_refused_with_the_fix() {
-    let refused = |body: &str| {
-        let d = ws(&[("p.yaml", &format!("{HEAD}{body}"))]);
-        let e = load(d.path(), "p").unwrap_err();
-        assert_eq!(e.exit_code(), 3, "{body}");
-        e.to_string()
-    };
+    let refused = |body: &str| refused(body).to_string();
     let e = refused("pools: {harbor: 1}\ninfrastructure:\n  - path: a\n    pool: harbour\n");
     assert!(e.contains("entry `a` runs in pool `harbour`"), "{e}");
     assert!(e.contains("Did you mean `harbor`?"), "{e}");
@@ -404,8 +354,7 @@ fn the_default_throttle_patterns_match_what_clouds_print() {
 #[test]
 fn a_profile_writing_secrets_must_say_which_cluster_is_the_stacks() {
     let body = |head: &str, hooks: &[&str]| {
-        let mut y =
-            format!("{HEAD}{head}secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n");
+        let mut y = format!("{head}secrets:\n  - key: ns:pw\n    prompt: pw\ninfrastructure:\n");
         for (i, p) in ["a", "b"].iter().enumerate() {
             y.push_str(&format!("  - path: {p}\n    needs: []\n"));
             if hooks.contains(p) {
@@ -416,10 +365,7 @@ fn a_profile_writing_secrets_must_say_which_cluster_is_the_stacks() {
         }
         y + "kubernetes:\n  - path: k\n"
     };
-    let load_it = |yaml: String| {
-        let d = ws(&[("p.yaml", &yaml)]);
-        load(d.path(), "p")
-    };
+    let load_it = |yaml: String| load_body(&yaml);
     let one = load_it(body("", &["a"])).unwrap();
     assert_eq!(
         one.cluster_source(),
@@ -480,37 +426,25 @@ fn a_delay_over_an_hour_or_a_throttle_without_a_pause_is_refused_naming_file_key
             "a throttled project must pause before its next try",
         ),
     ] {
-        let d = ws(&[("p.yaml", &format!("{HEAD}{body}"))]);
-        let e = load(d.path(), "p").unwrap_err();
-        assert_eq!(e.exit_code(), 3, "{body}");
+        let e = refused(body);
         for part in ["p.yaml: ", at, key, says] {
             assert!(e.message.contains(part), "{part} in {}", e.message);
         }
         assert!(!e.message.contains("not valid YAML"), "{}", e.message);
     }
     // Up to an hour, and a retry without a pause, are fine.
-    let d = ws(&[(
-        "p.yaml",
-        &format!(
-            "{HEAD}throttle: {{delay: 1h}}\ninfrastructure:\n  - path: a\n    retry: {{attempts: 2, delay: 0s, on: [x]}}\n  - path: b\n    retry: {{attempts: 2, delay: 60m, on: [x]}}\n"
-        ),
-    )]);
-    let p = load(d.path(), "p").unwrap();
+    let p = load_body(
+        "throttle: {delay: 1h}\ninfrastructure:\n  - path: a\n    retry: {attempts: 2, delay: 0s, on: [x]}\n  - path: b\n    retry: {attempts: 2, delay: 60m, on: [x]}\n",
+    )
+    .unwrap();
     assert_eq!(p.throttle.delay, MAX_DELAY);
     assert_eq!(p.entries[1].retry.as_ref().unwrap().delay, MAX_DELAY);
 }
 
 #[test]
 fn a_pool_s_unknown_key_is_named_and_a_limit_above_the_most_is_refused() {
-    let refused = |body: &str| {
-        let d = ws(&[(
-            "p.yaml",
-            &format!("{HEAD}{body}\ninfrastructure:\n  - path: a\n"),
-        )]);
-        let e = load(d.path(), "p").unwrap_err();
-        assert_eq!(e.exit_code(), 3, "{body}");
-        e.to_string()
-    };
+    let refused =
+        |pools: &str| refused(&format!("{pools}\ninfrastructure:\n  - path: a\n")).to_string();
     let e = refused("pools: {harbor: {limit: 1, adaptve: false}}");
     for part in [
         "`pools: harbor:`",
@@ -528,11 +462,8 @@ fn a_pool_s_unknown_key_is_named_and_a_limit_above_the_most_is_refused() {
         assert!(e.contains("more than 10000"), "{e}");
         assert!(e.contains("leave its projects out of any pool"), "{e}");
     }
-    let d = ws(&[(
-        "p.yaml",
-        &format!("{HEAD}pools: {{aws: 10000}}\ninfrastructure:\n  - path: a\n"),
-    )]);
-    assert_eq!(load(d.path(), "p").unwrap().pools[0].limit, 10_000);
+    let p = load_body("pools: {aws: 10000}\ninfrastructure:\n  - path: a\n").unwrap();
+    assert_eq!(p.pools[0].limit, 10_000);
 }
 
 #[test]

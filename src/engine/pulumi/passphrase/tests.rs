@@ -18,12 +18,7 @@ fn doc() -> Value {
     serde_json::from_slice(SECRETS).unwrap()
 }
 
-fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+use crate::util::string_map as env_of;
 
 fn right() -> Decrypter {
     decrypter(

@@ -192,11 +192,7 @@ fn the_test_overrides_are_checked() {
     let Err(e) = Holder::me(&env, "prod", "r", "strata up") else {
         panic!("a bad TTL accepted")
     };
-    assert!(
-        e.message.contains("STRATA_TEST_LEASE_TTL_MS"),
-        "{}",
-        e.message
-    );
+    e.assert_says("STRATA_TEST_LEASE_TTL_MS");
     let h = Holder::me(&BTreeMap::new(), "prod", "r", "strata up").unwrap();
     assert_eq!(h.ttl(), TTL);
     assert_eq!(h.host, crate::util::hostname());
