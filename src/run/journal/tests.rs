@@ -169,17 +169,13 @@ mod index {
         // u0 knew a, b and c; b was destroyed; then the profile kept a alone.
         j.append(&graph_run("u0", vec![known("a"), known("b"), known("c")]))
             .unwrap();
-        run(
-            &j,
-            "u0b",
-            "up",
-            &[("a", "succeeded"), ("b", "succeeded"), ("c", "succeeded")],
-        );
-        run(&j, "d0", "destroy", &[("b", "succeeded")]);
+        let ok = Status::Succeeded;
+        run(&j, "u0b", Operation::Up, &[("a", ok), ("b", ok), ("c", ok)]);
+        run(&j, "d0", Operation::Destroy, &[("b", ok)]);
         for i in 0..5 {
             let id = format!("u{}", i + 1);
             j.append(&graph_run(&id, vec![known("a")])).unwrap();
-            run(&j, &format!("{id}b"), "up", &[("a", "succeeded")]);
+            run(&j, &format!("{id}b"), Operation::Up, &[("a", ok)]);
             j.update_index().unwrap();
         }
         let graphs: Vec<String> = j

@@ -181,6 +181,17 @@ fn two_machines_real_pulumi_one_update_at_a_time() {
     }
 }
 
+/// Machine A brings the profile up. The team shares the stack's secret store
+/// (committed): B's clone gets the one A's run wrote the registry password to, and with
+/// it the key of the secrets' digests.
+fn a_deploys_and_b_shares_the_store(a: &Real, b: &Real) {
+    let ra = a.strata(&up_args(&[]));
+    assert_eq!(ra.code, 0, "{ra:?}");
+    let store = format!("config/secrets/{STACK}.age");
+    b.ws.write(&store, "");
+    std::fs::copy(a.ws.path(&store), b.ws.path(&store)).expect("A's secret store");
+}
+
 /// Machine A deploys with the real CLI; machine B, a fresh clone with no journal (and
 /// the team's secret store), sees A's results in `status` and its `up --changed` starts
 /// no Pulumi process at all.
@@ -197,13 +208,7 @@ fn another_machine_sees_a_real_deploy_and_changed_runs_no_pulumi() {
     else {
         return;
     };
-    let ra = a.strata(&up_args(&[]));
-    assert_eq!(ra.code, 0, "{ra:?}");
-    // The team shares the stack's secret store (committed): B's clone has the one A's
-    // run wrote the registry password to, and with it the key of the secrets' digests.
-    let store = format!("config/secrets/{STACK}.age");
-    b.ws.write(&store, "");
-    std::fs::copy(a.ws.path(&store), b.ws.path(&store)).expect("A's secret store");
+    a_deploys_and_b_shares_the_store(&a, &b);
 
     let st = b.strata(&[
         "status",
@@ -309,11 +314,7 @@ fn a_rerun_on_another_machine_with_the_same_outputs_is_no_change() {
     else {
         return;
     };
-    let ra = a.strata(&up_args(&[]));
-    assert_eq!(ra.code, 0, "{ra:?}");
-    let store = format!("config/secrets/{STACK}.age");
-    b.ws.write(&store, "");
-    std::fs::copy(a.ws.path(&store), b.ws.path(&store)).expect("A's secret store");
+    a_deploys_and_b_shares_the_store(&a, &b);
     let rb = b.strata(&up_args(&["--project", "local-pulumi/network"]));
     assert_eq!(rb.code, 0, "{rb:?}");
     assert_eq!(status_of(&rb, "local-pulumi/network"), "succeeded");
