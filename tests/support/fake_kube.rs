@@ -852,11 +852,9 @@ fn serve_connection(stream: TcpStream, api: &Mutex<FakeApi>) -> io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = stream;
     loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line)? == 0 {
+        let Some(request_line) = read_line(&mut reader)? else {
             return Ok(());
-        }
-        let request_line = request_line.trim_end();
+        };
         if request_line.is_empty() {
             continue;
         }
@@ -866,11 +864,9 @@ fn serve_connection(stream: TcpStream, api: &Mutex<FakeApi>) -> io::Result<()> {
 
         let mut headers = BTreeMap::new();
         loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line)? == 0 {
+            let Some(line) = read_line(&mut reader)? else {
                 return Ok(());
-            }
-            let line = line.trim_end();
+            };
             if line.is_empty() {
                 break;
             }
@@ -928,6 +924,16 @@ fn serve_connection(stream: TcpStream, api: &Mutex<FakeApi>) -> io::Result<()> {
     }
 }
 
+/// One line without its line ending; `None` at the end of the stream.
+fn read_line(reader: &mut impl BufRead) -> io::Result<Option<String>> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Ok(None);
+    }
+    line.truncate(line.trim_end().len());
+    Ok(Some(line))
+}
+
 fn read_chunked(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
     let mut body = Vec::new();
     loop {
@@ -938,12 +944,8 @@ fn read_chunked(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
         if size == 0 {
             // Trailers, then the final empty line.
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line)? == 0 || line.trim().is_empty() {
-                    return Ok(body);
-                }
-            }
+            while read_line(reader)?.is_some_and(|line| !line.is_empty()) {}
+            return Ok(body);
         }
         let mut chunk = vec![0; size + 2];
         reader.read_exact(&mut chunk)?;

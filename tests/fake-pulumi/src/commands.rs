@@ -70,10 +70,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
 fn stack_init(ctx: &Ctx) -> Result<()> {
     let project = ctx.project()?;
     let raw = ctx
-        .args
-        .value("stack")
-        .map(String::from)
-        .or_else(|| ctx.rest.first().cloned())
+        .stack_arg()
         .ok_or_else(|| Fail::error("missing stack name"))?;
     let name = crate::ctx::parse_stack_ref(&raw, &project.name)?;
     validate_stack_name(&name)?;
@@ -210,12 +207,7 @@ fn stack_ls(ctx: &Ctx) -> Result<()> {
 fn stack_rm(ctx: &Ctx) -> Result<()> {
     // `stack rm NAME` names the stack positionally, like `stack init`.
     let project = ctx.project()?;
-    let raw = ctx
-        .args
-        .value("stack")
-        .map(String::from)
-        .or_else(|| ctx.rest.first().cloned());
-    let Some(raw) = raw else {
+    let Some(raw) = ctx.stack_arg() else {
         return Err(Fail::new(code::STACK_NOT_FOUND, "no stack selected"));
     };
     let name = crate::ctx::parse_stack_ref(&raw, &project.name)?;

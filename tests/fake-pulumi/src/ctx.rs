@@ -75,6 +75,15 @@ impl Ctx {
         }
     }
 
+    /// The stack a `stack init NAME` or `stack rm NAME` names: `--stack`, else the
+    /// first positional argument (unparsed).
+    pub fn stack_arg(&self) -> Option<String> {
+        self.args
+            .value("stack")
+            .map(String::from)
+            .or_else(|| self.rest.first().cloned())
+    }
+
     /// `--config-file` if given, else `Pulumi.<stack>.yaml` beside the project file.
     pub fn config_path(&self, project: &Project, stack: &str) -> PathBuf {
         match self.args.value("config-file") {

@@ -167,13 +167,7 @@ impl Display {
             *self.counts.entry(op_count_key(op)).or_default() += 1;
         }
         match self.mode {
-            Mode::Stream => {
-                let mut body = json!({ "metadata": self.metadata(op, old, new) });
-                if self.preview {
-                    body["planning"] = json!(true);
-                }
-                output::event("resourcePreEvent", body);
-            }
+            Mode::Stream => self.step_event("resourcePreEvent", op, old, new),
             Mode::Digest => {
                 let r = new.or(old).expect("a step has a resource");
                 let mut s = Map::new();
@@ -195,6 +189,15 @@ impl Display {
         }
     }
 
+    /// A step's begin or end event of a `--json` run (`planning` in a preview).
+    fn step_event(&self, event: &str, op: &str, old: Option<&Resource>, new: Option<&Resource>) {
+        let mut body = json!({ "metadata": self.metadata(op, old, new) });
+        if self.preview {
+            body["planning"] = json!(true);
+        }
+        output::event(event, body);
+    }
+
     fn resource_v3(&self, r: &Resource) -> Value {
         let mut v = serde_json::to_value(r).unwrap_or_default();
         let hide = self.suppress_outputs && r.urn == self.stack_urn;
@@ -212,13 +215,7 @@ impl Display {
             *self.counts.entry(op_count_key(op)).or_default() += 1;
         }
         match self.mode {
-            Mode::Stream => {
-                let mut body = json!({ "metadata": self.metadata(op, old, new) });
-                if self.preview {
-                    body["planning"] = json!(true);
-                }
-                output::event("resOutputsEvent", body);
-            }
+            Mode::Stream => self.step_event("resOutputsEvent", op, old, new),
             Mode::Digest => {}
             Mode::Human => self.human_line(op, new.or(old).expect("resource"), true),
         }

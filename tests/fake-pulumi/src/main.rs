@@ -14,6 +14,7 @@ mod display;
 mod engine;
 mod error;
 mod eval;
+mod fields;
 mod flags;
 mod layout;
 mod output;
@@ -93,10 +94,10 @@ fn config_view(ctx: &ctx::Ctx) -> Value {
 
 /// The bare stack name this invocation is about (`--stack`, or `stack init NAME`).
 fn stack_name(ctx: &ctx::Ctx) -> Option<String> {
-    let raw = ctx.args.value("stack").map(String::from).or_else(|| {
-        matches!(ctx.command.as_str(), "stack init" | "stack rm")
-            .then(|| ctx.rest.first().cloned())
-            .flatten()
-    })?;
+    let raw = if matches!(ctx.command.as_str(), "stack init" | "stack rm") {
+        ctx.stack_arg()
+    } else {
+        ctx.args.value("stack").map(String::from)
+    }?;
     raw.rsplit('/').next().map(String::from)
 }

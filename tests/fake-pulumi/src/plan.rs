@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::crypto::{self, Crypter};
 use crate::error::{Fail, Result};
+use crate::fields;
 use crate::secret;
 use crate::state::{Resource, VERSION};
 
@@ -51,24 +52,11 @@ impl Diff {
     }
 
     fn from_json(v: Option<&Value>) -> Diff {
-        let obj = |k: &str| {
-            v.and_then(|v| v.get(k))
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default()
-        };
+        let v = v.unwrap_or(&Value::Null);
         Diff {
-            adds: obj("adds"),
-            updates: obj("updates"),
-            deletes: v
-                .and_then(|v| v.get("deletes"))
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|k| k.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            adds: fields::object(v, "adds"),
+            updates: fields::object(v, "updates"),
+            deletes: fields::strings(v, "deletes"),
         }
     }
 
@@ -158,15 +146,7 @@ impl Recorder {
             provider: res.provider.clone(),
             custom_timeouts: json!({}),
         };
-        self.plans.insert(
-            res.urn.clone(),
-            ResourcePlanOut {
-                goal: Some(goal),
-                steps: vec![op.to_string()],
-                state: Some(res.outputs.clone()),
-                seed: seed(),
-            },
-        );
+        self.planned(res, goal, op);
     }
 
     /// The stack resource: its outputs against the old ones.
@@ -184,6 +164,11 @@ impl Recorder {
             provider: String::new(),
             custom_timeouts: json!({}),
         };
+        self.planned(res, goal, op);
+    }
+
+    /// A step with a goal: the resource's state as it is after it.
+    fn planned(&mut self, res: &Resource, goal: GoalOut, op: &str) {
         self.plans.insert(
             res.urn.clone(),
             ResourcePlanOut {
@@ -314,15 +299,7 @@ pub fn read(path: &str, crypter: &Crypter) -> Result<Plan> {
             input: Diff::from_json(g.get("inputDiff")),
             output: Diff::from_json(g.get("outputDiff")),
         });
-        let ops = p
-            .get("steps")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let ops = fields::strings(p, "steps").into();
         entries.insert(urn.clone(), Entry { goal, ops });
     }
     Ok(Plan { entries })

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Fail, Result, code};
+use crate::fields;
 
 pub const VERSION: &str = "v3.230.0";
 pub const ORG: &str = "organization";
@@ -84,29 +85,15 @@ impl Resource {
 
     fn from_json(v: &Value) -> Option<Resource> {
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let m = |k: &str| {
-            v.get(k)
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default()
-        };
         Some(Resource {
             urn: v.get("urn")?.as_str()?.to_string(),
             custom: v.get("custom").and_then(Value::as_bool).unwrap_or(false),
             id: s("id"),
             ty: s("type"),
-            inputs: m("inputs"),
-            outputs: m("outputs"),
+            inputs: fields::object(v, "inputs"),
+            outputs: fields::object(v, "outputs"),
             parent: s("parent"),
-            dependencies: v
-                .get("dependencies")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|d| d.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            dependencies: fields::strings(v, "dependencies"),
             provider: s("provider"),
             created: s("created"),
             modified: s("modified"),

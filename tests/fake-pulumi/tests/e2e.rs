@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -116,14 +116,17 @@ impl Ws {
         v
     }
 
-    fn run(&self, project: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    /// `pulumi` with `std_args` and `env` on top of `cmd`'s environment.
+    fn std_cmd(&self, project: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
         let a = self.std_args(project, args);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
         let mut c = self.cmd(&a);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        c.output().unwrap()
+        c.envs(env.iter().copied());
+        c
+    }
+
+    fn run(&self, project: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.std_cmd(project, args, env).output().unwrap()
     }
 
     fn ok(&self, project: &str, args: &[&str]) -> Output {
@@ -137,14 +140,16 @@ impl Ws {
     }
 
     fn spawn(&self, project: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
-        let a = self.std_args(project, args);
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let mut c = self.cmd(&a);
-        for (k, v) in env {
-            c.env(k, v);
-        }
+        let mut c = self.std_cmd(project, args, env);
         c.stdout(Stdio::piped()).stderr(Stdio::piped());
         c.spawn().unwrap()
+    }
+
+    /// `stack output --json` and `extra` flags, parsed.
+    fn outputs(&self, project: &str, extra: &[&str]) -> Value {
+        let mut args = vec!["stack", "output", "--json"];
+        args.extend(extra);
+        serde_json::from_slice(&self.ok(project, &args).stdout).unwrap()
     }
 
     fn state(&self, project: &str) -> Value {
@@ -253,14 +258,9 @@ fn init_up_outputs_reference_destroy() {
     assert!(!text(&ws.ok("vpc", &["stack", "output", "--json"]).stdout).contains("tok-dev"));
 
     // stack output: masked, then shown.
-    let masked: Value =
-        serde_json::from_slice(&ws.ok("vpc", &["stack", "output", "--json"]).stdout).unwrap();
+    let masked = ws.outputs("vpc", &[]);
     assert_eq!(masked["token"], "[secret]");
-    let shown: Value = serde_json::from_slice(
-        &ws.ok("vpc", &["stack", "output", "--json", "--show-secrets"])
-            .stdout,
-    )
-    .unwrap();
+    let shown = ws.outputs("vpc", &["--show-secrets"]);
     assert_eq!(shown["token"], "tok-dev");
     // The secret is encrypted at rest.
     let raw = std::fs::read_to_string(ws.path("backend/.pulumi/stacks/vpc/dev.json")).unwrap();
@@ -269,11 +269,7 @@ fn init_up_outputs_reference_destroy() {
     // A second project reads the first through a stack reference.
     ws.ok("eks", &["stack", "init"]);
     ws.ok("eks", UP);
-    let eks: Value = serde_json::from_slice(
-        &ws.ok("eks", &["stack", "output", "--json", "--show-secrets"])
-            .stdout,
-    )
-    .unwrap();
+    let eks = ws.outputs("eks", &["--show-secrets"]);
     assert_eq!(
         eks,
         json!({"cluster_vpc": "net-id", "upstream_token": "tok-dev"})
@@ -289,8 +285,7 @@ fn init_up_outputs_reference_destroy() {
     let summary = &evs[evs.len() - 2]["summaryEvent"];
     assert_eq!(summary["resourceChanges"], json!({"delete": 3}));
     assert!(resources_in_state(&ws, "vpc").is_empty());
-    let outs: Value =
-        serde_json::from_slice(&ws.ok("vpc", &["stack", "output", "--json"]).stdout).unwrap();
+    let outs = ws.outputs("vpc", &[]);
     assert_eq!(outs, json!({}));
 
     // A stack that does not exist: exit 6.
@@ -440,8 +435,7 @@ fn secrets_through_stdin_config_and_hooks() {
             ("FAKE_PULUMI_SECRET_OUTPUTS_VPC", r#"{"kubeconfig":"kc"}"#),
         ],
     );
-    let outs: Value =
-        serde_json::from_slice(&ws.ok("vpc", &["stack", "output", "--json"]).stdout).unwrap();
+    let outs = ws.outputs("vpc", &[]);
     assert_eq!(outs["extra"], "x");
     assert_eq!(outs["kubeconfig"], "[secret]");
 
@@ -517,20 +511,25 @@ fn sigint(child: &Child) {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
 }
 
+/// The child's stdout, line by line.
+type Lines = std::io::Lines<BufReader<ChildStdout>>;
+
+/// Starts `up --json` on a new `vpc` stack with `env` and sends it SIGINT once its first
+/// resource is in flight.
+fn sigint_mid_update(ws: &Ws, env: &[(&str, &str)]) -> (Child, Lines) {
+    ws.ok("vpc", &["stack", "init"]);
+    let mut child = ws.spawn("vpc", &["up", "--yes", "--skip-preview", "--json"], env);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    wait_for(&mut lines, "fake:index:Vpc::net");
+    sigint(&child);
+    (child, lines)
+}
+
 #[test]
 fn first_sigint_cancels_and_saves() {
     let ws = Ws::new("sigint1");
-    ws.ok("vpc", &["stack", "init"]);
-    let mut child = ws.spawn(
-        "vpc",
-        &["up", "--yes", "--skip-preview", "--json"],
-        &[("FAKE_PULUMI_DELAY_MS_VPC", "30000")],
-    );
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // The first resource is in flight.
-    wait_for(&mut lines, "fake:index:Vpc::net");
+    let (mut child, mut lines) = sigint_mid_update(&ws, &[("FAKE_PULUMI_DELAY_MS_VPC", "30000")]);
     let sent = Instant::now();
-    sigint(&child);
     let rest = wait_for(&mut lines, "cancelEvent");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(8));
@@ -563,18 +562,13 @@ fn first_sigint_cancels_and_saves() {
 #[test]
 fn second_sigint_terminates_without_saving() {
     let ws = Ws::new("sigint2");
-    ws.ok("vpc", &["stack", "init"]);
-    let mut child = ws.spawn(
-        "vpc",
-        &["up", "--yes", "--skip-preview", "--json"],
+    let (mut child, mut lines) = sigint_mid_update(
+        &ws,
         &[
             ("FAKE_PULUMI_DELAY_MS_VPC", "3000"),
             ("FAKE_PULUMI_CANCEL_MS", "5000"),
         ],
     );
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    wait_for(&mut lines, "fake:index:Vpc::net");
-    sigint(&child);
     wait_for(&mut lines, "^C received; cancelling");
     std::thread::sleep(Duration::from_millis(100));
     assert!(child.try_wait().unwrap().is_none(), "still cancelling");
@@ -593,18 +587,13 @@ fn second_sigint_terminates_without_saving() {
 #[test]
 fn ignored_first_sigint_then_terminate() {
     let ws = Ws::new("ignore");
-    ws.ok("vpc", &["stack", "init"]);
-    let mut child = ws.spawn(
-        "vpc",
-        &["up", "--yes", "--skip-preview", "--json"],
+    let (mut child, _lines) = sigint_mid_update(
+        &ws,
         &[
             ("FAKE_PULUMI_DELAY_MS", "3000"),
             ("FAKE_PULUMI_IGNORE_SIGINT", "1"),
         ],
     );
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    wait_for(&mut lines, "fake:index:Vpc::net");
-    sigint(&child);
     std::thread::sleep(Duration::from_millis(200));
     assert!(
         child.try_wait().unwrap().is_none(),
@@ -821,11 +810,7 @@ fn up_plan_refuses_a_code_or_config_change_and_applies_nothing() {
             .collect()
     };
     assert_eq!(custom(&ws.state("vpc")), custom(&before));
-    let outs: Value = serde_json::from_slice(
-        &ws.ok("vpc", &["stack", "output", "--json", "--show-secrets"])
-            .stdout,
-    )
-    .unwrap();
+    let outs = ws.outputs("vpc", &["--show-secrets"]);
     assert_eq!(
         outs,
         json!({"vpc_id": "net-id", "region": "us-west-2", "token": "tok-dev"})
@@ -951,11 +936,7 @@ fn up_plan_and_upstream_outputs() {
     let evs = events(&out);
     assert!(violations(&evs).is_empty(), "{evs:?}");
     assert_eq!(text(&out.stderr), "");
-    let outs: Value = serde_json::from_slice(
-        &ws.ok("eks", &["stack", "output", "--json", "--show-secrets"])
-            .stdout,
-    )
-    .unwrap();
+    let outs = ws.outputs("eks", &["--show-secrets"]);
     assert_eq!(outs["upstream_token"], "tok-dev");
 
     // An upstream output that reaches a resource's inputs: a violation naming it.
