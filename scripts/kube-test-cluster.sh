@@ -36,62 +36,18 @@
 set -euo pipefail
 
 NAMESPACE=team
-say() { echo "kube-test-cluster: $*" >&2; }
-fail() {
-    say "error: $*"
-    exit 1
-}
-
-usage() { fail "usage: $0 start DIR [--watch PID] | stop DIR"; }
-[ $# -ge 2 ] || usage
-cmd=$1
-dir=$2
-shift 2
-
-# Kills the process of pidfile $1 if it is still the one we started (its command line
-# names DIR), TERM then KILL after 10 s.
-stop_pid() {
-    local file=$1 pid _
-    [ -f "$file" ] || return 0
-    pid=$(cat "$file")
-    if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$dir"; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            [ -d "/proc/$pid" ] || break
-            # A zombie child of ours is gone for our purposes.
-            [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" = Z ] && break
-            sleep 0.1
-        done
-        if [ -d "/proc/$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-    fi
-    rm -f "$file"
-}
+NAME=kube-test-cluster WATCH_VAR=STRATA_KUBE_WATCH_PID WATCHDOG_VAR=STRATA_KUBE_WATCHDOG
+# shellcheck source=scripts/lib/test-server.sh
+. "$(dirname "$0")/lib/test-server.sh"
 
 stop_all() {
     stop_pid "$dir/kube-controller-manager.pid"
     stop_pid "$dir/kube-apiserver.pid"
     stop_pid "$dir/etcd.pid"
-    # Not the watchdog when it is the one stopping.
-    if [ "${STRATA_KUBE_WATCHDOG:-}" != 1 ]; then
-        stop_pid "$dir/watchdog.pid"
-    fi
+    stop_watchdog
 }
 
-case "$cmd" in
-stop)
-    [ -d "$dir" ] || exit 0
-    dir=$(cd "$dir" && pwd)
-    stop_all
-    exit 0
-    ;;
-start) ;;
-*) usage ;;
-esac
-
-watch_pid=${STRATA_KUBE_WATCH_PID:-}
-if [ "${1:-}" = "--watch" ]; then
-    watch_pid=${2:?--watch needs a pid}
-fi
+parse_command "$@"
 
 cache="${STRATA_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/kube}"
 bin="${STRATA_KUBE_BIN_DIR:-$cache/current}"
@@ -102,30 +58,7 @@ for t in openssl curl base64; do
     command -v "$t" >/dev/null 2>&1 || fail "$t is not installed (apt-get install $t)"
 done
 
-mkdir -p "$dir"
-dir=$(cd "$dir" && pwd)
-chmod 700 "$dir"
-trap 'say "start failed; stopping what was started"; stop_all' ERR
-
-# --- free ports on 127.0.0.1 ------------------------------------------------------------
-declare -a taken=()
-listening() { # is PORT listened on (any address)?
-    local hex
-    hex=$(printf '%04X' "$1")
-    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
-free_port() {
-    local p _
-    for _ in $(seq 1 200); do
-        p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
-        listening "$p" && continue
-        [[ " ${taken[*]:-} " == *" $p "* ]] && continue
-        taken+=("$p")
-        echo "$p"
-        return 0
-    done
-    fail "no free port found"
-}
+make_dir
 
 # --- certificates and tokens --------------------------------------------------------------
 pki=$dir/pki
@@ -190,11 +123,6 @@ start_apiserver() {
     echo $! >"$dir/kube-apiserver.pid"
 }
 
-alive() { [ -d "/proc/$(cat "$dir/$1.pid")" ] && [ "$(cut -d' ' -f3 "/proc/$(cat "$dir/$1.pid")/stat")" != Z ]; }
-tail_log() {
-    say "the end of $dir/$1.log:"
-    tail -n 20 "$dir/$1.log" >&2 || true
-}
 
 started=$(date +%s)
 timeout=${STRATA_KUBE_START_TIMEOUT:-120}
@@ -216,14 +144,14 @@ for attempt in 1 2 3; do
     done
     [ "$ready" = 1 ] && break
     if alive etcd && alive kube-apiserver; then
-        tail_log kube-apiserver
+        tail_log kube-apiserver 20
         stop_all
         fail "kube-apiserver was not ready within ${timeout}s ($server/readyz)"
     fi
     # A port taken meanwhile, most likely: try other ports.
     say "attempt $attempt: $(alive etcd || echo 'etcd exited') $(alive kube-apiserver || echo 'kube-apiserver exited')"
-    tail_log etcd
-    tail_log kube-apiserver
+    tail_log etcd 20
+    tail_log kube-apiserver 20
     stop_all
     [ "$attempt" = 3 ] && fail "etcd or kube-apiserver exited three times (logs above)"
 done
@@ -310,7 +238,7 @@ for attempt in 1 2 3; do
         sleep 0.5
     done
     [ "$cm_ready" = 1 ] && break
-    tail_log kube-controller-manager
+    tail_log kube-controller-manager 20
     if alive kube-controller-manager; then
         stop_all
         fail "kube-controller-manager was not healthy within ${timeout}s"
@@ -338,13 +266,7 @@ CONTROLLER_MANAGER_PID=$(cat "$dir/kube-controller-manager.pid")
 EOF
 chmod 600 "$dir/cluster.env"
 
-if [ -n "$watch_pid" ]; then
-    self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
-    # shellcheck disable=SC2016 # expanded by the watchdog's shell
-    STRATA_KUBE_WATCHDOG=1 setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
-        watchdog "$watch_pid" "$self" "$dir" </dev/null >/dev/null 2>&1 &
-    echo $! >"$dir/watchdog.pid"
-fi
+start_watchdog "$0"
 
 say "ready in $(($(date +%s) - started)) s: $server (etcd $etcd_port), kubeconfigs in $dir"
 echo "$dir"

@@ -35,37 +35,9 @@
 set -euo pipefail
 
 REGION=us-east-1
-say() { echo "s3-test-server: $*" >&2; }
-fail() {
-    say "error: $*"
-    exit 1
-}
-
-usage() { fail "usage: $0 start DIR [--watch PID] | stop DIR"; }
-[ $# -ge 2 ] || usage
-cmd=$1
-dir=$2
-shift 2
-
-# Kills the process of pidfile $1 if it is still the one we started (its command line
-# names DIR), TERM then KILL after 3 s (weed's own shutdown may take longer, waiting for
-# peers that are stopping too; its data is thrown away).
-stop_pid() {
-    local file=$1 pid _
-    [ -f "$file" ] || return 0
-    pid=$(cat "$file")
-    if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$dir"; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 1 30); do
-            [ -d "/proc/$pid" ] || break
-            # A zombie child of ours is gone for our purposes.
-            [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" = Z ] && break
-            sleep 0.1
-        done
-        if [ -d "/proc/$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-    fi
-    rm -f "$file"
-}
+NAME=s3-test-server WATCH_VAR=STRATA_S3_WATCH_PID WATCHDOG_VAR=STRATA_S3_WATCHDOG
+# shellcheck source=scripts/lib/test-server.sh
+. "$(dirname "$0")/lib/test-server.sh"
 
 # SeaweedFS also serves each gRPC port on /tmp/seaweedfs-<service>-grpc-<port>.sock (no
 # flag moves them) and removes them when it stops gracefully; after a KILL they stay.
@@ -80,29 +52,14 @@ remove_sockets() {
 }
 
 stop_all() {
-    stop_pid "$dir/weed.pid"
+    # TERM, then KILL after 3 s: weed's own shutdown may take longer, waiting for peers
+    # that are stopping too; its data is thrown away.
+    stop_pid "$dir/weed.pid" 30
     remove_sockets
-    # Not the watchdog when it is the one stopping.
-    if [ "${STRATA_S3_WATCHDOG:-}" != 1 ]; then
-        stop_pid "$dir/watchdog.pid"
-    fi
+    stop_watchdog
 }
 
-case "$cmd" in
-stop)
-    [ -d "$dir" ] || exit 0
-    dir=$(cd "$dir" && pwd)
-    stop_all
-    exit 0
-    ;;
-start) ;;
-*) usage ;;
-esac
-
-watch_pid=${STRATA_S3_WATCH_PID:-}
-if [ "${1:-}" = "--watch" ]; then
-    watch_pid=${2:?--watch needs a pid}
-fi
+parse_command "$@"
 
 cache="${STRATA_S3_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/s3}"
 bin="${STRATA_S3_BIN_DIR:-$cache/current}"
@@ -114,30 +71,7 @@ curl --help all 2>/dev/null | grep -q -- --aws-sigv4 ||
     fail "this curl has no --aws-sigv4 (curl 7.75 or later signs S3 requests)"
 
 bucket=${STRATA_S3_BUCKET:-strata}
-mkdir -p "$dir"
-dir=$(cd "$dir" && pwd)
-chmod 700 "$dir"
-trap 'say "start failed; stopping what was started"; stop_all' ERR
-
-# --- free ports on 127.0.0.1 ------------------------------------------------------------
-declare -a taken=()
-listening() { # is PORT listened on (any address)?
-    local hex
-    hex=$(printf '%04X' "$1")
-    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
-free_port() {
-    local p _
-    for _ in $(seq 1 200); do
-        p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
-        listening "$p" && continue
-        [[ " ${taken[*]:-} " == *" $p "* ]] && continue
-        taken+=("$p")
-        echo "$p"
-        return 0
-    done
-    fail "no free port found"
-}
+make_dir
 
 # --- the identity -------------------------------------------------------------------------
 access_key="STRATA$(openssl rand -hex 7 | tr '[:lower:]' '[:upper:]')"
@@ -194,12 +128,6 @@ start_weed() {
     echo $! >"$dir/weed.pid"
 }
 
-alive() { [ -d "/proc/$(cat "$dir/weed.pid")" ] && [ "$(cut -d' ' -f3 "/proc/$(cat "$dir/weed.pid")/stat")" != Z ]; }
-tail_log() {
-    say "the end of $dir/weed.log:"
-    tail -n 25 "$dir/weed.log" >&2 || true
-}
-
 # A signed S3 request: s3 METHOD PATH [curl args...]; prints the HTTP status.
 s3() {
     local method=$1 path=$2
@@ -229,7 +157,7 @@ for attempt in 1 2 3; do
     endpoint="http://127.0.0.1:$s3_port"
     ready=0
     while [ $(($(date +%s) - started)) -lt "$timeout" ]; do
-        alive || break
+        alive weed || break
         if usable; then
             ready=1
             break
@@ -237,14 +165,14 @@ for attempt in 1 2 3; do
         sleep 0.5
     done
     [ "$ready" = 1 ] && break
-    if alive; then
-        tail_log
+    if alive weed; then
+        tail_log weed 25
         stop_all
         fail "the S3 gateway did not take a write to bucket $bucket within ${timeout}s ($endpoint)"
     fi
     # A port taken meanwhile, most likely: try other ports.
     say "attempt $attempt: weed exited"
-    tail_log
+    tail_log weed 25
     stop_all
     [ "$attempt" = 3 ] && fail "weed exited three times (log above)"
     rm -rf "$dir/data"
@@ -263,13 +191,9 @@ WEED_PID=$(cat "$dir/weed.pid")
 EOF
 umask 022
 
-if [ -n "$watch_pid" ]; then
-    self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
-    # shellcheck disable=SC2016 # expanded by the watchdog's shell
-    STRATA_S3_WATCHDOG=1 setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
-        watchdog "$watch_pid" "$self" "$dir" </dev/null >/dev/null 2>&1 &
-    echo $! >"$dir/watchdog.pid"
-    echo "WATCHDOG_PID=$!" >>"$dir/s3.env"
+start_watchdog "$0"
+if [ -f "$dir/watchdog.pid" ]; then
+    echo "WATCHDOG_PID=$(cat "$dir/watchdog.pid")" >>"$dir/s3.env"
 fi
 
 say "ready in $(($(date +%s) - started)) s: $endpoint (bucket $bucket), data in $dir"
