@@ -14,8 +14,8 @@ use crate::run::orphans::{self, Backend, Orphan};
 use crate::workspace::profile::{Entry, Stage};
 use crate::workspace::{Profile, Project, Workspace, project};
 
-/// The orphans of `stack` against the profile's graph `full`, from `records` (this
-/// checkout's journal, merged with what a shared backend recorded, if given).
+/// The orphans of `stack` against the profile's graph `full`, from `records` (given), or
+/// this checkout's journal merged with what a shared backend recorded.
 pub fn find(
     ws: &Workspace,
     profile: &Profile,
@@ -23,13 +23,19 @@ pub fn find(
     stack: &str,
     records: Option<Vec<Record>>,
 ) -> Vec<Orphan> {
-    let records = records.unwrap_or_else(|| Journal::new(&ws.state_dir(stack)).read());
+    let env = super::env::pulumi_env(ws);
+    let records = records.unwrap_or_else(|| {
+        let local = Journal::new(&ws.state_dir(stack)).read();
+        crate::run::records::merged(local, &shared_runs(&env, stack))
+    });
     let current: BTreeSet<&str> = full.nodes.iter().map(|n| n.path.as_str()).collect();
-    let found = orphans::find(&records, &current, &profile.projects_dir);
+    let mut found = orphans::find(&records, &current, &profile.projects_dir);
     if found.is_empty() {
         return found;
     }
-    let env = super::env::pulumi_env(ws);
+    for o in found.iter_mut().filter(|o| o.known.kind.is_empty()) {
+        learn_kind(ws, profile, &mut o.known);
+    }
     Backend {
         env: &env,
         stack,
@@ -38,6 +44,37 @@ pub fn find(
         config_file: &ws.stack_config_path(stack),
     }
     .look(found)
+}
+
+/// A project known by its path alone (deployed by another machine, or before strata kept
+/// graphs): its kind and name, from its folder where that is still there.
+fn learn_kind(ws: &Workspace, profile: &Profile, k: &mut crate::run::journal::KnownProject) {
+    if let Ok(p) = project::load(&ws.root, &k.dir, &profile.file) {
+        k.kind = p.kind_str().to_string();
+        k.name = p.name();
+    }
+}
+
+/// On a shared (s3://) backend, the recent runs every machine recorded there (what
+/// another machine deployed counts as deployed); none elsewhere, or when the bucket cannot
+/// be read (the journal alone then).
+fn shared_runs(
+    env: &std::collections::BTreeMap<String, String>,
+    stack: &str,
+) -> Vec<crate::run::records::RunRecord> {
+    use crate::run::records;
+    let read = crate::engine::pulumi::shared_call(env, |b| {
+        records::recent(b, stack, records::LIMIT, &mut |_| {})
+    });
+    read.and_then(Result::ok).unwrap_or_default()
+}
+
+/// The orphans this checkout's journal knows of, without asking a shared backend: what
+/// `up` warns of and `preview` lists before anything runs (a bucket's run records would
+/// cost round trips on every run).
+pub fn find_local(ws: &Workspace, profile: &Profile, full: &Plan, stack: &str) -> Vec<Orphan> {
+    let local = Journal::new(&ws.state_dir(stack)).read();
+    find(ws, profile, full, stack, Some(local))
 }
 
 /// The warning an `up` gives once when the stack has orphans.

@@ -53,7 +53,7 @@ fn orphan_notices(r: &Resolved) -> Vec<String> {
     if !matches!(r.req.op, Operation::Up | Operation::Preview) {
         return Vec::new();
     }
-    let found = super::orphans::find(&r.ws, &r.profile, &r.full, stack, None);
+    let found = super::orphans::find_local(&r.ws, &r.profile, &r.full, stack);
     match (found.is_empty(), r.req.op) {
         (true, _) => Vec::new(),
         (false, Operation::Up) => vec![super::orphans::warning(&found)],

@@ -31,7 +31,7 @@ use failure::{cancel_command, error_line, exit_text, failure};
 use invoke::{Seen, stack_arg, streaming_preview};
 pub use layout::layout_problem;
 use preview::{plan_errors, preview_changes, preview_summary};
-pub use source::shared_where;
+pub use source::{shared_call, shared_where};
 
 pub struct PulumiEngine {
     pub binary: PathBuf,

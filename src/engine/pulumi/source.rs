@@ -187,6 +187,16 @@ pub fn shared_where(
     }
 }
 
+/// One call `f` to the `s3://` backend of `env`, shared with the run's reads: `None` when
+/// the backend is not a bucket; an error when this call fails or one failed before in the
+/// run (a failure is remembered: a backend that did not answer is not waited for twice).
+pub fn shared_call<T>(
+    env: &BTreeMap<String, String>,
+    f: impl FnOnce(&Backend) -> crate::error::Result<T>,
+) -> Option<Result<T, String>> {
+    Some(shared_bucket(env)?.call(f))
+}
+
 impl Bucket {
     fn new(backend: Arc<Backend>) -> Bucket {
         Bucket {

@@ -105,7 +105,7 @@ fn preview_markdown(r: &Resolved, done: &Executed, rows: &[Row]) -> String {
 /// The stack's orphans under the preview's table: a reviewer sees what the change left
 /// behind in the cloud.
 fn orphans_markdown(r: &Resolved) -> String {
-    let found = super::super::orphans::find(&r.ws, &r.profile, &r.full, r.stack(), None);
+    let found = super::super::orphans::find_local(&r.ws, &r.profile, &r.full, r.stack());
     if found.is_empty() {
         return String::new();
     }

@@ -181,36 +181,9 @@ fn two_machines_real_pulumi_one_update_at_a_time() {
     }
 }
 
-/// Machine A brings the profile up. The team shares the stack's secret store
-/// (committed): B's clone gets the one A's run wrote the registry password to, and with
-/// it the key of the secrets' digests.
-fn a_deploys_and_b_shares_the_store(a: &Real, b: &Real) {
-    let ra = a.strata(&up_args(&[]));
-    assert_eq!(ra.code, 0, "{ra:?}");
-    let store = format!("config/secrets/{STACK}.age");
-    b.ws.write(&store, "");
-    std::fs::copy(a.ws.path(&store), b.ws.path(&store)).expect("A's secret store");
-}
-
-/// Machine A deploys with the real CLI; machine B, a fresh clone with no journal (and
-/// the team's secret store), sees A's results in `status` and its `up --changed` starts
-/// no Pulumi process at all.
-#[test]
-fn another_machine_sees_a_real_deploy_and_changed_runs_no_pulumi() {
-    let bucket = "two-machines-changed";
-    // (`s` bound: dropped here, the last holder of the shared server would stop it.)
-    let Some(Two {
-        s: _s,
-        a,
-        b,
-        _guards: _g,
-    }) = Two::new("real_s3::two_machines_changed", bucket)
-    else {
-        return;
-    };
-    a_deploys_and_b_shares_the_store(&a, &b);
-
-    let st = b.strata(&[
+/// `strata status --output json` of the profile's stack on machine `m`, which succeeds.
+fn status_json(m: &Real) -> Value {
+    let st = m.strata(&[
         "status",
         "-p",
         "local-pulumi",
@@ -220,7 +193,42 @@ fn another_machine_sees_a_real_deploy_and_changed_runs_no_pulumi() {
         "json",
     ]);
     assert_eq!(st.code, 0, "{st:?}");
-    let st: Value = serde_json::from_str(&st.stdout).unwrap_or_else(|e| panic!("{e}: {st:?}"));
+    serde_json::from_str(&st.stdout).unwrap_or_else(|e| panic!("{e}: {st:?}"))
+}
+
+impl Two {
+    /// Both machines, after machine A brought the profile up. The team shares what is
+    /// committed: B's clone gets the secret store A's run wrote the registry password to
+    /// (and with it the key of the secrets' digests), and the stack config.
+    fn deployed_by_a(test: &str, bucket: &str) -> Option<Two> {
+        let two = Two::new(test, bucket)?;
+        let ra = two.a.strata(&up_args(&[]));
+        assert_eq!(ra.code, 0, "{ra:?}");
+        for shared in [
+            format!("config/secrets/{STACK}.age"),
+            format!("config/pulumi/Pulumi.{STACK}.yaml"),
+        ] {
+            two.b.ws.write(&shared, "");
+            std::fs::copy(two.a.ws.path(&shared), two.b.ws.path(&shared)).expect(&shared);
+        }
+        Some(two)
+    }
+}
+
+/// Machine A deploys with the real CLI; machine B, a fresh clone with no journal (and
+/// the team's secret store), sees A's results in `status` and its `up --changed` starts
+/// no Pulumi process at all.
+#[test]
+fn another_machine_sees_a_real_deploy_and_changed_runs_no_pulumi() {
+    let bucket = "two-machines-changed";
+    // (`s` bound: dropped here, the last holder of the shared server would stop it.)
+    // Held whole: its server handle, dropped, would stop the shared server.
+    let Some(two) = Two::deployed_by_a("real_s3::two_machines_changed", bucket) else {
+        return;
+    };
+    let (a, b) = (&two.a, &two.b);
+
+    let st = status_json(b);
     assert_eq!(st["lease"]["held"], false, "{st}");
     let rows = st["projects"].as_array().expect("projects");
     assert_eq!(rows.len(), ALL.len(), "{st}");
@@ -305,16 +313,11 @@ fn an_unreachable_backend_fails_the_real_up_in_bounded_time_and_leaves_no_lease(
 #[test]
 fn a_rerun_on_another_machine_with_the_same_outputs_is_no_change() {
     let bucket = "two-machines-salt";
-    let Some(Two {
-        s: _s,
-        a,
-        b,
-        _guards: _g,
-    }) = Two::new("real_s3::two_machines_salt", bucket)
-    else {
+    // Held whole: its server handle, dropped, would stop the shared server.
+    let Some(two) = Two::deployed_by_a("real_s3::two_machines_salt", bucket) else {
         return;
     };
-    a_deploys_and_b_shares_the_store(&a, &b);
+    let (a, b) = (&two.a, &two.b);
     let rb = b.strata(&up_args(&["--project", "local-pulumi/network"]));
     assert_eq!(rb.code, 0, "{rb:?}");
     assert_eq!(status_of(&rb, "local-pulumi/network"), "succeeded");
@@ -326,5 +329,63 @@ fn a_rerun_on_another_machine_with_the_same_outputs_is_no_change() {
         calls.is_empty(),
         "A ran again what needs network:\n{}",
         calls.join("\n")
+    );
+}
+
+/// An orphan seen from another machine: A deploys the profile; B, a fresh clone whose
+/// profile no longer has the app, learns from A's run records in the bucket that the app
+/// is deployed, lists it with its real stack's resources, and destroys it; A then sees
+/// the app destroyed, by B.
+#[test]
+fn another_machine_lists_and_destroys_what_its_profile_lost() {
+    let bucket = "two-machines-orphans";
+    // Held whole: its server handle, dropped, would stop the shared server.
+    let Some(two) = Two::deployed_by_a("real_s3::two_machines_orphans", bucket) else {
+        return;
+    };
+    let (a, b) = (&two.a, &two.b);
+    let profile = b.ws.read("providers/local-pulumi.yaml");
+    let at = profile
+        .find("  - path: local-pulumi/app")
+        .expect("the app's entry");
+    b.ws.write("providers/local-pulumi.yaml", &profile[..at]);
+
+    let st = status_json(b);
+    let orphans = st["orphans"].as_array().expect("orphans");
+    assert_eq!(orphans.len(), 1, "{st}");
+    assert_eq!(orphans[0]["path"], "local-pulumi/app", "{st}");
+    assert!(
+        orphans[0]["resources"].as_u64().unwrap_or(0) > 0,
+        "its real stack: {st}"
+    );
+
+    b.take_calls();
+    let destroyed = b.strata(&[
+        "destroy",
+        "-p",
+        "local-pulumi",
+        "-s",
+        STACK,
+        "--orphans",
+        "--yes",
+    ]);
+    assert_eq!(destroyed.code, 0, "{destroyed:?}");
+    let calls = b.take_calls();
+    let destroys: Vec<&String> = calls.iter().filter(|c| c.starts_with("destroy")).collect();
+    assert_eq!(destroys.len(), 1, "{calls:?}");
+    assert!(
+        destroys[0].contains("projects/local-pulumi/app"),
+        "{calls:?}"
+    );
+
+    let st = status_json(a);
+    let app = st["projects"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["path"] == "local-pulumi/app"))
+        .unwrap_or_else(|| panic!("{st}"));
+    assert_eq!(
+        (&app["operation"], &app["by"]),
+        (&"destroy".into(), &"tester@host-b".into()),
+        "{st}"
     );
 }
