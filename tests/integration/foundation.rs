@@ -43,6 +43,15 @@ fn assert_config_error(r: &Run, needles: &[&str]) {
     assert_no_panic(r);
 }
 
+/// `show` over [`abc`]`(body)`: asserts the profile is refused as a configuration error
+/// naming `providers/t.yaml` and each of `says`; returns the run for what else to check.
+#[track_caller]
+fn profile_refused(body: &str, says: &[&str]) -> Run {
+    let r = abc(body).run("show", &[]);
+    assert_config_error(&r, &[&["providers/t.yaml"], says].concat());
+    r
+}
+
 fn assert_no_panic(r: &Run) {
     assert_ne!(r.code, 101, "strata panicked\n{r:?}");
     assert!(!r.stderr.contains("panicked"), "strata panicked\n{r:?}");
@@ -63,6 +72,12 @@ fn assert_says_what_to_do(r: &Run) {
         hints.iter().any(|h| lower.contains(h)),
         "the message should say what to do about it\n{r:?}"
     );
+}
+
+/// `show --format json` of profile `t` (no stack) with the `extra` arguments, parsed.
+#[track_caller]
+fn graph(ws: &Ws, extra: &[&str]) -> Value {
+    show_json(&ws.strata(&[&["-p", "t", "show", "--format", "json"], extra].concat()))
 }
 
 /// Parses the output of `show --format json`.
@@ -146,9 +161,10 @@ const GOOD_STACK: &str = "config:\n  kubernetes:infra_type: test\n";
 #[test]
 fn invalid_yaml_in_profile_names_file_and_line() {
     // line 5 opens a flow sequence that never closes.
-    let ws = abc("infrastructure:\n  - path: a\n    needs: [b\n  - path: b\n");
-    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(&r, &["providers/t.yaml", "line "]);
+    let r = profile_refused(
+        "infrastructure:\n  - path: a\n    needs: [b\n  - path: b\n",
+        &["line "],
+    );
     assert!(
         r.stderr.contains("line 5") || r.stderr.contains("line 6"),
         "the line serde_yaml reports should be in the message\n{r:?}"
@@ -159,9 +175,10 @@ fn invalid_yaml_in_profile_names_file_and_line() {
 #[test]
 fn unknown_field_names_file_field_and_line() {
     // HEAD is two lines: `infrastructure:` is line 3, `- path: a` 4, `need:` 5.
-    let ws = abc("infrastructure:\n  - path: a\n  - path: b\n    need: [a]\n");
-    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(&r, &["providers/t.yaml", "unknown field `need`", "line 6"]);
+    let r = profile_refused(
+        "infrastructure:\n  - path: a\n  - path: b\n    need: [a]\n",
+        &["unknown field `need`", "line 6"],
+    );
     // It lists what is allowed (so `needs` is one glance away) and says what to do.
     assert!(r.stderr.contains("needs"), "{r:?}");
     assert_says_what_to_do(&r);
@@ -169,9 +186,10 @@ fn unknown_field_names_file_field_and_line() {
 
 #[test]
 fn unknown_field_at_top_level_is_refused_too() {
-    let ws = abc("infrastucture:\n  - path: a\n");
-    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(&r, &["providers/t.yaml", "infrastucture", "line 3"]);
+    profile_refused(
+        "infrastucture:\n  - path: a\n",
+        &["infrastucture", "line 3"],
+    );
 }
 
 #[test]
@@ -186,9 +204,10 @@ fn unknown_provider_lists_the_available_ones() {
 
 #[test]
 fn missing_project_dir_names_profile_entry_and_dir() {
-    let ws = abc("infrastructure:\n  - path: a\n  - path: nowhere/x\n");
-    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(&r, &["providers/t.yaml", "nowhere/x", "projects/nowhere/x"]);
+    let r = profile_refused(
+        "infrastructure:\n  - path: a\n  - path: nowhere/x\n",
+        &["nowhere/x", "projects/nowhere/x"],
+    );
     assert_says_what_to_do(&r);
 }
 
@@ -206,9 +225,10 @@ fn dir_without_pulumi_or_strata_yaml_is_refused() {
 
 #[test]
 fn duplicate_path_is_refused() {
-    let ws = abc("infrastructure:\n  - path: a\n  - path: b\nkubernetes:\n  - path: a\n");
-    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(&r, &["providers/t.yaml", "`a`", "twice"]);
+    let r = profile_refused(
+        "infrastructure:\n  - path: a\n  - path: b\nkubernetes:\n  - path: a\n",
+        &["`a`", "twice"],
+    );
     // It says where both are.
     assert!(
         r.stderr.contains("infrastructure") && r.stderr.contains("kubernetes"),
@@ -235,9 +255,10 @@ fn duplicate_path_through_an_include_names_the_fragment() {
 
 #[test]
 fn needs_naming_an_unknown_path_is_refused() {
-    let ws = abc("infrastructure:\n  - path: a\n  - path: b\n    needs: [ghost]\n");
-    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(&r, &["providers/t.yaml", "`b`", "ghost"]);
+    let r = profile_refused(
+        "infrastructure:\n  - path: a\n  - path: b\n    needs: [ghost]\n",
+        &["`b`", "ghost"],
+    );
     // What would be valid.
     assert!(
         r.stderr.contains("a, b"),
@@ -248,26 +269,27 @@ fn needs_naming_an_unknown_path_is_refused() {
 #[test]
 fn cycle_is_printed() {
     // a needs c, b follows a, c follows b: a → b → c → a.
-    let ws = abc("infrastructure:\n  - path: a\n    needs: [c]\n  - path: b\n  - path: c\n");
-    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(&r, &["providers/t.yaml", "cycle", "a → b → c → a"]);
+    let r = profile_refused(
+        "infrastructure:\n  - path: a\n    needs: [c]\n  - path: b\n  - path: c\n",
+        &["cycle", "a → b → c → a"],
+    );
     assert_says_what_to_do(&r);
 }
 
 #[test]
 fn cycle_through_inputs_is_printed() {
-    let ws = abc(
+    profile_refused(
         "infrastructure:\n  - path: a\n    needs: []\n    inputs:\n      a-proj:x: b:out\n  - path: b\n",
+        &["cycle", "a → b → a"],
     );
-    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(&r, &["providers/t.yaml", "cycle", "a → b → a"]);
 }
 
 #[test]
 fn input_source_that_is_not_path_colon_output_is_refused() {
-    let ws = abc("infrastructure:\n  - path: a\n  - path: b\n    inputs:\n      b-proj:vpc: a\n");
-    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(&r, &["providers/t.yaml", "b-proj:vpc", "entry 2"]);
+    let r = profile_refused(
+        "infrastructure:\n  - path: a\n  - path: b\n    inputs:\n      b-proj:vpc: a\n",
+        &["b-proj:vpc", "entry 2"],
+    );
     assert!(
         r.stderr.contains(":<output>") || r.stderr.contains("path:output"),
         "{r:?}"
@@ -280,11 +302,10 @@ fn input_source_that_is_not_path_colon_output_is_refused() {
 
 #[test]
 fn input_from_an_unknown_project_is_refused() {
-    let ws = abc(
+    profile_refused(
         "infrastructure:\n  - path: a\n  - path: b\n    inputs:\n      b-proj:vpc: ghost:vpc_id\n",
+        &["b-proj:vpc", "ghost"],
     );
-    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(&r, &["providers/t.yaml", "b-proj:vpc", "ghost"]);
 }
 
 #[test]
@@ -526,7 +547,7 @@ fn show_execution_is_an_alias_of_show() {
 fn plain_list_runs_in_written_order() {
     // Written c, a, b on purpose: the order is the list's, not alphabetical.
     let ws = abc("infrastructure:\n  - path: c\n  - path: a\n  - path: b\n");
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert_eq!(order(&j), ["c", "a", "b"]);
     assert_eq!((wave(&j, "c"), wave(&j, "a"), wave(&j, "b")), (1, 2, 3));
     assert_eq!(needs(&j, "c"), Vec::<String>::new());
@@ -537,7 +558,7 @@ fn plain_list_runs_in_written_order() {
 #[test]
 fn empty_needs_runs_beside() {
     let ws = abc("infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n");
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert_eq!(needs(&j, "c"), Vec::<String>::new());
     assert_eq!(wave(&j, "a"), 1);
     assert_eq!(wave(&j, "c"), 1, "needs: [] runs in the first wave");
@@ -549,7 +570,7 @@ fn explicit_needs_replace_the_previous_entry() {
     let ws = abc(
         "infrastructure:\n  - path: a\n  - path: b\n    needs: []\n  - path: c\n    needs: [a]\n",
     );
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert_eq!(
         needs(&j, "c"),
         ["a"],
@@ -564,7 +585,7 @@ fn inputs_imply_needs() {
     let ws = abc(
         "infrastructure:\n  - path: a\n  - path: b\n    needs: []\n  - path: c\n    needs: []\n    inputs:\n      c-proj:vpc: a:vpc_id\n",
     );
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert_eq!(needs(&j, "c"), ["a"]);
     assert!(pos(&j, "c") > pos(&j, "a"));
     assert_eq!(wave(&j, "c"), 2);
@@ -572,7 +593,7 @@ fn inputs_imply_needs() {
     let ws = abc(
         "infrastructure:\n  - path: a\n  - path: b\n    needs: []\n  - path: c\n    needs: [b]\n    inputs:\n      c-proj:vpc: a:vpc_id\n",
     );
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert_eq!(needs(&j, "c"), ["a", "b"]);
 }
 
@@ -586,7 +607,7 @@ fn every_kubernetes_entry_runs_after_every_infrastructure_entry() {
             "{HEAD}infrastructure:\n  - path: i/one\n  - path: i/two\n    needs: []\n  - path: i/three\n    needs: [i/two]\nkubernetes:\n  - path: k/x\n  - path: k/y\n    needs: []\n"
         ),
     );
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert!(
         !has_project(&j, "@secrets"),
         "no secrets declared: no secrets step\n{j:#}"
@@ -619,7 +640,7 @@ fn secrets_step_sits_between_stages_only_when_secrets_are_declared() {
     let ws = abc(&format!(
         "cluster: {{kubeconfig: kubeconfig, context: dev}}\nsecrets:\n  - key: app:token\n    prompt: Token\n{body}"
     ));
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     let s = project(&j, "@secrets");
     assert_eq!(s["stage"], "secrets");
     assert_eq!(
@@ -637,12 +658,12 @@ fn secrets_step_sits_between_stages_only_when_secrets_are_declared() {
     let ws = abc(
         "cluster: {kubeconfig: kubeconfig, context: dev}\ninfrastructure:\n  - path: a\n  - path: b\n    needs: []\nkubernetes:\n  - path: c\n    secrets:\n      - key: c:pass\n        prompt: Pass\n",
     );
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert!(has_project(&j, "@secrets"), "{j:#}");
 
     // No secrets: no step, the kubernetes stage needs the infrastructure directly.
     let ws = abc(body);
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert!(!has_project(&j, "@secrets"), "{j:#}");
     assert!(!order(&j).iter().any(|p| p == "@secrets"));
     assert_eq!(needs(&j, "c"), ["a", "b"]);
@@ -652,23 +673,12 @@ fn secrets_step_sits_between_stages_only_when_secrets_are_declared() {
 #[test]
 fn show_project_by_path_and_by_pulumi_name() {
     let ws = abc("infrastructure:\n  - path: a\n  - path: b\n  - path: c\n");
-    let by_path = show_json(&ws.strata(&["-p", "t", "show", "--format", "json", "--project", "b"]));
+    let by_path = graph(&ws, &["--project", "b"]);
     assert_eq!(order(&by_path), ["b"]);
-    let by_name =
-        show_json(&ws.strata(&["-p", "t", "show", "--format", "json", "--project", "b-proj"]));
+    let by_name = graph(&ws, &["--project", "b-proj"]);
     assert_eq!(order(&by_name), ["b"]);
     // Repeatable.
-    let two = show_json(&ws.strata(&[
-        "-p",
-        "t",
-        "show",
-        "--format",
-        "json",
-        "--project",
-        "a",
-        "--project",
-        "c-proj",
-    ]));
+    let two = graph(&ws, &["--project", "a", "--project", "c-proj"]);
     assert_eq!(order(&two), ["a", "c"]);
     // Unknown: exit 3, listing what exists.
     let r = ws.strata(&["-p", "t", "show", "--project", "nope"]);
@@ -686,7 +696,7 @@ fn show_project_by_ambiguous_pulumi_name_asks_for_the_path() {
     );
     let r = ws.strata(&["-p", "t", "show", "--project", "same"]);
     assert_config_error(&r, &["same", "x/one", "x/two"]);
-    let ok = show_json(&ws.strata(&["-p", "t", "show", "--format", "json", "--project", "x/two"]));
+    let ok = graph(&ws, &["--project", "x/two"]);
     assert_eq!(order(&ok), ["x/two"]);
 }
 
@@ -695,16 +705,7 @@ fn show_with_deps_adds_what_the_selection_needs() {
     let ws = abc(
         "infrastructure:\n  - path: a\n  - path: b\n    needs: []\n  - path: c\n    needs: [a]\n",
     );
-    let j = show_json(&ws.strata(&[
-        "-p",
-        "t",
-        "show",
-        "--format",
-        "json",
-        "--project",
-        "c",
-        "--with-deps",
-    ]));
+    let j = graph(&ws, &["--project", "c", "--with-deps"]);
     assert_eq!(order(&j), ["a", "c"], "b is not needed by c");
     assert_eq!(needs(&j, "c"), ["a"]);
 }
@@ -712,10 +713,9 @@ fn show_with_deps_adds_what_the_selection_needs() {
 #[test]
 fn show_from_skips_what_is_ordered_before() {
     let ws = abc("infrastructure:\n  - path: a\n  - path: b\n  - path: c\n");
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json", "--from", "b"]));
+    let j = graph(&ws, &["--from", "b"]);
     assert_eq!(order(&j), ["b", "c"]);
-    let by_name =
-        show_json(&ws.strata(&["-p", "t", "show", "--format", "json", "--from", "b-proj"]));
+    let by_name = graph(&ws, &["--from", "b-proj"]);
     assert_eq!(order(&by_name), ["b", "c"]);
     let r = ws.strata(&["-p", "t", "show", "--from", "zzz"]);
     assert_config_error(&r, &["zzz"]);
@@ -748,28 +748,33 @@ fn show_needs_no_stack_config_and_prompts_for_nothing() {
     assert!(!ws.exists("config/secrets"));
     assert_eq!(ws.files_under(""), before, "show must change nothing");
     assert!(ws.calls().is_empty(), "show must not call pulumi");
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert!(j["stack"].is_null() || j["stack"].is_string(), "{j:#}");
+}
+
+/// Projects `i/net`, `k/ns`, `k/ingress` and each of `more`; the fragment
+/// `providers/common/k.yaml` = `fragment`; the profile `t` with `i/net` as infrastructure
+/// and as kubernetes the fragment followed by `entries`.
+fn composed(more: &[&str], fragment: &str, entries: &str) -> Ws {
+    let ws = Ws::new();
+    projects(&ws, &[&["i/net", "k/ns", "k/ingress"], more].concat());
+    ws.write("providers/common/k.yaml", fragment);
+    let kubernetes = format!("kubernetes:\n  - include: common/k.yaml\n{entries}");
+    ws.profile(
+        "t",
+        &format!("{HEAD}infrastructure:\n  - path: i/net\n{kubernetes}"),
+    );
+    ws
 }
 
 #[test]
 fn composition_include_and_after() {
-    let ws = Ws::new();
-    projects(
-        &ws,
-        &["i/net", "k/ns", "k/ingress", "k/app", "k/creds", "k/dns"],
-    );
-    ws.write(
-        "providers/common/k.yaml",
+    let ws = composed(
+        &["k/app", "k/creds", "k/dns"],
         "- path: k/ns\n- path: k/ingress\n  needs: [k/ns]\n- path: k/app\n",
+        "  - path: k/creds\n    after: k/ns\n  - path: k/dns\n    after: k/ingress\n",
     );
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: i/net\nkubernetes:\n  - include: common/k.yaml\n  - path: k/creds\n    after: k/ns\n  - path: k/dns\n    after: k/ingress\n"
-        ),
-    );
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert_eq!(
         order(&j),
         ["i/net", "k/ns", "k/creds", "k/ingress", "k/dns", "k/app"]
@@ -798,19 +803,12 @@ fn composition_include_and_after() {
 
 #[test]
 fn composition_before() {
-    let ws = Ws::new();
-    projects(&ws, &["i/net", "k/ns", "k/ingress", "k/pre", "k/first"]);
-    ws.write(
-        "providers/common/k.yaml",
+    let ws = composed(
+        &["k/pre", "k/first"],
         "- path: k/ns\n- path: k/ingress\n  needs: [k/ns]\n",
+        "  - path: k/pre\n    before: k/ingress\n  - path: k/first\n    before: k/ns\n",
     );
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: i/net\nkubernetes:\n  - include: common/k.yaml\n  - path: k/pre\n    before: k/ingress\n  - path: k/first\n    before: k/ns\n"
-        ),
-    );
-    let j = show_json(&ws.strata(&["-p", "t", "show", "--format", "json"]));
+    let j = graph(&ws, &[]);
     assert_eq!(
         order(&j),
         ["i/net", "k/first", "k/ns", "k/pre", "k/ingress"]

@@ -14,14 +14,13 @@
 //! panic), and a watchdog stops it if the test binary dies first.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::{Value, json};
 
-use crate::support::{HEAD, Run, Ws, find_tool, missing};
+use crate::support::{HEAD, Run, Ws, find_tool, missing, strata_stdin};
 use service::{Kind, Service};
 
 /// A server a test script starts, shared by the tests running at the same time; also the
@@ -209,24 +208,6 @@ fn profile(context: &str, secret_name: &str, ns: &str, api_key: bool) -> String 
         ));
     }
     y
-}
-
-/// `strata ARGS` with `input` on stdin.
-pub(crate) fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
-    let mut child = ws
-        .command(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn strata");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    ran(child.wait_with_output().expect("wait for strata"))
 }
 
 pub(crate) fn b64(text: &str) -> String {

@@ -796,7 +796,7 @@ fn changed_follows_outputs_and_a_rotated_secret_output_is_a_change() {
     // password through a StackReference (its hash cannot be read from masked events).
     let set = "secrets set lp-registry:password --provider local-pulumi --stack dev";
     let set: Vec<&str> = set.split(' ').collect();
-    let out = crate::real_kube::strata_stdin(&r.ws, &set, "rotated-Pa55-0b7e\n");
+    let out = crate::support::strata_stdin(&r.ws, &set, "rotated-Pa55-0b7e\n");
     assert_eq!(out.code, 0, "{out:?}");
     let run = lp(&r, &changed);
     assert_eq!(run.code, 0, "{run:?}");

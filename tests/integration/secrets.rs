@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -19,23 +19,6 @@ use fake_kube::{FakeKube, encode_base64};
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-/// Runs strata with `input` piped on stdin (so not a terminal).
-pub(crate) fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
-    use std::io::Write;
-    let mut child = ws
-        .command(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn strata");
-    {
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(input.as_bytes()).unwrap();
-    }
-    Run::from(child.wait_with_output().expect("wait for strata"))
-}
 
 /// A fresh X25519 identity in `age-keygen` format at `home/<name>`; returns its path.
 fn identity_file(ws: &Ws, name: &str) -> PathBuf {

@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use crate::secrets::fake_kube::{FakeKube, encode_base64};
-use crate::secrets::{ADMIN, DB, kube_profile, kube_ws, strata_stdin};
+use crate::secrets::{ADMIN, DB, kube_profile, kube_ws};
 use crate::support::*;
 
 /// The user's unrelated work: `name`'s cluster added to the kubeconfig strata merges

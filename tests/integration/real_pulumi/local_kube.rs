@@ -81,7 +81,7 @@ impl LocalKube {
     /// `strata secrets set lk-app:api_key`, the value piped on stdin.
     fn secrets_set(&self, value: &str) -> Run {
         let args = ["secrets", "set", "lk-app:api_key", "--stack", "dev"];
-        crate::real_kube::strata_stdin(&self.r.ws, &args, value)
+        crate::support::strata_stdin(&self.r.ws, &args, value)
     }
 
     /// Where the cluster project keeps its control plane (under the user's state home).

@@ -2,7 +2,8 @@
 //! test profile `t`, a run on stack `dev`, and assertions that print what they saw.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output};
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -118,6 +119,21 @@ impl Run {
         found.sort();
         found
     }
+}
+
+/// Runs strata with `input` piped on stdin (so not a terminal).
+pub fn strata_stdin(ws: &Ws, args: &[&str], input: &str) -> Run {
+    let mut child = ws
+        .command(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn strata");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    Run::from(child.wait_with_output().expect("wait for strata"))
 }
 
 fn text(v: &Value) -> String {
