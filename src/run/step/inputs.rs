@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::outputs::Outputs;
 use super::{Ran, StepRunner};
+use crate::engine::pulumi::Calls;
 use crate::engine::{Job, Operation, Progress};
 use crate::run::events::Status;
 use crate::util::{display_path, slug};
@@ -88,17 +89,20 @@ impl StepRunner<'_> {
                     match crate::engine::pulumi::PulumiEngine::stack_outputs_from_checkpoint(&job) {
                         Some(m) => m,
                         None => {
-                            let mut procs = 0;
-                            let masked = engine
-                                .stack_outputs(&job, self.control, log, false, &mut procs)
-                                .map_err(|f| {
-                                    if f.is_missing_stack() {
-                                        never()
-                                    } else {
-                                        (f.message().to_string(), false)
-                                    }
-                                });
-                            self.processes.fetch_add(procs, Ordering::SeqCst);
+                            let mut calls = Calls {
+                                job: &job,
+                                control: self.control,
+                                report: log,
+                                procs: 0,
+                            };
+                            let masked = engine.stack_outputs(&mut calls, false).map_err(|f| {
+                                if f.is_missing_stack() {
+                                    never()
+                                } else {
+                                    (f.message().to_string(), false)
+                                }
+                            });
+                            self.processes.fetch_add(calls.procs, Ordering::SeqCst);
                             masked?
                         }
                     };
@@ -120,11 +124,16 @@ impl StepRunner<'_> {
                     ) {
                         Some(clear) => clear,
                         None => {
-                            let mut procs = 0;
+                            let mut calls = Calls {
+                                job: &job,
+                                control: self.control,
+                                report: log,
+                                procs: 0,
+                            };
                             let plain = engine
-                                .stack_outputs(&job, self.control, log, true, &mut procs)
+                                .stack_outputs(&mut calls, true)
                                 .map_err(|f| (f.message().to_string(), false));
-                            self.processes.fetch_add(procs, Ordering::SeqCst);
+                            self.processes.fetch_add(calls.procs, Ordering::SeqCst);
                             plain?
                         }
                     }
