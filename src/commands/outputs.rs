@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::cli::OutputsArgs;
-use crate::engine::pulumi::PulumiEngine;
+use crate::engine::pulumi::{Calls, PulumiEngine};
 use crate::engine::{Control, Job, Operation};
 use crate::error::{Error, Result};
 use crate::plan::NodeKind;
@@ -172,14 +172,13 @@ impl<'a> Reader<'a> {
                 if from_checkpoint.is_some() {
                     return Ok(from_checkpoint);
                 }
-                let mut procs = 0;
-                match engine.stack_outputs(
-                    &job,
-                    &Control::new(),
-                    &mut |_| {},
-                    show_secrets,
-                    &mut procs,
-                ) {
+                let mut calls = Calls {
+                    job: &job,
+                    control: &Control::new(),
+                    report: &mut |_| {},
+                    procs: 0,
+                };
+                match engine.stack_outputs(&mut calls, show_secrets) {
                     Ok(m) => Ok(Some(m)),
                     Err(f) if f.is_missing_stack() => Ok(None),
                     Err(f) => Err(Error::failed(f.message().to_string())),

@@ -9,7 +9,7 @@ use crate::run::lock::StackLock;
 use crate::secrets::{self, store};
 use crate::settings::Settings;
 use crate::util::display_path;
-use crate::workspace::Target;
+use crate::workspace::{Target, Workspace};
 
 pub fn run(target: &Target, settings: &Settings, cmd: &SecretsCommand) -> Result<i32> {
     let ws = super::open_workspace(target)?;
@@ -81,44 +81,55 @@ pub fn run(target: &Target, settings: &Settings, cmd: &SecretsCommand) -> Result
             // Ask first, lock after: a Ctrl-C at a prompt must not leave the lock behind.
             let value = read_value(name, settings)?;
             let key = secrets::key(&ws, &stack, settings.interactive)?;
-            let _lock = StackLock::acquire(
-                &ws.state_dir(&stack),
-                &stack,
-                "strata secrets set",
-                std::time::Duration::ZERO,
-                // It does not wait for anyone: nothing to interrupt.
-                &|| None,
-                &mut |w| eprintln!("warning: {w}"),
-            )?;
-            let mut stored = secrets::load_store(&ws, &stack, &key)?;
-            stored.values.insert(name.clone(), value);
-            secrets::save_store(&ws, &stack, &key, &mut stored)?;
+            change_store(&ws, &stack, &key, "strata secrets set", |stored| {
+                stored.values.insert(name.clone(), value);
+                Ok(())
+            })?;
             eprintln!("stored `{name}` in {}", display_path(&path));
             Ok(0)
         }
         SecretsCommand::Rm { key: name } => {
             let key = secrets::key(&ws, &stack, settings.interactive)?;
-            let _lock = StackLock::acquire(
-                &ws.state_dir(&stack),
+            change_store(
+                &ws,
                 &stack,
+                &key,
                 "strata secrets rm",
-                std::time::Duration::ZERO,
-                // It does not wait for anyone: nothing to interrupt.
-                &|| None,
-                &mut |w| eprintln!("warning: {w}"),
+                |stored| match stored.values.remove(name) {
+                    Some(_) => Ok(()),
+                    None => Err(Error::config(format!(
+                        "there is no secret `{name}` in {}; `strata secrets list` shows the stored keys.",
+                        display_path(&path)
+                    ))),
+                },
             )?;
-            let mut stored = secrets::load_store(&ws, &stack, &key)?;
-            if stored.values.remove(name).is_none() {
-                return Err(Error::config(format!(
-                    "there is no secret `{name}` in {}; `strata secrets list` shows the stored keys.",
-                    display_path(&path)
-                )));
-            }
-            secrets::save_store(&ws, &stack, &key, &mut stored)?;
             eprintln!("removed `{name}` from {}", display_path(&path));
             Ok(0)
         }
     }
+}
+
+/// Changes the stack's store under the stack's lock (taken at once, in `command`'s
+/// name): loaded, changed by `change`, saved; left as it was when `change` fails.
+fn change_store(
+    ws: &Workspace,
+    stack: &str,
+    key: &store::Key,
+    command: &str,
+    change: impl FnOnce(&mut secrets::Stored) -> Result<()>,
+) -> Result<()> {
+    let _lock = StackLock::acquire(
+        &ws.state_dir(stack),
+        stack,
+        command,
+        std::time::Duration::ZERO,
+        // It does not wait for anyone: nothing to interrupt.
+        &|| None,
+        &mut |w| eprintln!("warning: {w}"),
+    )?;
+    let mut stored = secrets::load_store(ws, stack, key)?;
+    change(&mut stored)?;
+    secrets::save_store(ws, stack, key, &mut stored)
 }
 
 fn check_key(key: &str) -> Result<()> {

@@ -19,6 +19,33 @@ pub(super) struct Seen {
     pub(super) lock_to_note: bool,
 }
 
+/// A project's calls of the CLI in one operation: its job, the run's control (a
+/// Ctrl-C stops them), where their lines go, and how many processes they have started
+/// (what a failure reports).
+pub struct Calls<'a> {
+    pub job: &'a Job,
+    pub control: &'a Control,
+    pub report: &'a mut dyn FnMut(Progress),
+    pub procs: u32,
+}
+
+impl Calls<'_> {
+    /// Stops before starting another Pulumi process once a Ctrl-C came.
+    pub(super) fn stop_if_cancelled(&self) -> Result<(), Failure> {
+        if self.control.is_cancelled() {
+            return Err(Failure::Cancelled {
+                message: format!(
+                    "{} of {} was cancelled",
+                    self.job.op.as_str(),
+                    self.job.path
+                ),
+                processes: self.procs,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// True when the CLI streams preview events instead of printing one digest.
 pub(super) fn streaming_preview(job: &Job) -> bool {
     job.env
@@ -45,12 +72,9 @@ impl PulumiEngine {
 
     pub(super) fn invoke(
         &self,
-        job: &Job,
+        calls: &mut Calls,
         args: Vec<String>,
-        control: &Control,
-        report: &mut dyn FnMut(Progress),
         seen: &mut Seen,
-        procs: &mut u32,
     ) -> Result<Exit, Failure> {
         let Seen {
             state,
@@ -59,12 +83,10 @@ impl PulumiEngine {
             digest_then_events,
             lock_to_note,
         } = seen;
-        *procs += 1;
-        let args = otel::traced(&args, self.otel_traces.as_deref(), job);
-        report(Progress::Raw(format!("$ pulumi {}", args.join(" "))));
-        let (expr, call) = self.cmd(job, &args);
+        let (expr, call) = self.start(calls, &args, "");
+        let (job, report) = (calls.job, &mut *calls.report);
         let mut last_progress = (usize::MAX, usize::MAX);
-        let exit = run_streaming_tagged(expr, control, &job.path, &mut |from, line| {
+        let exit = run_streaming_tagged(expr, calls.control, &job.path, &mut |from, line| {
             report(Progress::Raw(line.clone()));
             if *lock_to_note && from == Stream::Stdout && line.starts_with("{\"sequence\"") {
                 *lock_to_note = false;
@@ -96,10 +118,19 @@ impl PulumiEngine {
                 self.binary.display()
             ),
             exit_code: None,
-            processes: *procs,
+            processes: calls.procs,
         })?;
-        report_left(call, report);
+        report_left(call, calls.report);
         Ok(exit)
+    }
+
+    /// A call about to start: counted, its arguments traced (see [`otel`]) and logged
+    /// (`$ pulumi …`, then `note`), and its command (see [`Self::cmd`]).
+    fn start(&self, calls: &mut Calls, args: &[String], note: &str) -> (duct::Expression, Call) {
+        calls.procs += 1;
+        let args = otel::traced(args, self.otel_traces.as_deref(), calls.job);
+        (calls.report)(Progress::Raw(format!("$ pulumi {}{note}", args.join(" "))));
+        self.cmd(calls.job, &args)
     }
 
     /// The CLI with `args` in the job's folder and environment, with the call's name
@@ -136,38 +167,31 @@ impl PulumiEngine {
     /// stderr, in its own process group; `stdin` piped in when given.
     pub(super) fn capture(
         &self,
-        job: &Job,
+        calls: &mut Calls,
         argv: &[String],
         stdin: Option<&[u8]>,
-        control: &Control,
-        report: &mut dyn FnMut(Progress),
-        procs: &mut u32,
     ) -> Result<(Captured, String), Failure> {
-        stop_if_cancelled(job, control, *procs)?;
-        *procs += 1;
-        let argv = &otel::traced(argv, self.otel_traces.as_deref(), job);
-        report(Progress::Raw(format!(
-            "$ pulumi {}{}",
-            argv.join(" "),
-            if stdin.is_some() {
-                " (value on stdin)"
-            } else {
-                ""
+        calls.stop_if_cancelled()?;
+        let note = if stdin.is_some() {
+            " (value on stdin)"
+        } else {
+            ""
+        };
+        let (expr, call) = self.start(calls, argv, note);
+        let out = run_captured(expr, calls.control, &calls.job.path, stdin).map_err(|e| {
+            Failure::Failed {
+                message: format!("could not run {}: {e}", self.binary.display()),
+                exit_code: None,
+                processes: calls.procs,
             }
-        )));
-        let (expr, call) = self.cmd(job, argv);
-        let out = run_captured(expr, control, &job.path, stdin).map_err(|e| Failure::Failed {
-            message: format!("could not run {}: {e}", self.binary.display()),
-            exit_code: None,
-            processes: *procs,
         })?;
-        report_left(call, report);
+        report_left(call, calls.report);
         let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
         for l in err.lines() {
-            report(Progress::Raw(l.to_string()));
+            (calls.report)(Progress::Raw(l.to_string()));
         }
         if !out.exit.success() {
-            stop_if_cancelled(job, control, *procs)?;
+            calls.stop_if_cancelled()?;
         }
         Ok((out, err))
     }

@@ -28,6 +28,7 @@ use super::process::{Captured, Control, Exit, Stream, run_captured, run_streamin
 use super::{Engine, Failure, Job, Operation, Outcome, PlanFile, Progress, contains_secret_mask};
 pub use checkpoint::{checkpoint_resources, checkpoint_stack_missing};
 use failure::{cancel_command, error_line, exit_text, failure};
+pub use invoke::Calls;
 use invoke::{Seen, stack_arg, streaming_preview};
 pub use layout::layout_problem;
 use preview::{plan_errors, preview_changes, preview_summary};
@@ -49,17 +50,6 @@ impl PulumiEngine {
     }
 }
 
-/// Stops before starting another Pulumi process once a Ctrl-C came.
-fn stop_if_cancelled(job: &Job, control: &Control, procs: u32) -> Result<(), Failure> {
-    if control.is_cancelled() {
-        return Err(Failure::Cancelled {
-            message: format!("{} of {} was cancelled", job.op.as_str(), job.path),
-            processes: procs,
-        });
-    }
-    Ok(())
-}
-
 impl Engine for PulumiEngine {
     fn run(
         &self,
@@ -67,7 +57,12 @@ impl Engine for PulumiEngine {
         control: &Control,
         report: &mut dyn FnMut(Progress),
     ) -> Result<Outcome, Failure> {
-        let mut procs = 0u32;
+        let mut calls = Calls {
+            job,
+            control,
+            report,
+            procs: 0,
+        };
         let plan = match &job.plan {
             Some(PlanFile::Save(f) | PlanFile::Apply(f)) => f.to_string_lossy().into_owned(),
             None => String::new(),
@@ -100,16 +95,16 @@ impl Engine for PulumiEngine {
         if matches!(job.op, Operation::Up | Operation::Preview)
             && checkpoint_stack_missing(job) == Some(true)
         {
-            self.stack_init(job, control, report, &mut procs)?;
+            self.stack_init(&mut calls)?;
         }
         if matches!(
             job.op,
             Operation::Up | Operation::Destroy | Operation::Refresh
         ) {
-            self.clear_stale_lock(job, control, report, &mut procs)?;
+            self.clear_stale_lock(&mut calls)?;
         }
         if !job.secret_config.is_empty() && job.op != Operation::Destroy {
-            self.set_secret_config(job, control, report, &mut procs)?;
+            self.set_secret_config(&mut calls)?;
         }
         // While Pulumi updates the stack, the key its secret outputs will need (a
         // dependent's input, a hook) is derived beside it, off the critical path.
@@ -119,21 +114,14 @@ impl Engine for PulumiEngine {
         // The operation; when Pulumi says the stack does not exist, create it and retry once.
         let mut created = false;
         let (exit, mut seen) = loop {
-            stop_if_cancelled(job, control, procs)?;
+            calls.stop_if_cancelled()?;
             let mut seen = Seen {
                 digest: (digest_mode || held_to_plan).then(String::new),
                 digest_then_events: held_to_plan,
                 lock_to_note: job.op != Operation::Preview,
                 ..Seen::default()
             };
-            let exit = self.invoke(
-                job,
-                self.base(job, &op_args, true),
-                control,
-                report,
-                &mut seen,
-                &mut procs,
-            )?;
+            let exit = self.invoke(&mut calls, self.base(job, &op_args, true), &mut seen)?;
             let missing = !exit.success()
                 && Self::is_missing_stack(job, &exit, seen.tail.iter().map(String::as_str))
                 && !control.is_cancelled();
@@ -141,7 +129,7 @@ impl Engine for PulumiEngine {
                 break (exit, seen);
             }
             if matches!(job.op, Operation::Destroy | Operation::Refresh) {
-                report(Progress::Line(format!(
+                (calls.report)(Progress::Line(format!(
                     "stack {} of {} does not exist: nothing to {}",
                     job.stack,
                     job.name,
@@ -149,22 +137,30 @@ impl Engine for PulumiEngine {
                 )));
                 return Ok(Outcome {
                     summary: "no stack: nothing to do".into(),
-                    processes: procs,
+                    processes: calls.procs,
                     ..Outcome::default()
                 });
             }
-            self.stack_init(job, control, report, &mut procs)?;
+            self.stack_init(&mut calls)?;
             if !job.secret_config.is_empty() {
-                self.set_secret_config(job, control, report, &mut procs)?;
+                self.set_secret_config(&mut calls)?;
             }
             created = true;
         };
-        let changes = (job.op == Operation::Preview).then(|| preview_changes(&mut seen, report));
+        let changes =
+            (job.op == Operation::Preview).then(|| preview_changes(&mut seen, calls.report));
         if held_to_plan {
             plan_errors(&mut seen, &exit);
         }
         if !exit.success() {
-            return Err(failure(job, job.op.as_str(), &exit, &seen, control, procs));
+            return Err(failure(
+                job,
+                job.op.as_str(),
+                &exit,
+                &seen,
+                control,
+                calls.procs,
+            ));
         }
         let summary = match &changes {
             Some(c) => preview_summary(c),
@@ -191,7 +187,7 @@ impl Engine for PulumiEngine {
         if secret_needed || missing_needed {
             outputs = match Self::stack_outputs_from_checkpoint_revealed(job) {
                 Some(clear) => clear,
-                None => self.stack_outputs(job, control, report, true, &mut procs)?,
+                None => self.stack_outputs(&mut calls, true)?,
             };
         }
         let planned_outputs = match (&job.op, &job.plan) {
@@ -204,7 +200,7 @@ impl Engine for PulumiEngine {
             outputs,
             secret_outputs,
             summary,
-            processes: procs,
+            processes: calls.procs,
             changes,
             planned_outputs,
         })

@@ -7,28 +7,23 @@ use super::*;
 impl PulumiEngine {
     /// `pulumi stack init`. It selects the new stack in the project's own workspace
     /// file, which is per project, so parallel projects do not race on it.
-    pub(super) fn stack_init(
-        &self,
-        job: &Job,
-        control: &Control,
-        report: &mut dyn FnMut(Progress),
-        procs: &mut u32,
-    ) -> Result<(), Failure> {
-        stop_if_cancelled(job, control, *procs)?;
+    pub(super) fn stack_init(&self, calls: &mut Calls) -> Result<(), Failure> {
+        let job = calls.job;
+        calls.stop_if_cancelled()?;
         let mut seen = Seen::default();
-        let exit = self.invoke(
-            job,
-            self.base(job, &["stack", "init"], false),
-            control,
-            report,
-            &mut seen,
-            procs,
-        )?;
+        let exit = self.invoke(calls, self.base(job, &["stack", "init"], false), &mut seen)?;
         if exit.success() {
             return Ok(());
         }
         let Some(name) = seen.tail.iter().find_map(|l| already_exists(l)) else {
-            return Err(failure(job, "stack init", &exit, &seen, control, *procs));
+            return Err(failure(
+                job,
+                "stack init",
+                &exit,
+                &seen,
+                calls.control,
+                calls.procs,
+            ));
         };
         if existing_stack_is_ours(job, name) {
             return Ok(());
@@ -48,7 +43,7 @@ impl PulumiEngine {
                 job.path
             ),
             exit_code: exit.code,
-            processes: *procs,
+            processes: calls.procs,
         })
     }
 
@@ -59,13 +54,8 @@ impl PulumiEngine {
     /// every lock's process is gone (`locks`: a process strata itself started, in this
     /// boot and PID namespace, that no longer exists). Any other lock is left alone: the
     /// operation then fails, and says which command clears it.
-    pub(super) fn clear_stale_lock(
-        &self,
-        job: &Job,
-        control: &Control,
-        report: &mut dyn FnMut(Progress),
-        procs: &mut u32,
-    ) -> Result<(), Failure> {
+    pub(super) fn clear_stale_lock(&self, calls: &mut Calls) -> Result<(), Failure> {
+        let job = calls.job;
         let judged = locks::judge(job);
         if judged.is_empty() {
             return Ok(());
@@ -73,7 +63,7 @@ impl PulumiEngine {
         if judged.iter().any(|(_, why)| why.is_some()) {
             for (l, why) in &judged {
                 if let Some(why) = why {
-                    report(Progress::Line(format!(
+                    (calls.report)(Progress::Line(format!(
                         "the stack is locked by Pulumi process {} on {} (since {}); strata cannot prove that process is gone ({why}), so it leaves the lock",
                         l.pid, l.hostname, l.timestamp
                     )));
@@ -82,13 +72,13 @@ impl PulumiEngine {
             return Ok(());
         }
         for (l, _) in &judged {
-            report(Progress::Line(format!(
+            (calls.report)(Progress::Line(format!(
                 "the stack was left locked by Pulumi process {} (since {}), which strata started and which is gone: an update was interrupted; clearing the lock with `pulumi cancel`",
                 l.pid, l.timestamp
             )));
         }
         let argv = self.base(job, &["cancel", "--yes"], false);
-        let (out, err) = self.capture(job, &argv, None, control, report, procs)?;
+        let (out, err) = self.capture(calls, &argv, None)?;
         if out.exit.success() {
             locks::forget_released(job);
             return Ok(());
@@ -102,31 +92,25 @@ impl PulumiEngine {
                 cancel_command(job)
             ),
             exit_code: out.exit.code,
-            processes: *procs,
+            processes: calls.procs,
         })
     }
 
     /// Sets each secret config value with `pulumi config set --secret KEY`, the value on
     /// stdin; creates the stack first when it does not exist.
-    pub(super) fn set_secret_config(
-        &self,
-        job: &Job,
-        control: &Control,
-        report: &mut dyn FnMut(Progress),
-        procs: &mut u32,
-    ) -> Result<(), Failure> {
+    pub(super) fn set_secret_config(&self, calls: &mut Calls) -> Result<(), Failure> {
+        let job = calls.job;
         let mut initialised = false;
         for (key, value) in &job.secret_config {
             loop {
                 let argv = self.base(job, &["config", "set", "--secret", key.as_str()], true);
-                let (out, err) =
-                    self.capture(job, &argv, Some(value.as_bytes()), control, report, procs)?;
+                let (out, err) = self.capture(calls, &argv, Some(value.as_bytes()))?;
                 if out.exit.success() {
                     break;
                 }
                 if Self::is_missing_stack(job, &out.exit, err.lines()) && !initialised {
                     initialised = true;
-                    self.stack_init(job, control, report, procs)?;
+                    self.stack_init(calls)?;
                     continue;
                 }
                 return Err(Failure::Failed {
@@ -137,7 +121,7 @@ impl PulumiEngine {
                         error_line(err.lines())
                     ),
                     exit_code: out.exit.code,
-                    processes: *procs,
+                    processes: calls.procs,
                 });
             }
         }
@@ -147,18 +131,16 @@ impl PulumiEngine {
     /// `pulumi stack output --json [--show-secrets]` of the job's project and stack.
     pub fn stack_outputs(
         &self,
-        job: &Job,
-        control: &Control,
-        report: &mut dyn FnMut(Progress),
+        calls: &mut Calls,
         show_secrets: bool,
-        procs: &mut u32,
     ) -> Result<Map<String, Value>, Failure> {
+        let job = calls.job;
         let mut args = vec!["stack", "output", "--json"];
         if show_secrets {
             args.push("--show-secrets");
         }
         let argv = self.base(job, &args, false);
-        let (out, err) = self.capture(job, &argv, None, control, report, procs)?;
+        let (out, err) = self.capture(calls, &argv, None)?;
         let code = out.exit.code;
         if !out.exit.success() {
             // An old CLI's missing-stack answer is recorded as the code 3.226+ gives it.
@@ -171,7 +153,7 @@ impl PulumiEngine {
                     error_line(err.lines())
                 ),
                 exit_code: if missing { Some(6) } else { code },
-                processes: *procs,
+                processes: calls.procs,
             });
         }
         match serde_json::from_slice::<Value>(&out.stdout) {
@@ -182,7 +164,7 @@ impl PulumiEngine {
                     job.path
                 ),
                 exit_code: code,
-                processes: *procs,
+                processes: calls.procs,
             }),
         }
     }

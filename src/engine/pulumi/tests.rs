@@ -190,12 +190,14 @@ fn what_a_call_writes_to_its_temp_folder_goes_with_it() {
     let engine = PulumiEngine::new(bin);
     let (out, _) = engine
         .capture(
-            &j,
+            &mut Calls {
+                job: &j,
+                control: &Control::new(),
+                report: &mut |_| {},
+                procs: 0,
+            },
             &["version".into()],
             None,
-            &Control::new(),
-            &mut |_| {},
-            &mut 0,
         )
         .unwrap();
     assert!(out.exit.success());

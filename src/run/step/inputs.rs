@@ -11,7 +11,8 @@ use serde_json::{Map, Value};
 
 use super::outputs::Outputs;
 use super::{Ran, StepRunner};
-use crate::engine::{Job, Operation, Progress};
+use crate::engine::pulumi::{Calls, PulumiEngine};
+use crate::engine::{Failure, Job, Operation, Progress};
 use crate::run::events::Status;
 use crate::util::{display_path, slug};
 use crate::workspace::{Entry, ProjectKind, StackConfig};
@@ -24,6 +25,25 @@ struct Wired {
 }
 
 impl StepRunner<'_> {
+    /// `pulumi stack output` of `job`'s stack, its processes counted in the run's.
+    fn stack_outputs(
+        &self,
+        engine: &PulumiEngine,
+        job: &Job,
+        log: &mut dyn FnMut(Progress),
+        show_secrets: bool,
+    ) -> Result<Map<String, Value>, Failure> {
+        let mut calls = Calls {
+            job,
+            control: self.control,
+            report: log,
+            procs: 0,
+        };
+        let outputs = engine.stack_outputs(&mut calls, show_secrets);
+        self.processes.fetch_add(calls.procs, Ordering::SeqCst);
+        outputs
+    }
+
     /// Outputs of `upstream`: from this run, or read from its deployed stack.
     pub(super) fn outputs_of(
         &self,
@@ -87,20 +107,13 @@ impl StepRunner<'_> {
                 let masked =
                     match crate::engine::pulumi::PulumiEngine::stack_outputs_from_checkpoint(&job) {
                         Some(m) => m,
-                        None => {
-                            let mut procs = 0;
-                            let masked = engine
-                                .stack_outputs(&job, self.control, log, false, &mut procs)
-                                .map_err(|f| {
-                                    if f.is_missing_stack() {
-                                        never()
-                                    } else {
-                                        (f.message().to_string(), false)
-                                    }
-                                });
-                            self.processes.fetch_add(procs, Ordering::SeqCst);
-                            masked?
-                        }
+                        None => self.stack_outputs(engine, &job, log, false).map_err(|f| {
+                            if f.is_missing_stack() {
+                                never()
+                            } else {
+                                (f.message().to_string(), false)
+                            }
+                        })?,
                     };
                 if masked.is_empty() && !self.journal_says_deployed(upstream) {
                     // A stack that exists but was never brought up (a preview, a failed
@@ -119,14 +132,9 @@ impl StepRunner<'_> {
                         &job,
                     ) {
                         Some(clear) => clear,
-                        None => {
-                            let mut procs = 0;
-                            let plain = engine
-                                .stack_outputs(&job, self.control, log, true, &mut procs)
-                                .map_err(|f| (f.message().to_string(), false));
-                            self.processes.fetch_add(procs, Ordering::SeqCst);
-                            plain?
-                        }
+                        None => self
+                            .stack_outputs(engine, &job, log, true)
+                            .map_err(|f| (f.message().to_string(), false))?,
                     }
                 } else {
                     masked
