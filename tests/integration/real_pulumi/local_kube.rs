@@ -60,6 +60,7 @@ impl LocalKube {
             "providers/local-kube.yaml",
             "projects/local-kube",
             "scripts/kube-test-cluster.sh",
+            "scripts/lib/test-server.sh",
         ] {
             crate::support::copy_path(&repo.join(path), &r.ws.path(path));
         }
