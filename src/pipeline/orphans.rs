@@ -14,6 +14,57 @@ use crate::run::orphans::{self, Backend, Orphan};
 use crate::workspace::profile::{Entry, Stage};
 use crate::workspace::{Profile, Project, Workspace, project};
 
+/// What a run plans with once its orphans are known (see [`of_run`]).
+pub struct OfRun {
+    pub profile: Profile,
+    pub full: Plan,
+    pub orphans: Vec<Orphan>,
+    pub programs: Option<History>,
+}
+
+/// The orphans a run sees, found once: `up` and `preview` those of this checkout's
+/// journal (they warn and list); `destroy --orphans` those every machine recorded, and
+/// then plans with their profile ([`destroy_profile`]) instead of the workspace's.
+pub fn of_run(
+    ws: &Workspace,
+    profile: Profile,
+    full: Plan,
+    stack: Option<&str>,
+    req: &super::Request,
+) -> Result<OfRun> {
+    use crate::engine::Operation;
+    let (Some(stack), op) = (stack, req.op) else {
+        return Ok(OfRun {
+            profile,
+            full,
+            orphans: Vec::new(),
+            programs: None,
+        });
+    };
+    if req.orphans {
+        let found = find(ws, &profile, &full, stack, None);
+        let mut history = History::new(&ws.root);
+        let (own, projects) = destroy_profile(&profile, &found, &mut history, stack)?;
+        let full = crate::plan::build(&own, projects)?;
+        return Ok(OfRun {
+            profile: own,
+            full,
+            orphans: found,
+            programs: Some(history),
+        });
+    }
+    let orphans = match op {
+        Operation::Up | Operation::Preview => find_local(ws, &profile, &full, stack),
+        _ => Vec::new(),
+    };
+    Ok(OfRun {
+        profile,
+        full,
+        orphans,
+        programs: None,
+    })
+}
+
 /// The orphans of `stack` against the profile's graph `full`, from `records` (given), or
 /// this checkout's journal merged with what a shared backend recorded.
 pub fn find(

@@ -47,16 +47,10 @@ pub fn check(r: &Resolved) -> Result<Preflight> {
 /// What a run says of the stack's orphans: an `up` warns once, a `preview` lists each
 /// (what it left, who needed it); the other runs say nothing.
 fn orphan_notices(r: &Resolved) -> Vec<String> {
-    let (Some(stack), false) = (&r.stack, r.req.orphans) else {
-        return Vec::new();
-    };
-    if !matches!(r.req.op, Operation::Up | Operation::Preview) {
-        return Vec::new();
-    }
-    let found = super::orphans::find_local(&r.ws, &r.profile, &r.full, stack);
-    match (found.is_empty(), r.req.op) {
+    let found = &r.orphans;
+    match (found.is_empty() || r.req.orphans, r.req.op) {
         (true, _) => Vec::new(),
-        (false, Operation::Up) => vec![super::orphans::warning(&found)],
+        (false, Operation::Up) => vec![super::orphans::warning(found)],
         (false, _) => std::iter::once(format!(
             "orphans: {} project(s) deployed on this stack are no longer in the profile; `strata destroy --orphans` destroys them:",
             found.len()

@@ -1,5 +1,7 @@
 //! Resolve: read the env file, the stack config, the profile and the project folders,
-//! build the graph and select what runs. Reads only; asks nothing, writes nothing.
+//! build the graph, find the stack's orphans and select what runs. Reads only; asks
+//! nothing and writes nothing in the workspace (`destroy --orphans` copies a past
+//! revision's programs into a private temporary folder, see `run::orphans::program`).
 
 use std::collections::BTreeSet;
 
@@ -37,6 +39,10 @@ pub struct Resolved {
     /// `destroy --orphans`: the copies of past revisions some orphans' programs were
     /// taken from; they go when the run ends.
     pub programs: Option<crate::run::orphans::program::History>,
+    /// The stack's orphans, found once for the run: for `up` and `preview` those this
+    /// checkout's journal knows of (what they warn of and list), for `destroy --orphans`
+    /// also those other machines recorded (what it destroys); none for other runs.
+    pub orphans: Vec<crate::run::orphans::Orphan>,
 }
 
 /// Opens the workspace named by `--root`/`STRATA_ROOT`, else the nearest ancestor with
@@ -72,19 +78,12 @@ pub fn resolve(
     let profile = ws.profile(&provider)?;
     let projects = ws.projects(&profile)?;
     let full = crate::plan::build(&profile, projects)?;
-    let mut programs = None;
-    let (profile, full) = match (&stack, req.orphans) {
-        (Some(s), true) => {
-            let mut history = crate::run::orphans::program::History::new(&ws.root);
-            let found = super::orphans::find(&ws, &profile, &full, s, None);
-            let (own, projects) =
-                super::orphans::destroy_profile(&profile, &found, &mut history, s)?;
-            programs = Some(history);
-            let plan = crate::plan::build(&own, projects)?;
-            (own, plan)
-        }
-        _ => (profile, full),
-    };
+    let super::orphans::OfRun {
+        profile,
+        full,
+        orphans,
+        programs,
+    } = super::orphans::of_run(&ws, profile, full, stack.as_deref(), req)?;
     let op = req.op;
     let base = if op == Operation::Destroy {
         std::borrow::Cow::Owned(full.reversed())
@@ -173,6 +172,7 @@ pub fn resolve(
         nothing_to_do,
         bundle,
         programs,
+        orphans,
     })
 }
 

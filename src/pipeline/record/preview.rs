@@ -105,7 +105,7 @@ fn preview_markdown(r: &Resolved, done: &Executed, rows: &[Row]) -> String {
 /// The stack's orphans under the preview's table: a reviewer sees what the change left
 /// behind in the cloud.
 fn orphans_markdown(r: &Resolved) -> String {
-    let found = super::super::orphans::find_local(&r.ws, &r.profile, &r.full, r.stack());
+    let found = &r.orphans;
     if found.is_empty() {
         return String::new();
     }
@@ -114,7 +114,7 @@ fn orphans_markdown(r: &Resolved) -> String {
         found.len(),
         r.stack()
     );
-    for o in &found {
+    for o in found {
         out.push_str(&format!("- `{}`\n", crate::run::orphans::describe(o)));
     }
     out
