@@ -8,7 +8,8 @@ use super::layout::{Layout, layout, layout_problem, project_scoped};
 use super::locks::{Held, Here, PulumiLock, judge, note_own_locks, proven_gone};
 use super::source::Source;
 use super::tests::{
-    CHECKPOINTS, PLAIN, SECRETS, ZSTD, assert_reads_the_testdata, derives_early, job, secrets_salt,
+    CHECKPOINTS, PLAIN, SECRETS, ZSTD, assert_reads_the_testdata, derives_early, derives_early_for,
+    job,
 };
 use super::*;
 
@@ -363,20 +364,25 @@ fn strata_notes_its_own_childs_lock_and_proves_it_stale_once_the_child_is_gone()
 #[test]
 fn the_secret_key_is_derived_beside_the_update() {
     let (_d, mut j) = backend_with(&[("dev.json", SECRETS)]);
-    assert!(
-        derives_early(&mut j, "derived-early-8c1f"),
-        "not derived in a minute"
-    );
+    assert!(derives_early(&mut j, "derived-early-8c1f"), "not derived");
 
     let plain = String::from_utf8_lossy(PLAIN).replace(
         r#""token":{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"v1:abc"}"#,
         r#""token":"t""#,
     );
-    let quiet = "no-secrets-here-51d0";
     let (_d, mut j) = backend_with(&[("dev.json", plain.as_bytes())]);
-    j.env
-        .insert("PULUMI_CONFIG_PASSPHRASE".into(), quiet.into());
-    PulumiEngine::derive_secret_key_early(&j);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    assert!(!super::passphrase::derived(&secrets_salt(), quiet));
+    assert!(!derives_early(&mut j, "no-secrets-here-51d0"));
+}
+
+/// A stack that holds secret outputs no dependent reads (lp-registry's password, while
+/// lp-app reads its URL) costs no key: the rounds would only take a core from the
+/// updates running beside it.
+#[test]
+fn no_key_is_derived_when_no_needed_output_is_secret() {
+    let (_d, mut j) = backend_with(&[("dev.json", SECRETS)]);
+    assert!(!derives_early_for(
+        &mut j,
+        "only-plain-needed-7e2b",
+        "plain"
+    ));
 }

@@ -44,22 +44,33 @@ impl PulumiEngine {
     }
 
     /// Starts deriving, in a thread of its own, the key of the job's stack's secrets (the
-    /// passphrase provider's 1,000,000 rounds, about a quarter of a CPU-second), when its
-    /// current checkpoint holds secret outputs: `stack_outputs_from_checkpoint_revealed` after
-    /// the update then finds it derived (or waits for it) instead of deriving it on the
-    /// critical path. The salt survives updates, so the key is the one it will need.
-    pub fn derive_secret_key_early(job: &Job) {
+    /// passphrase provider's 1,000,000 rounds), when its current checkpoint holds an output
+    /// the job needs (a dependent's input, a hook's) as a secret:
+    /// `stack_outputs_from_checkpoint_revealed` after the update then finds it derived (or
+    /// waits for it) instead of deriving it on the critical path. The salt survives
+    /// updates, so the key is the one it will need. The thread says whether a needed
+    /// output was secret, and so the key was sought (`None`: no thread could be started,
+    /// and the key is derived when read).
+    pub fn derive_secret_key_early(job: &Job) -> Option<std::thread::JoinHandle<bool>> {
         // The checkpoint too is read in that thread: on a bucket it is a round trip.
         let job = job.clone();
-        let _ = std::thread::Builder::new()
-            .name("derive-secret-key".into())
-            .spawn(move || {
-                let (doc, outputs) = checkpoint_outputs(&job)?;
-                if !outputs.values().any(crate::engine::contains_secret_mask) {
-                    return None;
-                }
-                super::passphrase::decrypter(&doc, &job.env, &job.dir).map(|_| ())
+        let thread = std::thread::Builder::new().name("derive-secret-key".into());
+        let derive = move || {
+            let Some((doc, outputs)) = checkpoint_outputs(&job) else {
+                return false;
+            };
+            let secret_needed = job.needed_outputs.iter().any(|k| {
+                outputs
+                    .get(k)
+                    .is_some_and(crate::engine::contains_secret_mask)
             });
+            if secret_needed {
+                // A wrong passphrase is found out by the same rounds, and remembered.
+                let _ = super::passphrase::decrypter(&doc, &job.env, &job.dir);
+            }
+            secret_needed
+        };
+        thread.spawn(derive).ok()
     }
 }
 

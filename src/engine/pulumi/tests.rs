@@ -37,20 +37,24 @@ pub(super) fn secrets_salt() -> String {
         .to_string()
 }
 
-/// Sets `phrase` as `j`'s passphrase and derives its stack's secret key early: whether
-/// the key is derived within a minute. `phrase` is one no other test uses (the cache of
-/// keys is the process's); it is not derived before.
+/// Sets `phrase` as `j`'s passphrase and `token` (secret in [`SECRETS`]) as the output
+/// a dependent needs, and derives its stack's secret key early: whether the key was
+/// derived.
 pub(super) fn derives_early(j: &mut Job, phrase: &str) -> bool {
+    derives_early_for(j, phrase, "token")
+}
+
+/// Like [`derives_early`], with `needed` as the output a dependent needs. `phrase` is one
+/// no other test uses (the cache of keys is the process's); it is not derived before.
+pub(super) fn derives_early_for(j: &mut Job, phrase: &str, needed: &str) -> bool {
     let salt = secrets_salt();
     j.env
         .insert("PULUMI_CONFIG_PASSPHRASE".into(), phrase.into());
+    j.needed_outputs = vec![needed.into()];
     assert!(!super::passphrase::derived(&salt, phrase), "{phrase}");
-    PulumiEngine::derive_secret_key_early(j);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !super::passphrase::derived(&salt, phrase) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    super::passphrase::derived(&salt, phrase)
+    let sought = PulumiEngine::derive_secret_key_early(j).map(|t| t.join().unwrap());
+    assert_eq!(sought, Some(super::passphrase::derived(&salt, phrase)));
+    sought == Some(true)
 }
 
 /// Asserts that `j`'s stack checkpoint (the form `form`) is found, and read as the test
