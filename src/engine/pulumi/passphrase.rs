@@ -6,8 +6,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use std::num::NonZeroU32;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
@@ -16,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::engine::{SECRET_SIG, SECRET_SIG_KEY};
 
 /// PBKDF2 rounds of Pulumi's passphrase key (`NewSymmetricCrypterFromPassphrase`).
-const ROUNDS: NonZeroU32 = NonZeroU32::new(1_000_000).unwrap();
+const ROUNDS: u32 = 1_000_000;
 /// What Pulumi encrypts into the salt state to check the passphrase.
 const CHECK: &str = "pulumi";
 
@@ -100,10 +98,7 @@ fn key_of_state(state: &str, phrase: &str) -> Option<[u8; 32]> {
 
 /// PBKDF2-HMAC-SHA256 of the passphrase and salt, 1,000,000 rounds, 32 bytes.
 fn derive(phrase: &str, salt: &[u8]) -> [u8; 32] {
-    let mut key = [0u8; 32];
-    let alg = ring::pbkdf2::PBKDF2_HMAC_SHA256;
-    ring::pbkdf2::derive(alg, ROUNDS, salt, phrase.as_bytes(), &mut key);
-    key
+    pbkdf2::pbkdf2_sha256(phrase.as_bytes(), salt, ROUNDS)
 }
 
 /// AES-256-GCM with `key` (any 32 bytes do).
@@ -173,5 +168,6 @@ fn secret(o: &Map<String, Value>, open: &mut dyn FnMut(&str) -> Option<String>) 
     walk(inner, &mut |nested| Some(nested.to_string()))
 }
 
+mod pbkdf2;
 #[cfg(test)]
 mod tests;
