@@ -20,11 +20,7 @@ impl PulumiEngine {
     /// process; `None` (ask the CLI) for any other backend or layout, a missing, unreadable or
     /// unknown checkpoint, or an output holding anything but plain values and secrets.
     pub fn stack_outputs_from_checkpoint(job: &Job) -> Option<Map<String, Value>> {
-        let (_, outputs) = checkpoint_outputs(job)?;
-        outputs
-            .into_iter()
-            .map(|(k, v)| masked(v).map(|v| (k, v)))
-            .collect()
+        masked_outputs(checkpoint_outputs(job)?.1)
     }
 
     /// The stack's outputs as `stack output --json --show-secrets` prints them, read from
@@ -34,7 +30,7 @@ impl PulumiEngine {
     pub fn stack_outputs_from_checkpoint_revealed(job: &Job) -> Option<Map<String, Value>> {
         let (doc, outputs) = checkpoint_outputs(job)?;
         if !outputs.values().any(crate::engine::contains_secret_mask) {
-            return Self::stack_outputs_from_checkpoint(job);
+            return masked_outputs(outputs);
         }
         let key = super::passphrase::decrypter(&doc, &job.env, &job.dir)?;
         outputs
@@ -77,20 +73,43 @@ impl PulumiEngine {
 /// The checkpoint of the job's stack and its stack resource's outputs as stored (none
 /// without a stack resource); `None` when there is no checkpoint strata can read.
 fn checkpoint_outputs(job: &Job) -> Option<(Value, Map<String, Value>)> {
-    let (source, rel) = checkpoint(job)??;
+    let doc = checkpoint_doc(job)??;
+    let outputs = stack_outputs_of(&doc)?;
+    Some((doc, outputs))
+}
+
+/// The job's stack checkpoint, read and parsed: `Some(None)` when it has none; `None` when
+/// strata cannot tell, or the checkpoint is of a version it does not read.
+fn checkpoint_doc(job: &Job) -> Option<Option<Value>> {
+    let Some((source, rel)) = checkpoint(job)? else {
+        return Some(None);
+    };
     let bytes = source.read(&rel).ok()??;
     let doc: Value = serde_json::from_slice(&decompressed(bytes)?).ok()?;
     // Versions 3 and 4 share the shape read here; older or newer ones: the CLI.
-    if !matches!(doc["version"].as_u64(), Some(3 | 4)) {
-        return None;
-    }
+    matches!(doc["version"].as_u64(), Some(3 | 4)).then_some(Some(doc))
+}
+
+/// The stack resource's outputs as stored (none without a stack resource); `None` when the
+/// checkpoint lists no resources.
+fn stack_outputs_of(doc: &Value) -> Option<Map<String, Value>> {
     let resources = doc.pointer("/checkpoint/latest/resources")?.as_array()?;
-    let outputs = resources
-        .iter()
-        .find(|r| r["type"] == "pulumi:pulumi:Stack")
-        .and_then(|stack| stack["outputs"].as_object().cloned())
-        .unwrap_or_default();
-    Some((doc, outputs))
+    Some(
+        resources
+            .iter()
+            .find(|r| r["type"] == "pulumi:pulumi:Stack")
+            .and_then(|stack| stack["outputs"].as_object().cloned())
+            .unwrap_or_default(),
+    )
+}
+
+/// Stored outputs as `stack output --json` prints them (secrets as `"[secret]"`); `None`
+/// for an output holding anything but plain values and secrets.
+fn masked_outputs(outputs: Map<String, Value>) -> Option<Map<String, Value>> {
+    outputs
+        .into_iter()
+        .map(|(k, v)| masked(v).map(|v| (k, v)))
+        .collect()
 }
 
 /// On a `file://` or `s3://` backend whose stacks live in project folders, whether the
@@ -100,23 +119,20 @@ pub fn checkpoint_stack_missing(job: &Job) -> Option<bool> {
     Some(checkpoint(job)?.is_none())
 }
 
-/// On a `file://` or `s3://` backend whose stacks live in project folders, how many
-/// resources the stack's checkpoint holds (0 when there is no checkpoint, or the stack
-/// was destroyed); `None` when strata cannot tell (ask the CLI, or say so).
-pub fn checkpoint_resources(job: &Job) -> Option<usize> {
-    let Some((source, rel)) = checkpoint(job)? else {
-        return Some(0);
+/// On a `file://` or `s3://` backend whose stacks live in project folders, from one read
+/// of the stack's checkpoint: how many resources it holds (0 when there is no checkpoint,
+/// or the stack was destroyed) and its outputs as `stack output --json` prints them (`None`
+/// when it has none strata can read); `None` when strata cannot tell (ask the CLI, or say
+/// so).
+pub fn checkpoint_resources_and_outputs(job: &Job) -> Option<(usize, Option<Map<String, Value>>)> {
+    let Some(doc) = checkpoint_doc(job)? else {
+        return Some((0, None));
     };
-    let bytes = source.read(&rel).ok()??;
-    let doc: Value = serde_json::from_slice(&decompressed(bytes)?).ok()?;
-    if !matches!(doc["version"].as_u64(), Some(3 | 4)) {
-        return None;
-    }
-    Some(
-        doc.pointer("/checkpoint/latest/resources")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len),
-    )
+    let resources = doc
+        .pointer("/checkpoint/latest/resources")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    Some((resources, stack_outputs_of(&doc).and_then(masked_outputs)))
 }
 
 /// The checkpoint the CLI would read (`stackPath` in `pkg/backend/diy/state.go`): of

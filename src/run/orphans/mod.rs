@@ -158,11 +158,9 @@ impl Backend<'_> {
                     "command" => o.outputs = self.command_outputs(&o.known),
                     _ if !o.known.name.is_empty() => {
                         let job = self.job(&o.known);
-                        o.resources = crate::engine::pulumi::checkpoint_resources(&job);
-                        o.outputs =
-                            crate::engine::pulumi::PulumiEngine::stack_outputs_from_checkpoint(
-                                &job,
-                            );
+                        let state = crate::engine::pulumi::checkpoint_resources_and_outputs(&job);
+                        o.resources = state.as_ref().map(|(n, _)| *n);
+                        o.outputs = state.and_then(|(_, outputs)| outputs);
                     }
                     _ => {}
                 }
