@@ -12,6 +12,7 @@ use super::{
     workspace,
 };
 use crate::support::*;
+
 fn yaml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }

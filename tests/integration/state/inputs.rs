@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{NETWORK, WEB, the_up, workspace};
+
 /// The value of `--config-file` in an argv.
 fn config_file_arg(call: &Value) -> Option<String> {
     let argv: Vec<String> = call["argv"]

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::{NETWORK, WEB, project_records, workspace};
+
 #[test]
 fn journal_lines_are_json_one_per_project_operation_without_secrets() {
     const SECRET: &str = "journal-leak-canary-8d1f";

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::{NETWORK, calls_text, chain_workspace, ends, up_projects, ups, workspace};
 use crate::support::*;
+
 /// A running strata with its output drained in the background.
 struct Bg {
     child: Child,

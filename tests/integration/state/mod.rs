@@ -29,6 +29,7 @@ mod resume;
 mod secrets;
 /// `status` and `outputs`: what the last runs left, read locally.
 mod status;
+
 /// A stack-config key every profile declares (default taken non-interactively), so the
 /// per-project config files can be checked to keep the shared config.
 const REGION_KEY: &str =

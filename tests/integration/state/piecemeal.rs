@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::{NETWORK, WEB, calls_text, ends, the_up, up_projects, workspace};
+
 #[test]
 fn missing_upstream_output_names_both_projects_and_the_output() {
     let ws = workspace(

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::{NETWORK, WEB, chain_workspace, the_up, workspace};
 use crate::support::*;
+
 #[test]
 fn stack_reference_in_pulumi_yaml_project_resolves() {
     let mut ws = workspace(

@@ -12,6 +12,7 @@ use super::{
     up_projects, ups,
 };
 use crate::support::*;
+
 #[test]
 fn resume_after_a_failure_reruns_only_the_failed_branch() {
     let mut ws = chain_workspace();

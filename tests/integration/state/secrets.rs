@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::{NETWORK, WEB, calls_text, ends, the_up, workspace};
 use crate::support::*;
+
 #[test]
 fn secret_output_wired_as_input_arrives_as_secure_value() {
     const SECRET: &str = "hunter2-Zq9-never-in-plaintext";

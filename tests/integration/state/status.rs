@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::{NETWORK, chain_workspace, up_projects, workspace};
 use crate::support::*;
+
 /// JSON printed by `status`/`outputs --output json`: one document, or JSON Lines.
 fn json_docs(r: &Run) -> Vec<Value> {
     if let Ok(v) = serde_json::from_str::<Value>(r.stdout.trim()) {
