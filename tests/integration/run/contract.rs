@@ -240,10 +240,7 @@ fn pulumi_cloud_stacks_are_fully_qualified_in_the_known_org() {
             &["alpha", "bravo"],
         );
         let cloud = ws.path("cloud");
-        ws.set_env("PULUMI_BACKEND_URL", "https://api.pulumi.com");
-        ws.set_env("FAKE_PULUMI_CLOUD_DIR", cloud.to_str().unwrap());
-        ws.set_env("FAKE_PULUMI_USER", "alice");
-        ws.set_env("FAKE_PULUMI_DEFAULT_ORG", "acme-default");
+        ws.on_fake_pulumi_cloud(&cloud);
         if let Some(o) = pulumi_org {
             ws.set_env("PULUMI_ORG", o);
         }

@@ -40,10 +40,7 @@ fn run_hook_sees_outputs_config_and_env_before_dependents_start() {
         ),
     );
     ws.pulumi_project("base/network", "network", NETWORK);
-    ws.set_env(
-        "FAKE_PULUMI_OUTPUTS_NETWORK",
-        r#"{"vpc_id":"vpc-hooked-9"}"#,
-    );
+    ws.fake_outputs("network", json!({"vpc_id": "vpc-hooked-9"}));
     // The dependent copies the hook's file: it exists only if the hook ran first.
     ws.command_project(
         "tools/after",
@@ -55,8 +52,7 @@ fn run_hook_sees_outputs_config_and_env_before_dependents_start() {
         "true",
     );
 
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     let expected = "vpc=vpc-hooked-9 region=eu-north-1 greet=hello-from-env var=vpc-hooked-9\n";
     assert_eq!(ws.read("hook.txt"), expected);
     assert_eq!(
@@ -92,21 +88,13 @@ fn kubeconfig_hook_merges_keeping_existing_contexts_with_mode_0600() {
     ws.pulumi_project("base/cluster", "cluster", &simple("one"));
     ws.pulumi_project("base/cluster2", "cluster2", &simple("two"));
     // A plain YAML kubeconfig, and a base64 one that is a secret output.
-    ws.set_env(
-        "FAKE_PULUMI_OUTPUTS_CLUSTER",
-        &json!({ "kubeconfig": kubeconfig("first") }).to_string(),
-    );
-    ws.set_env(
-        "FAKE_PULUMI_SECRET_OUTPUTS_CLUSTER2",
-        &json!({ "kubeconfig": base64::engine::general_purpose::STANDARD.encode(kubeconfig("second")) })
-            .to_string(),
-    );
+    ws.fake_outputs("cluster", json!({ "kubeconfig": kubeconfig("first") }));
+    ws.fake_secret_outputs("cluster2", json!({ "kubeconfig": base64::engine::general_purpose::STANDARD.encode(kubeconfig("second")) }));
     ws.write("home/.kube/config", KUBE_EXISTING);
     let target = ws.path("home/.kube/config");
     std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
 
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up"]);
 
     let doc: serde_yaml::Value = serde_yaml::from_str(&ws.read("home/.kube/config")).unwrap();
     // The incoming context, cluster and user take the hook's name: `name:`/`context:`,
@@ -154,13 +142,9 @@ fn kubeconfig_hook_creates_a_missing_file_with_mode_0600() {
         "infrastructure:\n  - path: base/cluster\n    on_success:\n      - kubeconfig: { output: kubeconfig }\n",
     );
     ws.pulumi_project("base/cluster", "cluster", &simple("one"));
-    ws.set_env(
-        "FAKE_PULUMI_OUTPUTS_CLUSTER",
-        &json!({ "kubeconfig": kubeconfig("first") }).to_string(),
-    );
+    ws.fake_outputs("cluster", json!({ "kubeconfig": kubeconfig("first") }));
     assert!(!ws.exists("home/.kube/config"));
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     let doc: serde_yaml::Value = serde_yaml::from_str(&ws.read("home/.kube/config")).unwrap();
     assert_eq!(doc["current-context"].as_str(), Some("dev-cluster"));
     assert_eq!(mode_of(&ws.path("home/.kube/config")), 0o600);

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{NETWORK, WEB, the_up, workspace};
+use super::{NETWORK, WEB, network_and_web, the_up, workspace};
 
 /// The value of `--config-file` in an argv.
 fn config_file_arg(call: &Value) -> Option<String> {
@@ -25,14 +25,10 @@ fn config_file_arg(call: &Value) -> Option<String> {
 
 #[test]
 fn outputs_flow_through_inputs_into_downstream_config() {
-    let mut ws = workspace(
-        "infrastructure:\n  - path: base/network\n  - path: apps/web\n    inputs:\n      web:vpc_id: base/network:vpc_id\n      web:subnets: base/network:subnets\n",
-    );
-    ws.pulumi_project("base/network", "network", NETWORK);
-    ws.pulumi_project("apps/web", "web", WEB);
-    ws.set_env(
-        "FAKE_PULUMI_OUTPUTS_NETWORK",
-        r#"{"vpc_id":"vpc-0abc123","subnets":["subnet-a","subnet-b"]}"#,
+    let mut ws = network_and_web(&[], &[("vpc_id", "vpc_id"), ("subnets", "subnets")]);
+    ws.fake_outputs(
+        "network",
+        json!({"vpc_id": "vpc-0abc123", "subnets": ["subnet-a", "subnet-b"]}),
     );
     // The fake refuses (exit 2) unless web's config holds exactly these values.
     ws.set_env(
@@ -40,8 +36,7 @@ fn outputs_flow_through_inputs_into_downstream_config() {
         r#"{"web:vpc_id":"vpc-0abc123","web:subnets":["subnet-a","subnet-b"]}"#,
     );
 
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
 
     let web = the_up(&ws, 0, "web");
     assert_eq!(web["exit_code"], 0);
@@ -92,11 +87,7 @@ fn outputs_flow_through_inputs_into_downstream_config() {
 /// it), every copy carries that one.
 #[test]
 fn per_project_config_salts() {
-    let ws = workspace(
-        "infrastructure:\n  - path: base/network\n  - path: apps/web\n    inputs:\n      web:vpc_id: base/network:vpc_id\n",
-    );
-    ws.pulumi_project("base/network", "network", NETWORK);
-    ws.pulumi_project("apps/web", "web", WEB);
+    let ws = network_and_web(&[], &[("vpc_id", "vpc_id")]);
     let salt_of = |rel: &str| -> Option<String> {
         let doc: serde_yaml::Value = serde_yaml::from_str(&ws.read(rel)).unwrap();
         doc.get("encryptionsalt")
@@ -105,14 +96,12 @@ fn per_project_config_salts() {
     };
     const WEB_COPY: &str = ".strata/dev/config/apps_2fweb.yaml";
     const NET_COPY: &str = ".strata/dev/config/base_2fnetwork.yaml";
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert_eq!(salt_of("config/pulumi/Pulumi.dev.yaml"), None);
     let web = salt_of(WEB_COPY).expect("pulumi wrote a salt into web's copy");
     let net = salt_of(NET_COPY).expect("pulumi wrote a salt into network's copy");
     // And each stays the same on the next run.
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert_eq!(salt_of(WEB_COPY).as_deref(), Some(web.as_str()));
     assert_eq!(salt_of(NET_COPY).as_deref(), Some(net.as_str()));
 
@@ -122,8 +111,7 @@ fn per_project_config_salts() {
         "config/pulumi/Pulumi.dev.yaml",
         &format!("encryptionsalt: {web}\n{shared}"),
     );
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert_eq!(salt_of(WEB_COPY).as_deref(), Some(web.as_str()));
     assert_eq!(salt_of(NET_COPY).as_deref(), Some(web.as_str()));
 }
@@ -140,13 +128,12 @@ fn command_project_gets_inputs_as_env_vars_and_json_file() {
         ws.path("inputs-copy.json").display()
     );
     ws.command_project("tools/report", &up, "true");
-    ws.set_env(
-        "FAKE_PULUMI_OUTPUTS_NETWORK",
-        r#"{"vpc_id":"vpc-77","subnets":["s-1","s-2"]}"#,
+    ws.fake_outputs(
+        "network",
+        json!({"vpc_id": "vpc-77", "subnets": ["s-1", "s-2"]}),
     );
 
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert_eq!(ws.read("env-vpc.txt"), "vpc-77");
     let inputs: Value = serde_json::from_str(&ws.read("inputs-copy.json")).unwrap();
     assert_eq!(inputs["report:vpc"], "vpc-77", "{inputs}");
@@ -167,8 +154,7 @@ fn command_project_without_inputs_reads_an_empty_object() {
     ws.command_project("tools/a", &copy("a"), "true");
     ws.command_project("tools/b", &copy("b"), "true");
     for _ in 0..2 {
-        let r = ws.strata(&["up"]);
-        assert_eq!(r.code, 0, "{r:?}");
+        ws.strata_ok(&["up"]);
         for n in ["a", "b"] {
             let v: Value = serde_json::from_str(&ws.read(&format!("inputs-{n}.json"))).unwrap();
             assert_eq!(v, json!({}));
@@ -194,8 +180,7 @@ fn command_project_outputs_flow_into_a_pulumi_project_also_piecemeal() {
         "FAKE_PULUMI_EXPECT_CONFIG_WEB",
         r#"{"web:vpc_id":"img-1.2.3"}"#,
     );
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert_eq!(the_up(&ws, 0, "web")["config"]["web:vpc_id"], "img-1.2.3");
     // The outputs the project wrote are kept, private.
     {
@@ -210,8 +195,7 @@ fn command_project_outputs_flow_into_a_pulumi_project_also_piecemeal() {
 
     // Only web: the command project's outputs are remembered from its last up.
     let since = ws.calls().len();
-    let r = ws.strata(&["up", "--project", "apps/web"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up", "--project", "apps/web"]);
     assert_eq!(
         the_up(&ws, since, "web")["config"]["web:vpc_id"],
         "img-1.2.3"

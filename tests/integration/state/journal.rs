@@ -3,22 +3,20 @@
 
 use std::collections::BTreeSet;
 
-use super::{NETWORK, WEB, project_records, workspace};
+use serde_json::json;
+
+use super::{network_and_web, project_records};
+use crate::support::*;
 
 #[test]
 fn journal_lines_are_json_one_per_project_operation_without_secrets() {
     const SECRET: &str = "journal-leak-canary-8d1f";
-    let mut ws = workspace(
-        "infrastructure:\n  - path: base/network\n    on_success:\n      - run: echo \"got ${outputs.db_password}\" > /dev/null\n  - path: apps/web\n    inputs:\n      web:vpc_id: base/network:vpc_id\n      web:db_password: base/network:db_password\n",
+    let mut ws = network_and_web(
+        &["- run: echo \"got ${outputs.db_password}\" > /dev/null"],
+        &[("vpc_id", "vpc_id"), ("db_password", "db_password")],
     );
-    ws.pulumi_project("base/network", "network", NETWORK);
-    ws.pulumi_project("apps/web", "web", WEB);
-    ws.set_env(
-        "FAKE_PULUMI_SECRET_OUTPUTS_NETWORK",
-        &format!(r#"{{"db_password":"{SECRET}"}}"#),
-    );
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.fake_secret_outputs("network", json!({"db_password": SECRET}));
+    ws.strata_ok(&["up"]);
     let first_text = ws.read(".strata/dev/journal.jsonl");
 
     let recs = project_records(&ws);
@@ -52,8 +50,7 @@ fn journal_lines_are_json_one_per_project_operation_without_secrets() {
     );
 
     // A second run appends: the first lines stay as they were.
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     let text = ws.read(".strata/dev/journal.jsonl");
     assert!(text.starts_with(&first_text), "the journal is append-only");
     assert_eq!(project_records(&ws).len(), 4);
@@ -64,11 +61,5 @@ fn journal_lines_are_json_one_per_project_operation_without_secrets() {
     assert_eq!(ids.len(), 2, "each run has its own run_id");
     assert!(!text.contains(SECRET), "secret in the journal:\n{text}");
     // Nor in the logs of the run.
-    for (p, bytes) in ws.files_under(".strata/dev/logs") {
-        assert!(
-            !String::from_utf8_lossy(&bytes).contains(SECRET),
-            "secret in {}",
-            p.display()
-        );
-    }
+    assert_nowhere_under(&ws, ".strata/dev/logs", SECRET);
 }

@@ -186,8 +186,7 @@ fn stale_lock_of_a_dead_process_is_taken_over_with_a_warning() {
         })
         .to_string(),
     );
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up"]);
     let warning = r
         .all()
         .lines()
@@ -202,8 +201,7 @@ fn stale_lock_of_a_dead_process_is_taken_over_with_a_warning() {
 fn lock_is_released_after_success_failure_and_ctrl_c() {
     let mut ws = chain_workspace();
     // Success.
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert!(!ws.exists(".strata/dev/lock"), "after success");
 
     // A project fails.
@@ -239,8 +237,7 @@ fn lock_is_released_after_success_failure_and_ctrl_c() {
     // The interrupted run can be resumed: what was cancelled or not reached runs again.
     ws.env.retain(|(k, _)| k != "FAKE_PULUMI_DELAY_MS_NETWORK");
     let since = ws.calls().len();
-    let r = ws.strata(&["up", "--resume"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up", "--resume"]);
     assert_eq!(up_projects(&ws, since).len(), 4, "{}", calls_text(&ws));
     assert!(!ws.exists(".strata/dev/lock"));
 }
@@ -269,8 +266,7 @@ fn json_stdout_holds_only_the_documented_events_even_with_a_warning() {
         &json!({"pid": 999_999_999u64, "host": host.trim(), "command": "strata up", "since": "2020-01-01T00:00:00Z"})
             .to_string(),
     );
-    let r = ws.strata(&["up", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up", "--output", "json"]);
     let documented = [
         "run_started",
         "project_started",

@@ -60,6 +60,36 @@ fn workspace(entries: &str) -> Ws {
     ws
 }
 
+/// A workspace of `base/network` ([`NETWORK`]) then `apps/web` ([`WEB`]): `hooks` are
+/// network's `on_success` items (`- run: …`); `inputs` wire each (key, output) as
+/// `web:<key>: base/network:<output>`.
+fn network_and_web(hooks: &[&str], inputs: &[(&str, &str)]) -> Ws {
+    let items: String = hooks.iter().map(|h| format!("      {h}\n")).collect();
+    let on_success = match hooks {
+        [] => String::new(),
+        _ => format!("    on_success:\n{items}"),
+    };
+    let wired: String = (inputs.iter())
+        .map(|(key, output)| format!("      web:{key}: base/network:{output}\n"))
+        .collect();
+    let ws = workspace(&format!(
+        "infrastructure:\n  - path: base/network\n{on_success}  - path: apps/web\n    inputs:\n{wired}"
+    ));
+    ws.pulumi_project("base/network", "network", NETWORK);
+    ws.pulumi_project("apps/web", "web", WEB);
+    ws
+}
+
+/// The chain ([`chain_workspace`]) after an `up --keep-going` in which `apps/web` failed:
+/// network and side succeeded, frontend (after web) never ran. Web no longer fails.
+fn chain_after_web_failed() -> Ws {
+    let mut ws = chain_workspace();
+    ws.set_env("FAKE_PULUMI_FAIL_WEB", "up");
+    ws.strata(&["up", "--keep-going"]).expect_code(1);
+    ws.env.retain(|(k, _)| k != "FAKE_PULUMI_FAIL_WEB");
+    ws
+}
+
 /// network -> web (input web:vpc_id) -> frontend (the entry before it); side needs only
 /// network.
 const CHAIN: &str = "infrastructure:\n  - path: base/network\n  - path: apps/web\n    inputs:\n      web:vpc_id: base/network:vpc_id\n  - path: apps/frontend\n  - path: apps/side\n    needs: [base/network]\n";

@@ -3,15 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use super::{NETWORK, WEB, calls_text, ends, the_up, up_projects, workspace};
+use serde_json::json;
+
+use super::{calls_text, ends, network_and_web, the_up, up_projects};
 
 #[test]
 fn missing_upstream_output_names_both_projects_and_the_output() {
-    let ws = workspace(
-        "infrastructure:\n  - path: base/network\n  - path: apps/web\n    inputs:\n      web:vpc_id: base/network:no_such_output\n",
-    );
-    ws.pulumi_project("base/network", "network", NETWORK);
-    ws.pulumi_project("apps/web", "web", WEB);
+    let ws = network_and_web(&[], &[("vpc_id", "no_such_output")]);
 
     let r = ws.strata(&["up"]);
     assert_eq!(r.code, 3, "a missing input is exit 3: {r:?}");
@@ -25,34 +23,19 @@ fn missing_upstream_output_names_both_projects_and_the_output() {
 #[test]
 fn piecemeal_project_reads_inputs_from_the_deployed_upstream_stack() {
     const TOKEN: &str = "tok-deployed-s3cr3t";
-    let mut ws = workspace(
-        "infrastructure:\n  - path: base/network\n  - path: apps/web\n    inputs:\n      web:vpc_id: base/network:vpc_id\n      web:token: base/network:token\n",
-    );
-    ws.pulumi_project("base/network", "network", NETWORK);
-    ws.pulumi_project("apps/web", "web", WEB);
-    ws.set_env(
-        "FAKE_PULUMI_OUTPUTS_NETWORK",
-        r#"{"vpc_id":"vpc-deployed-1"}"#,
-    );
-    ws.set_env(
-        "FAKE_PULUMI_SECRET_OUTPUTS_NETWORK",
-        &format!(r#"{{"token":"{TOKEN}"}}"#),
-    );
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let mut ws = network_and_web(&[], &[("vpc_id", "vpc_id"), ("token", "token")]);
+    ws.fake_outputs("network", json!({"vpc_id": "vpc-deployed-1"}));
+    ws.fake_secret_outputs("network", json!({"token": TOKEN}));
+    ws.strata_ok(&["up"]);
 
     // Were network to run again, its output would change: web must get what is deployed.
     let since = ws.calls().len();
-    ws.set_env(
-        "FAKE_PULUMI_OUTPUTS_NETWORK",
-        r#"{"vpc_id":"vpc-WRONG-rerun"}"#,
-    );
+    ws.fake_outputs("network", json!({"vpc_id": "vpc-WRONG-rerun"}));
     ws.set_env(
         "FAKE_PULUMI_EXPECT_CONFIG_WEB",
         &format!(r#"{{"web:vpc_id":"vpc-deployed-1","web:token":"{TOKEN}"}}"#),
     );
-    let r = ws.strata(&["up", "--project", "apps/web"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up", "--project", "apps/web"]);
     assert_eq!(up_projects(&ws, since), BTreeSet::from(["web".to_string()]));
     let web = the_up(&ws, since, "web");
     assert_eq!(web["config"]["web:vpc_id"], "vpc-deployed-1");
@@ -70,11 +53,7 @@ fn piecemeal_project_reads_inputs_from_the_deployed_upstream_stack() {
 
 #[test]
 fn upstream_never_deployed_is_an_error_naming_the_command_to_run() {
-    let ws = workspace(
-        "infrastructure:\n  - path: base/network\n  - path: apps/web\n    inputs:\n      web:vpc_id: base/network:vpc_id\n",
-    );
-    ws.pulumi_project("base/network", "network", NETWORK);
-    ws.pulumi_project("apps/web", "web", WEB);
+    let ws = network_and_web(&[], &[("vpc_id", "vpc_id")]);
 
     let r = ws.strata(&["up", "--project", "apps/web"]);
     assert_eq!(r.code, 3, "a missing input is exit 3 (DESIGN §2): {r:?}");

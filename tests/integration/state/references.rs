@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{NETWORK, WEB, chain_workspace, the_up, workspace};
 use crate::support::*;
@@ -21,17 +21,13 @@ fn stack_reference_in_pulumi_yaml_project_resolves() {
         "resources:\n  netRef:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: ${pulumi.organization}/network/${pulumi.stack}\n  cluster:\n    type: fake:eks:Cluster\n    properties:\n      vpcId: ${netRef.outputs[\"vpc_id\"]}\noutputs:\n  cluster_vpc: ${cluster.vpcId}\n",
     );
     ws.pulumi_project("apps/web", "web", WEB);
-    ws.set_env(
-        "FAKE_PULUMI_OUTPUTS_NETWORK",
-        r#"{"vpc_id":"vpc-from-ref-42"}"#,
-    );
+    ws.fake_outputs("network", json!({"vpc_id": "vpc-from-ref-42"}));
     ws.set_env(
         "FAKE_PULUMI_EXPECT_CONFIG_WEB",
         r#"{"web:vpc_id":"vpc-from-ref-42"}"#,
     );
 
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
 
     // Every child knows the stack, provider, infra type and organization.
     let cluster = the_up(&ws, 0, "cluster");
@@ -62,13 +58,7 @@ fn stack_reference_in_pulumi_yaml_project_resolves() {
 fn on_pulumi_cloud_strata_org_is_the_whoami_user_asked_once() {
     let mut ws = chain_workspace();
     // The fake's Pulumi Cloud stand-in, whose default organization is not the user.
-    ws.set_env("PULUMI_BACKEND_URL", "https://api.pulumi.com");
-    ws.set_env(
-        "FAKE_PULUMI_CLOUD_DIR",
-        ws.root.join("cloud-state").to_str().unwrap(),
-    );
-    ws.set_env("FAKE_PULUMI_USER", "alice");
-    ws.set_env("FAKE_PULUMI_DEFAULT_ORG", "acme-default");
+    ws.on_fake_pulumi_cloud(&ws.path("cloud-state"));
     ws.set_env("FAKE_PULUMI_LOG_ENV", "STRATA_ORG");
     let whoamis = |ws: &Ws| {
         ws.calls()
@@ -76,8 +66,7 @@ fn on_pulumi_cloud_strata_org_is_the_whoami_user_asked_once() {
             .filter(|c| c["event"] == "start" && c["command"] == "whoami")
             .count()
     };
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert_eq!(whoamis(&ws), 1, "whoami once per run, not per project");
     let ups: Vec<Value> = ws
         .calls()
@@ -96,7 +85,6 @@ fn on_pulumi_cloud_strata_org_is_the_whoami_user_asked_once() {
     }
     // With STRATA_ORG in the environment file, whoami is not asked.
     ws.env_file("PULUMI_STACK=dev\nSTRATA_ORG=acme\n");
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert_eq!(whoamis(&ws), 1, "no second whoami");
 }

@@ -8,17 +8,14 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{
-    NETWORK, calls_text, chain_workspace, project_records, summary, summary_row, the_up,
-    up_projects, ups,
+    NETWORK, calls_text, chain_after_web_failed, chain_workspace, project_records, summary,
+    summary_row, the_up, up_projects, ups,
 };
 use crate::support::*;
 
 #[test]
 fn resume_after_a_failure_reruns_only_the_failed_branch() {
-    let mut ws = chain_workspace();
-    ws.set_env("FAKE_PULUMI_FAIL_WEB", "up");
-    let r = ws.strata(&["up", "--keep-going"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    let ws = chain_after_web_failed();
     let first: Vec<(String, i64)> = ups(&ws, 0).into_iter().map(|(p, c, _)| (p, c)).collect();
     let mut sorted = first.clone();
     sorted.sort();
@@ -39,10 +36,8 @@ fn resume_after_a_failure_reruns_only_the_failed_branch() {
         .unwrap();
     assert_ne!(front["status"], "succeeded", "{front}");
 
-    ws.env.retain(|(k, _)| k != "FAKE_PULUMI_FAIL_WEB");
     let since = ws.calls().len();
-    let r = ws.strata(&["up", "--resume"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up", "--resume"]);
     assert_eq!(
         up_projects(&ws, since),
         BTreeSet::from(["web".to_string(), "frontend".to_string()]),
@@ -58,20 +53,17 @@ fn resume_after_a_failure_reruns_only_the_failed_branch() {
 
     // Everything succeeded: a second resume has nothing to do.
     let since = ws.calls().len();
-    let r = ws.strata(&["up", "--resume"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up", "--resume"]);
     assert!(up_projects(&ws, since).is_empty(), "{}", calls_text(&ws));
 }
 
 #[test]
 fn changed_after_a_clean_up_starts_no_pulumi_process_and_says_why() {
     let ws = chain_workspace();
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
 
     let since = ws.calls().len();
-    let r = ws.strata(&["up", "--changed"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up", "--changed"]);
     let new_calls: Vec<Value> = ws.calls().into_iter().skip(since).collect();
     assert!(
         new_calls.is_empty(),
@@ -86,8 +78,7 @@ fn changed_after_a_clean_up_starts_no_pulumi_process_and_says_why() {
     assert!(summary(&r).contains("0 processes started"), "{r:?}");
 
     // The same in JSON events.
-    let r = ws.strata(&["up", "--changed", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up", "--changed", "--output", "json"]);
     assert_eq!(ws.calls().len(), since, "{}", calls_text(&ws));
     let events = r.events();
     let skipped: Vec<&Value> = events
@@ -106,15 +97,13 @@ fn changed_after_a_clean_up_starts_no_pulumi_process_and_says_why() {
 #[test]
 fn changed_file_reruns_that_project_and_what_its_changed_outputs_reach() {
     let ws = chain_workspace();
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
 
     // A new file in apps/web: web re-runs; frontend (after it) only if web's outputs
     // changed, and they did not; network and side not at all.
     ws.write("projects/apps/web/notes.txt", "a change\n");
     let since = ws.calls().len();
-    let r = ws.strata(&["up", "--changed"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up", "--changed"]);
     assert_eq!(
         up_projects(&ws, since),
         BTreeSet::from(["web".to_string()]),
@@ -141,8 +130,7 @@ fn changed_file_reruns_that_project_and_what_its_changed_outputs_reach() {
 
     // That run is now the last success: nothing left to do.
     let since = ws.calls().len();
-    let r = ws.strata(&["up", "--changed"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up", "--changed"]);
     assert_eq!(ws.calls().len(), since, "{}", calls_text(&ws));
 
     // An edit of the upstream that keeps its outputs re-runs it alone.
@@ -151,8 +139,7 @@ fn changed_file_reruns_that_project_and_what_its_changed_outputs_reach() {
         &format!("name: network\nruntime: yaml\ndescription: edited\n{NETWORK}"),
     );
     let since = ws.calls().len();
-    let r = ws.strata(&["up", "--changed"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up", "--changed"]);
     assert_eq!(
         up_projects(&ws, since),
         BTreeSet::from(["network".to_string()]),
@@ -168,8 +155,7 @@ fn changed_file_reruns_that_project_and_what_its_changed_outputs_reach() {
         ),
     );
     let since = ws.calls().len();
-    let r = ws.strata(&["up", "--changed"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up", "--changed"]);
     let ran = up_projects(&ws, since);
     assert!(
         ran.contains("network") && ran.contains("web") && ran.contains("side"),
@@ -181,12 +167,10 @@ fn changed_file_reruns_that_project_and_what_its_changed_outputs_reach() {
 #[test]
 fn changed_after_destroy_runs_everything_again() {
     let ws = chain_workspace();
-    assert_eq!(ws.strata(&["up"]).code, 0);
-    let r = ws.strata(&["destroy", "--yes"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
+    ws.strata_ok(&["destroy", "--yes"]);
     let before = ws.calls().len();
-    let r = ws.strata(&["up", "--changed", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up", "--changed", "--output", "json"]);
     let finished = r
         .events()
         .into_iter()
@@ -240,9 +224,7 @@ fn changed_sees_watched_files_and_environment_values() {
     let r = ws.strata(&changed);
     assert_eq!((r.code, ran(&r)), (0, 0), "{r:?}");
 
-    let lib = ws.path("projects/local/lib.sh");
-    let text = std::fs::read_to_string(&lib).unwrap();
-    std::fs::write(&lib, format!("{text}\n# a helper changed\n")).unwrap();
+    ws.append("projects/local/lib.sh", "\n# a helper changed\n");
     let r = ws.strata(&changed);
     assert_eq!(
         (r.code, ran(&r)),
@@ -250,22 +232,10 @@ fn changed_sees_watched_files_and_environment_values() {
         "lib.sh is read by all six: {r:?}"
     );
 
-    ws.write(
-        "config/pulumi/environment",
-        &format!(
-            "{}LOCAL_TIER=gold\n",
-            ws.read_opt("config/pulumi/environment")
-        ),
-    );
+    ws.append("config/pulumi/environment", "LOCAL_TIER=gold\n");
     let r = ws.strata(&changed);
     assert_eq!((r.code, ran(&r)), (0, 6), "an environment value: {r:?}");
-    ws.write(
-        "config/pulumi/environment",
-        &format!(
-            "{}API_TOKEN=t-1\n",
-            ws.read_opt("config/pulumi/environment")
-        ),
-    );
+    ws.append("config/pulumi/environment", "API_TOKEN=t-1\n");
     let r = ws.strata(&changed);
     assert_eq!((r.code, ran(&r)), (0, 0), "a token is not an input: {r:?}");
 }

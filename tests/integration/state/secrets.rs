@@ -2,30 +2,22 @@
 //! child that needs them, never on a command line, and redacted in everything strata
 //! prints or writes.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{NETWORK, WEB, calls_text, ends, the_up, workspace};
+use super::{calls_text, ends, network_and_web, the_up, workspace};
 use crate::support::*;
 
 #[test]
 fn secret_output_wired_as_input_arrives_as_secure_value() {
     const SECRET: &str = "hunter2-Zq9-never-in-plaintext";
-    let mut ws = workspace(
-        "infrastructure:\n  - path: base/network\n  - path: apps/web\n    inputs:\n      web:vpc_id: base/network:vpc_id\n      web:db_password: base/network:db_password\n",
-    );
-    ws.pulumi_project("base/network", "network", NETWORK);
-    ws.pulumi_project("apps/web", "web", WEB);
-    ws.set_env(
-        "FAKE_PULUMI_SECRET_OUTPUTS_NETWORK",
-        &format!(r#"{{"db_password":"{SECRET}"}}"#),
-    );
+    let mut ws = network_and_web(&[], &[("vpc_id", "vpc_id"), ("db_password", "db_password")]);
+    ws.fake_secret_outputs("network", json!({"db_password": SECRET}));
     ws.set_env(
         "FAKE_PULUMI_EXPECT_CONFIG_WEB",
         &format!(r#"{{"web:db_password":"{SECRET}","web:vpc_id":"vpc-id"}}"#),
     );
 
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up"]);
 
     // Pulumi saw a secure value, whose decryption is the secret (the fake checked it).
     let web = the_up(&ws, 0, "web");
@@ -66,13 +58,7 @@ fn secret_output_wired_as_input_arrives_as_secure_value() {
 
     // Not in strata's output, and nowhere under .strata in plaintext.
     assert!(!r.all().contains(SECRET), "{r:?}");
-    for (p, bytes) in ws.files_under(".strata") {
-        assert!(
-            !String::from_utf8_lossy(&bytes).contains(SECRET),
-            "plaintext secret in {}",
-            p.display()
-        );
-    }
+    assert_nowhere_under(&ws, ".strata", SECRET);
 }
 
 /// `up` = a Pulumi project `base/a` with a plain output `out` and a secret output
@@ -83,10 +69,7 @@ fn secret_pair_workspace() -> Ws {
         "infrastructure:\n  - path: base/a\n    on_success:\n      - run: echo \"hook sees ${outputs.tok}\"\n  - path: apps/b\n    inputs:\n      b:o: base/a:out\n      b:t: base/a:tok\n",
     );
     ws.pulumi_project("base/a", "a", "outputs:\n  out: hello\n");
-    ws.set_env(
-        "FAKE_PULUMI_SECRET_OUTPUTS_A",
-        r#"{"tok":"SUPERSECRETOUT"}"#,
-    );
+    ws.fake_secret_outputs("a", json!({"tok": "SUPERSECRETOUT"}));
     ws.command_project(
         "apps/b",
         "test \"$STRATA_INPUT_B_O\" = hello && test \"$STRATA_INPUT_B_T\" = SUPERSECRETOUT && echo inputs-ok; echo \"b sees $STRATA_INPUT_B_T\"; env | sort > \"$HOME/b-env\"",
@@ -98,22 +81,16 @@ fn secret_pair_workspace() -> Ws {
 #[test]
 fn a_piecemeal_run_hands_downstream_the_secret_output_not_its_mask() {
     let ws = secret_pair_workspace();
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains("inputs-ok"), "{r:?}");
-    let r = ws.strata(&["up", "--project", "apps/b"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(
-        r.stdout.contains("inputs-ok"),
-        "the secret input arrives in plaintext when its upstream is not run: {r:?}"
-    );
+    ws.strata_ok(&["up"]).expect_stdout(&["inputs-ok"]);
+    // The secret input arrives in plaintext when its upstream is not run.
+    let r = ws.strata_ok(&["up", "--project", "apps/b"]);
+    r.expect_stdout(&["inputs-ok"]);
 }
 
 #[test]
 fn secret_outputs_are_redacted_in_hooks_command_output_and_logs() {
     let ws = secret_pair_workspace();
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up"]);
     assert!(r.stdout.contains("hook sees [secret]"), "{r:?}");
     assert!(r.stdout.contains("b sees [secret]"), "{r:?}");
     assert!(!r.all().contains("SUPERSECRETOUT"), "{r:?}");
@@ -138,8 +115,7 @@ fn children_never_get_stratas_own_secret_variables() {
         "FAKE_PULUMI_LOG_ENV",
         "STRATA_PASSPHRASE,STRATA_SECRET_OTHER_PW",
     );
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up"]);
     let env = ws.read("home/b-env");
     assert!(!env.contains("STRATA_PASSPHRASE="), "{env}");
     assert!(!env.contains("STRATA_SECRET_OTHER_PW="), "{env}");

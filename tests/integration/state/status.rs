@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{NETWORK, chain_workspace, up_projects, workspace};
+use super::{NETWORK, chain_after_web_failed, chain_workspace, up_projects, workspace};
 use crate::support::*;
 
 /// JSON printed by `status`/`outputs --output json`: one document, or JSON Lines.
@@ -103,16 +103,11 @@ fn changed_flag(e: &Value) -> Option<bool> {
 
 #[test]
 fn status_shows_last_result_of_every_project() {
-    let mut ws = chain_workspace();
-    ws.set_env("FAKE_PULUMI_FAIL_WEB", "up");
-    let r = ws.strata(&["up", "--keep-going"]);
-    assert_eq!(r.code, 1, "{r:?}");
-    ws.env.retain(|(k, _)| k != "FAKE_PULUMI_FAIL_WEB");
+    let ws = chain_after_web_failed();
     let since = ws.calls().len();
 
     // Human.
-    let r = ws.strata(&["status"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["status"]);
     for (p, want) in [
         ("base/network", "succeeded"),
         ("apps/web", "failed"),
@@ -132,8 +127,7 @@ fn status_shows_last_result_of_every_project() {
     );
 
     // JSON.
-    let r = ws.strata(&["status", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["status", "--output", "json"]);
     let entries = status_entries(&json_docs(&r));
     let net = entry_for(&entries, "base/network");
     assert_eq!(
@@ -174,8 +168,7 @@ fn status_shows_last_result_of_every_project() {
 
     // A changed file shows as changed inputs; the others do not.
     ws.write("projects/base/network/extra.txt", "x");
-    let r = ws.strata(&["status", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["status", "--output", "json"]);
     let entries = status_entries(&json_docs(&r));
     assert_eq!(
         changed_flag(entry_for(&entries, "base/network")),
@@ -194,8 +187,7 @@ fn status_shows_last_result_of_every_project() {
 #[test]
 fn status_before_any_run_lists_projects_as_never_run() {
     let ws = chain_workspace();
-    let r = ws.strata(&["status", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["status", "--output", "json"]);
     let entries = status_entries(&json_docs(&r));
     for p in ["base/network", "apps/web", "apps/frontend", "apps/side"] {
         let e = entry_for(&entries, p);
@@ -217,20 +209,12 @@ fn outputs_masks_secrets_unless_show_secrets() {
         "printf '{\"endpoint\":\"https://report.example\"}' > \"$STRATA_OUTPUTS_FILE\"",
         "true",
     );
-    ws.set_env(
-        "FAKE_PULUMI_OUTPUTS_NETWORK",
-        r#"{"vpc_id":"vpc-outputs-1"}"#,
-    );
-    ws.set_env(
-        "FAKE_PULUMI_SECRET_OUTPUTS_NETWORK",
-        &format!(r#"{{"db_password":"{SECRET}"}}"#),
-    );
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.fake_outputs("network", json!({"vpc_id": "vpc-outputs-1"}));
+    ws.fake_secret_outputs("network", json!({"db_password": SECRET}));
+    ws.strata_ok(&["up"]);
 
     // One project, human.
-    let r = ws.strata(&["outputs", "base/network"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["outputs", "base/network"]);
     assert!(
         r.stdout.contains("vpc_id") && r.stdout.contains("vpc-outputs-1"),
         "{r:?}"
@@ -241,13 +225,11 @@ fn outputs_masks_secrets_unless_show_secrets() {
         "masked without --show-secrets: {r:?}"
     );
 
-    let r = ws.strata(&["outputs", "base/network", "--show-secrets"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["outputs", "base/network", "--show-secrets"]);
     assert!(r.stdout.contains(SECRET), "{r:?}");
 
     // All projects, JSON (command projects too).
-    let r = ws.strata(&["outputs", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["outputs", "--output", "json"]);
     assert!(!r.all().contains(SECRET), "{r:?}");
     let docs = json_docs(&r);
     assert_eq!(
@@ -265,14 +247,13 @@ fn outputs_masks_secrets_unless_show_secrets() {
     assert_ne!(masked[0], &json!(SECRET));
 
     // One project, JSON, secrets shown.
-    let r = ws.strata(&[
+    let r = ws.strata_ok(&[
         "outputs",
         "base/network",
         "--show-secrets",
         "--output",
         "json",
     ]);
-    assert_eq!(r.code, 0, "{r:?}");
     let docs = json_docs(&r);
     assert_eq!(
         values_of_key(&docs, "db_password"),
