@@ -3,8 +3,8 @@
 //! Pulumi's exit code means.
 
 use super::{
-    CHAIN_PATHS, INDEPENDENT, clear_calls, hook_key, ok, op_span, run, sigints_of, span, starts_of,
-    workspace,
+    CHAIN_PATHS, INDEPENDENT, clear_calls, failing_up, hook_key, ok, op_span, run, sigints_of,
+    span, starts_of, workspace,
 };
 
 /// alpha, then bravo (needs alpha); charlie needs nothing but is listed last.
@@ -12,8 +12,7 @@ const FAILING: &str = "  - path: alpha\n  - path: bravo\n  - path: charlie\n    
 
 #[test]
 fn a_failure_stops_its_dependents_and_the_summary_names_it_and_its_log() {
-    let mut ws = workspace(FAILING, CHAIN_PATHS);
-    ws.set_env(&format!("FAKE_PULUMI_FAIL_{}", hook_key("alpha")), "up");
+    let ws = failing_up(FAILING, CHAIN_PATHS, "alpha");
     let r = run(&ws, "up", &["-j", "1"]);
     assert_eq!(r.code, 1, "{r:?}");
     let calls = ws.calls();
@@ -59,8 +58,7 @@ fn a_failure_stops_its_dependents_and_the_summary_names_it_and_its_log() {
 
 #[test]
 fn keep_going_still_runs_what_does_not_depend_on_the_failure() {
-    let mut ws = workspace(FAILING, CHAIN_PATHS);
-    ws.set_env(&format!("FAKE_PULUMI_FAIL_{}", hook_key("alpha")), "up");
+    let ws = failing_up(FAILING, CHAIN_PATHS, "alpha");
     let r = run(&ws, "up", &["-j", "1", "--keep-going"]);
     assert_eq!(
         r.code, 1,

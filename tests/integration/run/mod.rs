@@ -76,6 +76,13 @@ pub(crate) const CHAIN_PATHS: &[&str] = &["alpha", "bravo", "charlie"];
 /// Three projects that need nothing.
 const INDEPENDENT: &str = "  - path: alpha\n    needs: []\n  - path: bravo\n    needs: []\n  - path: charlie\n    needs: []\n";
 
+/// A workspace of `entries` ([`workspace`]) whose project at `failing` fails its `up`.
+fn failing_up(entries: &str, paths: &[&str], failing: &str) -> Ws {
+    let mut ws = workspace(entries, paths);
+    ws.set_env(&format!("FAKE_PULUMI_FAIL_{}", hook_key(failing)), "up");
+    ws
+}
+
 pub(crate) fn args<'a>(cmd: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec![cmd, "--provider", "t", "--stack", "dev"];
     v.extend_from_slice(extra);

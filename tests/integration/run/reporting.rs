@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{CHAIN, CHAIN_PATHS, hook_key, ok, run, s, workspace};
+use super::{CHAIN, CHAIN_PATHS, failing_up, ok, run, s, workspace};
 
 #[test]
 fn json_output_emits_the_documented_events() {
@@ -41,10 +41,9 @@ fn json_output_emits_the_documented_events() {
 
 #[test]
 fn json_output_reports_a_failure() {
-    let mut ws = workspace(CHAIN, CHAIN_PATHS);
-    ws.set_env(&format!("FAKE_PULUMI_FAIL_{}", hook_key("bravo")), "up");
+    let ws = failing_up(CHAIN, CHAIN_PATHS, "bravo");
     let r = run(&ws, "up", &["--output", "json"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    r.expect_code(1);
     let ev = r.events();
     let fin = |p: &str| {
         ev.iter()
