@@ -188,3 +188,62 @@ pub fn stdout_of(cmd: &mut Command) -> String {
     assert!(out.status.success(), "{cmd:?}: {err}");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+impl Ws {
+    /// [`Ws::strata`], asserting it exits 0 (printing the whole run when it does not).
+    #[track_caller]
+    pub fn strata_ok(&self, args: &[&str]) -> Run {
+        let r = self.strata(args);
+        r.expect_code(0);
+        r
+    }
+
+    /// Appends `text` to the file `rel` (made when it does not exist yet).
+    pub fn append(&self, rel: &str, text: &str) -> &Self {
+        self.write(rel, &format!("{}{text}", self.read_opt(rel)))
+    }
+
+    /// The outputs the fake pulumi gives the Pulumi project `project` (a JSON object), on
+    /// top of its program's: `FAKE_PULUMI_OUTPUTS_<PROJECT>`.
+    pub fn fake_outputs(&mut self, project: &str, outputs: Value) -> &mut Self {
+        self.set_env(&fake_hook("OUTPUTS", project), &outputs.to_string())
+    }
+
+    /// [`Ws::fake_outputs`], as secret outputs: `FAKE_PULUMI_SECRET_OUTPUTS_<PROJECT>`.
+    pub fn fake_secret_outputs(&mut self, project: &str, outputs: Value) -> &mut Self {
+        self.set_env(&fake_hook("SECRET_OUTPUTS", project), &outputs.to_string())
+    }
+
+    /// The fake's stand-in for Pulumi Cloud as the backend, its state under `dir`: the
+    /// user is `alice`, whose default organization (`acme-default`) is not hers.
+    pub fn on_fake_pulumi_cloud(&mut self, dir: &std::path::Path) -> &mut Self {
+        self.set_env("PULUMI_BACKEND_URL", "https://api.pulumi.com");
+        self.set_env("FAKE_PULUMI_CLOUD_DIR", dir.to_str().unwrap());
+        self.set_env("FAKE_PULUMI_USER", "alice");
+        self.set_env("FAKE_PULUMI_DEFAULT_ORG", "acme-default")
+    }
+}
+
+/// The fake's `FAKE_PULUMI_<WHAT>_<PROJECT>` variable: the project name upper-cased, every
+/// other character as `_` (as the fake reads it).
+pub fn fake_hook(what: &str, project: &str) -> String {
+    let key: String = (project.chars())
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("FAKE_PULUMI_{what}_{key}")
+}
+
+/// Asserts no file under `rel` holds `secret` in plaintext, naming the first that does.
+#[track_caller]
+pub fn assert_nowhere_under(ws: &Ws, rel: &str, secret: &str) {
+    for (path, bytes) in ws.files_under(rel) {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(secret), "{secret:?} in {}", path.display());
+    }
+}
