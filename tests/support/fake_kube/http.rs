@@ -89,36 +89,37 @@ impl FakeKube {
 
     /// A kubeconfig whose only context (`fake`) points at this server.
     pub fn kubeconfig(&self) -> String {
-        format!(
-            "apiVersion: v1\n\
-             kind: Config\n\
-             clusters:\n\
-             - name: fake\n  cluster:\n    server: {url}\n\
-             users:\n\
-             - name: fake\n  user:\n    token: fake-token\n\
-             contexts:\n\
-             - name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\n\
-             current-context: fake\n\
-             preferences: {{}}\n",
-            url = self.url()
+        self.kubeconfig_of(
+            "    token: fake-token\n",
+            "    namespace: default\n",
+            "preferences: {}\n",
         )
     }
 
     /// A kubeconfig whose user authenticates through an exec credential plugin, as
     /// EKS, GKE and AKS kubeconfigs do: `plugin` must print an `ExecCredential`.
     pub fn exec_kubeconfig(&self, plugin: &Path) -> String {
+        let user = format!(
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: {}\n      args: [token, --cluster, fake]\n      interactiveMode: IfAvailable\n",
+            plugin.display()
+        );
+        self.kubeconfig_of(&user, "", "")
+    }
+
+    /// A kubeconfig of one cluster, user and context, all `fake`: the user's fields
+    /// `user`, the context's extra lines `context`, and `tail` after `current-context`.
+    fn kubeconfig_of(&self, user: &str, context: &str, tail: &str) -> String {
         format!(
             "apiVersion: v1\n\
              kind: Config\n\
              clusters:\n\
              - name: fake\n  cluster:\n    server: {url}\n\
              users:\n\
-             - name: fake\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: {plugin}\n      args: [token, --cluster, fake]\n      interactiveMode: IfAvailable\n\
+             - name: fake\n  user:\n{user}\
              contexts:\n\
-             - name: fake\n  context:\n    cluster: fake\n    user: fake\n\
-             current-context: fake\n",
-            url = self.url(),
-            plugin = plugin.display()
+             - name: fake\n  context:\n    cluster: fake\n    user: fake\n{context}\
+             current-context: fake\n{tail}",
+            url = self.url()
         )
     }
 
