@@ -50,6 +50,15 @@ fn saved(dir: &Path, key: &Key) -> PathBuf {
     path
 }
 
+/// The store saved in `dir` under each kind of key in turn: the key and the file, saved
+/// as its turn comes (both keys write the same file).
+fn saved_under_each_kind_of_key(dir: &Path) -> impl Iterator<Item = (Key, PathBuf)> + '_ {
+    each_kind_of_key(dir).into_iter().map(|key| {
+        let path = saved(dir, &key);
+        (key, path)
+    })
+}
+
 /// Asserts that `load` fails, that the error names the file and holds no
 /// secret, and that the file is unchanged; returns the error.
 fn load_fails(path: &Path, key: &Key) -> StoreError {
@@ -135,8 +144,7 @@ fn empty_map_round_trips() {
 #[test]
 fn file_is_armoured_and_holds_no_plaintext() {
     let dir = tempfile::tempdir().unwrap();
-    for key in each_kind_of_key(dir.path()) {
-        let path = saved(dir.path(), &key);
+    for (_, path) in saved_under_each_kind_of_key(dir.path()) {
         let text = fs::read_to_string(&path).unwrap();
         assert!(text.starts_with(BEGIN_MARKER), "{text}");
         assert!(text.trim_end().ends_with(END_MARKER), "{text}");
@@ -234,8 +242,7 @@ fn flip(bytes: &mut [u8], index: usize) {
 #[test]
 fn tampered_file() {
     let dir = tempfile::tempdir().unwrap();
-    for key in each_kind_of_key(dir.path()) {
-        let path = saved(dir.path(), &key);
+    for (key, path) in saved_under_each_kind_of_key(dir.path()) {
         let original = fs::read(&path).unwrap();
         let text = String::from_utf8(original.clone()).unwrap();
         let body_start = BEGIN_MARKER.len() + 1;
