@@ -36,12 +36,14 @@ fn identity_file(dir: &Path, name: &str) -> PathBuf {
     path
 }
 
+/// The key of a new identity file `name` written in `dir`.
+fn identity(dir: &Path, name: &str) -> Key {
+    Key::Identity(identity_file(dir, name))
+}
+
 /// A passphrase, and an identity file written in `dir`.
 fn each_kind_of_key(dir: &Path) -> [Key; 2] {
-    [
-        passphrase("pw"),
-        Key::Identity(identity_file(dir, "key.txt")),
-    ]
+    [passphrase("pw"), identity(dir, "key.txt")]
 }
 
 fn saved(dir: &Path, key: &Key) -> PathBuf {
@@ -76,7 +78,7 @@ fn load_fails(path: &Path, key: &Key) -> StoreError {
 #[test]
 fn round_trip_with_identity() {
     let dir = tempfile::tempdir().unwrap();
-    let key = Key::Identity(identity_file(dir.path(), "key.txt"));
+    let key = identity(dir.path(), "key.txt");
     let path = saved(dir.path(), &key);
     assert!(exists(&path));
     assert_eq!(load(&path, &key).unwrap(), values());
@@ -168,10 +170,7 @@ fn wrong_passphrase() {
 #[test]
 fn wrong_identity() {
     let dir = tempfile::tempdir().unwrap();
-    let path = saved(
-        dir.path(),
-        &Key::Identity(identity_file(dir.path(), "a.txt")),
-    );
+    let path = saved(dir.path(), &identity(dir.path(), "a.txt"));
     let other = identity_file(dir.path(), "b.txt");
     let err = load_fails(&path, &Key::Identity(other.clone()));
     match &err {
@@ -185,7 +184,7 @@ fn wrong_identity() {
 fn passphrase_file_opened_with_identity() {
     let dir = tempfile::tempdir().unwrap();
     let path = saved(dir.path(), &passphrase("pw"));
-    let key = Key::Identity(identity_file(dir.path(), "key.txt"));
+    let key = identity(dir.path(), "key.txt");
     let err = load_fails(&path, &key);
     assert!(matches!(err, StoreError::NeedsPassphrase { .. }), "{err:?}");
 }
@@ -193,10 +192,7 @@ fn passphrase_file_opened_with_identity() {
 #[test]
 fn identity_file_opened_with_passphrase() {
     let dir = tempfile::tempdir().unwrap();
-    let path = saved(
-        dir.path(),
-        &Key::Identity(identity_file(dir.path(), "k.txt")),
-    );
+    let path = saved(dir.path(), &identity(dir.path(), "k.txt"));
     let err = load_fails(&path, &passphrase("pw"));
     assert!(matches!(err, StoreError::NeedsIdentity { .. }), "{err:?}");
 }
