@@ -144,19 +144,7 @@ mod tests {
                 started: 2,
                 current: None,
             },
-            RunEvent::ProjectFinished {
-                project: "a".into(),
-                operation: Operation::Up,
-                status: Status::Succeeded,
-                duration_ms: 1200,
-                message: None,
-                log: None,
-                exit_code: None,
-                upstream: None,
-                changes: None,
-                denied: None,
-                awaiting: None,
-            },
+            RunEvent::project_finished("a".into(), Operation::Up, Status::Succeeded, 1200, None),
         ]
     }
 

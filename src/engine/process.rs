@@ -535,6 +535,17 @@ pub fn shell(env: &BTreeMap<String, String>) -> std::path::PathBuf {
 mod tests {
     use super::*;
 
+    /// Runs `script` with `sh -c` as project `p` under `c`: how it exited, and each line
+    /// it printed on stdout or stderr.
+    fn sh_lines(c: &Control, script: &str) -> (Exit, Vec<String>) {
+        let mut lines = Vec::new();
+        let exit = run_streaming(duct::cmd!("sh", "-c", script), c, "p", &mut |l| {
+            lines.push(l)
+        })
+        .unwrap();
+        (exit, lines)
+    }
+
     /// A background process the child leaves holding its stdout neither keeps the
     /// project running nor dies of SIGPIPE when it writes later.
     #[test]
@@ -545,13 +556,8 @@ mod tests {
             "(sleep 0.4; echo late; echo alive > '{}') & echo early",
             marker.display()
         );
-        let c = Control::new();
-        let mut lines = Vec::new();
         let t0 = std::time::Instant::now();
-        let exit = run_streaming(duct::cmd!("sh", "-c", script), &c, "p", &mut |l| {
-            lines.push(l)
-        })
-        .unwrap();
+        let (exit, lines) = sh_lines(&Control::new(), &script);
         assert!(
             t0.elapsed() < std::time::Duration::from_millis(350),
             "{:?}",
@@ -586,14 +592,7 @@ mod tests {
     #[test]
     fn streams_lines_and_exit_code() {
         let c = Control::new();
-        let mut lines = Vec::new();
-        let exit = run_streaming(
-            duct::cmd!("sh", "-c", "echo one; echo two >&2; exit 3"),
-            &c,
-            "p",
-            &mut |l| lines.push(l),
-        )
-        .unwrap();
+        let (exit, mut lines) = sh_lines(&c, "echo one; echo two >&2; exit 3");
         assert_eq!(exit.code, Some(3));
         // Two pipes: stdout and stderr lines arrive in either order.
         lines.sort();
@@ -603,20 +602,11 @@ mod tests {
 
     #[test]
     fn a_long_stdout_line_is_not_split_by_stderr() {
-        let c = Control::new();
-        let mut lines = Vec::new();
         // A 64 KiB line on stdout while stderr writes many short lines.
-        let exit = run_streaming(
-            duct::cmd!(
-                "sh",
-                "-c",
-                "(i=0; while [ $i -lt 200 ]; do echo err$i >&2; i=$((i+1)); done) & head -c 65536 /dev/zero | tr '\\0' x; echo; wait"
-            ),
-            &c,
-            "p",
-            &mut |l| lines.push(l),
-        )
-        .unwrap();
+        let (exit, lines) = sh_lines(
+            &Control::new(),
+            "(i=0; while [ $i -lt 200 ]; do echo err$i >&2; i=$((i+1)); done) & head -c 65536 /dev/zero | tr '\\0' x; echo; wait",
+        );
         assert!(exit.success());
         let long: Vec<&String> = lines.iter().filter(|l| l.starts_with('x')).collect();
         assert_eq!(long.len(), 1, "one whole line");
@@ -626,21 +616,13 @@ mod tests {
 
     #[test]
     fn child_has_own_process_group_and_no_stdin() {
-        let c = Control::new();
-        let mut lines = Vec::new();
-        run_streaming(
-            duct::cmd!(
-                "sh",
-                "-c",
-                "ps -o pgid= -p $$; ps -o pid= -p $$; cat; echo eof"
-            ),
-            &c,
-            "p",
-            &mut |l| lines.push(l.trim().to_string()),
-        )
-        .unwrap();
+        let (_, lines) = sh_lines(
+            &Control::new(),
+            "ps -o pgid= -p $$; ps -o pid= -p $$; cat; echo eof",
+        );
+        let lines: Vec<&str> = lines.iter().map(|l| l.trim()).collect();
         assert_eq!(lines[0], lines[1], "pgid == pid: {lines:?}");
-        assert_eq!(lines.last().map(String::as_str), Some("eof"));
+        assert_eq!(lines.last(), Some(&"eof"));
     }
 
     #[test]

@@ -568,13 +568,10 @@ mod tests {
 
     #[test]
     fn command_outputs_get_a_shared_volume() {
-        let plan = plan_of(
-            &format!(
-                "{HEAD}infrastructure:\n  - path: build\n  - path: push\n    inputs:\n      'k:img': build:image\n"
-            ),
+        let plan = planned(
+            "infrastructure:\n  - path: build\n  - path: push\n    inputs:\n      'k:img': build:image\n",
             &["build", "push"],
-        )
-        .unwrap();
+        );
         let doc = parse(&render(&plan, &CTX).unwrap());
         assert_eq!(
             doc["spec"]["volumeClaimTemplates"][0]["metadata"]["name"],

@@ -352,6 +352,12 @@ pub(crate) mod testutil {
 
     pub use crate::plan::testing::plan_of;
 
+    /// The plan of the profile `body` (after [`HEAD`]), which must build; the paths in
+    /// `commands` are command projects.
+    pub fn planned(body: &str, commands: &[&str]) -> Plan {
+        plan_of(&format!("{HEAD}{body}"), commands).unwrap()
+    }
+
     /// A profile with secrets (so an `@secrets` step), two infrastructure chains and a
     /// kubernetes stage with a fan-in.
     pub fn sample() -> String {
@@ -458,13 +464,10 @@ mod tests {
 
     #[test]
     fn command_outputs_that_feed_inputs_are_found() {
-        let plan = plan_of(
-            &format!(
-                "{HEAD}infrastructure:\n  - path: build\n  - path: push\n    inputs:\n      'k:img': build:image\n  - path: other\n"
-            ),
+        let plan = planned(
+            "infrastructure:\n  - path: build\n  - path: push\n    inputs:\n      'k:img': build:image\n  - path: other\n",
             &["build", "push", "other"],
-        )
-        .unwrap();
+        );
         assert_eq!(
             command_output_sources(&plan)
                 .into_iter()

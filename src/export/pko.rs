@@ -504,13 +504,12 @@ mod tests {
     #[test]
     fn names_are_valid_and_unique_even_when_long_or_colliding() {
         let long = "very-long-segment/".repeat(6);
-        let plan = plan_of(
+        let plan = planned(
             &format!(
-                "{HEAD}infrastructure:\n  - path: A_b\n  - path: a.b\n  - path: {long}x\n  - path: {long}y\n"
+                "infrastructure:\n  - path: A_b\n  - path: a.b\n  - path: {long}x\n  - path: {long}y\n"
             ),
             &[],
-        )
-        .unwrap();
+        );
         let docs = docs(&render(&plan, &CTX).unwrap());
         let names: Vec<&str> = docs
             .iter()
@@ -529,13 +528,10 @@ mod tests {
 
     #[test]
     fn command_projects_are_left_out_and_bridged() {
-        let plan = plan_of(
-            &format!(
-                "{HEAD}infrastructure:\n  - path: vpc\n  - path: build\nkubernetes:\n  - path: push\n  - path: app\n"
-            ),
+        let plan = planned(
+            "infrastructure:\n  - path: vpc\n  - path: build\nkubernetes:\n  - path: push\n  - path: app\n",
             &["build", "push"],
-        )
-        .unwrap();
+        );
         let text = render(&plan, &CTX).unwrap();
         assert!(
             text.contains("Left out: the command projects build, push"),
@@ -552,11 +548,7 @@ mod tests {
         // vpc → build → push → app became vpc → app.
         assert_eq!(docs[1]["spec"]["prerequisites"][0]["name"], "dev-vpc");
         // Only command projects: nothing to export.
-        let only = plan_of(
-            &format!("{HEAD}infrastructure:\n  - path: build\n"),
-            &["build"],
-        )
-        .unwrap();
+        let only = planned("infrastructure:\n  - path: build\n", &["build"]);
         let e = render(&only, &CTX).unwrap_err();
         assert_eq!(e.exit_code(), 3);
         e.assert_says("github-actions");
@@ -564,10 +556,10 @@ mod tests {
 
     #[test]
     fn inputs_are_wired_into_config_config_ref_and_secrets_ref() {
-        let p = plan_of(&format!(
-            "{HEAD}infrastructure:\n  - path: infra/vpc\n  - path: infra/eks\n    inputs:\n      'eks:vpc': infra/vpc:id\n      cidr: infra/vpc:cidr\n      token: infra/vpc:token\n      later: infra/vpc:later\n"
-        ), &[])
-        .unwrap();
+        let p = planned(
+            "infrastructure:\n  - path: infra/vpc\n  - path: infra/eks\n    inputs:\n      'eks:vpc': infra/vpc:id\n      cidr: infra/vpc:cidr\n      token: infra/vpc:token\n      later: infra/vpc:later\n",
+            &[],
+        );
         let mut known = super::super::InputValues::new();
         let key = |o: &str| ("infra/vpc".to_string(), o.to_string());
         known.insert(
@@ -634,13 +626,10 @@ mod tests {
     #[test]
     fn names_fit_the_crd_rule_and_stay_unique() {
         let long = "kubernetes/nginx/ingress-controller-namespace";
-        let plan = plan_of(
-            &format!(
-                "{HEAD}infrastructure:\n  - path: {long}\n  - path: {long}-x\n  - path: {long}/x\n"
-            ),
+        let plan = planned(
+            &format!("infrastructure:\n  - path: {long}\n  - path: {long}-x\n  - path: {long}/x\n"),
             &[],
-        )
-        .unwrap();
+        );
         let names = stack_names(&plan, "dev");
         for n in &names {
             assert!(n.len() <= MAX_NAME, "{n}");

@@ -208,6 +208,32 @@ pub enum RunEvent {
     },
 }
 
+impl RunEvent {
+    /// The end of `project`'s step with nothing to say beyond its status, time and why:
+    /// no log, exit code, upstream, changes or rule (a step the run passed over).
+    pub fn project_finished(
+        project: String,
+        operation: Operation,
+        status: Status,
+        duration_ms: u64,
+        message: Option<String>,
+    ) -> RunEvent {
+        RunEvent::ProjectFinished {
+            project,
+            operation,
+            status,
+            duration_ms,
+            message,
+            log: None,
+            exit_code: None,
+            upstream: None,
+            changes: None,
+            denied: None,
+            awaiting: None,
+        }
+    }
+}
+
 /// Environment variables an observer of the events adds to the children of a running
 /// project (the trace's `TRACEPARENT`): set on `project_started`, which the scheduler
 /// emits on its thread before the step starts, so every child of the step sees them;

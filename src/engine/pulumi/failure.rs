@@ -93,6 +93,16 @@ pub(super) fn exit_text(exit: &Exit) -> String {
     }
 }
 
+/// A failed call in words: `what` it was for, how it exited and the line of its stderr
+/// that says why (`could not set secret config `k` of app (exit 255: …): error: …`).
+pub(super) fn call_failed(what: &str, exit: &Exit, stderr: &str) -> String {
+    format!(
+        "{what} ({}): {}",
+        exit_text(exit),
+        error_line(stderr.lines())
+    )
+}
+
 /// The line that says what went wrong: the last `error:` line (Pulumi puts details such
 /// as a lock file's path after it), else the last non-empty line. An `error:` with no
 /// words after it takes the first line after it that has some.

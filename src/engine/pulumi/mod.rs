@@ -27,7 +27,7 @@ use super::events::EventState;
 use super::process::{Captured, Control, Exit, Stream, run_captured, run_streaming_tagged};
 use super::{Engine, Failure, Job, Operation, Outcome, PlanFile, Progress, contains_secret_mask};
 pub use checkpoint::{checkpoint_resources_and_outputs, checkpoint_stack_missing};
-use failure::{cancel_command, error_line, exit_text, failure};
+use failure::{call_failed, cancel_command, failure};
 pub use invoke::Calls;
 use invoke::{Seen, stack_arg, streaming_preview};
 pub use layout::layout_problem;

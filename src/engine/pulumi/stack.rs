@@ -85,10 +85,12 @@ impl PulumiEngine {
         }
         Err(Failure::Failed {
             message: format!(
-                "could not clear the stale Pulumi lock of {} ({}): {}. Run: {}",
-                job.path,
-                exit_text(&out.exit),
-                error_line(err.lines()),
+                "{}. Run: {}",
+                call_failed(
+                    &format!("could not clear the stale Pulumi lock of {}", job.path),
+                    &out.exit,
+                    &err
+                ),
                 cancel_command(job)
             ),
             exit_code: out.exit.code,
@@ -114,11 +116,10 @@ impl PulumiEngine {
                     continue;
                 }
                 return Err(Failure::Failed {
-                    message: format!(
-                        "could not set secret config `{key}` of {} ({}): {}",
-                        job.path,
-                        exit_text(&out.exit),
-                        error_line(err.lines())
+                    message: call_failed(
+                        &format!("could not set secret config `{key}` of {}", job.path),
+                        &out.exit,
+                        &err,
                     ),
                     exit_code: out.exit.code,
                     processes: calls.procs,
@@ -146,11 +147,10 @@ impl PulumiEngine {
             // An old CLI's missing-stack answer is recorded as the code 3.226+ gives it.
             let missing = Self::is_missing_stack(job, &out.exit, err.lines());
             return Err(Failure::Failed {
-                message: format!(
-                    "`pulumi stack output` of {} failed ({}): {}",
-                    job.path,
-                    exit_text(&out.exit),
-                    error_line(err.lines())
+                message: call_failed(
+                    &format!("`pulumi stack output` of {} failed", job.path),
+                    &out.exit,
+                    &err,
                 ),
                 exit_code: if missing { Some(6) } else { code },
                 processes: calls.procs,

@@ -2,7 +2,7 @@
 //! `stack init` that finds the stack existing means. The file backend's layouts,
 //! checkpoints and locks: `backend_tests`; a bucket's: `bucket_tests`.
 
-use super::failure::describe_exit;
+use super::failure::{describe_exit, error_line};
 use super::stack::{already_exists, existing_stack_is_ours};
 use super::*;
 

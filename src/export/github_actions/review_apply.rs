@@ -457,7 +457,7 @@ mod tests {
 
     #[test]
     fn command_projects_alone_need_no_pulumi_and_names_stay_words() {
-        let plan = plan_of(&format!("{HEAD}infrastructure:\n  - path: net\n"), &["net"]).unwrap();
+        let plan = planned("infrastructure:\n  - path: net\n", &["net"]);
         let ctx = ExportContext {
             stack: "org/do",
             ..CTX

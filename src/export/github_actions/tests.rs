@@ -59,11 +59,10 @@ fn job_ids_are_valid() {
 
 #[test]
 fn job_ids_are_unique_when_paths_collide() {
-    let plan = plan_of(
-        &format!("{HEAD}infrastructure:\n  - path: a/b\n  - path: a-b\n  - path: a.b\n"),
+    let plan = planned(
+        "infrastructure:\n  - path: a/b\n  - path: a-b\n  - path: a.b\n",
         &[],
-    )
-    .unwrap();
+    );
     let text = render(&plan, &CTX).unwrap();
     let doc = parse(&text);
     let ids: Vec<&str> = jobs(&doc).keys().map(|k| k.as_str().unwrap()).collect();
@@ -169,13 +168,10 @@ fn workflow_shape() {
 
 #[test]
 fn command_chains_share_a_runner_and_outputs_travel_between_jobs() {
-    let plan = plan_of(
-            &format!(
-                "{HEAD}infrastructure:\n  - path: net\n  - path: build\n  - path: push\n    inputs:\n      'k:img': build:image\n      'k:net': net:id\n  - path: app\n    inputs:\n      'k:img': push:image\n"
-            ),
-            &["build", "push"],
-        )
-        .unwrap();
+    let plan = planned(
+        "infrastructure:\n  - path: net\n  - path: build\n  - path: push\n    inputs:\n      'k:img': build:image\n      'k:net': net:id\n  - path: app\n    inputs:\n      'k:img': push:image\n",
+        &["build", "push"],
+    );
     let text = render(&plan, &CTX).unwrap();
     let doc = parse(&text);
     let steps = |id: &str| doc["jobs"][id]["steps"].as_sequence().unwrap().clone();

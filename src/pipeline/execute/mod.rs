@@ -263,19 +263,13 @@ fn announce(
         emit(RunEvent::Notice { message: n });
     }
     for (path, why) in unchanged {
-        emit(RunEvent::ProjectFinished {
-            project: path.clone(),
-            operation: op,
-            status: Status::Skipped,
-            duration_ms: 0,
-            message: Some(why.clone()),
-            log: None,
-            exit_code: None,
-            upstream: None,
-            changes: None,
-            denied: None,
-            awaiting: None,
-        });
+        emit(RunEvent::project_finished(
+            path.clone(),
+            op,
+            Status::Skipped,
+            0,
+            Some(why.clone()),
+        ));
     }
     Ok(Opened {
         started_ms,

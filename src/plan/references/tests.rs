@@ -6,6 +6,33 @@ fn lit(s: &str) -> Part {
     Part::Literal(s.into())
 }
 
+/// The references of `text` as (org, project, stack, line), for short asserts.
+fn parts(text: &str, file: &str) -> Vec<(Option<Part>, Option<Part>, Part, usize)> {
+    in_code(text, Path::new(file))
+        .into_iter()
+        .map(|r| (r.org, r.project, r.stack, r.line))
+        .collect()
+}
+
+fn known(
+    org: Part,
+    project: &str,
+    stack: Part,
+    line: usize,
+) -> (Option<Part>, Option<Part>, Part, usize) {
+    (Some(org), Some(lit(project)), stack, line)
+}
+
+/// What the scanner cannot read: every part unknown, never absent.
+fn unknown(line: usize) -> (Option<Part>, Option<Part>, Part, usize) {
+    (
+        Some(Part::Unknown),
+        Some(Part::Unknown),
+        Part::Unknown,
+        line,
+    )
+}
+
 #[test]
 fn pulumi_yaml() {
     let text = "name: app\nruntime: yaml\nresources:\n  cluster:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: ${pulumi.organization}/kubeconfig/${pulumi.stack}\n  other:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: acme/vpc/prod\n  bucket:\n    type: aws:s3:Bucket\n";
@@ -41,48 +68,41 @@ eks = pulumi.StackReference("organization/eks/" + pulumi.get_stack())
 kw = StackReference(name=f"{org}/ecr/{get_stack()}")
 env = StackReference(f"{os.environ['STRATA_ORG']}/logs/{os.getenv('STRATA_STACK')}")
 "#;
-    let refs = in_code(text, Path::new("__main__.py"));
-    assert_eq!(refs.len(), 4, "{refs:#?}");
-    assert_eq!(refs[0].project, Some(lit("vpc")));
     assert_eq!(
-        (refs[0].org.clone(), refs[0].stack.clone()),
-        (Some(Part::Org), Part::Stack)
+        parts(text, "__main__.py"),
+        vec![
+            known(Part::Org, "vpc", Part::Stack, 5),
+            known(lit("organization"), "eks", Part::Stack, 6),
+            // A variable named org.
+            known(Part::Org, "ecr", Part::Stack, 7),
+            known(Part::Org, "logs", Part::Stack, 8),
+        ]
     );
-    assert_eq!(refs[0].line, 5);
-    assert_eq!(refs[1].org, Some(lit("organization")));
-    assert_eq!(refs[1].project, Some(lit("eks")));
-    assert_eq!(refs[1].stack, Part::Stack);
-    assert_eq!(refs[2].project, Some(lit("ecr")));
-    assert_eq!(refs[2].org, Some(Part::Org), "a variable named org");
-    assert_eq!(refs[3].org, Some(Part::Org));
-    assert_eq!(refs[3].stack, Part::Stack);
 }
 
 #[test]
 fn typescript_and_javascript() {
     let text = "import * as pulumi from \"@pulumi/pulumi\";\nconst org = pulumi.getOrganization();\nconst vpc = new pulumi.StackReference(`${org}/vpc/${pulumi.getStack()}`);\nconst k = new StackReference(\"acme/kubeconfig/\" + pulumi.getStack(), {});\nconst e = new pulumi.StackReference(`${process.env.STRATA_ORG}/ecr/${process.env.STRATA_STACK}`);\n// new StackReference(\"x/y/z\")\n";
-    let refs = in_code(text, Path::new("index.ts"));
-    assert_eq!(refs.len(), 3, "{refs:#?}");
-    assert_eq!(refs[0].project, Some(lit("vpc")));
-    assert_eq!(refs[0].org, Some(Part::Org));
-    assert_eq!(refs[0].stack, Part::Stack);
-    assert_eq!(refs[1].org, Some(lit("acme")));
-    assert_eq!(refs[1].project, Some(lit("kubeconfig")));
-    assert_eq!(refs[2].org, Some(Part::Org));
-    assert_eq!(refs[2].project, Some(lit("ecr")));
+    assert_eq!(
+        parts(text, "index.ts"),
+        vec![
+            known(Part::Org, "vpc", Part::Stack, 3),
+            known(lit("acme"), "kubeconfig", Part::Stack, 4),
+            known(Part::Org, "ecr", Part::Stack, 5),
+        ]
+    );
 }
 
 #[test]
 fn go() {
     let text = "package main\n\nfunc main() {\n\tpulumi.Run(func(ctx *pulumi.Context) error {\n\t\tvpc, err := pulumi.NewStackReference(ctx, fmt.Sprintf(\"%s/vpc/%s\", ctx.Organization(), ctx.Stack()), nil)\n\t\teks, err := pulumi.NewStackReference(ctx, \"organization/eks/\"+ctx.Stack(), nil)\n\t\treturn nil\n\t})\n}\n";
-    let refs = in_code(text, Path::new("main.go"));
-    assert_eq!(refs.len(), 2, "{refs:#?}");
-    assert_eq!(refs[0].org, Some(Part::Org));
-    assert_eq!(refs[0].project, Some(lit("vpc")));
-    assert_eq!(refs[0].stack, Part::Stack);
-    assert_eq!(refs[0].line, 5);
-    assert_eq!(refs[1].org, Some(lit("organization")));
-    assert_eq!(refs[1].project, Some(lit("eks")));
+    assert_eq!(
+        parts(text, "main.go"),
+        vec![
+            known(Part::Org, "vpc", Part::Stack, 5),
+            known(lit("organization"), "eks", Part::Stack, 6),
+        ]
+    );
 }
 
 #[test]
@@ -103,33 +123,6 @@ fn unknown_parts_stay_unknown_and_short_names_have_fewer_parts() {
     assert_eq!(refs[2].project, None);
     assert_eq!(refs[2].stack, lit("dev"));
     assert_eq!(refs[3].project, Some(Part::Unknown), "mixed text and value");
-}
-
-/// The references of `text` as (org, project, stack, line), for short asserts.
-fn parts(text: &str, file: &str) -> Vec<(Option<Part>, Option<Part>, Part, usize)> {
-    in_code(text, Path::new(file))
-        .into_iter()
-        .map(|r| (r.org, r.project, r.stack, r.line))
-        .collect()
-}
-
-fn known(
-    org: Part,
-    project: &str,
-    stack: Part,
-    line: usize,
-) -> (Option<Part>, Option<Part>, Part, usize) {
-    (Some(org), Some(lit(project)), stack, line)
-}
-
-/// What the scanner cannot read: every part unknown, never absent.
-fn unknown(line: usize) -> (Option<Part>, Option<Part>, Part, usize) {
-    (
-        Some(Part::Unknown),
-        Some(Part::Unknown),
-        Part::Unknown,
-        line,
-    )
 }
 
 #[test]

@@ -36,18 +36,29 @@ fn identity_file(dir: &Path, name: &str) -> PathBuf {
     path
 }
 
+/// The key of a new identity file `name` written in `dir`.
+fn identity(dir: &Path, name: &str) -> Key {
+    Key::Identity(identity_file(dir, name))
+}
+
 /// A passphrase, and an identity file written in `dir`.
 fn each_kind_of_key(dir: &Path) -> [Key; 2] {
-    [
-        passphrase("pw"),
-        Key::Identity(identity_file(dir, "key.txt")),
-    ]
+    [passphrase("pw"), identity(dir, "key.txt")]
 }
 
 fn saved(dir: &Path, key: &Key) -> PathBuf {
     let path = dir.join("config/secrets/dev.age");
     save_with_work_factor(&path, key, &values(), FAST).unwrap();
     path
+}
+
+/// The store saved in `dir` under each kind of key in turn: the key and the file, saved
+/// as its turn comes (both keys write the same file).
+fn saved_under_each_kind_of_key(dir: &Path) -> impl Iterator<Item = (Key, PathBuf)> + '_ {
+    each_kind_of_key(dir).into_iter().map(|key| {
+        let path = saved(dir, &key);
+        (key, path)
+    })
 }
 
 /// Asserts that `load` fails, that the error names the file and holds no
@@ -67,7 +78,7 @@ fn load_fails(path: &Path, key: &Key) -> StoreError {
 #[test]
 fn round_trip_with_identity() {
     let dir = tempfile::tempdir().unwrap();
-    let key = Key::Identity(identity_file(dir.path(), "key.txt"));
+    let key = identity(dir.path(), "key.txt");
     let path = saved(dir.path(), &key);
     assert!(exists(&path));
     assert_eq!(load(&path, &key).unwrap(), values());
@@ -135,8 +146,7 @@ fn empty_map_round_trips() {
 #[test]
 fn file_is_armoured_and_holds_no_plaintext() {
     let dir = tempfile::tempdir().unwrap();
-    for key in each_kind_of_key(dir.path()) {
-        let path = saved(dir.path(), &key);
+    for (_, path) in saved_under_each_kind_of_key(dir.path()) {
         let text = fs::read_to_string(&path).unwrap();
         assert!(text.starts_with(BEGIN_MARKER), "{text}");
         assert!(text.trim_end().ends_with(END_MARKER), "{text}");
@@ -160,10 +170,7 @@ fn wrong_passphrase() {
 #[test]
 fn wrong_identity() {
     let dir = tempfile::tempdir().unwrap();
-    let path = saved(
-        dir.path(),
-        &Key::Identity(identity_file(dir.path(), "a.txt")),
-    );
+    let path = saved(dir.path(), &identity(dir.path(), "a.txt"));
     let other = identity_file(dir.path(), "b.txt");
     let err = load_fails(&path, &Key::Identity(other.clone()));
     match &err {
@@ -177,7 +184,7 @@ fn wrong_identity() {
 fn passphrase_file_opened_with_identity() {
     let dir = tempfile::tempdir().unwrap();
     let path = saved(dir.path(), &passphrase("pw"));
-    let key = Key::Identity(identity_file(dir.path(), "key.txt"));
+    let key = identity(dir.path(), "key.txt");
     let err = load_fails(&path, &key);
     assert!(matches!(err, StoreError::NeedsPassphrase { .. }), "{err:?}");
 }
@@ -185,10 +192,7 @@ fn passphrase_file_opened_with_identity() {
 #[test]
 fn identity_file_opened_with_passphrase() {
     let dir = tempfile::tempdir().unwrap();
-    let path = saved(
-        dir.path(),
-        &Key::Identity(identity_file(dir.path(), "k.txt")),
-    );
+    let path = saved(dir.path(), &identity(dir.path(), "k.txt"));
     let err = load_fails(&path, &passphrase("pw"));
     assert!(matches!(err, StoreError::NeedsIdentity { .. }), "{err:?}");
 }
@@ -234,8 +238,7 @@ fn flip(bytes: &mut [u8], index: usize) {
 #[test]
 fn tampered_file() {
     let dir = tempfile::tempdir().unwrap();
-    for key in each_kind_of_key(dir.path()) {
-        let path = saved(dir.path(), &key);
+    for (key, path) in saved_under_each_kind_of_key(dir.path()) {
         let original = fs::read(&path).unwrap();
         let text = String::from_utf8(original.clone()).unwrap();
         let body_start = BEGIN_MARKER.len() + 1;

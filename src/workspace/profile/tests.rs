@@ -23,6 +23,15 @@ fn refused(body: &str) -> crate::error::Error {
     e
 }
 
+/// Refuses the profile `body` (see `refused`) with a message that says each of `parts`.
+fn refused_saying(body: &str, parts: &[&str]) -> crate::error::Error {
+    let e = refused(body);
+    for part in parts {
+        e.assert_says(part);
+    }
+    e
+}
+
 #[test]
 fn watch_paths_stay_inside_the_workspace() {
     assert_eq!(
@@ -55,13 +64,9 @@ fn projects_folder_defaults_to_projects_and_may_be_the_root_or_another_folder() 
     assert_eq!(load(d.path(), "root").unwrap().projects_dir, ".");
     assert_eq!(load(d.path(), "sub").unwrap().projects_dir, "pulumi/python");
     for bad in ["..", "../elsewhere", "/etc", "a/../../b"] {
-        let e = refused(&format!(
-            "projects: '{bad}'\ninfrastructure:\n  - path: a\n"
-        ));
-        assert!(
-            e.message.contains("`projects:`") && e.message.contains("inside the workspace"),
-            "{bad}: {}",
-            e.message
+        refused_saying(
+            &format!("projects: '{bad}'\ninfrastructure:\n  - path: a\n"),
+            &["`projects:`", "inside the workspace"],
         );
     }
 }
@@ -125,18 +130,19 @@ fn bad_timeout_and_retry_are_config_errors() {
             "retry.delay: `later` is not a duration",
         ),
     ] {
-        let e = refused(&format!("infrastructure:\n  - path: a\n    {yaml}\n"));
-        assert!(e.message.contains(needle), "{yaml}: {}", e.message);
-        e.assert_says("p.yaml");
+        refused_saying(
+            &format!("infrastructure:\n  - path: a\n    {yaml}\n"),
+            &[needle, "p.yaml"],
+        );
     }
 }
 
 #[test]
 fn unknown_field_is_an_error_with_line() {
-    let e = refused("infrastructure:\n  - path: a\n    need: [b]\n");
-    e.assert_says("unknown field `need`");
-    e.assert_says("line 5");
-    e.assert_says("p.yaml");
+    refused_saying(
+        "infrastructure:\n  - path: a\n    need: [b]\n",
+        &["unknown field `need`", "line 5", "p.yaml"],
+    );
 }
 
 #[test]
@@ -174,8 +180,10 @@ fn include_and_insertions_compose() {
 
 #[test]
 fn insertion_anchor_must_exist() {
-    let e = refused("kubernetes:\n  - path: a\n  - path: x\n    after: nope\n");
-    e.assert_says("after `nope`");
+    refused_saying(
+        "kubernetes:\n  - path: a\n  - path: x\n    after: nope\n",
+        &["after `nope`"],
+    );
 }
 
 #[test]
@@ -193,28 +201,34 @@ fn include_cycle_is_reported() {
 
 #[test]
 fn duplicate_path_is_an_error() {
-    let e = refused("infrastructure:\n  - path: a\nkubernetes:\n  - path: a\n");
-    e.assert_says("listed twice");
+    refused_saying(
+        "infrastructure:\n  - path: a\nkubernetes:\n  - path: a\n",
+        &["listed twice"],
+    );
 }
 
 #[test]
 fn needs_unknown_path_is_an_error() {
-    let e = refused("infrastructure:\n  - path: a\n    needs: [ghost]\n");
-    e.assert_says("needs `ghost`");
+    refused_saying(
+        "infrastructure:\n  - path: a\n    needs: [ghost]\n",
+        &["needs `ghost`"],
+    );
 }
 
 #[test]
 fn bad_input_source_is_an_error() {
-    let e = refused(
+    refused_saying(
         "infrastructure:\n  - path: a\n  - path: b\n    inputs:\n      'x:y': a-without-output\n",
+        &["<project path>:<output>"],
     );
-    e.assert_says("<project path>:<output>");
 }
 
 #[test]
 fn hooks_reject_unknown_kinds() {
-    let e = refused("infrastructure:\n  - path: a\n    on_success:\n      - shell: x\n");
-    e.assert_says("shell");
+    refused_saying(
+        "infrastructure:\n  - path: a\n    on_success:\n      - shell: x\n",
+        &["shell"],
+    );
 }
 
 #[test]
@@ -247,14 +261,11 @@ fn mock_outputs_default_to_preview_and_other_commands_are_refused() {
             "lists `plan`, which is not a strata command",
         ),
     ] {
-        let e = refused(&format!(
-            "infrastructure:\n  - path: a\n    mock_outputs: {{ x: y }}\n    mock_outputs_allowed_commands: {list}\n"
-        ));
-        assert!(e.message.contains(needle), "{list}: {}", e.message);
-        assert!(
-            e.message.contains("p.yaml") && e.message.contains("mock_outputs_allowed_commands"),
-            "{}",
-            e.message
+        refused_saying(
+            &format!(
+                "infrastructure:\n  - path: a\n    mock_outputs: {{ x: y }}\n    mock_outputs_allowed_commands: {list}\n"
+            ),
+            &[needle, "p.yaml", "mock_outputs_allowed_commands"],
         );
     }
 }
@@ -292,33 +303,40 @@ fn pools_defaults_and_entry_pools_resolve_in_that_order() {
 
 #[test]
 fn an_unknown_pool_a_bad_limit_or_a_bad_pattern_is_refused_with_the_fix() {
-    let refused = |body: &str| refused(body).to_string();
-    let e = refused("pools: {harbor: 1}\ninfrastructure:\n  - path: a\n    pool: harbour\n");
-    assert!(e.contains("entry `a` runs in pool `harbour`"), "{e}");
-    assert!(e.contains("Did you mean `harbor`?"), "{e}");
-    let e = refused("infrastructure:\n  - path: a\n    pool: harbor\n");
-    assert!(e.contains("declares no pools"), "{e}");
-    let e = refused("pools: {harbor: 0}\ninfrastructure:\n  - path: a\n");
-    assert!(
-        e.contains("`pools: harbor:` `0` must be a whole number of at least 1"),
-        "{e}"
-    );
-    let e = refused("pools: {harbor: many}\ninfrastructure:\n  - path: a\n");
-    assert!(e.contains("at least 1"), "{e}");
-    let e = refused("throttle: {patterns: ['(']}\ninfrastructure:\n  - path: a\n");
-    assert!(
-        e.contains("`throttle: patterns:` `(` is not a valid regex"),
-        "{e}"
-    );
-    let e = refused("throttle: {delay: soon}\ninfrastructure:\n  - path: a\n");
-    assert!(
-        e.contains("throttle.delay: `soon` is not a duration"),
-        "{e}"
-    );
-    let e = refused("infrastructure:\n  - path: a\n    tags: ['has space']\n");
-    assert!(e.contains("tag `has space` must be a name"), "{e}");
+    for (body, says) in [
+        (
+            "pools: {harbor: 1}\ninfrastructure:\n  - path: a\n    pool: harbour\n",
+            &["entry `a` runs in pool `harbour`", "Did you mean `harbor`?"][..],
+        ),
+        (
+            "infrastructure:\n  - path: a\n    pool: harbor\n",
+            &["declares no pools"],
+        ),
+        (
+            "pools: {harbor: 0}\ninfrastructure:\n  - path: a\n",
+            &["`pools: harbor:` `0` must be a whole number of at least 1"],
+        ),
+        (
+            "pools: {harbor: many}\ninfrastructure:\n  - path: a\n",
+            &["at least 1"],
+        ),
+        (
+            "throttle: {patterns: ['(']}\ninfrastructure:\n  - path: a\n",
+            &["`throttle: patterns:` `(` is not a valid regex"],
+        ),
+        (
+            "throttle: {delay: soon}\ninfrastructure:\n  - path: a\n",
+            &["throttle.delay: `soon` is not a duration"],
+        ),
+        (
+            "infrastructure:\n  - path: a\n    tags: ['has space']\n",
+            &["tag `has space` must be a name"],
+        ),
+    ] {
+        refused_saying(body, says);
+    }
     let e = refused("pool: {infra: x}\ninfrastructure:\n  - path: a\n");
-    assert!(!e.is_empty());
+    assert!(!e.message.is_empty());
 }
 
 #[test]
@@ -426,10 +444,7 @@ fn a_delay_over_an_hour_or_a_throttle_without_a_pause_is_refused_naming_file_key
             "a throttled project must pause before its next try",
         ),
     ] {
-        let e = refused(body);
-        for part in ["p.yaml: ", at, key, says] {
-            assert!(e.message.contains(part), "{part} in {}", e.message);
-        }
+        let e = refused_saying(body, &["p.yaml: ", at, key, says]);
         assert!(!e.message.contains("not valid YAML"), "{}", e.message);
     }
     // Up to an hour, and a retry without a pause, are fine.
@@ -443,24 +458,28 @@ fn a_delay_over_an_hour_or_a_throttle_without_a_pause_is_refused_naming_file_key
 
 #[test]
 fn a_pool_s_unknown_key_is_named_and_a_limit_above_the_most_is_refused() {
-    let refused =
-        |pools: &str| refused(&format!("{pools}\ninfrastructure:\n  - path: a\n")).to_string();
-    let e = refused("pools: {harbor: {limit: 1, adaptve: false}}");
-    for part in [
-        "`pools: harbor:`",
-        "unknown key `adaptve`",
-        "`limit`",
-        "`adaptive`",
-    ] {
-        assert!(e.contains(part), "{part} in {e}");
-    }
-    assert!(!e.contains("whole number"), "{e}");
-    let e = refused("pools: {harbor: {limit: 1, adaptive: sometimes}}");
-    assert!(e.contains("`adaptive:` is true or false"), "{e}");
+    let refused_saying = |pools: &str, parts: &[&str]| {
+        refused_saying(&format!("{pools}\ninfrastructure:\n  - path: a\n"), parts)
+    };
+    let e = refused_saying(
+        "pools: {harbor: {limit: 1, adaptve: false}}",
+        &[
+            "`pools: harbor:`",
+            "unknown key `adaptve`",
+            "`limit`",
+            "`adaptive`",
+        ],
+    );
+    assert!(!e.message.contains("whole number"), "{e}");
+    refused_saying(
+        "pools: {harbor: {limit: 1, adaptive: sometimes}}",
+        &["`adaptive:` is true or false"],
+    );
     for body in ["pools: {aws: 20000}", "pools: {aws: {limit: 10001}}"] {
-        let e = refused(body);
-        assert!(e.contains("more than 10000"), "{e}");
-        assert!(e.contains("leave its projects out of any pool"), "{e}");
+        refused_saying(
+            body,
+            &["more than 10000", "leave its projects out of any pool"],
+        );
     }
     let p = load_body("pools: {aws: 10000}\ninfrastructure:\n  - path: a\n").unwrap();
     assert_eq!(p.pools[0].limit, 10_000);
