@@ -5,9 +5,8 @@
 
 use serde_json::json;
 
-use crate::secrets::fake_kube::{FakeKube, encode_base64};
-use crate::secrets::{ADMIN, DB, kube_profile, kube_ws};
-use crate::support::*;
+use super::fake_kube::{FakeKube, encode_base64};
+use super::*;
 
 /// The user's unrelated work: `name`'s cluster added to the kubeconfig strata merges
 /// into and made its current context, as `kubectl config set-cluster`, `set-context`
