@@ -21,16 +21,7 @@ pub(super) fn argo_graph(doc: &Yaml) -> (Vec<String>, BTreeMap<String, BTreeSet<
         .iter()
         .map(|t| {
             let name = t["name"].as_str().unwrap().to_string();
-            assert!(
-                !name.is_empty()
-                    && name.len() <= 63
-                    && name
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                    && !name.starts_with('-')
-                    && !name.ends_with('-'),
-                "invalid task name {name}"
-            );
+            assert_dns_label(&name, "task name");
             let params = t["arguments"]["parameters"].as_sequence().unwrap();
             let project = params.iter().find(|p| p["name"] == "project").unwrap();
             (name, project["value"].as_str().unwrap().to_string())
@@ -56,12 +47,8 @@ pub(super) fn argo_graph(doc: &Yaml) -> (Vec<String>, BTreeMap<String, BTreeSet<
 
 #[test]
 fn argo_dag_follows_the_plan() {
-    let ws = workspace(MIXED);
-    let plan = shown(&ws.strata(&["-p", "t", "-s", "dev", "show", "--format", "json"]));
-    let r = ws.strata(&["-p", "t", "-s", "dev", "export", "--format", "argo"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_header(&r.stdout, "argo", "t");
-    let doc = yaml(&r.stdout);
+    let (plan, text) = plan_and_export(MIXED, "argo");
+    let doc = yaml(&text);
     let (order, graph) = argo_graph(&doc);
     assert_eq!(order, plan.order_without_secrets());
     assert_eq!(graph, plan.bridged(), "dependencies are the plan's edges");

@@ -17,17 +17,7 @@ fn export_writes_a_file_with_out() {
 
 #[test]
 fn export_is_deterministic_and_needs_no_pulumi_or_stack_config() {
-    let ws = Ws::without_pulumi();
-    ws.profile("t", &format!("{HEAD}{MIXED}"));
-    for line in MIXED.lines() {
-        if let Some(path) = line.trim().strip_prefix("- path: ") {
-            if COMMANDS.contains(&path) {
-                ws.command_project(path, "true", "true");
-            } else {
-                ws.pulumi_project(path, path.rsplit('/').next().unwrap(), "");
-            }
-        }
-    }
+    let ws = with_projects(Ws::without_pulumi(), MIXED);
     for format in ["github-actions", "argo"] {
         let a = ws.strata(&["-p", "t", "-s", "dev", "export", "--format", format]);
         let b = ws.strata(&["-p", "t", "-s", "dev", "export", "--format", format]);

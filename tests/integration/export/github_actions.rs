@@ -74,35 +74,36 @@ pub(super) fn assert_gha_follows(doc: &Yaml, plan: &Shown) -> Vec<String> {
     order
 }
 
+/// The job that runs `path` (its name lists the projects it runs, `a + b`).
+fn gha_job<'a>(doc: &'a Yaml, path: &str) -> &'a Yaml {
+    let runs = |j: &&Yaml| {
+        j["name"]
+            .as_str()
+            .is_some_and(|n| n.split(" + ").any(|p| p == path))
+    };
+    let mut jobs = doc["jobs"].as_mapping().expect("jobs").values();
+    jobs.find(runs)
+        .unwrap_or_else(|| panic!("no job for {path}"))
+}
+
+/// What the steps of the job that runs `path` say under `key` (`run`, `uses`).
+fn gha_steps(doc: &Yaml, path: &str, key: &str) -> Vec<String> {
+    let steps = gha_job(doc, path)["steps"].as_sequence().expect("steps");
+    let said = steps.iter().filter_map(|s| s[key].as_str());
+    said.map(String::from).collect()
+}
+
 /// The `strata up` command of the job that runs `path`.
 pub(super) fn gha_command(doc: &Yaml, path: &str) -> String {
-    let job = doc["jobs"]
-        .as_mapping()
-        .unwrap()
-        .values()
-        .find(|j| {
-            j["name"]
-                .as_str()
-                .is_some_and(|n| n.split(" + ").any(|p| p == path))
-        })
-        .unwrap_or_else(|| panic!("no job for {path}"));
-    job["steps"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["run"].as_str())
-        .find(|r| r.starts_with("strata up"))
-        .unwrap()
-        .to_string()
+    let runs = gha_steps(doc, path, "run");
+    let up = runs.into_iter().find(|r| r.starts_with("strata up"));
+    up.unwrap_or_else(|| panic!("no `strata up` in the job of {path}"))
 }
 
 #[test]
 fn github_actions_jobs_follow_the_plan() {
-    let ws = workspace(MIXED);
-    let plan = shown(&ws.strata(&["-p", "t", "-s", "dev", "show", "--format", "json"]));
-    let r = ws.run_ok("export", &["--format", "github-actions"]);
-    assert_header(&r.stdout, "github-actions", "t");
-    let doc = yaml(&r.stdout);
+    let (plan, text) = plan_and_export(MIXED, "github-actions");
+    let doc = yaml(&text);
     let order = assert_gha_follows(&doc, &plan);
     for path in &order {
         assert!(
@@ -128,29 +129,13 @@ fn github_actions_jobs_follow_the_plan() {
         assert_eq!(doc["env"][k], Yaml::from(format!("${{{{ secrets.{k} }}}}")));
     }
     // Only jobs that run Pulumi (or read a Pulumi project's outputs) install its CLI.
-    let uses = |path: &str| -> Vec<String> {
-        doc["jobs"]
-            .as_mapping()
-            .unwrap()
-            .values()
-            .find(|j| {
-                j["name"]
-                    .as_str()
-                    .is_some_and(|n| n.split(" + ").any(|p| p == path))
-            })
-            .unwrap()["steps"]
-            .as_sequence()
-            .unwrap()
-            .iter()
-            .filter_map(|s| s["uses"].as_str().map(String::from))
-            .collect()
-    };
+    let uses = |path: &str| gha_steps(&doc, path, "uses");
     assert!(uses("infra/net").contains(&"pulumi/actions@v6".into()));
     // The image build and its push (command projects) share one job and one runner.
     assert!(gha_command(&doc, "k8s/push").contains("--project k8s/build --project k8s/push"));
     assert!(!uses("k8s/build").contains(&"pulumi/actions@v6".into()));
     assert!(
-        r.stdout.contains("--project @secrets"),
+        text.contains("--project @secrets"),
         "the header says how to write the secrets"
     );
 }

@@ -18,9 +18,11 @@ mod github_actions;
 mod pko;
 mod repo;
 
-/// A profile with secrets (so an `@secrets` step), Pulumi projects wired by `inputs:`,
-/// and two command projects in the kubernetes stage, one feeding the other.
-pub(super) const MIXED: &str = "cluster: {kubeconfig: kubeconfig, context: dev}
+/// The start both profiles below share: secrets (so an `@secrets` step) and an
+/// infrastructure stage of Pulumi projects wired by `inputs:`.
+macro_rules! secrets_and_infrastructure {
+    () => {
+        "cluster: {kubeconfig: kubeconfig, context: dev}
 secrets:
   - key: app:password
     prompt: App password
@@ -32,7 +34,15 @@ infrastructure:
   - path: infra/registry
     needs: []
 kubernetes:
-  - path: k8s/build
+"
+    };
+}
+
+/// A profile with secrets, Pulumi projects wired by `inputs:`, and two command projects
+/// in the kubernetes stage, one feeding the other.
+pub(super) const MIXED: &str = concat!(
+    secrets_and_infrastructure!(),
+    "  - path: k8s/build
   - path: k8s/push
     inputs:
       push:image: k8s/build:image
@@ -40,34 +50,30 @@ kubernetes:
     needs: []
   - path: k8s/app
     needs: [k8s/push, k8s/ns]
-";
+"
+);
 
 /// The same graph with Pulumi projects only (an operator can run it).
-pub(super) const PULUMI_ONLY: &str = "cluster: {kubeconfig: kubeconfig, context: dev}
-secrets:
-  - key: app:password
-    prompt: App password
-infrastructure:
-  - path: infra/net
-  - path: infra/cluster
-    inputs:
-      cluster:net_id: infra/net:id
-  - path: infra/registry
-    needs: []
-kubernetes:
-  - path: k8s/ns
+pub(super) const PULUMI_ONLY: &str = concat!(
+    secrets_and_infrastructure!(),
+    "  - path: k8s/ns
   - path: k8s/logs
     needs: []
   - path: k8s/app
     needs: [k8s/ns, k8s/logs]
-";
+"
+);
 
 pub(super) const COMMANDS: [&str; 2] = ["k8s/build", "k8s/push"];
 
 /// A workspace with profile `t` = HEAD + `body`; every path is a Pulumi project named
 /// after its last component, except `COMMANDS`, which are command projects.
 pub(super) fn workspace(body: &str) -> Ws {
-    let ws = Ws::new();
+    with_projects(Ws::new(), body)
+}
+
+/// `ws` with the profile and projects of [`workspace`]`(body)`.
+pub(super) fn with_projects(ws: Ws, body: &str) -> Ws {
     ws.profile("t", &format!("{HEAD}{body}"));
     for line in body.lines() {
         if let Some(path) = line.trim().strip_prefix("- path: ") {
@@ -166,6 +172,28 @@ pub(super) fn strs(v: Option<&Yaml>) -> Vec<String> {
     v.and_then(|s| s.as_sequence())
         .map(|s| s.iter().map(|x| x.as_str().unwrap().to_string()).collect())
         .unwrap_or_default()
+}
+
+/// Asserts `name` is a DNS label (what Kubernetes allows as a name): 1 to 63 lowercase
+/// letters, digits and `-`, with no `-` at either end; `what` names it on failure.
+#[track_caller]
+pub(super) fn assert_dns_label(name: &str, what: &str) {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    let label = !name.is_empty() && name.len() <= 63 && name.chars().all(allowed);
+    let ends = name.starts_with('-') || name.ends_with('-');
+    assert!(label && !ends, "invalid {what} {name}");
+}
+
+/// What `show --format json` and `export --format <format>` say of [`workspace`]`(body)`
+/// on stack `dev`: the plan, and the export, asserted to start with the header that
+/// says how to regenerate it.
+#[track_caller]
+pub(super) fn plan_and_export(body: &str, format: &str) -> (Shown, String) {
+    let ws = workspace(body);
+    let plan = shown(&ws.run("show", &["--format", "json"]));
+    let r = ws.run_ok("export", &["--format", format]);
+    assert_header(&r.stdout, format, "t");
+    (plan, r.stdout)
 }
 
 pub(super) fn assert_header(text: &str, format: &str, provider: &str) {

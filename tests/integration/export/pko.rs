@@ -15,16 +15,7 @@ fn pko_graph(docs: &[Yaml]) -> BTreeMap<String, (String, BTreeSet<String>)> {
             assert_eq!(d["apiVersion"], "pulumi.com/v1");
             assert_eq!(d["kind"], "Stack");
             let name = d["metadata"]["name"].as_str().unwrap().to_string();
-            assert!(
-                !name.is_empty()
-                    && name.len() <= 63
-                    && name
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                    && !name.starts_with('-')
-                    && !name.ends_with('-'),
-                "invalid metadata.name {name}"
-            );
+            assert_dns_label(&name, "metadata.name");
             let dir = d["spec"]["repoDir"].as_str().unwrap();
             let path = dir
                 .strip_prefix("projects/")
@@ -58,12 +49,8 @@ fn pko_graph(docs: &[Yaml]) -> BTreeMap<String, (String, BTreeSet<String>)> {
 
 #[test]
 fn pko_stacks_follow_the_plan() {
-    let ws = workspace(PULUMI_ONLY);
-    let plan = shown(&ws.strata(&["-p", "t", "-s", "dev", "show", "--format", "json"]));
-    let r = ws.strata(&["-p", "t", "-s", "dev", "export", "--format", "pko"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_header(&r.stdout, "pko", "t");
-    let docs = yaml_docs(&r.stdout);
+    let (plan, text) = plan_and_export(PULUMI_ONLY, "pko");
+    let docs = yaml_docs(&text);
     assert_eq!(
         docs.len(),
         plan.order_without_secrets().len(),
@@ -113,8 +100,7 @@ fn pko_stacks_follow_the_plan() {
 #[test]
 fn pko_leaves_command_projects_out_names_them_and_bridges() {
     let ws = workspace(MIXED);
-    let r = ws.strata(&["-p", "t", "-s", "dev", "export", "--format", "pko"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.run_ok("export", &["--format", "pko"]);
     for needle in ["k8s/build", "k8s/push"] {
         assert!(r.stderr.contains(needle), "stderr lacks {needle}\n{r:?}");
         assert!(
