@@ -2,25 +2,22 @@
 
 use serde_json::{Value, json};
 
-use super::fake_kube::{FakeKube, encode_base64};
+use super::fake_kube::encode_base64;
 use super::*;
 
 #[test]
 fn secrets_list_shows_keys_and_declaring_project_never_values() {
-    let kube = FakeKube::start();
-    let ws = kube_ws(&kube, None);
+    let (_kube, ws) = kube_lab();
     for (k, v) in [
         ("monitoring:adminpass", ADMIN),
         ("apps:db-password", DB),
         ("other:undeclared", "undeclared-VALUE-77"),
     ] {
-        let r = strata_stdin(&ws, &["secrets", "set", k], &format!("{v}\n"));
-        assert_eq!(r.code, 0, "{r:?}");
+        let r = set_secret(&ws, k, &format!("{v}\n"));
         assert!(!r.all().contains(v), "{r:?}");
     }
 
-    let r = ws.strata(&["secrets", "list"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["secrets", "list"]);
     let line = |key: &str| -> String {
         r.stdout
             .lines()
@@ -41,8 +38,7 @@ fn secrets_list_shows_keys_and_declaring_project_never_values() {
         assert!(!r.all().contains(&encode_base64(v.as_bytes())), "{r:?}");
     }
 
-    let r = ws.strata(&["--output", "json", "secrets", "list"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["--output", "json", "secrets", "list"]);
     let list: Value = serde_json::from_str(r.stdout.trim()).unwrap();
     let keys: Vec<&str> = list
         .as_array()
@@ -65,8 +61,7 @@ fn secrets_list_shows_keys_and_declaring_project_never_values() {
 
 #[test]
 fn secrets_set_from_piped_stdin_then_rm() {
-    let kube = FakeKube::start();
-    let mut ws = kube_ws(&kube, None);
+    let (kube, mut ws) = kube_lab();
     // The app checks the value it gets without printing it.
     ws.command_project(
         "k8s/app",
@@ -95,19 +90,14 @@ fn secrets_set_from_piped_stdin_then_rm() {
         "{r:?}"
     );
 
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up"]);
     assert!(
         r.stdout.contains("VALUE-MATCHES"),
         "the stored value differs: {r:?}"
     );
-    assert_eq!(
-        kube.secret_data("apps", "strata-secrets").unwrap()["db-password"],
-        DB
-    );
+    assert_eq!(stored(&kube, "apps", "db-password"), DB);
 
-    let r = ws.strata(&["secrets", "rm", "apps:db-password"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["secrets", "rm", "apps:db-password"]);
     let r = ws.strata(&["--output", "json", "secrets", "list"]);
     let list: Value = serde_json::from_str(r.stdout.trim()).unwrap();
     assert!(

@@ -10,31 +10,30 @@ use sha2::{Digest, Sha256};
 
 use super::*;
 
+/// `up --provider lab` of only `projects` (not the @secrets step: there is no cluster
+/// here), asserted to succeed.
+#[track_caller]
+fn up_only(ws: &Ws, projects: &[&str]) -> Run {
+    let mut args = vec!["up", "--provider", "lab"];
+    for p in projects {
+        args.extend(["--project", *p]);
+    }
+    ws.strata_ok(&args)
+}
+
 /// `status` and `validate` never decrypt the store (a passphrase store costs its scrypt
 /// work factor): they read the digest strata writes whenever a run opens the store, so a
 /// wrong passphrase does not bother them. A store changed since (a `git pull`) is
 /// reported, not decrypted.
 #[test]
 fn status_and_validate_read_the_digest_not_the_store() {
-    let mut ws = lab_asking(
-        &[("lab:token", "Token")],
+    let mut ws = lab_given(
+        &[("lab:token", ADMIN)],
         "  - path: infra/cluster\n  - path: infra/plain\n    needs: []\n",
     );
     ws.command_project("infra/cluster", "echo ran", "true");
     ws.command_project("infra/plain", "echo ran", "true");
-    ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
-    ws.set_env("STRATA_SECRET_LAB_TOKEN", ADMIN);
-    // (Not the @secrets step: there is no cluster here.)
-    let r = ws.strata(&[
-        "up",
-        "--provider",
-        "lab",
-        "--project",
-        "infra/cluster",
-        "--project",
-        "infra/plain",
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
+    up_only(&ws, &["infra/cluster", "infra/plain"]);
     let digest = ws.read(".strata/dev/secrets.digest.json");
     assert!(!digest.contains(ADMIN), "{digest}");
 
@@ -56,8 +55,7 @@ fn status_and_validate_read_the_digest_not_the_store() {
     let s = status(&ws);
     assert_eq!(s["infra/cluster"], Value::Bool(false), "{s:?}");
     assert_eq!(s["infra/plain"], Value::Bool(false), "{s:?}");
-    let r = ws.strata(&["validate", "--provider", "lab"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["validate", "--provider", "lab"]);
     assert!(r.all().contains("all available"), "{r:?}");
 
     // Someone else's store (a git pull): not decrypted, and said so.
@@ -70,8 +68,7 @@ fn status_and_validate_read_the_digest_not_the_store() {
         Value::Null,
         "unknown, not guessed: {s:?}"
     );
-    let r = ws.strata(&["validate", "--provider", "lab"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["validate", "--provider", "lab"]);
     assert!(
         r.all().contains("changed since strata last opened it"),
         "{r:?}"
@@ -91,8 +88,8 @@ fn unhex(s: &str) -> [u8; 32] {
 /// A stack with a six-digit secret handed to a Pulumi project (secure config, its
 /// per-project hashes) and to a command project, after one `up`.
 fn deployed_with_pin() -> Ws {
-    let mut ws = lab_asking(
-        &[("lab:pin", "PIN")],
+    let ws = lab_given(
+        &[("lab:pin", PIN)],
         "  - path: infra/db\n  - path: infra/plain\n    needs: []\n",
     );
     ws.pulumi_project(
@@ -101,19 +98,7 @@ fn deployed_with_pin() -> Ws {
         "resources:\n  conn:\n    type: test:index:Connection\n    properties:\n      password: ${lab:pin}\noutputs:\n  endpoint: db.local\n",
     );
     ws.command_project("infra/plain", "echo ran", "true");
-    ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
-    ws.set_env("STRATA_SECRET_LAB_PIN", PIN);
-    // (Not the @secrets step: there is no cluster here.)
-    let r = ws.strata(&[
-        "up",
-        "--provider",
-        "lab",
-        "--project",
-        "infra/db",
-        "--project",
-        "infra/plain",
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
+    up_only(&ws, &["infra/db", "infra/plain"]);
     ws
 }
 
@@ -218,8 +203,7 @@ fn an_old_store_gets_its_digest_key_on_the_next_up() {
     recipient.set_work_factor(10);
     let bytes = age::encrypt_and_armor(&recipient, old.as_bytes()).unwrap();
     ws.write("config/secrets/dev.age", &bytes);
-    let r = ws.strata(&["up", "--provider", "lab", "--project", "infra/plain"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up", "--provider", "lab", "--project", "infra/plain"]);
 
     let identity = age::scrypt::Identity::new(pass.to_string().into());
     let plain = age::decrypt(&identity, ws.read("config/secrets/dev.age").as_bytes()).unwrap();
@@ -235,15 +219,13 @@ fn an_old_store_gets_its_digest_key_on_the_next_up() {
     let digest = ws.read(".strata/dev/secrets.digest.json");
     assert!(digest.contains("\"version\": 2"), "{digest}");
 
-    let list = ws.strata(&["secrets", "list"]);
-    assert_eq!(list.code, 0, "{list:?}");
+    let list = ws.strata_ok(&["secrets", "list"]);
     assert!(list.stdout.contains("lab:pin"), "{list:?}");
     assert!(!list.all().contains("digest-key"), "{list:?}");
 
     // `status` cannot open the store (a wrong passphrase) and still tells: unchanged.
     ws.set_env("STRATA_PASSPHRASE", "a-wrong-passphrase");
-    let r = ws.strata(&["status", "--provider", "lab", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["status", "--provider", "lab", "--output", "json"]);
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(
         doc["projects"][0]["inputs_changed"],
@@ -280,8 +262,7 @@ fn a_preview_beside_a_running_up_writes_no_digest() {
     }
     std::fs::remove_file(ws.path(".strata/dev/secrets.digest.json")).unwrap();
     ws.set_env("FAKE_PULUMI_DELAY_MS_DB_APP", "0");
-    let r = ws.strata(&["preview", "--provider", "lab", "--project", "infra/db"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["preview", "--provider", "lab", "--project", "infra/db"]);
     assert!(
         up.try_wait().unwrap().is_none(),
         "the up still held the lock during the preview"
@@ -297,16 +278,13 @@ fn a_preview_beside_a_running_up_writes_no_digest() {
 /// keeps must not be testable with the salt beside it (the right guess does not match).
 #[test]
 fn an_output_that_repeats_a_secret_is_not_guessable_from_the_journal() {
-    let mut ws = lab_asking(&[("lab:pin", "PIN")], "  - path: infra/echo\n");
+    let ws = lab_given(&[("lab:pin", PIN)], "  - path: infra/echo\n");
     ws.command_project(
         "infra/echo",
         "printf '{\"pin\": \"%s\"}' \"$STRATA_SECRET_LAB_PIN\" > \"$STRATA_OUTPUTS_FILE\"",
         "true",
     );
-    ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
-    ws.set_env("STRATA_SECRET_LAB_PIN", PIN);
-    let r = ws.strata(&["up", "--provider", "lab"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up", "--provider", "lab"]);
     let salt = std::fs::read(ws.path(".strata/dev/fingerprint.salt")).unwrap();
     let recorded: Vec<String> = ws
         .read(".strata/dev/journal.jsonl")

@@ -127,15 +127,8 @@ fn terminal_first_run_prompts_and_writes_env_file_stack_config_and_store() {
     );
 
     // And the secret reached the cluster, while the project's echo was redacted.
-    assert_eq!(
-        kube.secret_data("lab", "strata-secrets").unwrap()["token"],
-        SECRET
-    );
-    let logs: String = ws
-        .files_under(".strata/prod/logs")
-        .iter()
-        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
-        .collect();
+    assert_eq!(stored(&kube, "lab", "token"), SECRET);
+    let logs = ws.texts_under(".strata/prod/logs");
     assert!(logs.contains("token is [secret]"), "{logs}");
     assert!(!logs.contains(SECRET), "{logs}");
 }
@@ -189,8 +182,7 @@ fn non_interactive_first_run_lists_every_missing_config_key() {
 /// before anything runs; nothing is written to the store.
 #[test]
 fn missing_secrets_non_interactively_are_listed_with_how_to_set_them() {
-    let kube = FakeKube::start();
-    let mut ws = kube_ws(&kube, None);
+    let (kube, mut ws) = kube_lab();
     ws.env.retain(|(k, _)| {
         k != "STRATA_SECRET_APPS_DB_PASSWORD" && k != "STRATA_SECRET_APPS_API_KEY"
     });

@@ -10,10 +10,8 @@ use super::*;
 
 #[test]
 fn secrets_step_applies_namespaces_and_secret_server_side() {
-    let kube = FakeKube::start();
-    let ws = kube_ws(&kube, None);
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let (kube, ws) = kube_lab();
+    ws.strata_ok(&["up"]);
     // The kubeconfig hook of the infrastructure stage wrote the kubeconfig it used.
     let kc = ws.read("home/.kube/config");
     assert!(kc.contains(&kube.url()), "{kc}");
@@ -70,8 +68,7 @@ fn secrets_step_applies_namespaces_and_secret_server_side() {
 
     // A second up changes nothing in the cluster.
     let objects = kube.objects();
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up"]);
     assert_eq!(kube.objects(), objects, "the second up changed the cluster");
     let line = r
         .stdout
@@ -81,30 +78,22 @@ fn secrets_step_applies_namespaces_and_secret_server_side() {
     assert!(line.contains("unchanged"), "{line}");
 
     // A secret dropped from the profile is dropped from its Secret.
-    ws.profile(
-        "lab",
-        &kube_profile(None, &[("apps:db-password", "Database password")]),
-    );
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.profile("lab", &db_profile());
+    ws.strata_ok(&["up"]);
     assert_eq!(
         kube.secret_data("apps", "strata-secrets").unwrap(),
         BTreeMap::from([("db-password".to_string(), DB.to_string())])
     );
     // A namespace without secrets any more loses the Secret (the namespace stays).
     ws.profile("lab", &kube_profile(None, &[]));
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert!(
         kube.secret("apps", "strata-secrets").is_none(),
         "{:?}",
         kube.objects()
     );
     assert!(kube.namespaces().contains(&"apps".to_string()));
-    assert_eq!(
-        kube.secret_data("monitoring", "strata-secrets").unwrap()["adminpass"],
-        ADMIN
-    );
+    assert_eq!(stored(&kube, "monitoring", "adminpass"), ADMIN);
     for r in kube.requests() {
         assert!(!r.body.contains(ADMIN) && !r.path.contains(ADMIN));
     }
@@ -114,14 +103,13 @@ fn secrets_step_applies_namespaces_and_secret_server_side() {
 fn secrets_step_uses_the_profiles_secret_name() {
     let kube = FakeKube::start();
     let ws = kube_ws(&kube, Some("lab-credentials"));
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert_eq!(
-        kube.secret_data("monitoring", "lab-credentials").unwrap()["adminpass"],
+        secret_value(&kube, "monitoring", "lab-credentials", "adminpass"),
         ADMIN
     );
     assert_eq!(
-        kube.secret_data("apps", "lab-credentials").unwrap()["db-password"],
+        secret_value(&kube, "apps", "lab-credentials", "db-password"),
         DB
     );
     assert!(kube.secret("monitoring", "strata-secrets").is_none());
@@ -130,14 +118,11 @@ fn secrets_step_uses_the_profiles_secret_name() {
 
 #[test]
 fn show_and_the_run_summary_list_the_secrets_step_like_a_project() {
-    let kube = FakeKube::start();
-    let ws = kube_ws(&kube, None);
+    let (_kube, ws) = kube_lab();
 
-    let r = ws.strata(&["show"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["show"]);
     assert!(r.stdout.contains("@secrets"), "{r:?}");
-    let r = ws.strata(&["show", "--format", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["show", "--format", "json"]);
     let plan: Value = serde_json::from_str(&r.stdout).unwrap();
     let order = strings(&plan["order"]);
     assert_eq!(order, ["infra/cluster", "@secrets", "k8s/app"], "{r:?}");
@@ -151,8 +136,7 @@ fn show_and_the_run_summary_list_the_secrets_step_like_a_project() {
     );
 
     // Human summary: a row for @secrets like the projects' rows.
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["up"]);
     let header = r
         .stdout
         .lines()
@@ -168,8 +152,7 @@ fn show_and_the_run_summary_list_the_secrets_step_like_a_project() {
     }
 
     // JSON events: started and finished like a project, counted in the run.
-    let r = ws.strata(&["--output", "json", "up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["--output", "json", "up"]);
     let events = r.events();
     assert!(
         event_of(&events, "project_started", "@secrets").is_some(),
@@ -212,8 +195,7 @@ fn exec_credential_plugins_get_the_env_file_and_are_named_when_they_fail() {
     // The credential only in the env file (not strata's own environment).
     ws.env_file("PULUMI_STACK=dev\nCLOUD_CRED_FOR_TEST=yes\n");
     ws.set_env("CLOUD_CRED_FOR_TEST", "");
-    let r = ws.strata(&["up", "--stack", "dev"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up", "--stack", "dev"]);
     assert_eq!(
         kube.secret_data("monitoring", "strata-secrets")
             .unwrap_or_default()

@@ -65,6 +65,19 @@ pub(crate) fn lab_asking(asks: &[(&str, &str)], infrastructure: &str) -> Ws {
     ws
 }
 
+/// [`lab_asking`] the secrets `given` (key, value), each given by its
+/// `STRATA_SECRET_<KEY>` variable, into a store under a passphrase.
+pub(super) fn lab_given(given: &[(&str, &str)], infrastructure: &str) -> Ws {
+    let asks: Vec<(&str, &str)> = given.iter().map(|(key, _)| (*key, *key)).collect();
+    let mut ws = lab_asking(&asks, infrastructure);
+    ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
+    for (key, value) in given {
+        let var = key.to_uppercase().replace([':', '-'], "_");
+        ws.set_env(&format!("STRATA_SECRET_{var}"), value);
+    }
+    ws
+}
+
 pub(super) fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
@@ -109,6 +122,11 @@ pub(crate) fn kube_profile(secret_name: Option<&str>, app_secrets: &[(&str, &str
     y
 }
 
+/// [`kube_profile`] whose app declares only `apps:db-password`.
+pub(super) fn db_profile() -> String {
+    kube_profile(None, &[("apps:db-password", "Database password")])
+}
+
 pub(crate) const ADMIN: &str = "adm1n-Pa55-VALUE-71c4";
 pub(crate) const DB: &str = "db-Pa55-VALUE-3e9a";
 pub(crate) const API: &str = "api-KEY-VALUE-58b0";
@@ -140,6 +158,36 @@ pub(crate) fn kube_ws(kube: &FakeKube, secret_name: Option<&str>) -> Ws {
     ws.set_env("STRATA_SECRET_APPS_DB_PASSWORD", DB);
     ws.set_env("STRATA_SECRET_APPS_API_KEY", API);
     ws
+}
+
+/// A fake cluster and [`kube_ws`] on it, with the default Secret name.
+pub(super) fn kube_lab() -> (FakeKube, Ws) {
+    let kube = FakeKube::start();
+    let ws = kube_ws(&kube, None);
+    (kube, ws)
+}
+
+/// `strata secrets set <key>` with `value` piped in, asserted to succeed.
+#[track_caller]
+pub(super) fn set_secret(ws: &Ws, key: &str, value: &str) -> Run {
+    let r = strata_stdin(ws, &["secrets", "set", key], value);
+    r.expect_code(0);
+    r
+}
+
+/// The value under `key` of the Secret `name` in `namespace`; fails printing the
+/// cluster's objects when there is no such Secret or key.
+#[track_caller]
+pub(super) fn secret_value(kube: &FakeKube, namespace: &str, name: &str, key: &str) -> String {
+    let data = kube.secret_data(namespace, name).unwrap_or_default();
+    let value = data.get(key).cloned();
+    value.unwrap_or_else(|| panic!("no {key} in {namespace}/{name}: {:#?}", kube.objects()))
+}
+
+/// [`secret_value`] of the Secret strata names by default, `strata-secrets`.
+#[track_caller]
+pub(super) fn stored(kube: &FakeKube, namespace: &str, key: &str) -> String {
+    secret_value(kube, namespace, "strata-secrets", key)
 }
 
 pub(super) fn event_of<'a>(events: &'a [Value], event: &str, project: &str) -> Option<&'a Value> {

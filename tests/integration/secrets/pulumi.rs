@@ -16,8 +16,7 @@ fn pulumi_project_gets_its_secret_as_secure_config() {
         "FAKE_PULUMI_EXPECT_CONFIG_DB_APP",
         &json!({ "apps:db-password": DB, "monitoring:adminpass": ADMIN }).to_string(),
     );
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
 
     let calls = ws.calls();
     let db_calls: Vec<&Value> = calls
@@ -111,6 +110,5 @@ fn pulumi_project_gets_its_secret_as_secure_config() {
     assert!(!shown.contains(DB), "{shown}");
 
     // A second up still hands the project the right values.
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
 }

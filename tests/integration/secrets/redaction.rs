@@ -105,29 +105,19 @@ fn a_full_up_with_secrets_leaks_no_value_anywhere() {
 /// two-character one (`pp`) does not mask every `x` of `exit` or the `pp` of `app`.
 #[test]
 fn redaction_catches_escaped_forms_and_spares_words_holding_a_short_secret() {
-    let mut ws = lab_asking(
-        &[("lab:cert", "Cert"), ("lab:name", "Name")],
-        "  - path: infra/app\n",
-    );
+    let cert = "-----BEGIN CERT-----\np\"w\\d=hunter2\n4711\n-----END CERT-----\n";
+    let given = [("lab:cert", cert), ("lab:name", "o'brien-s3cret")];
+    let mut ws = lab_given(&given, "  - path: infra/app\n");
+    ws.set_env("STRATA_PASSPHRASE", "x");
+    ws.set_env("PULUMI_CONFIG_PASSPHRASE", "pp");
     ws.write(
         "projects/infra/app/print.sh",
         "cat <<'EOF'\njson: {\"cert\":\"p\\\"w\\\\d=hunter2\"}\npin: 4711\nshell: 'o'\\''brien-s3cret'\nexit code follows; the app is ready\nEOF\nexit 3\n",
     );
     ws.command_project("infra/app", "sh print.sh", "true");
-    ws.set_env("STRATA_PASSPHRASE", "x");
-    ws.set_env("PULUMI_CONFIG_PASSPHRASE", "pp");
-    ws.set_env(
-        "STRATA_SECRET_LAB_CERT",
-        "-----BEGIN CERT-----\np\"w\\d=hunter2\n4711\n-----END CERT-----\n",
-    );
-    ws.set_env("STRATA_SECRET_LAB_NAME", "o'brien-s3cret");
     let r = ws.strata(&["up", "--provider", "lab", "--project", "infra/app"]);
     assert_ne!(r.code, 0, "the project fails: {r:?}");
-    let logs: String = ws
-        .files_under(".strata/dev/logs")
-        .iter()
-        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
-        .collect();
+    let logs = ws.texts_under(".strata/dev/logs");
     assert!(logs.contains("json:"), "the project ran: {logs}");
     for (what, text) in [("terminal", r.all()), ("log", logs)] {
         for leaked in ["hunter2", "4711", "brien-s3cret"] {

@@ -3,20 +3,17 @@
 
 use std::collections::BTreeMap;
 
-use super::fake_kube::{FakeKube, encode_base64};
+use super::fake_kube::encode_base64;
 use super::*;
 
 /// `STRATA_SECRET_<KEY>` (key upper-cased, `:` and `-` as `_`) fills the store.
 #[test]
 fn secrets_from_environment_end_up_in_the_store() {
-    let kube = FakeKube::start();
-    let ws = kube_ws(&kube, None);
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let (kube, ws) = kube_lab();
+    ws.strata_ok(&["up"]);
     assert!(ws.exists(STORE));
 
-    let r = ws.strata(&["secrets", "list"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let r = ws.strata_ok(&["secrets", "list"]);
     for key in ["monitoring:adminpass", "apps:db-password", "apps:api-key"] {
         assert!(r.stdout.contains(key), "{key} not listed: {r:?}");
     }
@@ -24,16 +21,9 @@ fn secrets_from_environment_end_up_in_the_store() {
     // Stored: a run without the variables needs nothing more, and uses the same values.
     let mut ws = ws;
     ws.env.retain(|(k, _)| !k.starts_with("STRATA_SECRET_"));
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(
-        kube.secret_data("apps", "strata-secrets").unwrap()["api-key"],
-        API
-    );
-    assert_eq!(
-        kube.secret_data("monitoring", "strata-secrets").unwrap()["adminpass"],
-        ADMIN
-    );
+    ws.strata_ok(&["up"]);
+    assert_eq!(stored(&kube, "apps", "api-key"), API);
+    assert_eq!(stored(&kube, "monitoring", "adminpass"), ADMIN);
 }
 
 /// The store file: ASCII-armoured age, mode 0600, no key and no value in clear, no
@@ -41,12 +31,9 @@ fn secrets_from_environment_end_up_in_the_store() {
 #[test]
 fn store_file_is_armoured_private_and_holds_no_plaintext() {
     use std::os::unix::fs::PermissionsExt;
-    let kube = FakeKube::start();
-    let ws = kube_ws(&kube, None);
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    let r = strata_stdin(&ws, &["secrets", "set", "extra:note"], "note-VALUE-9911\n");
-    assert_eq!(r.code, 0, "{r:?}");
+    let (_kube, ws) = kube_lab();
+    ws.strata_ok(&["up"]);
+    set_secret(&ws, "extra:note", "note-VALUE-9911\n");
 
     let bytes = std::fs::read(ws.path(STORE)).unwrap();
     assert!(bytes.is_ascii(), "the store is not ASCII");
@@ -116,31 +103,39 @@ fn fails_cleanly(ws: &Ws, r: &Run, before: &[u8], what: &str) {
     );
 }
 
+/// Runs each command that opens the store (`secrets list`, `secrets set`, and `up`,
+/// given as its arguments) and asserts each fails cleanly ([`fails_cleanly`]) saying
+/// `what`, and that nothing ran; returns the three runs.
+#[track_caller]
+fn every_opener_fails_cleanly(ws: &Ws, up: &[&str], what: &str) -> [Run; 3] {
+    let before = std::fs::read(ws.path(STORE)).unwrap();
+    let runs = [
+        ws.strata(&["secrets", "list"]),
+        strata_stdin(ws, &["secrets", "set", "apps:other"], "new-VALUE-4242"),
+        ws.strata(up),
+    ];
+    for r in &runs {
+        fails_cleanly(ws, r, &before, what);
+    }
+    assert!(!infra_ran(ws));
+    runs
+}
+
 #[test]
 fn wrong_passphrase_fails_cleanly_and_leaves_the_store() {
     let mut ws = lab_asking(&[("lab:token", "Token")], "  - path: infra/cluster\n");
     ws.command_project("infra/cluster", "echo ran >> \"$HOME/infra-ran\"", "true");
     ws.set_env("STRATA_PASSPHRASE", "the-right-passphrase");
-    let r = strata_stdin(&ws, &["secrets", "set", "lab:token"], ADMIN);
-    assert_eq!(r.code, 0, "{r:?}");
-    let before = std::fs::read(ws.path(STORE)).unwrap();
+    set_secret(&ws, "lab:token", ADMIN);
 
     ws.set_env("STRATA_PASSPHRASE", "a-wrong-passphrase");
-    let r = ws.strata(&["secrets", "list"]);
-    fails_cleanly(&ws, &r, &before, "wrong passphrase");
-    let r = strata_stdin(&ws, &["secrets", "set", "lab:other"], "new-VALUE-4242");
-    fails_cleanly(&ws, &r, &before, "wrong passphrase");
-    let r = ws.strata(&["up", "--provider", "lab"]);
-    fails_cleanly(&ws, &r, &before, "wrong passphrase");
-    assert!(!infra_ran(&ws));
+    every_opener_fails_cleanly(&ws, &["up", "--provider", "lab"], "wrong passphrase");
 }
 
 #[test]
 fn tampered_or_truncated_store_fails_cleanly_and_is_left_as_is() {
-    let kube = FakeKube::start();
-    let ws = kube_ws(&kube, None);
-    let r = strata_stdin(&ws, &["secrets", "set", "monitoring:adminpass"], ADMIN);
-    assert_eq!(r.code, 0, "{r:?}");
+    let (kube, ws) = kube_lab();
+    set_secret(&ws, "monitoring:adminpass", ADMIN);
     let good = std::fs::read_to_string(ws.path(STORE)).unwrap();
 
     // One base64 character of the payload (the last full armour line) changed.
@@ -153,42 +148,21 @@ fn tampered_or_truncated_store_fails_cleanly_and_is_left_as_is() {
     lines[target] = chars.into_iter().collect();
     let tampered = lines.join("\n") + "\n";
     std::fs::write(ws.path(STORE), &tampered).unwrap();
-    let before = tampered.into_bytes();
-
-    let r = ws.strata(&["secrets", "list"]);
-    fails_cleanly(&ws, &r, &before, "damaged");
-    let r = strata_stdin(&ws, &["secrets", "set", "apps:other"], "new-VALUE-4242");
-    fails_cleanly(&ws, &r, &before, "damaged");
-    let r = ws.strata(&["up"]);
-    fails_cleanly(&ws, &r, &before, "damaged");
-    assert!(!infra_ran(&ws));
+    every_opener_fails_cleanly(&ws, &["up"], "damaged");
     assert!(kube.requests().is_empty());
 
     // Truncated: half of the file.
     let half = good.as_bytes()[..good.len() / 2].to_vec();
     std::fs::write(ws.path(STORE), &half).unwrap();
-    let r = ws.strata(&["secrets", "list"]);
-    fails_cleanly(&ws, &r, &half, "truncated");
-    let r = ws.strata(&["up"]);
-    fails_cleanly(&ws, &r, &half, "truncated");
-    assert!(!infra_ran(&ws));
+    every_opener_fails_cleanly(&ws, &["up"], "truncated");
 }
 
 #[test]
 fn wrong_identity_fails_cleanly_and_leaves_the_store() {
-    let kube = FakeKube::start();
-    let mut ws = kube_ws(&kube, None);
-    let r = strata_stdin(&ws, &["secrets", "set", "monitoring:adminpass"], ADMIN);
-    assert_eq!(r.code, 0, "{r:?}");
-    let before = std::fs::read(ws.path(STORE)).unwrap();
+    let (_kube, mut ws) = kube_lab();
+    set_secret(&ws, "monitoring:adminpass", ADMIN);
 
     use_identity(&mut ws, "other-id.txt");
-    let r = ws.strata(&["secrets", "list"]);
-    fails_cleanly(&ws, &r, &before, "not encrypted to the identity");
-    assert!(r.stderr.contains("other-id.txt"), "{r:?}");
-    let r = strata_stdin(&ws, &["secrets", "set", "apps:other"], "new-VALUE-4242");
-    fails_cleanly(&ws, &r, &before, "not encrypted to the identity");
-    let r = ws.strata(&["up"]);
-    fails_cleanly(&ws, &r, &before, "not encrypted to the identity");
-    assert!(!infra_ran(&ws));
+    let [list, ..] = every_opener_fails_cleanly(&ws, &["up"], "not encrypted to the identity");
+    list.expect_stderr(&["other-id.txt"]);
 }

@@ -188,3 +188,20 @@ pub fn stdout_of(cmd: &mut Command) -> String {
     assert!(out.status.success(), "{cmd:?}: {err}");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+impl Ws {
+    /// [`Ws::strata`], asserting it exits 0 (printing the run when not).
+    #[track_caller]
+    pub fn strata_ok(&self, args: &[&str]) -> Run {
+        let r = self.strata(args);
+        r.expect_code(0);
+        r
+    }
+
+    /// The text of every file under `rel` (a stack's `.strata/<stack>/logs`), joined.
+    pub fn texts_under(&self, rel: &str) -> String {
+        let files = self.files_under(rel);
+        let texts = files.iter().map(|(_, b)| String::from_utf8_lossy(b));
+        texts.collect()
+    }
+}
