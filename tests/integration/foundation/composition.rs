@@ -30,21 +30,22 @@ fn composition_include_and_after() {
         order(&j),
         ["i/net", "k/ns", "k/creds", "k/ingress", "k/dns", "k/app"]
     );
-    assert_eq!(
-        needs(&j, "k/creds"),
-        ["k/ns"],
-        "after: X without needs needs X"
-    );
-    assert_eq!(
-        needs(&j, "k/ingress"),
-        ["k/creds", "k/ns"],
-        "what explicitly needs X also needs the inserted entry"
-    );
-    assert_eq!(needs(&j, "k/dns"), ["k/ingress"]);
-    assert_eq!(
-        needs(&j, "k/app"),
-        ["k/dns"],
-        "a plain entry follows what is now before it"
+    assert_needs(
+        &j,
+        &[
+            ("k/creds", &["k/ns"], "after: X without needs needs X"),
+            (
+                "k/ingress",
+                &["k/creds", "k/ns"],
+                "what explicitly needs X also needs the inserted entry",
+            ),
+            ("k/dns", &["k/ingress"], "after: k/ingress"),
+            (
+                "k/app",
+                &["k/dns"],
+                "a plain entry follows what is now before it",
+            ),
+        ],
     );
     // The fragment is not a provider.
     let p = ws.strata(&["providers"]);
@@ -64,18 +65,23 @@ fn composition_before() {
         order(&j),
         ["i/net", "k/first", "k/ns", "k/pre", "k/ingress"]
     );
-    assert_eq!(
-        needs(&j, "k/pre"),
-        ["k/ns"],
-        "before: X without needs needs what X needs"
+    assert_needs(
+        &j,
+        &[
+            (
+                "k/pre",
+                &["k/ns"],
+                "before: X without needs needs what X needs",
+            ),
+            (
+                "k/ingress",
+                &["k/ns", "k/pre"],
+                "X needs the inserted entry",
+            ),
+            ("k/ns", &["k/first"], "before: k/ns"),
+            ("k/first", &["i/net"], "what k/ns needed"),
+        ],
     );
-    assert_eq!(
-        needs(&j, "k/ingress"),
-        ["k/ns", "k/pre"],
-        "X needs the inserted entry"
-    );
-    assert_eq!(needs(&j, "k/ns"), ["k/first"]);
-    assert_eq!(needs(&j, "k/first"), ["i/net"]);
 }
 
 #[test]

@@ -130,6 +130,16 @@ pub(super) fn needs(j: &Value, path: &str) -> Vec<String> {
     v
 }
 
+/// Asserts the needs of each path (sorted), `why` each is so; prints the graph when one
+/// differs.
+#[track_caller]
+pub(super) fn assert_needs(j: &Value, expected: &[(&str, &[&str], &str)]) {
+    for (path, wanted, why) in expected {
+        let got = needs(j, path);
+        assert_eq!(got, sorted(wanted), "needs of {path}: {why}\n{j:#}");
+    }
+}
+
 pub(super) fn wave(j: &Value, path: &str) -> u64 {
     project(j, path)["wave"]
         .as_u64()
