@@ -105,13 +105,8 @@ fn command_projects_are_held_by_their_preview_line_and_fingerprint() {
     ok(&ws, "preview", &["--save-plan", "b2"]);
     ws.command_project("b", "printf '{\"w\":2}' > \"$STRATA_OUTPUTS_FILE\"", "true");
     let refused = run(&ws, "up", &["--plan", "b2"]);
-    assert_eq!(refused.code, 3, "{refused:?}");
-    assert!(
-        refused
-            .stderr
-            .contains("b: its code, inputs or secrets changed since the preview"),
-        "{refused:?}"
-    );
+    let changed = "b: its code, inputs or secrets changed since the preview";
+    refused.expect_code(3).expect_stderr(&[changed]);
 }
 
 /// A fresh stack's preview blocks what needs an undeployed upstream: its bundle cannot

@@ -34,8 +34,6 @@ mod references;
 mod report;
 mod run;
 mod secrets;
-mod secrets_cluster;
-mod secrets_trust;
 mod select;
 mod state;
 mod trace;

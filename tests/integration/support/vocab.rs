@@ -222,6 +222,13 @@ impl Ws {
         self.set_env("FAKE_PULUMI_USER", "alice");
         self.set_env("FAKE_PULUMI_DEFAULT_ORG", "acme-default")
     }
+
+    /// The text of every file under `rel` (a stack's `.strata/<stack>/logs`), joined.
+    pub fn texts_under(&self, rel: &str) -> String {
+        let files = self.files_under(rel);
+        let texts = files.iter().map(|(_, b)| String::from_utf8_lossy(b));
+        texts.collect()
+    }
 }
 
 /// The fake's `FAKE_PULUMI_<WHAT>_<PROJECT>` variable: the project name upper-cased, every

@@ -5,9 +5,8 @@
 
 use serde_json::json;
 
-use crate::secrets::fake_kube::{FakeKube, encode_base64};
-use crate::secrets::{ADMIN, DB, kube_profile, kube_ws};
-use crate::support::*;
+use super::fake_kube::{FakeKube, encode_base64};
+use super::*;
 
 /// The user's unrelated work: `name`'s cluster added to the kubeconfig strata merges
 /// into and made its current context, as `kubectl config set-cluster`, `set-context`
@@ -58,16 +57,52 @@ fn writes_to(kube: &FakeKube) -> usize {
     kube.requests().iter().filter(|r| r.method != "GET").count()
 }
 
+/// Asserts `kube` received `count` writes in all, printing its requests when not.
+#[track_caller]
+fn assert_writes(kube: &FakeKube, count: usize) {
+    assert_eq!(writes_to(kube), count, "{:?}", kube.requests());
+}
+
+/// Two fake clusters, dev's and prod's, and [`kube_ws`] on dev's.
+fn dev_and_prod() -> (FakeKube, FakeKube, Ws) {
+    let (dev, ws) = kube_lab();
+    (dev, FakeKube::start(), ws)
+}
+
+/// [`kube_profile`] without its kubeconfig hook.
+fn without_hook(profile: &str) -> String {
+    profile.replace(
+        "    on_success:\n      - kubeconfig: { output: kubeconfig }\n",
+        "",
+    )
+}
+
+/// `up --project @secrets`, asserted to fail.
+#[track_caller]
+fn secrets_step_refused(ws: &Ws) -> Run {
+    let r = ws.strata(&["up", "--project", "@secrets"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    r
+}
+
+/// The stack config giving the profile's `cluster:` the file `dev.kubeconfig` and
+/// `context`.
+fn stack_cluster(ws: &Ws, context: &str) {
+    let file = ws.path("dev.kubeconfig");
+    let config = format!(
+        "config:\n  lab:kubeconfig: {}\n  lab:context: {context}\n",
+        file.display()
+    );
+    ws.write("config/pulumi/Pulumi.dev.yaml", &config);
+}
+
 /// After `kubectl config use-context prod`, a rotated secret and `up --changed` (the
 /// hook's project does not run) still go to dev's cluster, and a namespace dropped from
 /// dev's profile is pruned there, never in prod.
 #[test]
 fn a_switched_current_context_does_not_redirect_the_secrets() {
-    let dev = FakeKube::start();
-    let prod = FakeKube::start();
-    let mut ws = kube_ws(&dev, None);
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    let (dev, prod, mut ws) = dev_and_prod();
+    ws.strata_ok(&["up"]);
     others_secret(&prod, "apps");
     use_context(&ws, &prod, "prod");
     let before = writes_to(&prod);
@@ -76,32 +111,19 @@ fn a_switched_current_context_does_not_redirect_the_secrets() {
     ws.env
         .retain(|(k, _)| k != "STRATA_SECRET_APPS_DB_PASSWORD");
     let rotated = "r0tated-DB-VALUE-5d1e";
-    let r = strata_stdin(
-        &ws,
-        &["secrets", "set", "apps:db-password"],
-        &format!("{rotated}\n"),
-    );
-    assert_eq!(r.code, 0, "{r:?}");
-    let r = ws.strata(&["up", "--changed"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    set_secret(&ws, "apps:db-password", &format!("{rotated}\n"));
+    let r = ws.strata_ok(&["up", "--changed"]);
     assert!(!r.all().contains("[infra/cluster] up started"), "{r:?}");
-    assert_eq!(
-        dev.secret_data("apps", "strata-secrets").unwrap()["db-password"],
-        rotated
-    );
-    assert_eq!(
-        prod.secret_data("apps", "strata-secrets").unwrap()["db-password"],
-        "prod-db-VALUE"
-    );
+    assert_eq!(stored(&dev, "apps", "db-password"), rotated);
+    assert_eq!(stored(&prod, "apps", "db-password"), "prod-db-VALUE");
     assert!(prod.secret("monitoring", "strata-secrets").is_none());
 
     // `apps` loses its secrets in dev's profile: pruned in dev, prod's stays.
     ws.profile("lab", &kube_profile(None, &[]));
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     assert!(dev.secret("apps", "strata-secrets").is_none());
     assert!(prod.secret("apps", "strata-secrets").is_some());
-    assert_eq!(writes_to(&prod), before, "{:?}", prod.requests());
+    assert_writes(&prod, before);
 }
 
 /// A stack whose kubeconfig hook never ran on this machine (a fresh clone running only
@@ -109,13 +131,10 @@ fn a_switched_current_context_does_not_redirect_the_secrets() {
 /// and what to run, and writes nothing into the current context's cluster.
 #[test]
 fn an_unknown_cluster_is_refused_and_nothing_is_written() {
-    let dev = FakeKube::start();
-    let prod = FakeKube::start();
-    let ws = kube_ws(&dev, None);
+    let (dev, prod, ws) = dev_and_prod();
     prod.write_kubeconfig(&ws.path("home/.kube/config"))
         .unwrap();
-    let r = ws.strata(&["up", "--project", "@secrets"]);
-    assert_ne!(r.code, 0, "{r:?}");
+    let r = secrets_step_refused(&ws);
     let all = r.all();
     // Names the hook's project and says what to run.
     assert_has(
@@ -123,8 +142,8 @@ fn an_unknown_cluster_is_refused_and_nothing_is_written() {
         &["infra/cluster", "strata up", "--project infra/cluster"],
     );
     assert!(all.contains("Nothing was written"), "{r:?}");
-    assert_eq!(writes_to(&prod), 0, "{:?}", prod.requests());
-    assert_eq!(writes_to(&dev), 0, "{:?}", dev.requests());
+    assert_writes(&prod, 0);
+    assert_writes(&dev, 0);
     for v in [ADMIN, DB] {
         assert!(!all.contains(v), "{r:?}");
     }
@@ -135,100 +154,64 @@ fn an_unknown_cluster_is_refused_and_nothing_is_written() {
 /// than written there.
 #[test]
 fn a_context_that_now_points_elsewhere_is_refused() {
-    let dev = FakeKube::start();
-    let prod = FakeKube::start();
-    let ws = kube_ws(&dev, None);
-    let shared = kube_profile(None, &[("apps:db-password", "Database password")]).replace(
+    let (dev, prod, ws) = dev_and_prod();
+    let shared = db_profile().replace(
         "{ output: kubeconfig }",
         "{ output: kubeconfig, name: shared }",
     );
     ws.profile("lab", &shared);
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    ws.strata_ok(&["up"]);
     // The prod stack's hook merged its own cluster under the same name.
     let text = ws
         .read("home/.kube/config")
         .replace(&dev.url(), &prod.url());
     ws.write("home/.kube/config", &text);
     let before = writes_to(&prod);
-    let r = ws.strata(&["up", "--project", "@secrets"]);
-    assert_ne!(r.code, 0, "{r:?}");
+    let r = secrets_step_refused(&ws);
     assert!(
         r.all().contains(&prod.url()),
         "names where it points: {r:?}"
     );
     assert!(r.all().contains(&dev.url()), "and where it pointed: {r:?}");
-    assert_eq!(writes_to(&prod), before, "{:?}", prod.requests());
+    assert_writes(&prod, before);
 }
 
 /// The `kubeconfig` profile's shape: no hook, the cluster named by config keys through
 /// `cluster:`. The secrets go to that file and context whatever the current context.
 #[test]
 fn the_profiles_cluster_names_the_kubeconfig_and_context() {
-    let dev = FakeKube::start();
-    let prod = FakeKube::start();
-    let ws = kube_ws(&dev, None);
-    let profile = kube_profile(None, &[("apps:db-password", "Database password")])
-        .replace(
-            "    on_success:\n      - kubeconfig: { output: kubeconfig }\n",
-            "",
-        )
-        .replacen(
-            "secrets:\n",
-            "cluster:\n  kubeconfig: ${config.lab:kubeconfig}\n  context: ${config.lab:context}\n\
-             config:\n  - key: lab:kubeconfig\n    prompt: Kubeconfig\n  - key: lab:context\n    prompt: Context\n\
-             secrets:\n",
-            1,
-        );
+    let (dev, prod, ws) = dev_and_prod();
+    let named = "cluster:\n  kubeconfig: ${config.lab:kubeconfig}\n  context: ${config.lab:context}\n\
+                 config:\n  - key: lab:kubeconfig\n    prompt: Kubeconfig\n  - key: lab:context\n    prompt: Context\n\
+                 secrets:\n";
+    let profile = without_hook(&db_profile()).replacen("secrets:\n", named, 1);
     ws.profile("lab", &profile);
     // The stack's own file has its context `fake`; the user's default file says prod.
     dev.write_kubeconfig(&ws.path("dev.kubeconfig")).unwrap();
     prod.write_kubeconfig(&ws.path("home/.kube/config"))
         .unwrap();
-    ws.write(
-        "config/pulumi/Pulumi.dev.yaml",
-        &format!(
-            "config:\n  lab:kubeconfig: {}\n  lab:context: fake\n",
-            ws.path("dev.kubeconfig").display()
-        ),
-    );
-    let r = ws.strata(&["up"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(
-        dev.secret_data("monitoring", "strata-secrets").unwrap()["adminpass"],
-        ADMIN
-    );
-    assert_eq!(writes_to(&prod), 0, "{:?}", prod.requests());
+    stack_cluster(&ws, "fake");
+    ws.strata_ok(&["up"]);
+    assert_eq!(stored(&dev, "monitoring", "adminpass"), ADMIN);
+    assert_writes(&prod, 0);
 
     // A context the file does not have: refused, nothing written.
-    ws.write(
-        "config/pulumi/Pulumi.dev.yaml",
-        &format!(
-            "config:\n  lab:kubeconfig: {}\n  lab:context: staging\n",
-            ws.path("dev.kubeconfig").display()
-        ),
-    );
+    stack_cluster(&ws, "staging");
     let before = writes_to(&dev);
-    let r = ws.strata(&["up", "--project", "@secrets"]);
-    assert_ne!(r.code, 0, "{r:?}");
+    let r = secrets_step_refused(&ws);
     assert!(r.all().contains("staging"), "{r:?}");
-    assert_eq!(writes_to(&dev), before);
+    assert_writes(&dev, before);
 }
 
 /// No hook and no `cluster:`: strata cannot know which cluster is the stack's, so a
 /// profile that writes secrets into one is refused before anything runs.
 #[test]
 fn a_profile_that_cannot_name_its_cluster_is_refused() {
-    let dev = FakeKube::start();
-    let ws = kube_ws(&dev, None);
-    let profile = kube_profile(None, &[]).replace(
-        "    on_success:\n      - kubeconfig: { output: kubeconfig }\n",
-        "",
-    );
-    ws.profile("lab", &profile);
+    let (dev, ws) = kube_lab();
+    ws.profile("lab", &without_hook(&kube_profile(None, &[])));
     dev.write_kubeconfig(&ws.path("home/.kube/config")).unwrap();
     let r = ws.strata(&["up"]);
     assert_ne!(r.code, 0, "{r:?}");
     assert!(r.all().contains("cluster:"), "says how to name it: {r:?}");
-    assert_eq!(writes_to(&dev), 0, "{:?}", dev.requests());
+    assert_writes(&dev, 0);
 }
