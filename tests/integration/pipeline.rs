@@ -18,10 +18,7 @@ fn answered_workspace() -> Ws {
     ws.pulumi_project("alpha", "alpha", "outputs:\n  x: 1\n");
     ws.set_env("STRATA_PASSPHRASE", "store pass");
     ws.set_env("STRATA_SECRET_T_TOKEN", "tok-123");
-    ws.write(
-        "config/pulumi/Pulumi.dev.yaml",
-        "config:\n  aws:region: us-east-1\n",
-    );
+    ws.stack_config("dev", "config:\n  aws:region: us-east-1\n");
     ws
 }
 

@@ -40,6 +40,17 @@ fn retry_workspace(pattern: &str) -> Ws {
     ws
 }
 
+/// Brings [`retry_workspace`] (retrying on `pattern`) up; asserts its exit code and how
+/// many times the project ran, printing the run when either differs.
+#[track_caller]
+fn up_retrying_on(pattern: &str, code: i32, tries: usize) -> (Ws, Run) {
+    let ws = retry_workspace(pattern);
+    let r = ws.run_json("up", &[]);
+    r.expect_code(code);
+    assert_eq!(ws.read("tries").trim(), tries.to_string(), "{r:?}");
+    (ws, r)
+}
+
 fn journal(ws: &Ws) -> Vec<Value> {
     ws.read(".strata/dev/journal.jsonl")
         .lines()
@@ -51,10 +62,7 @@ fn journal(ws: &Ws) -> Vec<Value> {
 /// twice that; each retry is an event and a journal record; the summary shows the tries.
 #[test]
 fn a_matching_failure_is_retried_with_a_doubling_delay() {
-    let ws = retry_workspace("TooManyRequests");
-    let r = ws.run_json("up", &[]);
-    r.expect_code(0);
-    assert_eq!(ws.read("tries").trim(), "3");
+    let (ws, r) = up_retrying_on("TooManyRequests", 0, 3);
     let retries: Vec<Value> = r
         .events()
         .into_iter()
@@ -103,10 +111,7 @@ fn a_matching_failure_is_retried_with_a_doubling_delay() {
 /// No pattern matches: no retry.
 #[test]
 fn a_failure_that_matches_no_pattern_is_not_retried() {
-    let ws = retry_workspace("connection reset");
-    let r = ws.run_json("up", &[]);
-    r.expect_code(1);
-    assert_eq!(ws.read("tries").trim(), "1");
+    let (_ws, r) = up_retrying_on("connection reset", 1, 1);
     assert!(!r.stdout.contains("project_retry"), "{r:?}");
 }
 

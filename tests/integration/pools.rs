@@ -38,6 +38,17 @@ pub(crate) fn estate(ws: &Ws, pools: &str, projects: usize, pool: &str) {
     ws.command_project("free", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
 }
 
+/// [`estate`] in a new workspace (`projects` projects in the pool `aws` of `pools`),
+/// brought up with `-j 8`; asserts the run succeeds, printing it when not.
+#[track_caller]
+fn estate_up(pools: &str, projects: usize) -> (Ws, Run) {
+    let ws = Ws::new();
+    estate(&ws, pools, projects, "aws");
+    let r = ws.run_json("up", &["-j", "8"]);
+    r.expect_code(0);
+    (ws, r)
+}
+
 fn of(events: &[Value], kind: &str) -> Vec<Value> {
     events
         .iter()
@@ -51,10 +62,7 @@ fn of(events: &[Value], kind: &str) -> Vec<Value> {
 /// nothing fails.
 #[test]
 fn a_throttled_pool_halves_retries_and_every_project_succeeds() {
-    let ws = Ws::new();
-    estate(&ws, "{aws: 4}", 8, "aws");
-    let r = ws.run_json("up", &["-j", "8"]);
-    r.expect_code(0);
+    let (ws, r) = estate_up("{aws: 4}", 8);
     let events = r.events();
     let finished = of(&events, "project_finished");
     assert_eq!(finished.len(), 9);
@@ -134,10 +142,7 @@ fn a_throttled_pool_halves_retries_and_every_project_succeeds() {
 /// A pool's limit is a cap, whatever `-j` says, and a step in no pool still runs beside.
 #[test]
 fn a_pool_never_runs_more_than_its_limit() {
-    let ws = Ws::new();
-    estate(&ws, "{aws: 2}", 6, "aws");
-    let r = ws.run_json("up", &["-j", "8"]);
-    r.expect_code(0);
+    let (ws, r) = estate_up("{aws: 2}", 6);
     assert_eq!(ws.read("cloud/peak").trim(), "2");
     // At two the cloud never throttles: no retry, no change.
     assert!(of(&r.events(), "project_retry").is_empty(), "{r:?}");
@@ -149,10 +154,7 @@ fn a_pool_never_runs_more_than_its_limit() {
 /// project in no pool is not retried on a throttling error (pools are the opt-in).
 #[test]
 fn a_fixed_pool_keeps_its_limit_and_no_pool_means_no_throttle_retry() {
-    let ws = Ws::new();
-    estate(&ws, "{aws: {limit: 4, adaptive: false}}", 6, "aws");
-    let r = ws.run_json("up", &["-j", "8"]);
-    r.expect_code(0);
+    let (_estate, r) = estate_up("{aws: {limit: 4, adaptive: false}}", 6);
     assert!(of(&r.events(), "pool_limit").is_empty());
     assert!(!of(&r.events(), "project_retry").is_empty(), "{r:?}");
 

@@ -22,6 +22,26 @@ fn finished(r: &Run) -> std::collections::BTreeMap<String, Value> {
         .collect()
 }
 
+/// Asserts the project `path` finished `status`, its message holding each of `parts`,
+/// printing its event when not; the event, for more checks.
+#[track_caller]
+fn expect_finished<'a>(
+    f: &'a std::collections::BTreeMap<String, Value>,
+    path: &str,
+    status: &str,
+    parts: &[&str],
+) -> &'a Value {
+    let e = (f.get(path)).unwrap_or_else(|| panic!("{path} did not finish: {f:?}"));
+    assert_eq!(e["status"], status, "{path}: {e:?}");
+    for part in parts {
+        assert!(
+            s(e, "message").contains(part),
+            "{path}: no {part:?} in {e:?}"
+        );
+    }
+    e
+}
+
 fn preview_json(ws: &Ws, extra: &[&str]) -> Run {
     let mut a = vec!["--output", "json"];
     a.extend_from_slice(extra);
@@ -43,18 +63,13 @@ fn a_fresh_stack_previews_its_roots_and_blocks_the_rest() {
     assert_eq!(r.code, 0, "a first preview is not a failure: {r:?}");
     let f = finished(&r);
     for root in ["alpha", "delta"] {
-        assert_eq!(f[root]["status"], "succeeded", "{root}: {:?}", f[root]);
+        expect_finished(&f, root, "succeeded", &[]);
         // Three resources: the stack and the program's two.
         assert_eq!(f[root]["changes"]["create"], 3, "{root}: {:?}", f[root]);
     }
-    assert_eq!(f["bravo"]["status"], "blocked", "{:?}", f["bravo"]);
+    expect_finished(&f, "bravo", "blocked", &["alpha"]);
     assert_eq!(f["bravo"]["upstream"], "alpha");
-    assert!(
-        s(&f["bravo"], "message").contains("alpha"),
-        "{:?}",
-        f["bravo"]
-    );
-    assert_eq!(f["charlie"]["status"], "blocked");
+    expect_finished(&f, "charlie", "blocked", &[]);
     assert_eq!(f["charlie"]["upstream"], "bravo");
     let end = r
         .events()
@@ -130,7 +145,7 @@ fn previews_of_a_deployed_stack_run_at_once_and_take_no_lock() {
     );
     let f = finished(&r);
     for p in ["alpha", "bravo", "charlie", "delta"] {
-        assert_eq!(f[p]["status"], "succeeded", "{p}: {:?}", f[p]);
+        expect_finished(&f, p, "succeeded", &[]);
         assert_eq!(f[p]["changes"]["same"], 3, "{p}: {:?}", f[p]);
     }
 
@@ -260,21 +275,13 @@ fn command_projects_preview_with_their_command_or_are_skipped() {
         "infrastructure:\n  - path: build\n  - path: push\n    needs: []\n  - path: alpha\n    needs: []\n",
     );
     ws.command_project("build", "echo built", "true");
-    ws.write(
-        "projects/push/Strata.yaml",
-        "up: echo pushed\ndestroy: \"true\"\npreview: echo would push image app:1.2\n",
-    );
+    ws.previewing_project("push", "echo pushed", "echo would push image app:1.2");
     ws.pulumi_project("alpha", &name("alpha"), BODY);
     let r = preview_json(&ws, &[]);
     assert_eq!(r.code, 0, "{r:?}");
     let f = finished(&r);
-    assert_eq!(f["build"]["status"], "skipped", "{:?}", f["build"]);
-    assert!(
-        s(&f["build"], "message").contains("no `preview:` command"),
-        "{:?}",
-        f["build"]
-    );
-    assert_eq!(f["push"]["status"], "succeeded", "{:?}", f["push"]);
+    expect_finished(&f, "build", "skipped", &["no `preview:` command"]);
+    expect_finished(&f, "push", "succeeded", &[]);
     assert_eq!(s(&f["push"], "message"), "would push image app:1.2");
     assert!(
         f["push"].get("changes").is_none(),
@@ -294,9 +301,9 @@ fn a_failed_preview_fails_the_run_but_the_others_still_preview() {
     let r = preview_json(&ws, &[]);
     assert_eq!(r.code, 1, "{r:?}");
     let f = finished(&r);
-    assert_eq!(f["alpha"]["status"], "failed", "{:?}", f["alpha"]);
-    assert_eq!(f["delta"]["status"], "succeeded", "{:?}", f["delta"]);
-    assert_eq!(f["bravo"]["status"], "blocked", "{:?}", f["bravo"]);
+    expect_finished(&f, "alpha", "failed", &[]);
+    expect_finished(&f, "delta", "succeeded", &[]);
+    expect_finished(&f, "bravo", "blocked", &[]);
 }
 
 /// The report of a preview shows what it found: blocked projects and change counts.
@@ -358,12 +365,7 @@ fn expect_no_changes_counts_what_would_be_created_and_what_is_blocked_behind_it(
         ),
     );
     for p in ["net", "cluster"] {
-        ws.write(
-            &format!("projects/{p}/Strata.yaml"),
-            &format!(
-                "up: printf '{{}}' > \"$STRATA_OUTPUTS_FILE\"\ndestroy: \"true\"\npreview: echo would create {p}\n"
-            ),
-        );
+        ws.previewing_project(p, crate::policy::OK, &format!("echo would create {p}"));
     }
     // No `preview:` command: never deployed, it would be created all the same.
     ws.command_project("tools", "printf '{}' > \"$STRATA_OUTPUTS_FILE\"", "true");
@@ -393,11 +395,10 @@ fn a_fresh_stack_projects_known_outputs_and_mocks_into_downstream_previews() {
         "src",
         "resources:\n  thing:\n    type: fake:index:Thing\n    properties:\n      x: 1\noutputs:\n  host: h-${pulumi.stack}\n",
     );
-    ws.pulumi_project(
-        "ref",
-        "ref",
-        "resources:\n  up:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: organization/src/${pulumi.stack}\noutputs:\n  port: 1\n  other: ${up.outputs[\"host\"]}\n",
-    );
+    let src_ref = stack_reference("up", "organization/src/${pulumi.stack}");
+    let reads_src =
+        format!("resources:\n{src_ref}outputs:\n  port: 1\n  other: ${{up.outputs[\"host\"]}}\n");
+    ws.pulumi_project("ref", "ref", &reads_src);
     let app = "config:\n  host:\n    type: string\n  port:\n    type: integer\nresources:\n  a:\n    type: fake:index:Thing\n    properties:\n      at: ${host}:${port}\n";
     ws.pulumi_project("app", "app", app);
     ws.pulumi_project("odd", "odd", "config:\n  x:\n    type: string\n");
@@ -412,26 +413,16 @@ fn a_fresh_stack_projects_known_outputs_and_mocks_into_downstream_previews() {
     let r = preview_json(&ws, &[]);
     assert_eq!(r.code, 0, "{r:?}");
     let f = finished(&r);
-    assert_eq!(f["src"]["status"], "succeeded", "{:?}", f["src"]);
-    assert_eq!(f["ref"]["status"], "blocked", "{:?}", f["ref"]);
-    assert!(
-        s(&f["ref"], "message").contains("through a StackReference"),
-        "{:?}",
-        f["ref"]
-    );
-    assert_eq!(f["app"]["status"], "succeeded", "{:?}", f["app"]);
+    expect_finished(&f, "src", "succeeded", &[]);
+    expect_finished(&f, "ref", "blocked", &["through a StackReference"]);
+    expect_finished(&f, "app", "succeeded", &[]);
     assert_eq!(
         s(&f["app"], "message"),
         "2 to create · projected: app:host from src's preview; mocks: app:port (ref)"
     );
     assert_eq!(f["app"]["changes"]["create"], 2, "{:?}", f["app"]);
-    assert_eq!(f["odd"]["status"], "blocked", "{:?}", f["odd"]);
-    assert!(
-        s(&f["odd"], "message").contains("its preview cannot tell `other`")
-            && s(&f["odd"], "message").contains("mock_outputs:"),
-        "{:?}",
-        f["odd"]
-    );
+    let odd = ["its preview cannot tell `other`", "mock_outputs:"];
+    expect_finished(&f, "odd", "blocked", &odd);
 
     // The human rows.
     let human = run(&ws, "preview", &[]);

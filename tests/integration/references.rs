@@ -22,11 +22,12 @@ fn workspace(infer: bool, org: &str) -> Ws {
         "net",
         "resources:\n  vpc:\n    type: fake:index:Thing\n    properties:\n      x: vpc-1\noutputs:\n  vpc: ${vpc.x}\n",
     );
+    let net_ref = stack_reference("netRef", &format!("{org}/net/${{pulumi.stack}}"));
     ws.pulumi_project(
         "app",
         "app",
         &format!(
-            "resources:\n  netRef:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: {org}/net/${{pulumi.stack}}\n  thing:\n    type: fake:index:Thing\n    properties:\n      vpc: ${{netRef.outputs[\"vpc\"]}}\noutputs:\n  vpc: ${{thing.vpc}}\n"
+            "resources:\n{net_ref}  thing:\n    type: fake:index:Thing\n    properties:\n      vpc: ${{netRef.outputs[\"vpc\"]}}\noutputs:\n  vpc: ${{thing.vpc}}\n"
         ),
     );
     ws.env_file("PULUMI_STACK=dev\n");
@@ -98,11 +99,9 @@ fn validate_warns_about_an_unordered_reference_and_strict_fails() {
 #[test]
 fn validate_warns_about_a_literal_org_and_an_unknown_project() {
     let ws = workspace(true, "acme");
-    ws.pulumi_project(
-        "net",
-        "net",
-        "resources:\n  other:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: organization/dns/dev\noutputs:\n  vpc: vpc-1\n",
-    );
+    let dns_ref = stack_reference("other", "organization/dns/dev");
+    let net = format!("resources:\n{dns_ref}outputs:\n  vpc: vpc-1\n");
+    ws.pulumi_project("net", "net", &net);
     let r = ws.strata(&["validate", "-p", "t"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("names organization `acme`"), "{r:?}");
@@ -239,11 +238,9 @@ fn an_unreadable_reference_is_unknown_for_validate_and_changed() {
             "{HEAD}infrastructure:\n  - path: net\n    needs: []\n  - path: known\n    needs: [net]\n  - path: blind\n    needs: [net]\n  - path: solo\n    needs: []\n"
         ),
     );
-    ws.pulumi_project(
-        "known",
-        "known",
-        "resources:\n  netRef:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: ${pulumi.organization}/net/${pulumi.stack}\noutputs:\n  k: known\n",
-    );
+    let net_ref = stack_reference("netRef", "${pulumi.organization}/net/${pulumi.stack}");
+    let known = format!("resources:\n{net_ref}outputs:\n  k: known\n");
+    ws.pulumi_project("known", "known", &known);
     let blind = "resources:\n  t:\n    type: fake:index:Thing\n    properties:\n      x: b\noutputs:\n  b: ${t.x}\n";
     ws.pulumi_project("blind", "blind", blind);
     ws.write(

@@ -48,56 +48,42 @@ const ENGINE: &[&str] = &[
     "target-dependents",
 ];
 
-/// The flags of one command beyond the global and engine ones.
-fn own(command: &str) -> Option<(&'static [&'static str], bool)> {
-    // (flags, takes the engine flags too)
+/// Flags of the update operations, up and preview (each declares them in the real CLI).
+const UPDATE: &[&str] = &[
+    "client",
+    "config",
+    "config-path",
+    "policy-pack",
+    "policy-pack-config",
+    "refresh",
+    "replace",
+    "secrets-provider",
+    "show-config",
+    "show-full-output",
+    "show-policy-remediations",
+    "show-reads",
+    "show-secrets",
+    "target-replace",
+];
+
+/// The shared flag sets a command takes.
+type Shared = &'static [&'static [&'static str]];
+
+/// The flags of one command, and the shared sets it takes too (beyond the global ones).
+fn own(command: &str) -> Option<(&'static [&'static str], Shared)> {
     Some(match command {
         "up" => (
             &[
-                "client",
-                "config",
-                "config-path",
                 "continue-on-error",
                 "import-pending-creates",
                 "plan",
-                "policy-pack",
-                "policy-pack-config",
-                "refresh",
-                "replace",
-                "secrets-provider",
-                "show-config",
-                "show-full-output",
-                "show-policy-remediations",
-                "show-reads",
-                "show-secrets",
                 "skip-preview",
                 "strict",
-                "target-replace",
                 "yes",
             ],
-            true,
+            &[ENGINE, UPDATE],
         ),
-        "preview" => (
-            &[
-                "client",
-                "config",
-                "config-path",
-                "import-file",
-                "policy-pack",
-                "policy-pack-config",
-                "refresh",
-                "replace",
-                "save-plan",
-                "secrets-provider",
-                "show-config",
-                "show-full-output",
-                "show-policy-remediations",
-                "show-reads",
-                "show-secrets",
-                "target-replace",
-            ],
-            true,
-        ),
+        "preview" => (&["import-file", "save-plan"], &[ENGINE, UPDATE]),
         "refresh" => (
             &[
                 "clear-pending-creates",
@@ -107,7 +93,7 @@ fn own(command: &str) -> Option<(&'static [&'static str], bool)> {
                 "skip-preview",
                 "yes",
             ],
-            true,
+            &[ENGINE],
         ),
         "destroy" => (
             &[
@@ -120,7 +106,7 @@ fn own(command: &str) -> Option<(&'static [&'static str], bool)> {
                 "skip-preview",
                 "yes",
             ],
-            true,
+            &[ENGINE],
         ),
         "stack init" => (
             &[
@@ -130,19 +116,19 @@ fn own(command: &str) -> Option<(&'static [&'static str], bool)> {
                 "stack",
                 "teams",
             ],
-            false,
+            &[],
         ),
-        "stack output" => (&["json", "shell", "show-secrets", "stack"], false),
-        "stack ls" => (&["all", "json", "organization", "project", "tag"], false),
+        "stack output" => (&["json", "shell", "show-secrets", "stack"], &[]),
+        "stack ls" => (&["all", "json", "organization", "project", "tag"], &[]),
         "stack rm" => (
             &["force", "preserve-config", "remove-backups", "stack", "yes"],
-            false,
+            &[],
         ),
         "config" => (
             &["config-file", "json", "open", "show-secrets", "stack"],
-            false,
+            &[],
         ),
-        "config get" => (&["config-file", "json", "open", "path", "stack"], false),
+        "config get" => (&["config-file", "json", "open", "path", "stack"], &[]),
         "config set" => (
             &[
                 "config-file",
@@ -152,13 +138,13 @@ fn own(command: &str) -> Option<(&'static [&'static str], bool)> {
                 "stack",
                 "type",
             ],
-            false,
+            &[],
         ),
-        "config rm" => (&["config-file", "path", "stack"], false),
-        "whoami" => (&["json"], false),
-        "version" => (&[], false),
-        "about" => (&["json", "stack", "transitive"], false),
-        "cancel" => (&["stack", "yes"], false),
+        "config rm" => (&["config-file", "path", "stack"], &[]),
+        "whoami" => (&["json"], &[]),
+        "version" => (&[], &[]),
+        "about" => (&["json", "stack", "transitive"], &[]),
+        "cancel" => (&["stack", "yes"], &[]),
         _ => return None,
     })
 }
@@ -166,10 +152,11 @@ fn own(command: &str) -> Option<(&'static [&'static str], bool)> {
 /// The first flag in `given` that `command` does not accept (unknown commands are
 /// left to the command dispatch).
 pub fn unknown<'a>(command: &str, given: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    let (flags, engine) = own(command)?;
+    let (flags, shared) = own(command)?;
+    let takes = |f: &str| flags.contains(&f) || shared.iter().any(|set| set.contains(&f));
     given
         .into_iter()
-        .find(|f| !(GLOBAL.contains(f) || flags.contains(f) || (engine && ENGINE.contains(f))))
+        .find(|f| !(GLOBAL.contains(f) || takes(f)))
         .map(|f| f.trim_start_matches('-').to_string())
 }
 
@@ -192,6 +179,20 @@ mod tests {
             Some("config-file")
         );
         assert_eq!(unknown("preview", ["yes"]).as_deref(), Some("yes"));
+        // up and preview share the update flags; each keeps its own.
+        assert_eq!(
+            unknown("preview", ["save-plan", "show-reads", "json"]),
+            None
+        );
+        assert_eq!(
+            unknown("up", ["plan", "show-reads", "target-replace"]),
+            None
+        );
+        assert_eq!(unknown("up", ["save-plan"]).as_deref(), Some("save-plan"));
+        assert_eq!(
+            unknown("refresh", ["show-reads"]).as_deref(),
+            Some("show-reads")
+        );
         assert_eq!(unknown("destroy", ["preview-only", "yes"]), None);
         assert_eq!(unknown("no such command", ["x"]), None);
     }

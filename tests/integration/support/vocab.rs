@@ -254,3 +254,26 @@ pub fn assert_nowhere_under(ws: &Ws, rel: &str, secret: &str) {
         assert!(!text.contains(secret), "{secret:?} in {}", path.display());
     }
 }
+
+/// A Pulumi YAML `resources:` entry: the stack reference `resource` to the stack `stack`
+/// (`org/project/stack`; `${…}` interpolations are left to the program).
+pub fn stack_reference(resource: &str, stack: &str) -> String {
+    format!(
+        "  {resource}:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: {stack}\n"
+    )
+}
+
+impl Ws {
+    /// A command project at `projects/<path>` that runs `up`, previews with `preview` and
+    /// whose destroy does nothing.
+    pub fn previewing_project(&self, path: &str, up: &str, preview: &str) -> &Self {
+        self.command_project(path, up, "true");
+        let line = format!("preview: {}\n", serde_json::to_string(preview).unwrap());
+        self.append(&format!("projects/{path}/Strata.yaml"), &line)
+    }
+
+    /// The stack config file of `stack`: `config/pulumi/Pulumi.<stack>.yaml`.
+    pub fn stack_config(&self, stack: &str, yaml: &str) -> &Self {
+        self.write(&format!("config/pulumi/Pulumi.{stack}.yaml"), yaml)
+    }
+}
