@@ -21,7 +21,7 @@ use crate::engine::{Control, Job, Operation, Progress};
 use crate::plan::{NodeKind, Plan};
 use crate::secrets::redact::Redactor;
 use crate::util::{display_path, now_ms, rfc3339, slug};
-use crate::workspace::{Project, ProjectKind, StackConfig};
+use crate::workspace::{Entry, Project, ProjectKind, StackConfig};
 
 mod attempt;
 pub mod bundle;
@@ -396,66 +396,22 @@ impl<'a> StepRunner<'a> {
             }),
         };
 
-        if op == Operation::Preview {
-            if let ProjectKind::Command(spec) = &project.kind
-                && spec.preview.is_none()
-            {
-                // Held by its fingerprint alone under a bundle, with what its upstreams
-                // left (none yet, when one was never deployed: applying then refuses).
-                let _ = self.hold_to_bundle(&node.path, &mut sink);
-                return Ran::new(
-                    Status::Skipped,
-                    Some("no `preview:` command in its Strata.yaml: nothing to preview".into()),
-                    None,
-                );
-            }
-            let undeployed = match self.undeployed_upstreams(&node.path, &mut sink) {
-                Ok(u) => u,
-                Err((status, msg)) => return Ran::new(status, Some(msg), None),
+        let projected =
+            match self.before_preview(&node.path, entry, &project.kind, &mut job, &mut sink) {
+                Ok(p) => p,
+                Err(ran) => return *ran,
             };
-            if !undeployed.is_empty() {
-                match self.project(&node.path, entry, &undeployed) {
-                    Ok(p) => {
-                        if let Ok(mut m) = self.projected.lock() {
-                            m.insert(node.path.clone(), p);
-                        }
-                    }
-                    Err(ran) => return *ran,
-                }
-            }
-            if job.plan.is_none() && self.feeds_a_projection(&node.path) {
-                job.plan = self.projection_plan(&job);
-            }
-        }
-        let projected = self
-            .projected
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&node.path).cloned());
-
+        let is_pulumi = matches!(project.kind, ProjectKind::Pulumi { .. });
         // A projected preview is never held to a bundle: what it read is not deployed.
         if projected.is_none()
             && let Err(ran) = self.hold_to_bundle(&node.path, &mut sink)
         {
             return *ran;
         }
-
-        let is_pulumi = matches!(project.kind, ProjectKind::Pulumi { .. });
-        let secrets = match self.receive(&node.path, entry, is_pulumi, &mut job, &mut sink) {
+        let secrets = match self.ready(i, entry, &project.kind, &mut job, emit, &mut sink) {
             Ok(secrets) => secrets,
             Err(ran) => return *ran,
         };
-
-        if op == Operation::Up && is_pulumi && !node.rules.is_empty() {
-            let held = match &job.plan {
-                None => self.hold_to_rules(i, entry, &project.kind, &job, emit, &mut sink),
-                Some(bundled) => rules::hold_bundle_to_rules(&node.rules, bundled),
-            };
-            match held {
-                Ok(plan) => job.plan = Some(plan),
-                Err(ran) => return *ran,
-            }
-        }
         let (outcome, tries) = match self.attempt(i, entry, &project.kind, &job, emit, &mut sink) {
             Ok(done) => done,
             Err(ran) => return *ran,
@@ -480,6 +436,45 @@ impl<'a> StepRunner<'a> {
         if op == Operation::Destroy && !is_pulumi {
             self.forget_outputs(&node.path);
         }
+        self.succeeded(i, outcome, tries, projected)
+    }
+
+    /// Readies a project's job for its attempts: given its inputs and secrets (returned,
+    /// to record their hashes after), and an `up` held to its `policy:`/`approve:` rules'
+    /// plan (the bundle's, when it is held to one).
+    fn ready(
+        &self,
+        i: usize,
+        entry: &Entry,
+        kind: &ProjectKind,
+        job: &mut Job,
+        emit: &(dyn Fn(RunEvent) + Sync),
+        sink: &mut dyn FnMut(Progress),
+    ) -> Result<BTreeMap<String, String>, Box<Ran>> {
+        let node = &self.ctx.plan.nodes[i];
+        let is_pulumi = matches!(kind, ProjectKind::Pulumi { .. });
+        let secrets = self.receive(&node.path, entry, is_pulumi, job, sink)?;
+        if self.ctx.op == Operation::Up && is_pulumi && !node.rules.is_empty() {
+            let plan = match &job.plan {
+                None => self.hold_to_rules(i, entry, kind, job, emit, sink)?,
+                Some(bundled) => rules::hold_bundle_to_rules(&node.rules, bundled)?,
+            };
+            job.plan = Some(plan);
+        }
+        Ok(secrets)
+    }
+
+    /// What a project's step that went through reports: its summary after its tries, what
+    /// it was projected on, its changes and planned outputs, the hash of what an `up` left,
+    /// and what a preview's changes would meet at its rules.
+    fn succeeded(
+        &self,
+        i: usize,
+        outcome: crate::engine::Outcome,
+        tries: u32,
+        projected: Option<projection::Projected>,
+    ) -> Ran {
+        let (op, node) = (self.ctx.op, &self.ctx.plan.nodes[i]);
         let outputs_hash =
             (op == Operation::Up).then(|| self.note_outputs_hash(&node.path, &outcome.outputs));
         let mut message = attempt::after_tries(outcome.summary, tries);

@@ -28,9 +28,9 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{Ran, StepRunner};
-use crate::engine::Operation;
+use crate::engine::{Job, Operation, Progress};
 use crate::run::events::Status;
-use crate::workspace::Entry;
+use crate::workspace::{Entry, ProjectKind};
 
 /// What other steps learn from each finished preview: the outputs it already knows
 /// (empty when it knows none, failed, or was blocked).
@@ -200,6 +200,53 @@ impl StepRunner<'_> {
             }
         }
         Ok(projected)
+    }
+}
+
+impl StepRunner<'_> {
+    /// Prepares a preview of the project at `path` (nothing for another operation): a
+    /// command project without a `preview:` command is skipped (held by its fingerprint
+    /// alone under a bundle); one with never-deployed upstreams is projected on what they
+    /// know; one that feeds a projection saves its plan. The project's projection, if any.
+    pub(super) fn before_preview(
+        &self,
+        path: &str,
+        entry: &Entry,
+        kind: &ProjectKind,
+        job: &mut Job,
+        sink: &mut dyn FnMut(Progress),
+    ) -> Result<Option<Projected>, Box<Ran>> {
+        if self.ctx.op == Operation::Preview {
+            if let ProjectKind::Command(spec) = kind
+                && spec.preview.is_none()
+            {
+                // Held by its fingerprint alone under a bundle, with what its upstreams
+                // left (none yet, when one was never deployed: applying then refuses).
+                let _ = self.hold_to_bundle(path, sink);
+                return Err(Box::new(Ran::new(
+                    Status::Skipped,
+                    Some("no `preview:` command in its Strata.yaml: nothing to preview".into()),
+                    None,
+                )));
+            }
+            let undeployed = self
+                .undeployed_upstreams(path, sink)
+                .map_err(|(status, msg)| Box::new(Ran::new(status, Some(msg), None)))?;
+            if !undeployed.is_empty() {
+                let p = self.project(path, entry, &undeployed)?;
+                if let Ok(mut m) = self.projected.lock() {
+                    m.insert(path.to_string(), p);
+                }
+            }
+            if job.plan.is_none() && self.feeds_a_projection(path) {
+                job.plan = self.projection_plan(job);
+            }
+        }
+        Ok(self
+            .projected
+            .lock()
+            .ok()
+            .and_then(|m| m.get(path).cloned()))
     }
 }
 
