@@ -43,8 +43,7 @@ fn unknown_provider_lists_the_available_ones() {
     ws.profile("zeta", "description: last\ninfra_type: z\n");
     ws.profile("alpha", "description: first\ninfra_type: al\n");
     let r = ws.strata(&["-p", "gcp", "-s", "dev", "show"]);
-    assert_config_error(&r, &["gcp", "alpha, t, zeta", "--provider"]);
-    assert_says_what_to_do(&r);
+    assert_config_error_says_what_to_do(&r, &["gcp", "alpha, t, zeta", "--provider"]);
 }
 
 #[test]
@@ -61,11 +60,10 @@ fn dir_without_pulumi_or_strata_yaml_is_refused() {
     let ws = abc("infrastructure:\n  - path: a\n  - path: empty\n");
     ws.write("projects/empty/README.md", "nothing to run here\n");
     let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_config_error(
+    assert_config_error_says_what_to_do(
         &r,
         &["providers/t.yaml", "empty", "Pulumi.yaml", "Strata.yaml"],
     );
-    assert_says_what_to_do(&r);
 }
 
 #[test]
@@ -158,8 +156,7 @@ fn env_file_line_that_is_not_key_value_names_file_and_line() {
     let ws = abc("infrastructure:\n  - path: a\n");
     ws.env_file("# settings\nPULUMI_STACK=dev\nthis line is wrong\nOTHER=1\n");
     let r = ws.strata(&["-p", "t", "show"]);
-    assert_config_error(&r, &["config/pulumi/environment", "line 3", "KEY=VALUE"]);
-    assert_says_what_to_do(&r);
+    assert_config_error_says_what_to_do(&r, &["config/pulumi/environment", "line 3", "KEY=VALUE"]);
 }
 
 #[test]
@@ -167,8 +164,7 @@ fn stack_config_without_config_map_is_refused() {
     let ws = abc("infrastructure:\n  - path: a\n");
     ws.write("config/pulumi/Pulumi.dev.yaml", "encryptionsalt: v1:abc\n");
     let r = ws.strata(&["-p", "t", "-s", "dev", "validate"]);
-    assert_config_error(&r, &["config/pulumi/Pulumi.dev.yaml", "config:"]);
-    assert_says_what_to_do(&r);
+    assert_config_error_says_what_to_do(&r, &["config/pulumi/Pulumi.dev.yaml", "config:"]);
     // And the file is left as it was.
     assert_eq!(
         ws.read("config/pulumi/Pulumi.dev.yaml"),
@@ -224,11 +220,10 @@ fn stack_flag_differing_from_env_file_names_both() {
     ws.env_file("PULUMI_STACK=dev\n");
     // Only commands that write enforce the file's stack (`show` reads any stack).
     let r = ws.strata(&["-p", "t", "-s", "prod", "up"]);
-    assert_config_error(
+    assert_config_error_says_what_to_do(
         &r,
         &["prod", "dev", "config/pulumi/environment", "PULUMI_STACK"],
     );
-    assert_says_what_to_do(&r);
     // The same stack as the file is fine.
     let ok = ws.strata(&["-p", "t", "-s", "dev", "show"]);
     assert_eq!(ok.code, 0, "{ok:?}");

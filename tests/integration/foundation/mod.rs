@@ -50,6 +50,14 @@ pub(super) fn assert_config_error(r: &Run, needles: &[&str]) {
     assert_no_panic(r);
 }
 
+/// [`assert_config_error`] and [`assert_says_what_to_do`]: refused as a configuration
+/// error naming each of `needles`, in words that say what to do.
+#[track_caller]
+pub(super) fn assert_config_error_says_what_to_do(r: &Run, needles: &[&str]) {
+    assert_config_error(r, needles);
+    assert_says_what_to_do(r);
+}
+
 /// `show` over [`abc`]`(body)`: asserts the profile is refused as a configuration error
 /// naming `providers/t.yaml` and each of `says`; returns the run for what else to check.
 #[track_caller]
