@@ -1,8 +1,9 @@
 //! One step of a run, from the scheduler's call to its journal record: the
 //! [`StepRunner`] opens the step's log and runs it as its kind says, a project through
 //! its engine or the built-in step that writes secrets into the cluster
-//! (`cluster_secrets`). A project's step is what it receives (`inputs`), how it runs
-//! (`attempt`), what it leaves (`outputs`) and the hooks after it (`hooks`).
+//! (`cluster_secrets`), all sharing the run's [`Ctx`] (`context`). A project's step is
+//! what it receives (`inputs`), how it runs (`attempt`), what it leaves (`outputs`) and
+//! the hooks after it (`hooks`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -12,20 +13,20 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Map, Value};
 
-use super::events::{ChildEnv, Denial, RunEvent, Status};
+use super::events::{Denial, RunEvent, Status};
 use super::journal::Journal;
 use super::scheduler::{Executor, StepResult, catch_panic};
 use crate::engine::command::CommandEngine;
 use crate::engine::pulumi::PulumiEngine;
 use crate::engine::{Control, Job, Operation, Progress};
-use crate::plan::{NodeKind, Plan};
-use crate::secrets::redact::Redactor;
+use crate::plan::NodeKind;
 use crate::util::{display_path, now_ms, rfc3339, slug};
-use crate::workspace::{Entry, Project, ProjectKind, StackConfig};
+use crate::workspace::{Entry, ProjectKind};
 
 mod attempt;
 pub mod bundle;
 mod cluster_secrets;
+mod context;
 mod gate;
 pub mod hooks;
 mod inputs;
@@ -33,92 +34,9 @@ mod outputs;
 mod projection;
 mod rules;
 
+pub use context::Ctx;
 use outputs::Outputs;
 pub use outputs::StepRecord;
-
-/// What every step of one run shares.
-pub struct Ctx {
-    pub root: PathBuf,
-    pub stack: String,
-    pub provider: String,
-    pub op: Operation,
-    /// The plan being run (selected; reversed for destroy).
-    pub plan: std::sync::Arc<Plan>,
-    /// The base environment of every child.
-    pub env: BTreeMap<String, String>,
-    pub stack_config: StackConfig,
-    pub state_dir: PathBuf,
-    pub run_id: String,
-    /// Grows during the run: secret outputs are added as soon as they are read.
-    pub redactor: std::sync::RwLock<Redactor>,
-    /// Secret values by key (from the encrypted store).
-    pub secrets: BTreeMap<String, String>,
-    /// Profile-level secret keys (reach every project).
-    pub profile_secret_keys: Vec<String>,
-    /// Outputs of each project that dependents or hooks read.
-    pub needed: BTreeMap<String, Vec<String>>,
-    pub fingerprints: BTreeMap<String, String>,
-    pub fingerprint_salt: Vec<u8>,
-    /// The key of secret digests (the store's: see `secrets::hmac::secret_digest`).
-    pub secret_key: Vec<u8>,
-    /// Name of the Kubernetes Secret the secrets step writes.
-    pub secret_name: String,
-    /// Where the secrets step learns which cluster is the stack's (`None`: it cannot).
-    pub cluster: Option<crate::workspace::profile::ClusterSource>,
-    /// `-v`: the children's raw lines (CLI calls, stderr) are shown too.
-    pub verbose: bool,
-    /// Every project of the profile (for upstream lookups), shared with the plan.
-    pub projects: BTreeMap<String, std::sync::Arc<Project>>,
-    /// The projects each project needs directly, from the whole profile (not only the
-    /// selection): a preview is blocked when one was never deployed.
-    pub upstreams: BTreeMap<String, Vec<String>>,
-    /// `preview --refresh`.
-    pub refresh: bool,
-    /// Each project's outputs hash at its last success, before this run.
-    pub last_outputs: BTreeMap<String, String>,
-    /// `--changed`: steps that run only if an upstream that runs leaves other outputs
-    /// than they last ran with (upstream → that outputs hash).
-    pub conditional: BTreeMap<String, BTreeMap<String, String>>,
-    /// `up --force-conflicts`: the secrets step takes over fields another manager set.
-    pub force_conflicts: bool,
-    /// `preview --save-plan` / `up --plan`: the plan bundle written or applied.
-    pub bundle: Option<bundle::PlanBundle>,
-    /// Pulumi projects whose code reads other stacks through StackReferences: the
-    /// projects they read, or `None` when a reference names a stack the scanner cannot
-    /// read (it may read any). A preview cannot project what they read.
-    pub reads_backend: BTreeMap<String, Option<BTreeSet<String>>>,
-    /// The needs each entry declares: its `needs:`, or the previous entry when it has
-    /// none. (The kubernetes stage's wait for every infrastructure entry is not one.)
-    pub declared_needs: BTreeMap<String, BTreeSet<String>>,
-    /// `mock_outputs:` allowed for this operation, by the project they stand in for.
-    pub mocks: BTreeMap<String, Map<String, Value>>,
-    /// What observers of the events add to a running project's children (`TRACEPARENT`).
-    pub child_env: ChildEnv,
-}
-
-impl Ctx {
-    /// `text` with every known secret value replaced by `[secret]`.
-    pub fn redact(&self, text: &str) -> String {
-        match self.redactor.read() {
-            Ok(r) => r.redact(text),
-            Err(_) => crate::secrets::redact::MASK.to_string(),
-        }
-    }
-
-    /// Learns the plaintext of secret outputs, before anything can print them.
-    fn learn_secrets(&self, values: &Map<String, Value>, secret: &BTreeSet<String>) {
-        if let Ok(mut r) = self.redactor.write() {
-            for k in secret {
-                match values.get(k) {
-                    Some(Value::String(s)) if s != crate::secrets::redact::MASK => r.add(s),
-                    Some(Value::String(_)) => {}
-                    Some(Value::Null) | None => {}
-                    Some(other) => r.add(&other.to_string()),
-                }
-            }
-        }
-    }
-}
 
 /// How a project step ended.
 struct Ran {
