@@ -20,6 +20,11 @@
 //! need of it (`needs:`, or the previous entry when it has none) without any input from
 //! it, and one with an input no preview knows and no mock gives. The kubernetes stage's
 //! wait for every infrastructure entry is an order, not a read: it blocks nothing.
+//!
+//! Every project's preview starts here (`StepRunner::before_preview`), since deciding to
+//! project is its first question: a command project without a `preview:` command is
+//! skipped before it, one with never-deployed upstreams is projected, and one whose
+//! preview a projection will read saves its plan.
 
 use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex};
