@@ -4,8 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util::display_path;
-
 /// Folders never entered: dependency caches, virtual environments, VCS data, build
 /// output and strata's own state. A folder holding `pyvenv.cfg` (a virtualenv of any
 /// name) and any hidden folder are skipped too.
@@ -45,6 +43,8 @@ pub struct Found {
     /// The folder its stack configs (`Pulumi.<stack>.yaml`) are in: its own, or the
     /// `config:` folder its `Pulumi.yaml` names.
     pub config_dir: PathBuf,
+    /// Its `backend.url`, when its `Pulumi.yaml` names one.
+    pub backend: Option<String>,
 }
 
 impl Found {
@@ -99,15 +99,19 @@ fn project_at(root: &Path, dir: &Path, problems: &mut Vec<String>) -> Option<Fou
         .map(|f| dir.join(f))
         .find(|f| f.is_file());
     if let Some(file) = pulumi {
-        return match read_pulumi_yaml(&file) {
-            Ok((name, runtime, config)) => Some(Found {
+        return match crate::workspace::project::read_pulumi_yaml(&file) {
+            Ok(meta) => Some(Found {
                 rel,
                 dir: dir.to_path_buf(),
-                kind: Kind::Pulumi { name, runtime },
-                config_dir: config.map(|c| dir.join(c)).unwrap_or_else(|| dir.into()),
+                config_dir: meta.config_dir_in(dir),
+                kind: Kind::Pulumi {
+                    name: meta.name,
+                    runtime: meta.runtime,
+                },
+                backend: meta.backend_url,
             }),
-            Err(why) => {
-                problems.push(format!("{}: {why}", display_path(&file)));
+            Err(e) => {
+                problems.push(e.message);
                 None
             }
         };
@@ -117,6 +121,7 @@ fn project_at(root: &Path, dir: &Path, problems: &mut Vec<String>) -> Option<Fou
         dir: dir.to_path_buf(),
         kind: Kind::Command,
         config_dir: dir.to_path_buf(),
+        backend: None,
     })
 }
 
@@ -132,35 +137,6 @@ pub fn relative(root: &Path, dir: &Path) -> String {
     } else {
         parts.join("/")
     }
-}
-
-/// The `name:`, `runtime:` (a string or `{name: ...}`) and `config:` folder of a
-/// `Pulumi.yaml`.
-fn read_pulumi_yaml(file: &Path) -> Result<(String, String, Option<String>), String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot be read ({e})"))?;
-    let v: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| {
-        format!(
-            "is not YAML ({})",
-            crate::workspace::yaml::scrub(&e.to_string())
-        )
-    })?;
-    let name = v
-        .get("name")
-        .and_then(|n| n.as_str())
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .ok_or("has no `name:`")?;
-    let runtime = match v.get("runtime") {
-        Some(serde_yaml::Value::String(r)) => r.clone(),
-        Some(r) => r
-            .get("name")
-            .and_then(|n| n.as_str())
-            .unwrap_or("")
-            .to_string(),
-        None => String::new(),
-    };
-    let config = v.get("config").and_then(|c| c.as_str()).map(str::to_string);
-    Ok((name.to_string(), runtime, config))
 }
 
 /// The folder, from the root, that holds every project: the longest common parent

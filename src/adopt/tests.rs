@@ -101,24 +101,51 @@ fn the_kubernetes_provider_is_seen_in_every_runtime() {
     assert_eq!(a.stage(Stage::Infrastructure), ["plain"]);
 }
 
-/// A stack config that already records `kubernetes:infra_type` (MARA's runner writes
-/// one) names the profile's infra_type, so the stack and the profile agree.
+/// The default stack is the one most projects have a config for, never one that looks
+/// like production; a project whose own stack names hold the default one with a prefix
+/// is mapped with `stack:`.
 #[test]
-fn an_infra_type_the_stack_configs_record_is_the_profiles() {
+fn the_default_stack_is_never_production_and_odd_stack_names_are_mapped() {
     let d = repo(&[
         ("a/Pulumi.yaml", "name: a\nruntime: yaml\n"),
-        (
-            "a/Pulumi.dev.yaml",
-            "config:\n  kubernetes:infra_type: AWS\n  a:size: 1\n",
-        ),
+        ("a/Pulumi.Production.yaml", "config: {}\n"),
+        ("a/Pulumi.QA.yaml", "config: {}\n"),
+        ("b/Pulumi.yaml", "name: b\nruntime: yaml\n"),
+        ("b/Pulumi.Production.yaml", "config: {}\n"),
+        ("b/Pulumi.QA.yaml", "config: {}\n"),
+        ("c/Pulumi.yaml", "name: c\nruntime: yaml\n"),
+        ("c/Pulumi.Production.yaml", "config: {}\n"),
+        ("apps/Pulumi.yaml", "name: apps\nruntime: yaml\n"),
+        ("apps/Pulumi.applications.QA.yaml", "config: {}\n"),
+        ("apps/Pulumi.applications.Production.yaml", "config: {}\n"),
     ]);
     let a = Adoption::survey(d.path(), "main");
-    assert_eq!(a.infra_type(), "AWS");
-    assert!(write::profile_text(&a).contains("\ninfra_type: AWS\n"));
-    let cfg = write::stack_config_text(&a, "dev");
+    assert_eq!(
+        a.default_stack(),
+        "QA",
+        "Production is most common, and refused"
+    );
+    assert_eq!(
+        a.stack_template("apps").as_deref(),
+        Some("applications.${stack}")
+    );
+    assert_eq!(a.stack_template("a"), None);
     assert!(
-        cfg.contains("kubernetes:infra_type: AWS") && !cfg.contains(": main"),
-        "{cfg}"
+        write::profile_text(&a).contains("  - path: apps\n    stack: \"applications.${stack}\"")
+    );
+    for prod in ["prod", "Production", "eu-prod", "prd", "live", "app.prod"] {
+        assert!(crate::adopt::looks_like_production(prod), "{prod}");
+    }
+    for not in ["dev", "QA", "staging", "product-x-dev"] {
+        assert!(!crate::adopt::looks_like_production(not), "{not}");
+    }
+    let only_prod = repo(&[
+        ("a/Pulumi.yaml", "name: a\nruntime: yaml\n"),
+        ("a/Pulumi.prod.yaml", "config: {}\n"),
+    ]);
+    assert_eq!(
+        Adoption::survey(only_prod.path(), "main").default_stack(),
+        "dev"
     );
 }
 

@@ -77,20 +77,19 @@ pub fn update(a: &mut Adoption, file: &Path, text: &str) -> Result<Updated> {
         .into_iter()
         .filter(|p| !in_fragments.contains(p))
         .collect();
-    for stage in [Stage::Infrastructure, Stage::Kubernetes] {
-        let new: Vec<&String> = a
-            .stage(stage)
-            .iter()
-            .filter_map(|r| added.iter().find(|x| *x == r))
-            .collect();
-        if new.is_empty() {
-            continue;
-        }
+    // New projects go at the end of the first list, each after what it needs: the
+    // order is what their code gives, no stage the repository does not have.
+    let new: Vec<String> = a
+        .ordered()
+        .into_iter()
+        .filter(|r| added.contains(r))
+        .collect();
+    if !new.is_empty() {
         let block: String = new
             .iter()
             .map(|r| super::write::entry_text(a, r, Some("added by strata init --update")))
             .collect();
-        append_to_stage(&mut lines, stage.key(), &block);
+        append_to_stage(&mut lines, Stage::Infrastructure.key(), &block);
     }
     let mut text = lines.join("\n");
     text.push('\n');

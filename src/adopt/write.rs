@@ -1,14 +1,14 @@
 //! The workspace files `strata init` writes around an adopted repository: the profile
-//! (entries where the projects are, needs inferred, secrets to prompt for), the example
-//! environment file, the seeded stack configs and the `.gitignore` lines. A file that
-//! exists is kept as it is (the profile is refused: `--update` edits it).
+//! (entries where the projects are, needs inferred, the references it could not
+//! resolve marked), the example environment file and the `.gitignore` lines. Nothing of
+//! the projects' own (their stack configs, their secrets) is copied. A file that exists
+//! is kept as it is (the profile is refused: `--update` edits it).
 
 use std::path::PathBuf;
 
 use super::Adoption;
 use crate::error::{Error, Result};
 use crate::util::display_path;
-use crate::workspace::{Stage, stack_config::INFRA_TYPE_KEY};
 
 /// The lines `.gitignore` gains: strata's local state and the environment file.
 pub const GITIGNORE: &[&str] = &[".strata/", "config/pulumi/environment"];
@@ -46,55 +46,61 @@ pub fn entry_text(a: &Adoption, rel: &str, note: Option<&str>) -> String {
         out.push_str(&format!("  # {n}\n"));
     }
     out.push_str(&format!("  - path: {}\n", scalar(&a.entry_path(rel))));
-    for u in a.inferred.unknowns.iter().filter(|u| u.project == rel) {
+    if let Some(t) = a.stack_template(rel) {
         out.push_str(&format!(
-            "    # strata init: {} reads `{}`: {}. Add the project it reads to needs.\n",
-            u.at, u.name, u.why
+            "    stack: {}   # strata init: its stack configs name the stack so\n",
+            scalar(&t)
         ));
     }
-    let stage = a.inferred.stages.get(rel).copied();
     let needs: Vec<String> = a
         .inferred
         .needs_of(rel)
         .iter()
-        .filter(|n| a.inferred.stages.get(*n).copied() == stage)
         .map(|n| scalar(&a.entry_path(n)))
         .collect();
     out.push_str(&format!("    needs: [{}]\n", needs.join(", ")));
-    let own: Vec<&super::config::Secret> = a
-        .configs
-        .secrets
-        .iter()
-        .filter(|s| s.projects == [rel])
-        .collect();
-    if !own.is_empty() {
-        out.push_str("    secrets:\n");
-        for s in own {
-            out.push_str(&secret_text(s, "      "));
-        }
-    }
+    out.push_str(&unresolved_text(a, rel));
     out
 }
 
-fn secret_text(s: &super::config::Secret, indent: &str) -> String {
-    format!(
-        "{indent}- key: {}\n{indent}  prompt: {}\n",
-        scalar(&s.key),
-        scalar(&format!("{} (secure in {})", s.key, s.seen_in))
-    )
+/// The comment over an entry whose code has stack references strata could not
+/// resolve: each by file and line, and the `reads:` that strata waits for before it
+/// runs the project (it refuses to run it beside what it might read until then).
+fn unresolved_text(a: &Adoption, rel: &str) -> String {
+    let unknowns: Vec<&super::infer::Unknown> = a
+        .inferred
+        .unknowns
+        .iter()
+        .filter(|u| u.project == rel)
+        .collect();
+    if unknowns.is_empty() {
+        return String::new();
+    }
+    let mut out = String::new();
+    for u in &unknowns {
+        out.push_str(&format!(
+            "    # strata init: {} reads `{}`: {}.\n",
+            u.at, u.name, u.why
+        ));
+    }
+    out.push_str(
+        "    # strata runs this project only once you say what those references read:\n    # reads: [PATH, ...]   (their projects' paths; `reads: []` when they read none of these)\n",
+    );
+    out
 }
 
-/// The whole profile.
+/// The whole profile: one list, each project after what its code reads; no stage, no
+/// secret and no stack config of strata's, since the repository has none of them.
 pub fn profile_text(a: &Adoption) -> String {
     let mut out = format!(
         "# Written by `strata init` from the Pulumi projects of this repository, where they are.\n\
+         # Each project runs as Pulumi runs it: its own backend, its own Pulumi.<stack>.yaml\n\
+         # and secrets provider; this profile orders them. needs: were read from the stack\n\
+         # references in the code; a `# strata init:` line marks one it could not resolve.\n\
          # Edit it freely: `strata init --update` adds new projects and drops vanished ones,\n\
-         # and keeps your edits and comments. needs: were read from the stack references in\n\
-         # the code; a `# strata init:` line marks one it could not resolve.\n\
-         description: {}\n\
-         infra_type: {}\n",
+         # and keeps your edits and comments.\n\
+         description: {}\n",
         scalar(&format!("the Pulumi projects of {}", repo_name(a))),
-        scalar(&a.infra_type()),
     );
     if a.projects_dir != crate::workspace::profile::DEFAULT_PROJECTS_DIR {
         out.push_str(&format!(
@@ -102,47 +108,11 @@ pub fn profile_text(a: &Adoption) -> String {
             scalar(&a.projects_dir)
         ));
     }
-    let shared: Vec<&super::config::Secret> = a
-        .configs
-        .secrets
-        .iter()
-        .filter(|s| s.projects.len() > 1)
-        .collect();
-    if !shared.is_empty() {
-        out.push_str("secrets:   # secure: in the stack configs of several projects\n");
-        for s in shared {
-            out.push_str(&secret_text(s, "  "));
-        }
-    }
-    if needs_cluster(a) {
-        out.push_str(
-            "# strata init: the built-in @secrets step writes the stack's secrets into its cluster;\n\
-             # these lines say which one. Check them.\n\
-             cluster:\n  kubeconfig: ${env.KUBECONFIG}\n",
-        );
-    }
-    for stage in [Stage::Infrastructure, Stage::Kubernetes] {
-        let rels = a.stage(stage);
-        if rels.is_empty() {
-            continue;
-        }
-        out.push_str(&format!("{}:\n", stage.key()));
-        for rel in rels {
-            out.push_str(&entry_text(a, &rel, None));
-        }
+    out.push_str("infrastructure:\n");
+    for rel in a.ordered() {
+        out.push_str(&entry_text(a, &rel, None));
     }
     out
-}
-
-/// Whether the profile will have a Kubernetes entry and a secret the `@secrets` step
-/// writes into the cluster (the profile must then name the cluster).
-fn needs_cluster(a: &Adoption) -> bool {
-    let k8s: Vec<String> = a.stage(Stage::Kubernetes);
-    !k8s.is_empty()
-        && a.configs
-            .secrets
-            .iter()
-            .any(|s| s.projects.len() > 1 || k8s.contains(&s.projects[0]))
 }
 
 fn repo_name(a: &Adoption) -> String {
@@ -153,40 +123,47 @@ fn repo_name(a: &Adoption) -> String {
         .unwrap_or_else(|| "this repository".into())
 }
 
-/// `config/pulumi/environment.example`.
-pub fn environment_example(a: &Adoption) -> String {
+/// `config/pulumi/environment.example`: the stack init chose and the backend the
+/// projects run against (`backends`, as Pulumi chooses it).
+pub fn environment_example(a: &Adoption, backends: &crate::workspace::backend::Backends) -> String {
+    use crate::workspace::backend::Source;
+    let paths: Vec<&str> = a.found.iter().map(|f| f.rel.as_str()).collect();
+    let backend = match backends.distinct(paths.iter().copied()).as_slice() {
+        [(one, _)] if one.source == Source::Strata => "# Backend: none is named (no PULUMI_BACKEND_URL, backend.url or `pulumi login`), so\n# strata keeps the stacks in its own file backend, .strata/backend. To share them:\n# PULUMI_BACKEND_URL=s3://my-bucket\n".to_string(),
+        [(one, _)] => format!(
+            "# Backend: {} ({}). Pulumi's own choice; set PULUMI_BACKEND_URL only to override it.\n",
+            crate::secrets::url::masked(&one.url),
+            one.why()
+        ),
+        many => format!(
+            "# Backends: each project's own ({}). Setting PULUMI_BACKEND_URL here would override them all.\n",
+            many.iter()
+                .map(|(b, _)| crate::secrets::url::masked(&b.url))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
     format!(
         "# Copy to config/pulumi/environment (git-ignored) and fill in. Every project runs\n\
          # with these variables over the process environment.\n\
+         # The stack `strata up` runs unless -s names another (the stack most projects have a\n\
+         # Pulumi.<stack>.yaml for; never one that looks like production).\n\
          PULUMI_STACK={}\n\
-         # Where Pulumi keeps state; unset, file://<workspace>/.strata/backend:\n\
-         # PULUMI_BACKEND_URL=s3://my-bucket\n\
-         # The passphrase of the stacks' secrets (or set it in your shell):\n\
+         {backend}\
+         # The passphrase of stacks whose secrets provider is Pulumi's passphrase (or set it\n\
+         # in your shell); stacks under a KMS, Vault or Pulumi Cloud need none:\n\
          # PULUMI_CONFIG_PASSPHRASE=\n",
         a.default_stack()
     )
 }
 
-/// `config/pulumi/Pulumi.<stack>.yaml`: the keys the projects agree on, and the
-/// profile's infra_type.
-pub fn stack_config_text(a: &Adoption, stack: &str) -> String {
-    let mut config = serde_yaml::Mapping::new();
-    config.insert(INFRA_TYPE_KEY.into(), a.infra_type().into());
-    for (k, v) in a.configs.seeds.get(stack).into_iter().flatten() {
-        config.insert(k.clone().into(), v.clone());
-    }
-    let mut doc = serde_yaml::Mapping::new();
-    doc.insert("config".into(), serde_yaml::Value::Mapping(config));
-    format!(
-        "# Seeded by `strata init` from the projects' Pulumi.{stack}.yaml: the keys whose value is\n\
-         # the same wherever it is set. Every project runs with this file.\n{}",
-        serde_yaml::to_string(&doc).unwrap_or_default()
-    )
-}
-
 /// Writes the workspace files (`dry_run`: only says what it would write). The profile
 /// must not exist yet.
-pub fn write_all(a: &Adoption, dry_run: bool) -> Result<Vec<Written>> {
+pub fn write_all(
+    a: &Adoption,
+    backends: &crate::workspace::backend::Backends,
+    dry_run: bool,
+) -> Result<Vec<Written>> {
     let profile = a
         .root
         .join("providers")
@@ -200,18 +177,8 @@ pub fn write_all(a: &Adoption, dry_run: bool) -> Result<Vec<Written>> {
     let mut files = vec![(profile, profile_text(a))];
     files.push((
         a.root.join("config/pulumi/environment.example"),
-        environment_example(a),
+        environment_example(a, backends),
     ));
-    let mut stacks: Vec<String> = a.configs.stacks.keys().cloned().collect();
-    if stacks.is_empty() {
-        stacks.push(a.default_stack());
-    }
-    for s in stacks {
-        files.push((
-            a.root.join(format!("config/pulumi/Pulumi.{s}.yaml")),
-            stack_config_text(a, &s),
-        ));
-    }
     let mut out = Vec::new();
     for (path, text) in files {
         let what = if path.exists() {

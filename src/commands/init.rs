@@ -9,7 +9,6 @@ use crate::adopt::{Adoption, update, write};
 use crate::error::{Error, Result};
 use crate::settings::Settings;
 use crate::util::display_path;
-use crate::workspace::Stage;
 use crate::workspace::Target;
 
 /// What the user asked of `init`.
@@ -37,13 +36,15 @@ pub fn run(target: &Target, settings: &Settings, opts: &Options) -> Result<i32> 
             display_path(&root)
         )));
     }
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let backends = a.backends(&env);
     let (changes, profile) = if opts.update {
         update_profile(&mut a, opts.dry_run)?
     } else {
-        let files = write::write_all(&a, opts.dry_run)?;
+        let files = write::write_all(&a, &backends, opts.dry_run)?;
         (written(&files), write::profile_text(&a))
     };
-    super::print(&summary(&a))?;
+    super::print(&summary(&a, &backends))?;
     super::print(&changes)?;
     if opts.dry_run {
         super::print(&format!(
@@ -123,29 +124,25 @@ fn written(files: &[write::Written]) -> String {
     out
 }
 
-/// What was found: projects per stage, the inferred needs, the references left for the
-/// user, the secrets, the stack config keys that disagree, and problems.
-fn summary(a: &Adoption) -> String {
+/// What was found: the projects, the needs read from their code, the references left
+/// for the user, their stacks and backends, and what their stack configs keep secret.
+fn summary(a: &Adoption, backends: &crate::workspace::backend::Backends) -> String {
     let mut out = format!(
-        "strata init: {} project{} under {} (the profile's projects: folder is `{}`)\n",
+        "strata init: {} project{} under {} (the profile's projects: folder is `{}`)\n\n",
         a.found.len(),
         if a.found.len() == 1 { "" } else { "s" },
         display_path(&a.root),
         a.projects_dir
     );
-    for stage in [Stage::Infrastructure, Stage::Kubernetes] {
-        let rels = a.stage(stage);
-        out.push_str(&format!("\n{} ({})\n", stage.key(), rels.len()));
-        for rel in rels {
-            let f = a.found.iter().find(|f| f.rel == rel);
-            let kind = match f.map(|f| &f.kind) {
-                Some(crate::adopt::discover::Kind::Pulumi { name, runtime }) => {
-                    format!("{name} ({runtime})")
-                }
-                _ => "command project".to_string(),
-            };
-            out.push_str(&format!("  {rel:<40} {kind}\n"));
-        }
+    for rel in a.ordered() {
+        let f = a.found.iter().find(|f| f.rel == rel);
+        let kind = match f.map(|f| &f.kind) {
+            Some(crate::adopt::discover::Kind::Pulumi { name, runtime }) => {
+                format!("{name} ({runtime})")
+            }
+            _ => "command project".to_string(),
+        };
+        out.push_str(&format!("  {rel:<40} {kind}\n"));
     }
     out.push_str("\nneeds read from stack references in the code:\n");
     if a.inferred.edges.is_empty() {
@@ -155,23 +152,90 @@ fn summary(a: &Adoption) -> String {
         out.push_str(&format!("  {} -> {}   ({})\n", e.from, e.to, e.at));
     }
     out.push_str(&unknowns(a));
-    out.push_str("\nsecrets (secure: in the projects' stack configs; values not copied):\n");
-    if a.configs.secrets.is_empty() {
-        out.push_str("  none\n");
-    }
-    for s in &a.configs.secrets {
-        out.push_str(&format!("  {:<30} {}\n", s.key, s.projects.join(", ")));
-    }
-    for (stack, key, files) in &a.configs.conflicts {
-        out.push_str(&format!(
-            "\nstack {stack}: `{key}` differs between {}: not seeded; set it in config/pulumi/Pulumi.{stack}.yaml\n",
-            files.join(", ")
-        ));
-    }
+    out.push_str(&stacks_and_backends(a, backends));
+    out.push_str(&secrets(a));
     for p in &a.problems {
         out.push_str(&format!("\nproblem: {p}\n"));
     }
     out
+}
+
+/// The stack the workspace runs by default, projects that name it otherwise, and the
+/// backends Pulumi would run them against.
+fn stacks_and_backends(a: &Adoption, backends: &crate::workspace::backend::Backends) -> String {
+    let stack = a.default_stack();
+    let mut out = format!(
+        "\nstack: `{stack}` by default (PULUMI_STACK in config/pulumi/environment; -s names another for a run)\n"
+    );
+    let prod: Vec<&String> = a
+        .configs
+        .stacks
+        .keys()
+        .filter(|s| crate::adopt::looks_like_production(s))
+        .collect();
+    if !prod.is_empty() {
+        out.push_str(&format!(
+            "  not the default, as they look like production: {}\n",
+            prod.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for f in &a.found {
+        if let Some(t) = a.stack_template(&f.rel) {
+            out.push_str(&format!(
+                "  {} names the stack `{}` (written as `stack: {t}`)\n",
+                f.rel,
+                t.replace("${stack}", &stack)
+            ));
+        }
+    }
+    let paths: Vec<&str> = a.found.iter().map(|f| f.rel.as_str()).collect();
+    for (b, on) in backends.distinct(paths.iter().copied()) {
+        out.push_str(&format!(
+            "backend: {} ({}){}\n",
+            crate::secrets::url::masked(&b.url),
+            b.why(),
+            if on.len() == paths.len() {
+                String::new()
+            } else {
+                format!(": {}", crate::util::list_some(&on, 4))
+            }
+        ));
+    }
+    out
+}
+
+/// What the stack configs keep secret: left in Pulumi config, each decrypted by its
+/// stack's own secrets provider.
+fn secrets(a: &Adoption) -> String {
+    let c = &a.configs;
+    if c.secure.is_empty() {
+        return "\nsecrets: no secure: value in the projects' stack configs\n".into();
+    }
+    let mut providers: std::collections::BTreeMap<String, usize> = Default::default();
+    for s in &c.secure {
+        let p = s
+            .provider
+            .clone()
+            .unwrap_or_else(|| "the backend's default".into());
+        *providers
+            .entry(crate::secrets::url::masked(&p))
+            .or_default() += 1;
+    }
+    format!(
+        "\nsecrets: {} secure: value{} in {} stack config{} stay in Pulumi config, each decrypted by its stack's own secrets provider ({}). Nothing was copied; `strata secrets import` takes those you want in strata's store.\n",
+        c.secure_count(),
+        if c.secure_count() == 1 { "" } else { "s" },
+        c.secure.len(),
+        if c.secure.len() == 1 { "" } else { "s" },
+        providers
+            .iter()
+            .map(|(p, n)| format!("{p}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 fn unknowns(a: &Adoption) -> String {
@@ -190,11 +254,13 @@ fn unknowns(a: &Adoption) -> String {
     out
 }
 
-/// Draws the order and validates the workspace just written.
+/// Draws the order and validates the workspace just written; says what to run next.
+/// The profile is written, so `init` exits 0 whatever `validate` finds (it says it).
 fn check(a: &Adoption, target: &Target, settings: &Settings) -> Result<i32> {
+    let stack = target.stack.clone().unwrap_or_else(|| a.default_stack());
     let t = Target {
         root: Some(a.root.clone()),
-        stack: Some(target.stack.clone().unwrap_or_else(|| a.default_stack())),
+        stack: Some(stack.clone()),
         provider: Some(a.provider.clone()),
     };
     super::print("\nthe order (strata show):\n")?;
@@ -204,10 +270,25 @@ fn check(a: &Adoption, target: &Target, settings: &Settings) -> Result<i32> {
     };
     super::show::run(&t, &show, &Default::default(), false)?;
     super::print("\nstrata validate:\n")?;
-    super::validate::run(&t, settings, false).map_err(|e| {
-        Error::config(format!(
-            "{}\n  The workspace is written; fix what validate reports, then run `strata validate`.",
-            e.message
-        ))
-    })
+    let valid = super::validate::run(&t, settings, false).is_ok();
+    super::print(&next_steps(a, &stack, valid))?;
+    Ok(0)
+}
+
+/// The commands to run next, from a fresh checkout of the adopted repository.
+fn next_steps(a: &Adoption, stack: &str, valid: bool) -> String {
+    let p = if a.provider == DEFAULT_PROVIDER {
+        String::new()
+    } else {
+        format!(" -p {}", a.provider)
+    };
+    let fix = if valid {
+        String::new()
+    } else {
+        "  # fix what validate reports above first (a `reads:` to declare, a passphrase to set)\n"
+            .to_string()
+    };
+    format!(
+        "\nnext:\n{fix}  cp config/pulumi/environment.example config/pulumi/environment   # PULUMI_STACK={stack}, and the backend it names\n  strata validate{p}\n  strata exec{p} -- pulumi install    # each project's dependencies, in order\n  strata preview{p}                    # what an up would change, every project at once\n  strata up{p}\n"
+    )
 }
