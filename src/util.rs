@@ -204,6 +204,15 @@ pub fn placeholders(text: &str) -> impl Iterator<Item = (std::ops::Range<usize>,
     })
 }
 
+/// At most `n` of `items`, comma-separated, and how many more: `a, b and 3 more`.
+pub fn list_some<T: AsRef<str>>(items: &[T], n: usize) -> String {
+    let shown: Vec<&str> = items.iter().take(n).map(AsRef::as_ref).collect();
+    match items.len().saturating_sub(n) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
 /// A map of owned strings from `(key, value)` pairs: an environment, labels, in tests.
 #[cfg(test)]
 pub fn string_map(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {

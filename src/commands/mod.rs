@@ -163,6 +163,8 @@ pub struct Loaded {
     pub stack_config: Option<StackConfig>,
     pub profile: Profile,
     pub plan: Plan,
+    /// The Pulumi backend of each project.
+    pub backends: crate::workspace::backend::Backends,
 }
 
 /// Loads everything a command plans with. The stack config is read only when the
@@ -175,9 +177,14 @@ pub fn load(target: &Target, read_stack_config: bool) -> Result<Loaded> {
         (Some(s), true) => StackConfig::load(&ws.stack_config_path(s))?,
         _ => None,
     };
-    let provider = ws.select_provider(target.provider.as_deref(), stack_config.as_ref())?;
+    let provider = ws.select_provider(
+        target.provider.as_deref(),
+        stack.as_deref(),
+        stack_config.as_ref(),
+    )?;
     let profile = ws.profile(&provider)?;
     let projects = ws.projects(&profile)?;
+    let backends = crate::pipeline::env::backends(&ws, &projects);
     let plan = crate::plan::build(&profile, projects)?;
     Ok(Loaded {
         ws,
@@ -185,6 +192,7 @@ pub fn load(target: &Target, read_stack_config: bool) -> Result<Loaded> {
         stack_config,
         profile,
         plan,
+        backends,
     })
 }
 

@@ -96,13 +96,21 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A reader that can read Pulumi projects: the CLI found and the passphrase set.
     pub fn with_pulumi(loaded: &'a super::Loaded, stack: &str) -> Result<Reader<'a>> {
+        use crate::pipeline::preflight;
         let env = crate::pipeline::env::pulumi_env(&loaded.ws);
-        let bin = crate::pipeline::preflight::find_pulumi(&loaded.ws, &env, &loaded.plan)?;
-        crate::pipeline::preflight::check_passphrase(&loaded.ws, &env)?;
-        // On a legacy layout every project's stack of a name is one stack: its outputs
-        // would be another project's.
-        if let Some(problem) = crate::engine::pulumi::layout_problem(&env) {
-            return Err(crate::error::Error::config(problem));
+        let bin = preflight::find_pulumi(&loaded.ws, &env, &loaded.plan)?;
+        // A passphrase where a stack needs one; and on a legacy layout every project's
+        // stack of a name is one stack: its outputs would be another project's.
+        let given = preflight::Given {
+            plan: &loaded.plan,
+            full: &loaded.plan,
+            profile: &loaded.profile,
+            backends: &loaded.backends,
+            stack: Some(stack),
+        };
+        let problems = preflight::backend_problems(&loaded.ws, &given);
+        if !problems.is_empty() {
+            return Err(crate::error::Error::config(problems.join("\n")));
         }
         Ok(Reader {
             loaded,
@@ -143,7 +151,7 @@ impl<'a> Reader<'a> {
                     .ok()
                     .and_then(|t| serde_json::from_str::<Map<String, Value>>(&t).ok()))
             }
-            ProjectKind::Pulumi { name } => {
+            ProjectKind::Pulumi { name, .. } => {
                 let Some(engine) = &self.engine else {
                     return Ok(None);
                 };
@@ -152,8 +160,14 @@ impl<'a> Reader<'a> {
                     name: name.clone(),
                     dir: project.dir.clone(),
                     op: Operation::Up,
-                    stack: self.stack.clone(),
-                    env: self.env.clone(),
+                    stack: loaded
+                        .profile
+                        .entry(path)
+                        .map_or_else(|| self.stack.clone(), |e| e.stack_name(&self.stack)),
+                    env: crate::pipeline::env::with_backend(
+                        self.env.clone(),
+                        loaded.backends.of(path),
+                    ),
                     config_file: loaded.ws.stack_config_path(&self.stack),
                     inputs: Default::default(),
                     needed_outputs: vec![],

@@ -225,9 +225,9 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
     let stack_config = check_stack(&ws, target, stack.as_deref(), r)?;
     let profile = check_provider(&ws, target, stack_config.as_ref(), r)?;
     let plan = check_plan(&ws, &profile, r)?;
-    check_preflight(&ws, &plan, &profile, r);
-    if let (Some(cfg), Some(s)) = (&stack_config, &stack) {
-        check_infra_type(&profile, cfg, s, r);
+    check_preflight(&ws, &plan, &profile, stack.as_deref(), r);
+    if let Some(s) = &stack {
+        check_profile(&ws, &profile, stack_config.as_ref(), s, r);
     }
     check_config(
         &ws,
@@ -316,7 +316,9 @@ fn check_provider(
     stack_config: Option<&StackConfig>,
     r: &mut Report,
 ) -> Result<workspace::Profile> {
-    let provider = ws.select_provider(target.provider.as_deref(), stack_config)?;
+    let stack = ws.resolve_stack(target.stack.as_deref())?;
+    let provider =
+        ws.select_provider(target.provider.as_deref(), stack.as_deref(), stack_config)?;
     let profile = ws.profile(&provider)?;
     r.ok(
         "provider",
@@ -367,9 +369,19 @@ fn check_preflight(
     ws: &workspace::Workspace,
     plan: &Plan,
     profile: &workspace::Profile,
+    stack: Option<&str>,
     r: &mut Report,
 ) {
-    let (pre, problems) = crate::pipeline::preflight::inspect(ws, plan, plan, &profile.credentials);
+    let backends =
+        crate::pipeline::env::backends(ws, plan.nodes.iter().filter_map(|n| n.project.as_deref()));
+    let given = crate::pipeline::preflight::Given {
+        plan,
+        full: plan,
+        profile,
+        backends: &backends,
+        stack,
+    };
+    let (pre, problems) = crate::pipeline::preflight::inspect(ws, &given);
     match (&pre.pulumi, problems.is_empty()) {
         (Some(bin), true) => r.ok("pulumi", display_path(bin)),
         (None, true) => r.ok("pulumi", "not needed: the plan has no Pulumi project"),
@@ -383,17 +395,32 @@ fn check_preflight(
     }
 }
 
-/// The infra_type recorded in the stack config, against the provider's.
-fn check_infra_type(profile: &workspace::Profile, cfg: &StackConfig, stack: &str, r: &mut Report) {
-    match workspace::check_infra_type(profile, cfg, stack) {
+/// The profile the stack runs (remembered by name, else its recorded infra_type),
+/// against the chosen one.
+fn check_profile(
+    ws: &workspace::Workspace,
+    profile: &workspace::Profile,
+    cfg: Option<&StackConfig>,
+    stack: &str,
+    r: &mut Report,
+) {
+    let deployed = || {
+        !crate::run::journal::Journal::new(&ws.state_dir(stack))
+            .last_success()
+            .is_empty()
+    };
+    match ws.check_profile(profile, stack, cfg, &deployed) {
         Ok(()) => r.ok(
-            "infra_type",
-            match cfg.infra_type() {
-                Some(t) => format!("{t} matches provider {}", profile.name),
-                None => "not recorded yet; the first `up` records it".into(),
+            "profile",
+            match ws.remembered_profile(stack) {
+                Some(_) => format!("stack `{stack}` runs profile {}", profile.name),
+                None => format!(
+                    "stack `{stack}` has not run a profile here yet; the first `up` remembers {}",
+                    profile.name
+                ),
             },
         ),
-        Err(e) => r.bad("infra_type", e.message),
+        Err(e) => r.bad("profile", e.message),
     }
 }
 

@@ -1,55 +1,60 @@
 //! The environment children get: the process environment overlaid by the env file,
-//! strata's own secrets removed, and the Pulumi backend made absolute (DESIGN.md §1).
+//! strata's own secrets removed, and the Pulumi backend as Pulumi would choose it
+//! (`workspace::backend`), made absolute (DESIGN.md §1).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::workspace::{Profile, Workspace};
+use crate::workspace::backend::{Backends, Chosen};
+use crate::workspace::{Profile, Project, ProjectKind, Workspace};
 
-/// The default backend when neither the environment nor the env file names one.
+/// strata's own file backend, for a workspace that names none.
 pub fn default_backend_dir(root: &Path) -> PathBuf {
-    root.join(".strata").join("backend")
+    crate::workspace::backend::strata_dir(root)
 }
 
 /// The environment every Pulumi call gets: strata's environment overlaid by the env file,
-/// without strata's own secrets (`STRATA_PASSPHRASE`, `STRATA_SECRET_*`), with the
-/// default file backend when no `PULUMI_BACKEND_URL` is set, and a relative `file://`
-/// backend resolved against the workspace root (Pulumi would resolve it against each
-/// project's folder, giving every project a backend of its own). Reads only.
+/// without strata's own secrets (`STRATA_PASSPHRASE`, `STRATA_SECRET_*`), with
+/// `PULUMI_BACKEND_URL` set to the workspace's backend as Pulumi chooses it for a project
+/// without `backend.url` (a relative `file://` folder of the env file's taken from the
+/// workspace root, which Pulumi would take from each project's folder, giving every
+/// project a backend of its own). Reads only.
 pub fn pulumi_env(ws: &Workspace) -> BTreeMap<String, String> {
+    let backend = Backends::choose(&ws.env, &ws.root, []).workspace;
+    with_backend(base_env(ws), &backend)
+}
+
+/// strata's environment overlaid by the env file, without strata's own secrets.
+fn base_env(ws: &Workspace) -> BTreeMap<String, String> {
     let mut env = ws.env.clone();
     env.retain(|k, _| !crate::secrets::is_strata_secret_var(k));
-    let url = match env.get("PULUMI_BACKEND_URL").filter(|u| !u.is_empty()) {
-        Some(u) => absolute_file_backend(u, &ws.root),
-        None => format!("file://{}", default_backend_dir(&ws.root).display()),
-    };
-    env.insert("PULUMI_BACKEND_URL".into(), url);
     env
 }
 
-/// `file://./state`, `file://state` → `file://<root>/state` (query kept); every other
-/// URL (absolute file paths, `file://~`, cloud URLs) unchanged.
-pub fn absolute_file_backend(url: &str, root: &Path) -> String {
-    let Some(rest) = url.strip_prefix("file://") else {
-        return url.to_string();
-    };
-    let (path, query) = match rest.split_once('?') {
-        Some((p, q)) => (p, Some(q)),
-        None => (rest, None),
-    };
-    if path.is_empty() || path.starts_with('/') || path.starts_with('~') {
-        return url.to_string();
-    }
-    let trimmed = path.strip_prefix("./").unwrap_or(path);
-    let abs = if trimmed == "." || trimmed.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(trimmed)
-    };
-    match query {
-        Some(q) => format!("file://{}?{q}", abs.display()),
-        None => format!("file://{}", abs.display()),
-    }
+/// `env` with `backend` as its `PULUMI_BACKEND_URL`.
+pub fn with_backend(
+    mut env: BTreeMap<String, String>,
+    backend: &Chosen,
+) -> BTreeMap<String, String> {
+    env.insert("PULUMI_BACKEND_URL".into(), backend.url.clone());
+    env
+}
+
+/// The backends of the workspace and of each Pulumi project of `projects`.
+pub fn backends<'a>(ws: &Workspace, projects: impl IntoIterator<Item = &'a Project>) -> Backends {
+    let own = projects.into_iter().filter_map(|p| match &p.kind {
+        ProjectKind::Pulumi { backend, .. } => {
+            Some((p.path.as_str(), p.dir.as_path(), backend.as_deref()))
+        }
+        ProjectKind::Command(_) => None,
+    });
+    Backends::choose(&ws.env, &ws.root, own)
+}
+
+/// The Pulumi environment of the team's backend: where the lease and run records live
+/// (see [`Backends::shared`]).
+pub fn shared_env(ws: &Workspace, backends: &Backends) -> BTreeMap<String, String> {
+    with_backend(base_env(ws), backends.shared())
 }
 
 /// A self-managed backend (file, s3, gs, azblob, postgres...) rather than the Pulumi
@@ -95,27 +100,6 @@ pub fn known_org(env: &BTreeMap<String, String>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn relative_file_backends_become_absolute() {
-        let root = Path::new("/w");
-        for (url, want) in [
-            ("file://./state", "file:///w/state"),
-            ("file://state", "file:///w/state"),
-            (
-                "file://./state?no_checksum=true",
-                "file:///w/state?no_checksum=true",
-            ),
-            ("file://.", "file:///w"),
-            ("file:///abs/state", "file:///abs/state"),
-            ("file://~", "file://~"),
-            ("file://~/x", "file://~/x"),
-            ("s3://bucket", "s3://bucket"),
-            ("https://api.pulumi.com", "https://api.pulumi.com"),
-        ] {
-            assert_eq!(absolute_file_backend(url, root), want, "{url}");
-        }
-    }
 
     #[test]
     fn self_managed_backends() {

@@ -77,7 +77,7 @@ fn new_run_id() -> String {
 /// The stack's lease in its backend, when that is an S3 bucket, waiting for it up to
 /// `--lock-timeout`. A lease lost during the run cancels it as SIGTERM would, saying why.
 fn take_lease(r: &Resolved, held: &mut Held) -> Result<Option<Lease>> {
-    let env = super::env::pulumi_env(&r.ws);
+    let env = r.shared_env();
     // The bucket the preflight opened: one client, and a backend that did not answer
     // it moments ago is not waited for a second time.
     let backend = match crate::engine::pulumi::shared_where(&env)? {

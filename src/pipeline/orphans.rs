@@ -198,6 +198,9 @@ fn entry_of(o: &Orphan, orphans: &BTreeSet<&str>, profile: &Profile) -> Entry {
         mock_outputs_allowed_commands: Vec::new(),
         pool: None,
         tags: Vec::new(),
+        config: Default::default(),
+        stack: None,
+        reads: None,
         file: profile.file.clone(),
     }
 }

@@ -11,7 +11,9 @@ use crate::engine::{Control, Operation};
 use crate::error::{Error, Result};
 use crate::plan::{NodeKind, Plan};
 use crate::util::display_path;
-use crate::workspace::Workspace;
+use crate::workspace::backend::Backends;
+use crate::workspace::stack_config::uses_passphrase;
+use crate::workspace::{StackConfig, Workspace};
 
 use super::env;
 use super::resolve::Resolved;
@@ -27,7 +29,14 @@ pub struct Preflight {
 
 /// Runs every check; all problems come back in one error (exit 3).
 pub fn check(r: &Resolved) -> Result<Preflight> {
-    let (mut pre, problems) = inspect(&r.ws, &r.plan, &r.full, &r.profile.credentials);
+    let given = Given {
+        plan: &r.plan,
+        full: &r.full,
+        profile: &r.profile,
+        backends: &r.backends,
+        stack: r.stack.as_deref(),
+    };
+    let (mut pre, problems) = inspect(&r.ws, &given);
     let words = run_words(r);
     pre.notices.extend(weak_passphrases(
         &env::pulumi_env(&r.ws),
@@ -60,26 +69,31 @@ fn orphan_notices(r: &Resolved) -> Vec<String> {
     }
 }
 
+/// What the checks look at: the run's plan within the whole profile, each project's
+/// backend, and the stack (`None`: not named yet).
+pub struct Given<'a> {
+    pub plan: &'a Plan,
+    pub full: &'a Plan,
+    pub profile: &'a crate::workspace::Profile,
+    pub backends: &'a Backends,
+    pub stack: Option<&'a str>,
+}
+
 /// The checks, with the problems as a list (for `validate`, which shows them all).
-pub fn inspect(
-    ws: &Workspace,
-    plan: &Plan,
-    full: &Plan,
-    credentials: &[String],
-) -> (Preflight, Vec<String>) {
+pub fn inspect(ws: &Workspace, given: &Given) -> (Preflight, Vec<String>) {
     let env = env::pulumi_env(ws);
     let mut pre = Preflight::default();
     let mut problems = Vec::new();
-    if plan_needs_pulumi(plan, full) {
-        match find_pulumi(ws, &env, plan) {
+    if plan_needs_pulumi(given.plan, given.full) {
+        match find_pulumi(ws, &env, given.plan) {
             Ok(bin) => pre.pulumi = Some(bin),
             Err(e) => problems.push(e.message),
         }
-        if let Err(e) = check_passphrase(ws, &env) {
-            problems.push(e.message);
-        }
-        problems.extend(crate::engine::pulumi::layout_problem(&env));
+        problems.extend(backend_problems(ws, given));
+        pre.notices
+            .extend(backend_notice(given.backends, &pulumi_projects(given)));
     }
+    let credentials = &given.profile.credentials;
     if !credentials.is_empty() && !credentials.iter().any(|c| env.contains_key(c)) {
         pre.notices.push(format!(
             "warning: none of the provider's credential variables is set ({}); set them in the environment or {} unless the provider finds credentials another way (a profile file, an instance role).",
@@ -99,6 +113,77 @@ pub fn inspect(
         }
     }
     (pre, problems)
+}
+
+/// What must hold of the backends before Pulumi runs: a passphrase for every stack that
+/// encrypts with one, and no backend in Pulumi's legacy layout.
+pub fn backend_problems(ws: &Workspace, given: &Given) -> Vec<String> {
+    let env = env::pulumi_env(ws);
+    let paths = pulumi_projects(given);
+    let mut problems = Vec::new();
+    if let Err(e) = check_passphrases(ws, given, &paths) {
+        problems.push(e.message);
+    }
+    for (backend, _) in given.backends.distinct(paths.iter().map(String::as_str)) {
+        problems.extend(crate::engine::pulumi::layout_problem(&env::with_backend(
+            env.clone(),
+            backend,
+        )));
+    }
+    problems
+}
+
+/// The Pulumi projects the run runs or reads the outputs of, by path.
+fn pulumi_projects(given: &Given) -> Vec<String> {
+    let pulumi: BTreeSet<&str> = given
+        .full
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Pulumi)
+        .map(|n| n.path.as_str())
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for n in &given.plan.nodes {
+        let read = n
+            .entry
+            .iter()
+            .flat_map(|e| e.inputs.iter())
+            .map(|i| i.project.as_str());
+        for p in std::iter::once(n.path.as_str()).chain(read) {
+            if pulumi.contains(p) && !out.iter().any(|have| have == p) {
+                out.push(p.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Where the run's stacks are, for its header: strata's own file backend is always said
+/// (no Pulumi setting chose it), and so are projects spread over several backends.
+fn backend_notice(backends: &Backends, paths: &[String]) -> Vec<String> {
+    let distinct = backends.distinct(paths.iter().map(String::as_str));
+    match distinct.as_slice() {
+        [] => Vec::new(),
+        [(one, _)] => vec![format!(
+            "backend: {} ({})",
+            crate::secrets::url::masked(&one.url),
+            one.why()
+        )],
+        many => std::iter::once(format!(
+            "backends: {} for the {} Pulumi projects:",
+            many.len(),
+            paths.len()
+        ))
+        .chain(many.iter().map(|(b, on)| {
+            format!(
+                "  {} ({}): {}",
+                crate::secrets::url::masked(&b.url),
+                b.why(),
+                crate::util::list_some(on, 4)
+            )
+        }))
+        .collect(),
+    }
 }
 
 /// Whether the plan runs a Pulumi project or reads one's outputs.
@@ -142,24 +227,79 @@ pub fn find_pulumi(ws: &Workspace, env: &BTreeMap<String, String>, plan: &Plan) 
     )))
 }
 
-/// A self-managed backend (file, s3, gs, azblob, ...) encrypts secrets with a
-/// passphrase by default: one must be set before anything runs.
-pub fn check_passphrase(ws: &Workspace, env: &BTreeMap<String, String>) -> Result<()> {
-    if !env::self_managed(env)
-        || env.contains_key("PULUMI_CONFIG_PASSPHRASE")
-        || env.contains_key("PULUMI_CONFIG_PASSPHRASE_FILE")
-    {
+/// Each project whose stack encrypts with Pulumi's passphrase (its own stack config
+/// names that provider, or none on a self-managed backend) needs one before anything
+/// runs; a stack under a KMS, Vault or the Pulumi Cloud service does not.
+fn check_passphrases(ws: &Workspace, given: &Given, paths: &[String]) -> Result<()> {
+    let env = env::pulumi_env(ws);
+    if has_passphrase(&env) {
         return Ok(());
     }
-    let backend = crate::secrets::url::masked(
-        env.get("PULUMI_BACKEND_URL")
-            .map(String::as_str)
-            .unwrap_or_default(),
-    );
+    let needing: Vec<&str> = paths
+        .iter()
+        .map(String::as_str)
+        .filter(|p| project_uses_passphrase(ws, given, p))
+        .collect();
+    if needing.is_empty() {
+        return Ok(());
+    }
+    let urls: Vec<String> = given
+        .backends
+        .distinct(needing.iter().copied())
+        .iter()
+        .map(|(b, _)| crate::secrets::url::masked(&b.url))
+        .collect();
+    let one = needing.len() == 1;
     Err(Error::config(format!(
-        "the Pulumi backend {backend} is self-managed, so Pulumi encrypts secrets with a passphrase, and none is set. Nothing was started.\n  Set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) in {} or the environment; use the same one for every run of this stack.",
+        "{} {} secrets with Pulumi's passphrase ({} no other secrets provider, on the self-managed backend {}), and none is set. Nothing was started.\n  Set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) in {} or the environment; use the same one for every run of this stack.",
+        crate::util::list_some(&needing, 4),
+        if one {
+            "encrypts its stack's"
+        } else {
+            "encrypt their stacks'"
+        },
+        if one {
+            "its Pulumi.<stack>.yaml names"
+        } else {
+            "their Pulumi.<stack>.yaml name"
+        },
+        urls.join(", "),
         display_path(&ws.env_file.path)
     )))
+}
+
+/// Whether `PULUMI_CONFIG_PASSPHRASE` or `..._FILE` is set (an empty passphrase is one).
+pub fn has_passphrase(env: &BTreeMap<String, String>) -> bool {
+    env.contains_key("PULUMI_CONFIG_PASSPHRASE")
+        || env.contains_key("PULUMI_CONFIG_PASSPHRASE_FILE")
+}
+
+/// Whether the stack of project `path` encrypts with the passphrase: the provider its
+/// own stack config names (or the shared one's, laid over a file naming none), else the
+/// backend's default.
+fn project_uses_passphrase(ws: &Workspace, given: &Given, path: &str) -> bool {
+    let stack = given.stack.unwrap_or_default();
+    let name = given
+        .profile
+        .entry(path)
+        .map_or_else(|| stack.to_string(), |e| e.stack_name(stack));
+    let own = given
+        .full
+        .nodes
+        .iter()
+        .find(|n| n.path == path)
+        .and_then(|n| n.project.as_ref())
+        .and_then(|p| p.own_stack_config(&name))
+        .and_then(|f| StackConfig::load_project(&f).ok().flatten());
+    let shared = given
+        .stack
+        .and_then(|s| StackConfig::load(&ws.stack_config_path(s)).ok().flatten());
+    let provider = own
+        .as_ref()
+        .filter(|c| c.names_secrets_provider())
+        .or(shared.as_ref())
+        .and_then(StackConfig::secrets_provider);
+    uses_passphrase(provider.as_deref(), &given.backends.of(path).url)
 }
 
 /// The run's own words: the stack, the provider, each project's path and folder.

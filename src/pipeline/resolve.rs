@@ -43,6 +43,8 @@ pub struct Resolved {
     /// checkout's journal knows of (what they warn of and list), for `destroy --orphans`
     /// also those other machines recorded (what it destroys); none for other runs.
     pub orphans: Vec<crate::run::orphans::Orphan>,
+    /// The Pulumi backend of each project, as Pulumi chooses it.
+    pub backends: crate::workspace::backend::Backends,
 }
 
 /// Opens the workspace named by `--root`/`STRATA_ROOT`, else the nearest ancestor with
@@ -74,9 +76,14 @@ pub fn resolve(
         Some(s) => StackConfig::load(&ws.stack_config_path(s))?,
         None => None,
     };
-    let provider = ws.select_provider(target.provider.as_deref(), stack_config.as_ref())?;
+    let provider = ws.select_provider(
+        target.provider.as_deref(),
+        stack.as_deref(),
+        stack_config.as_ref(),
+    )?;
     let profile = ws.profile(&provider)?;
     let projects = ws.projects(&profile)?;
+    let backends = super::env::backends(&ws, &projects);
     let full = crate::plan::build(&profile, projects)?;
     let super::orphans::OfRun {
         profile,
@@ -143,9 +150,17 @@ pub fn resolve(
         )));
     }
     if let Some(s) = &stack {
+        ws.check_profile(&profile, s, stack_config.as_ref(), &|| {
+            !Journal::new(&ws.state_dir(s)).last_success().is_empty()
+        })?;
         let path = ws.stack_config_path(s);
+        // A profile that records an infra_type writes the stack config on its first
+        // `up`: without one, nothing was brought up. (Another profile's stacks may exist
+        // without it: Pulumi says so, project by project.)
+        let shared_config_first = !profile.infra_type.is_empty();
         match (&stack_config, op) {
-            (Some(c), _) => workspace::check_infra_type(&profile, c, s)?,
+            (Some(_), _) => {}
+            (None, _) if !shared_config_first => {}
             (None, Operation::Destroy) => {
                 nothing_to_do = Some(format!(
                     "stack `{s}` has no stack config ({}): nothing was brought up on it, nothing to destroy.",
@@ -173,10 +188,16 @@ pub fn resolve(
         bundle,
         programs,
         orphans,
+        backends,
     })
 }
 
 impl Resolved {
+    /// The Pulumi environment of the team's backend (its lease, its run records).
+    pub fn shared_env(&self) -> std::collections::BTreeMap<String, String> {
+        super::env::shared_env(&self.ws, &self.backends)
+    }
+
     /// The stack name; `ask` has made sure there is one.
     pub fn stack(&self) -> &str {
         self.stack.as_deref().unwrap_or_default()

@@ -24,6 +24,11 @@ pub fn write(r: &mut Resolved, a: &mut Answers) -> Result<()> {
         r.ws.env_file.set_var("PULUMI_STACK", &name)?;
         r.ws.env.insert("PULUMI_STACK".into(), name);
     }
+    // The stack runs this profile from now on: later commands need no `-p`, and
+    // another profile is refused on it (whatever its infra_type).
+    if r.req.op == Operation::Up && !r.req.orphans {
+        r.ws.remember_profile(&stack, &r.profile.name)?;
+    }
     if !a.new_config.is_empty() {
         let path = r.ws.stack_config_path(&stack);
         let mut cfg = StackConfig::load(&path)?.unwrap_or_else(|| StackConfig::new(&path));

@@ -1,6 +1,7 @@
 //! What is on disk: the workspace root, the environment file, the stack config, the
 //! provider profiles and the project folders.
 
+pub mod backend;
 pub mod env_file;
 pub mod profile;
 pub mod project;
@@ -99,20 +100,20 @@ impl Workspace {
         StackConfig::path_for(&self.root, stack)
     }
 
-    /// The stack of a command that writes: `--stack`, else `PULUMI_STACK` of the env
-    /// file, else of the process environment. A `--stack` that differs from the file's is
-    /// refused (the file holds that stack's settings).
+    /// The stack of a command: `--stack`, else `PULUMI_STACK` of the env file, else of
+    /// the process environment. As in the Pulumi CLI, `--stack` wins for that run: the
+    /// file gives the default.
     pub fn resolve_stack(&self, flag: Option<&str>) -> Result<Option<String>> {
-        self.stack(flag, true)
+        self.stack(flag)
     }
 
     /// The stack of a command that only reads (`show`, `status`, `outputs`, `export`,
-    /// `secrets list`): any `--stack` is fine.
+    /// `secrets list`): the same rule.
     pub fn stack_to_read(&self, flag: Option<&str>) -> Result<Option<String>> {
-        self.stack(flag, false)
+        self.stack(flag)
     }
 
-    fn stack(&self, flag: Option<&str>, enforce_file: bool) -> Result<Option<String>> {
+    fn stack(&self, flag: Option<&str>) -> Result<Option<String>> {
         let from_file = self.env_file.get("PULUMI_STACK").filter(|s| !s.is_empty());
         let file_hint = || {
             format!(
@@ -121,10 +122,10 @@ impl Workspace {
             )
         };
         // The file's value is checked before any message could show it: a value that is
-        // not a stack name may be anything (a broken line can pull a token into it).
+        // not a stack name may be anything (a broken line can pull a token into it), and
+        // children get the file's variables, so it is refused even beside `--stack`.
         if let Some(file) = from_file
             && !valid_stack_name(file)
-            && (enforce_file || flag.is_none())
         {
             return Err(Error::config(format!(
                 "PULUMI_STACK in {} is not a valid stack name: {}.\n  {}",
@@ -134,18 +135,6 @@ impl Workspace {
             )));
         }
         let stack = match (flag, from_file) {
-            (Some(f), Some(file)) if enforce_file && f != file => {
-                if !valid_stack_name(f) {
-                    return Err(Error::config(format!(
-                        "--stack is not a valid stack name: {}.\n  Pass another --stack.",
-                        why_not_a_stack_name(f)
-                    )));
-                }
-                return Err(Error::config(format!(
-                    "--stack {f} differs from PULUMI_STACK={file} in {}.\n  That file holds the settings of stack `{file}`. Drop --stack to use `{file}`, or change PULUMI_STACK in the file to `{f}`.",
-                    display_path(&self.env_file.path)
-                )));
-            }
             (Some(f), _) => Some(f.to_string()),
             (None, Some(file)) => Some(file.to_string()),
             (None, None) => self
@@ -188,11 +177,14 @@ impl Workspace {
             .collect()
     }
 
-    /// The profile to use: `--provider`, else the one whose `infra_type` (or name) matches
-    /// the stack's `kubernetes:infra_type`.
+    /// The profile to use: `--provider`, else the one the stack last ran (remembered by
+    /// name, see [`Workspace::remembered_profile`]), else the only one, else the one
+    /// whose `infra_type` (or name) matches the stack's `kubernetes:infra_type` (a stack
+    /// that ran before profiles were remembered).
     pub fn select_provider(
         &self,
         flag: Option<&str>,
+        stack: Option<&str>,
         stack_config: Option<&StackConfig>,
     ) -> Result<String> {
         if let Some(p) = flag {
@@ -206,6 +198,14 @@ impl Workspace {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        if let Some(name) = stack.and_then(|s| self.remembered_profile(s))
+            && available.iter().any(|(n, _)| *n == name)
+        {
+            return Ok(name);
+        }
+        if let [(only, _)] = available.as_slice() {
+            return Ok(only.clone());
+        }
         let Some(infra) = stack_config.and_then(|c| c.infra_type()) else {
             return Err(Error::config(format!(
                 "no provider chosen: pass --provider NAME (or set STRATA_PROVIDER).\n  Available providers: {}.",
@@ -227,11 +227,60 @@ impl Workspace {
             names()
         )))
     }
+
+    /// `.strata/<stack>/profile`: the name of the profile the stack's last `up` ran.
+    fn remembered_file(&self, stack: &str) -> PathBuf {
+        self.state_dir(stack).join("profile")
+    }
+
+    /// The profile the stack's last `up` on this checkout ran, by name.
+    pub fn remembered_profile(&self, stack: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.remembered_file(stack)).ok()?;
+        let name = text.trim();
+        (profile::is_valid_name(name)).then(|| name.to_string())
+    }
+
+    /// Remembers that the stack runs `profile` (the `up` that does so holds its lock).
+    pub fn remember_profile(&self, stack: &str, profile: &str) -> Result<()> {
+        if self.remembered_profile(stack).as_deref() == Some(profile) {
+            return Ok(());
+        }
+        crate::files::private_dir(&self.state_dir(stack))?;
+        crate::files::write_atomic(
+            &self.remembered_file(stack),
+            format!("{profile}\n").as_bytes(),
+            Some(0o600),
+        )
+    }
+
+    /// Refuses a profile other than the one the stack runs: by name when the stack
+    /// remembers one (unless `deployed` says nothing of it is up any more), else by the
+    /// `kubernetes:infra_type` its stack config records.
+    pub fn check_profile(
+        &self,
+        profile: &Profile,
+        stack: &str,
+        config: Option<&StackConfig>,
+        deployed: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        match self.remembered_profile(stack) {
+            Some(name) if name != profile.name && deployed() => Err(Error::config(format!(
+                "stack `{stack}` runs profile `{name}` (its last `strata up` did), not `{}`.\n  A stack keeps its profile: run it with `-p {name}`, or start a new stack for `{}`: strata up -p {} --stack <new-name>.",
+                profile.name, profile.name, profile.name
+            ))),
+            Some(_) => Ok(()),
+            None => match config {
+                Some(c) => check_infra_type(profile, c, stack),
+                None => Ok(()),
+            },
+        }
+    }
 }
 
 /// Refuses a provider whose infra_type differs from the stack's recorded one.
 pub fn check_infra_type(profile: &Profile, config: &StackConfig, stack: &str) -> Result<()> {
     if let Some(recorded) = config.infra_type()
+        && !profile.infra_type.is_empty()
         && !recorded.eq_ignore_ascii_case(&profile.infra_type)
     {
         return Err(Error::config(format!(
@@ -353,8 +402,11 @@ mod tests {
             w.resolve_stack(Some("dev")).unwrap().as_deref(),
             Some("dev")
         );
-        let e = w.resolve_stack(Some("prod")).unwrap_err();
-        assert!(e.message.contains("prod") && e.message.contains("dev"));
+        // -s wins for the run, as in the Pulumi CLI; the file gives the default.
+        assert_eq!(
+            w.resolve_stack(Some("prod")).unwrap().as_deref(),
+            Some("prod")
+        );
         let (_d, w) = ws_with_env(None, &[("PULUMI_STACK", "proc")]);
         assert_eq!(w.resolve_stack(None).unwrap().as_deref(), Some("proc"));
         assert_eq!(w.resolve_stack(Some("x")).unwrap().as_deref(), Some("x"));

@@ -22,8 +22,16 @@ pub const SKIP_DIRS: &[&str] = &[
 /// What runs a project.
 #[derive(Debug, Clone)]
 pub enum ProjectKind {
-    /// A Pulumi project; `name` is the `name:` of its Pulumi.yaml.
-    Pulumi { name: String },
+    /// A Pulumi project: what its Pulumi.yaml says.
+    Pulumi {
+        /// `name:`, the Pulumi project name.
+        name: String,
+        /// `backend.url`, as written (see `workspace::backend`).
+        backend: Option<String>,
+        /// The folder its stack configs (`Pulumi.<stack>.yaml`) are in: its own, or the
+        /// one `stackConfigDir:` names.
+        config_dir: PathBuf,
+    },
     /// A command project (shared: the command engine looks it up by path).
     Command(std::sync::Arc<CommandSpec>),
 }
@@ -56,7 +64,7 @@ impl Project {
     /// The project's name: Pulumi's project name, or the command project's name.
     pub fn name(&self) -> String {
         match &self.kind {
-            ProjectKind::Pulumi { name } => name.clone(),
+            ProjectKind::Pulumi { name, .. } => name.clone(),
             ProjectKind::Command(spec) => spec.name.clone().unwrap_or_else(|| {
                 self.path
                     .rsplit('/')
@@ -65,6 +73,24 @@ impl Project {
                     .to_string()
             }),
         }
+    }
+
+    /// Where Pulumi reads this project's config of `stack` (its own name of the stack):
+    /// `Pulumi.<stack>.yaml` (or `.yml`, when only that exists) in its stack config
+    /// folder; `None` for a command project.
+    pub fn own_stack_config(&self, stack: &str) -> Option<PathBuf> {
+        let ProjectKind::Pulumi { config_dir, .. } = &self.kind else {
+            return None;
+        };
+        // Pulumi names the file by the stack's own part of `org/project/stack`.
+        let short = stack.rsplit('/').next().unwrap_or(stack);
+        let yaml = config_dir.join(format!("Pulumi.{short}.yaml"));
+        let yml = config_dir.join(format!("Pulumi.{short}.yml"));
+        Some(if !yaml.exists() && yml.exists() {
+            yml
+        } else {
+            yaml
+        })
     }
 
     pub fn kind_str(&self) -> &'static str {
@@ -88,10 +114,13 @@ pub fn load(projects_dir: &Path, path: &str, source: &Path) -> Result<Project> {
     for file in ["Pulumi.yaml", "Pulumi.yml"] {
         let f = dir.join(file);
         if f.is_file() {
+            let meta = read_pulumi_yaml(&f)?;
             return Ok(Project {
                 path: path.to_string(),
                 kind: ProjectKind::Pulumi {
-                    name: pulumi_name(&f)?,
+                    config_dir: meta.config_dir_in(&dir),
+                    name: meta.name,
+                    backend: meta.backend_url,
                 },
                 dir,
             });
@@ -120,7 +149,32 @@ pub fn load(projects_dir: &Path, path: &str, source: &Path) -> Result<Project> {
     )))
 }
 
-fn pulumi_name(file: &Path) -> Result<String> {
+/// What strata reads of a `Pulumi.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PulumiMeta {
+    /// `name:`, trimmed.
+    pub name: String,
+    /// `runtime:` (a string or `{name: ...}`): `python`, `nodejs`, `go`, `yaml`...
+    pub runtime: String,
+    /// `backend.url`.
+    pub backend_url: Option<String>,
+    /// `stackConfigDir:` (or the older `config:` when it is a string), relative to the
+    /// project's folder.
+    pub config_dir: Option<String>,
+}
+
+impl PulumiMeta {
+    /// The folder its stack configs are in, for the project in `dir`.
+    pub fn config_dir_in(&self, dir: &Path) -> PathBuf {
+        match &self.config_dir {
+            Some(c) => dir.join(c),
+            None => dir.to_path_buf(),
+        }
+    }
+}
+
+/// Reads `file` (a `Pulumi.yaml`).
+pub fn read_pulumi_yaml(file: &Path) -> Result<PulumiMeta> {
     let text = super::yaml::read(file, "A Pulumi.yaml")?;
     let v: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| {
         Error::config(format!(
@@ -129,13 +183,38 @@ fn pulumi_name(file: &Path) -> Result<String> {
             super::yaml::scrub(&e.to_string())
         ))
     })?;
-    match v.get("name").and_then(|n| n.as_str()) {
-        Some(n) if !n.trim().is_empty() => Ok(n.trim().to_string()),
-        _ => Err(Error::config(format!(
-            "{}: a Pulumi project needs a `name:` (the Pulumi project name).",
-            display_path(file)
-        ))),
-    }
+    let name = v
+        .get("name")
+        .and_then(|n| n.as_str())
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            Error::config(format!(
+                "{}: has no `name:`, and a Pulumi project needs a `name:` (the Pulumi project name).",
+                display_path(file)
+            ))
+        })?;
+    let runtime = match v.get("runtime") {
+        Some(serde_yaml::Value::String(r)) => r.clone(),
+        Some(r) => r
+            .get("name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("")
+            .to_string(),
+        None => String::new(),
+    };
+    let text_of = |v: Option<&serde_yaml::Value>| {
+        v.and_then(|c| c.as_str())
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+    };
+    Ok(PulumiMeta {
+        name: name.to_string(),
+        runtime,
+        backend_url: text_of(v.get("backend").and_then(|b| b.get("url"))),
+        config_dir: text_of(v.get("stackConfigDir")).or_else(|| text_of(v.get("config"))),
+    })
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! `config/pulumi/Pulumi.<stack>.yaml`: the stack config shared by every project, in
-//! Pulumi's own format. Unknown keys and `secure:` values survive a rewrite.
+//! A stack config in Pulumi's own format (`Pulumi.<stack>.yaml`): the one the profile
+//! shares with every project (`config/pulumi/`), and a project's own, which strata reads
+//! and lays the profile's keys over, never writes. Unknown keys and `secure:` values
+//! survive a rewrite; the secrets provider it names is read as Pulumi reads it.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +11,19 @@ use crate::error::{Error, Result};
 use crate::util::display_path;
 
 pub const INFRA_TYPE_KEY: &str = "kubernetes:infra_type";
+
+/// The top-level keys with which a stack config names its secrets provider.
+const SECRETS_PROVIDER_KEYS: [&str; 3] = ["secretsprovider", "encryptedkey", "encryptionsalt"];
+
+/// Whether a stack whose config names `provider` (`None`: none) on the backend `url`
+/// encrypts with Pulumi's passphrase: named so, or named none on a self-managed backend
+/// (Pulumi Cloud's default is its own service).
+pub fn uses_passphrase(provider: Option<&str>, url: &str) -> bool {
+    match provider {
+        Some(p) => p == "passphrase",
+        None => !(url.starts_with("https://") || url.starts_with("http://")),
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct StackConfig {
@@ -70,6 +85,45 @@ impl StackConfig {
         }))
     }
 
+    /// A project's own stack config as Pulumi reads it: `Ok(None)` when missing; a file
+    /// without `config:` (what `pulumi stack init` leaves: only its secrets provider) or
+    /// empty is an empty config.
+    pub fn load_project(path: &Path) -> Result<Option<StackConfig>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let text = super::yaml::read(path, "A stack config")?;
+        let doc = match serde_yaml::from_str::<Value>(&text) {
+            Ok(Value::Mapping(m)) => m,
+            Ok(Value::Null) => Mapping::new(),
+            Ok(_) => Mapping::from_iter([("config".into(), Value::Bool(false))]),
+            Err(e) => {
+                return Err(Error::config(format!(
+                    "{}: invalid YAML: {}\n  Pulumi cannot read it either: fix the file.",
+                    display_path(path),
+                    super::yaml::scrub(&e.to_string())
+                )));
+            }
+        };
+        let mut cfg = StackConfig {
+            path: path.to_path_buf(),
+            doc,
+        };
+        match cfg.doc.get("config") {
+            None | Some(Value::Null) => {
+                cfg.config_mut();
+            }
+            Some(Value::Mapping(_)) => {}
+            Some(_) => {
+                return Err(Error::config(format!(
+                    "{}: a stack config is a mapping whose `config:` maps `namespace:key` to values, as Pulumi writes it",
+                    display_path(path)
+                )));
+            }
+        }
+        Ok(Some(cfg))
+    }
+
     /// A new, empty stack config at `path` (not yet written).
     pub fn new(path: &Path) -> StackConfig {
         let mut doc = Mapping::new();
@@ -124,6 +178,56 @@ impl StackConfig {
         self.doc.get("encryptionsalt")
     }
 
+    /// Whether the file names its stack's secrets provider: `secretsprovider:`,
+    /// `encryptedkey:` or `encryptionsalt:` (what Pulumi writes for each provider).
+    pub fn names_secrets_provider(&self) -> bool {
+        SECRETS_PROVIDER_KEYS
+            .iter()
+            .any(|k| self.doc.get(*k).is_some_and(|v| !v.is_null()))
+    }
+
+    /// The secrets provider this file gives its stack, as Pulumi reads it: `passphrase`
+    /// for an `encryptionsalt:` or `secretsprovider: passphrase`, a KMS/Vault URL or
+    /// `service`; `None` when it names none (the backend's default then applies).
+    pub fn secrets_provider(&self) -> Option<String> {
+        let named = self
+            .doc
+            .get("secretsprovider")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|p| !p.is_empty() && *p != "default");
+        match named {
+            Some(p) => Some(p.to_string()),
+            None if self.encryption_salt().is_some_and(|v| !v.is_null()) => {
+                Some("passphrase".to_string())
+            }
+            None => None,
+        }
+    }
+
+    /// Takes `from`'s secrets provider keys in place of this file's.
+    pub fn take_secrets_provider(&mut self, from: &StackConfig) {
+        for k in SECRETS_PROVIDER_KEYS {
+            match from.doc.get(k) {
+                Some(v) => {
+                    self.doc.insert(k.into(), v.clone());
+                }
+                None => {
+                    self.doc.remove(k);
+                }
+            }
+        }
+    }
+
+    /// The `secure:` keys of the file.
+    pub fn secure_keys(&self) -> Vec<String> {
+        self.config()
+            .iter()
+            .filter(|(_, v)| v.get("secure").is_some())
+            .filter_map(|(k, _)| k.as_str().map(str::to_string))
+            .collect()
+    }
+
     /// The document as YAML text.
     pub fn to_yaml(&self) -> Result<String> {
         serde_yaml::to_string(&self.doc).map_err(|e| {
@@ -151,6 +255,116 @@ impl StackConfig {
     /// Writes the document to another path (atomically).
     pub fn save_to(&self, path: &Path) -> Result<()> {
         crate::files::write_atomic(path, self.to_yaml()?.as_bytes(), Some(0o600))
+    }
+}
+
+/// What a project runs with: its own stack config (`own`, as Pulumi reads it; `None`
+/// when it has none) with what the profile owns laid over it, in this order: the shared
+/// stack config's keys, the entry's `config:`, the wired inputs. The secrets provider is
+/// the project's own when its file names one, else the shared file's. Refused when the
+/// shared file's `secure:` values cannot be read under the project's own provider.
+pub struct Layers<'a> {
+    pub own: Option<&'a StackConfig>,
+    pub shared: &'a StackConfig,
+    pub entry: &'a Mapping,
+    pub inputs: &'a [(String, Value)],
+}
+
+/// Where a key strata sends comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    Shared,
+    Entry,
+    Input,
+}
+
+impl Layer {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Layer::Shared => "the shared stack config",
+            Layer::Entry => "the entry's config:",
+            Layer::Input => "an input",
+        }
+    }
+}
+
+impl Layers<'_> {
+    /// The keys the profile lays over the project's own, with where each comes from
+    /// (a later layer wins).
+    pub fn laid(&self) -> Vec<(String, Value, Layer)> {
+        let mut out: Vec<(String, Value, Layer)> = Vec::new();
+        let mut put = |k: &str, v: &Value, layer: Layer| {
+            out.retain(|(have, ..)| have != k);
+            out.push((k.to_string(), v.clone(), layer));
+        };
+        for (k, v) in self.shared.config() {
+            if let Some(k) = k.as_str() {
+                put(k, v, Layer::Shared);
+            }
+        }
+        for (k, v) in self.entry {
+            if let Some(k) = k.as_str() {
+                put(k, v, Layer::Entry);
+            }
+        }
+        for (k, v) in self.inputs {
+            put(k, v, Layer::Input);
+        }
+        out
+    }
+
+    /// The keys of the project's own file that the profile sets to another value: the
+    /// key, its own value, the value sent and where that comes from.
+    pub fn overridden(&self) -> Vec<(String, Value, Value, Layer)> {
+        let Some(own) = self.own else {
+            return Vec::new();
+        };
+        self.laid()
+            .into_iter()
+            .filter_map(|(k, sent, layer)| {
+                let mine = own.get(&k)?;
+                (*mine != sent).then(|| (k, mine.clone(), sent, layer))
+            })
+            .collect()
+    }
+
+    /// The config the project runs with, at `path` (not written).
+    pub fn build(&self, path: &Path) -> std::result::Result<StackConfig, String> {
+        let mut cfg = match self.own {
+            Some(own) => StackConfig {
+                path: path.to_path_buf(),
+                doc: own.doc.clone(),
+            },
+            None => StackConfig::new(path),
+        };
+        let own_provider = self.own.is_some_and(StackConfig::names_secrets_provider);
+        if own_provider {
+            self.check_shared_secrets()?;
+        } else {
+            cfg.take_secrets_provider(self.shared);
+        }
+        for (k, v, _) in self.laid() {
+            cfg.set(&k, v);
+        }
+        Ok(cfg)
+    }
+
+    /// The shared file's `secure:` values are encrypted under its own salt: laid over a
+    /// project whose file names another provider, Pulumi could not read them.
+    fn check_shared_secrets(&self) -> std::result::Result<(), String> {
+        let (Some(own), keys) = (self.own, self.shared.secure_keys()) else {
+            return Ok(());
+        };
+        let same = |k: &str| own.doc.get(k) == self.shared.doc.get(k);
+        if keys.is_empty() || SECRETS_PROVIDER_KEYS.iter().all(|k| same(k)) {
+            return Ok(());
+        }
+        Err(format!(
+            "{} holds secure values ({}) encrypted for its own secrets provider, and {} names another: Pulumi could not decrypt them there. Nothing of this project was run.\n  Keep such a secret in strata's store instead (`strata secrets set KEY`, listed under the profile's `secrets:`), or set it in the project's own file with `pulumi config set --secret`.",
+            display_path(&self.shared.path),
+            keys.join(", "),
+            display_path(&own.path)
+        ))
     }
 }
 

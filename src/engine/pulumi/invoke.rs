@@ -2,6 +2,8 @@
 //! `--cwd`, the config file), its streamed events and last lines (`Seen`), its captured
 //! output, whether it said the stack is missing, and the plugins it left behind.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 /// What one CLI process printed: its engine events and its last lines.
@@ -76,6 +78,18 @@ impl PulumiEngine {
         args: Vec<String>,
         seen: &mut Seen,
     ) -> Result<Exit, Failure> {
+        let env = calls.job.env.clone();
+        self.invoke_with_env(calls, args, seen, env)
+    }
+
+    /// [`Self::invoke`] with the child's environment `env` (the job's, adjusted).
+    pub(super) fn invoke_with_env(
+        &self,
+        calls: &mut Calls,
+        args: Vec<String>,
+        seen: &mut Seen,
+        env: BTreeMap<String, String>,
+    ) -> Result<Exit, Failure> {
         let Seen {
             state,
             tail,
@@ -83,7 +97,7 @@ impl PulumiEngine {
             digest_then_events,
             lock_to_note,
         } = seen;
-        let (expr, call) = self.start(calls, &args, "");
+        let (expr, call) = self.start(calls, &args, "", env);
         let (job, report) = (calls.job, &mut *calls.report);
         let mut last_progress = (usize::MAX, usize::MAX);
         let exit = run_streaming_tagged(expr, calls.control, &job.path, &mut |from, line| {
@@ -126,18 +140,28 @@ impl PulumiEngine {
 
     /// A call about to start: counted, its arguments traced (see [`otel`]) and logged
     /// (`$ pulumi …`, then `note`), and its command (see [`Self::cmd`]).
-    fn start(&self, calls: &mut Calls, args: &[String], note: &str) -> (duct::Expression, Call) {
+    fn start(
+        &self,
+        calls: &mut Calls,
+        args: &[String],
+        note: &str,
+        env: BTreeMap<String, String>,
+    ) -> (duct::Expression, Call) {
         calls.procs += 1;
         let args = otel::traced(args, self.otel_traces.as_deref(), calls.job);
         (calls.report)(Progress::Raw(format!("$ pulumi {}{note}", args.join(" "))));
-        self.cmd(calls.job, &args)
+        self.cmd_in(calls.job, &args, env)
     }
 
-    /// The CLI with `args` in the job's folder and environment, with the call's name
-    /// and temp folder in it (see [`Call`]); and the call.
-    pub(super) fn cmd(&self, job: &Job, args: &[String]) -> (duct::Expression, Call) {
+    /// The CLI with `args` in the job's folder and the environment `env`, with the
+    /// call's name and temp folder in it (see [`Call`]); and the call.
+    fn cmd_in(
+        &self,
+        job: &Job,
+        args: &[String],
+        mut env: BTreeMap<String, String>,
+    ) -> (duct::Expression, Call) {
         let call = Call::new(&job.env);
-        let mut env = job.env.clone();
         env.insert(descendants::CALL_VAR.to_string(), call.id.clone());
         if let Some(tmp) = &call.tmp {
             env.insert("TMPDIR".into(), tmp.path().to_string_lossy().into_owned());
@@ -177,7 +201,7 @@ impl PulumiEngine {
         } else {
             ""
         };
-        let (expr, call) = self.start(calls, argv, note);
+        let (expr, call) = self.start(calls, argv, note, calls.job.env.clone());
         let out = run_captured(expr, calls.control, &calls.job.path, stdin).map_err(|e| {
             Failure::Failed {
                 message: format!("could not run {}: {e}", self.binary.display()),

@@ -16,6 +16,7 @@ mod operation;
 pub mod otel;
 mod passphrase;
 mod preview;
+mod scratch;
 mod source;
 mod stack;
 

@@ -2,18 +2,43 @@
 //! that "already exists" is this project's), clearing a stale lock, secret config, and
 //! `stack output`.
 
+use super::scratch::Scratch;
 use super::*;
 
 impl PulumiEngine {
-    /// `pulumi stack init`. It selects the new stack in the project's own workspace
-    /// file, which is per project, so parallel projects do not race on it.
+    /// `pulumi stack init --no-select`, in a throwaway copy of the project
+    /// ([`Scratch`]): the stack is created in the job's backend, and the secrets
+    /// provider Pulumi writes goes into the job's stack config, not into the user's
+    /// `Pulumi.<stack>.yaml`.
     pub(super) fn stack_init(&self, calls: &mut Calls) -> Result<(), Failure> {
         let job = calls.job;
         calls.stop_if_cancelled()?;
+        let scratch = Scratch::new(job).map_err(|why| Failure::Failed {
+            message: format!(
+                "could not prepare `pulumi stack init` of {}: {why}",
+                job.path
+            ),
+            exit_code: None,
+            processes: calls.procs,
+        })?;
+        let mut args = self.base(job, &["stack", "init", "--no-select"], false);
+        if let Some(i) = args.iter().position(|a| a == "--cwd") {
+            args[i + 1] = scratch.path().display().to_string();
+        }
         let mut seen = Seen::default();
-        let exit = self.invoke(calls, self.base(job, &["stack", "init"], false), &mut seen)?;
+        let exit = self.invoke_with_env(calls, args, &mut seen, scratch.env(job))?;
+        let carried = || {
+            scratch.carry_provider(job).map_err(|why| Failure::Failed {
+                message: format!(
+                    "stack `{}` of {} was created, but its secrets provider could not be kept in strata's copy of its config: {why}",
+                    job.stack, job.path
+                ),
+                exit_code: None,
+                processes: calls.procs,
+            })
+        };
         if exit.success() {
-            return Ok(());
+            return carried();
         }
         let Some(name) = seen.tail.iter().find_map(|l| already_exists(l)) else {
             return Err(failure(

@@ -80,6 +80,14 @@ pub(super) fn build(r: &Resolved, given: Given, inputs: Inputs) -> Result<Ctx> {
         },
         mocks: mocks(&r.profile, op),
         child_env: given.child_env,
+        backends: r.backends.clone(),
+        stack_names: r
+            .profile
+            .entries
+            .iter()
+            .filter(|e| e.stack.is_some())
+            .map(|e| (e.path.clone(), e.stack_name(r.stack())))
+            .collect(),
     })
 }
 

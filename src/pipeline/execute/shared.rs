@@ -19,7 +19,7 @@ use super::schedule::Ran;
 
 /// The run's backend, when it is a bucket.
 fn bucket(r: &Resolved) -> Result<Option<Arc<Backend>>> {
-    match crate::engine::pulumi::shared_where(&super::super::env::pulumi_env(&r.ws))?.0 {
+    match crate::engine::pulumi::shared_where(&r.shared_env())?.0 {
         Where::S3(b) => Ok(Some(b)),
         _ => Ok(None),
     }

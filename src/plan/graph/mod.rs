@@ -180,6 +180,12 @@ impl Plan {
                     }
                 }
             }
+            // `reads:` declares what its unresolved stack references read: needs too.
+            for r in entry.reads.iter().flat_map(|r| r.projects()) {
+                if let Some(j) = index_of(&r) {
+                    needs[i].insert(j);
+                }
+            }
             for input in &entry.inputs {
                 if let Some(j) = index_of(&input.project) {
                     needs[i].insert(j);

@@ -73,9 +73,18 @@ pub struct Ctx {
     pub mocks: BTreeMap<String, Map<String, Value>>,
     /// What observers of the events add to a running project's children (`TRACEPARENT`).
     pub child_env: ChildEnv,
+    /// The Pulumi backend of each project (its `PULUMI_BACKEND_URL`).
+    pub backends: crate::workspace::backend::Backends,
+    /// Projects whose own name of the stack is not the run's (`stack:`), by path.
+    pub stack_names: BTreeMap<String, String>,
 }
 
 impl Ctx {
+    /// The name project `path` gives the run's stack (`stack:` of its entry).
+    pub fn stack_of(&self, path: &str) -> &str {
+        self.stack_names.get(path).unwrap_or(&self.stack)
+    }
+
     /// `text` with every known secret value replaced by `[secret]`.
     pub fn redact(&self, text: &str) -> String {
         match self.redactor.read() {

@@ -249,7 +249,7 @@ impl StepRunner<'_> {
             // is given when that has none (truncate and write, comments dropped), so
             // projects started at once must never share one, and the user's file stays
             // as they wrote it.
-            match self.project_config(path, &plain_inputs, &secrets) {
+            match self.project_config(path, entry, &plain_inputs, &secrets) {
                 Ok((file, to_set)) => {
                     job.config_file = file;
                     job.secret_config = to_set;
@@ -380,12 +380,16 @@ impl StepRunner<'_> {
         secrets
     }
 
-    /// The per-project stack config: the shared one plus wired inputs, keeping `secure:`
-    /// values of secrets that did not change (so they are not re-encrypted every run).
-    /// Returns the file and the secrets that still need `pulumi config set --secret`.
+    /// The project's stack config for the run: its own `Pulumi.<stack>.yaml` with the
+    /// profile's keys and the wired inputs laid over it (`StackConfig`'s `Layers`), in a
+    /// copy under `.strata/` (the user's file is never written: Pulumi writes a salt into
+    /// the file it is given when that has none), keeping `secure:` values of secrets
+    /// that did not change (so they are not re-encrypted every run). Returns the file and
+    /// the secrets that still need `pulumi config set --secret`.
     fn project_config(
         &self,
         path: &str,
+        entry: &Entry,
         plain: &[(String, Value)],
         secrets: &BTreeMap<String, String>,
     ) -> Result<(PathBuf, BTreeMap<String, String>), String> {
@@ -398,15 +402,23 @@ impl StepRunner<'_> {
                 (k.clone(), y)
             })
             .collect();
-        let mut cfg = self.ctx.stack_config.with_values(&plain);
-        let previous = StackConfig::load(&file).ok().flatten();
-        // The salt: the shared file's when it has one (its `secure:` values are encrypted
-        // with it), else the one Pulumi wrote into this copy on an earlier run; with none,
-        // Pulumi writes one into this copy, which no other project shares.
-        if cfg.encryption_salt().is_none()
-            && let Some(salt) = previous.as_ref().and_then(|p| p.encryption_salt().cloned())
+        let own = self.own_config(path, entry)?;
+        let layers = crate::workspace::stack_config::Layers {
+            own: own.as_ref(),
+            shared: &self.ctx.stack_config,
+            entry: &entry.config,
+            inputs: &plain,
+        };
+        let mut cfg = layers.build(&file)?;
+        let previous = StackConfig::load_project(&file).ok().flatten();
+        // The salt: the project's or the shared file's when either names a provider,
+        // else the one Pulumi wrote into this copy on an earlier run (or that `stack
+        // init` left); with none, Pulumi writes one into this copy, which no other
+        // project shares.
+        if !cfg.names_secrets_provider()
+            && let Some(p) = previous.as_ref().filter(|p| p.names_secrets_provider())
         {
-            cfg.set_top("encryptionsalt", salt);
+            cfg.take_secrets_provider(p);
         }
         let hashes = self.read_secret_hashes(path);
         let mut to_set = BTreeMap::new();
@@ -423,6 +435,19 @@ impl StepRunner<'_> {
         }
         cfg.save_to(&file).map_err(|e| e.message)?;
         Ok((file, to_set))
+    }
+
+    /// The project's own stack config of the run's stack, as Pulumi reads it.
+    fn own_config(&self, path: &str, entry: &Entry) -> Result<Option<StackConfig>, String> {
+        let Some(file) = self
+            .ctx
+            .projects
+            .get(path)
+            .and_then(|p| p.own_stack_config(self.ctx.stack_of(&entry.path)))
+        else {
+            return Ok(None);
+        };
+        StackConfig::load_project(&file).map_err(|e| e.message)
     }
 
     fn secret_hash(&self, key: &str, value: &str, cfg: &StackConfig) -> String {
@@ -451,7 +476,7 @@ impl StepRunner<'_> {
             .state_dir
             .join("config")
             .join(format!("{}.yaml", slug(path)));
-        let Ok(Some(cfg)) = StackConfig::load(&file) else {
+        let Ok(Some(cfg)) = StackConfig::load_project(&file) else {
             return;
         };
         let hashes: BTreeMap<String, String> = secrets

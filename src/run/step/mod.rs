@@ -240,12 +240,14 @@ impl<'a> StepRunner<'a> {
         let project = self.ctx.projects.get(path)?;
         let mut env = self.ctx.env.clone();
         env.extend(self.ctx.child_env.of(path));
+        let backend = self.ctx.backends.of(path);
+        env.insert("PULUMI_BACKEND_URL".into(), backend.url.clone());
         Some(Job {
             path: path.to_string(),
             name: project.name(),
             dir: project.dir.clone(),
             op,
-            stack: self.ctx.stack.clone(),
+            stack: self.ctx.stack_of(path).to_string(),
             env,
             config_file: self.ctx.stack_config.path.clone(),
             inputs: BTreeMap::new(),

@@ -25,14 +25,32 @@ pub(super) fn check(profile: &Profile) -> Result<()> {
         }
     }
     for e in &profile.entries {
-        for n in e.needs.iter().flatten() {
+        let reads = e.reads.as_ref().map(|r| r.projects()).unwrap_or_default();
+        let named = e
+            .needs
+            .iter()
+            .flatten()
+            .map(|n| ("needs", n))
+            .chain(reads.iter().map(|n| ("reads", n)));
+        for (key, n) in named {
             if !seen.contains_key(n.as_str()) {
                 return Err(Error::config(format!(
-                    "{}: entry `{}` needs `{n}`, which is not an entry of profile `{}`.\n  Known paths: {}.",
+                    "{}: entry `{}` {key} `{n}`, which is not an entry of profile `{}`.\n  {}",
                     display_path(&e.file),
                     e.path,
                     profile.name,
-                    seen.keys().copied().collect::<Vec<_>>().join(", ")
+                    match crate::util::did_you_mean(n, seen.keys().copied()).trim() {
+                        "" =>
+                            "Fix the path: `strata show` lists the profile's entries.".to_string(),
+                        hint => format!("{hint} Fix the path."),
+                    }
+                )));
+            }
+            if n == &e.path && key == "reads" {
+                return Err(Error::config(format!(
+                    "{}: entry `{}` reads itself: `reads:` names the projects whose stacks its code reads.",
+                    display_path(&e.file),
+                    e.path
                 )));
             }
         }

@@ -203,9 +203,47 @@ fn entry(
         mock_outputs_allowed_commands,
         pool: raw.pool.as_ref().map(|p| p.trim().to_string()),
         tags: raw.tags.iter().map(|t| t.trim().to_string()).collect(),
+        config: entry_config(raw, &at)?,
+        stack: entry_stack(raw, &at)?,
+        reads: raw.reads.clone(),
         file: file.to_path_buf(),
     };
     Ok((entry, placement))
+}
+
+/// The entry's `config:`: `namespace:key` → a value (no `secure:`: a secret is Pulumi's,
+/// in the project's own stack config, or strata's, under `secrets:`).
+fn entry_config(raw: &RawEntry, at: &str) -> Result<serde_yaml::Mapping> {
+    for (k, v) in &raw.config {
+        let key = k.as_str().unwrap_or("");
+        if key.is_empty() || !key.contains(':') || key.starts_with(':') || key.ends_with(':') {
+            return Err(Error::config(format!(
+                "{at}: `config:` key {} is not a stack config key: write it `namespace:key` as Pulumi does (`aws:region`, `<project>:size`).",
+                serde_json::to_string(&k).unwrap_or_default()
+            )));
+        }
+        if v.get("secure").is_some() {
+            return Err(Error::config(format!(
+                "{at}: `config:` key `{key}` holds a `secure:` value. A profile holds no secrets: keep it in the project's own Pulumi.<stack>.yaml (`pulumi config set --secret`), or list it under `secrets:`."
+            )));
+        }
+    }
+    Ok(raw.config.clone())
+}
+
+/// The entry's `stack:`: a stack name that may hold `${stack}` (the run's).
+fn entry_stack(raw: &RawEntry, at: &str) -> Result<Option<String>> {
+    let Some(t) = raw.stack.as_ref().map(|t| t.trim().to_string()) else {
+        return Ok(None);
+    };
+    let sample = t.replace("${stack}", "dev");
+    if !crate::workspace::valid_stack_name(&sample) {
+        return Err(Error::config(format!(
+            "{at}: `stack: {t}` is not a stack name: {}. `${{stack}}` stands for the run's stack (`applications.${{stack}}`).",
+            crate::workspace::why_not_a_stack_name(&sample)
+        )));
+    }
+    Ok(Some(t))
 }
 
 /// The entry's `path:`, trimmed of slashes: a folder inside projects/.

@@ -240,8 +240,60 @@ pub struct Entry {
     pub pool: Option<String>,
     /// `tags:`: names a selector picks entries by (`--filter tag:NAME`).
     pub tags: Vec<String>,
+    /// `config:`: stack config keys the profile sets for this project, laid over its own
+    /// `Pulumi.<stack>.yaml` for the run (never written into it).
+    pub config: serde_yaml::Mapping,
+    /// `stack:`: the project's own name of the run's stack, `${stack}` standing for the
+    /// run's (`applications.${stack}`); `None`: the run's stack.
+    pub stack: Option<String>,
+    /// `reads:`: what the stack references of its code that strata cannot resolve read
+    /// (needs, declared); `None`: not declared.
+    pub reads: Option<Reads>,
     /// The file the entry was written in (profile or fragment).
     pub file: PathBuf,
+}
+
+impl Entry {
+    /// The project's own stack name for the run's `stack`.
+    pub fn stack_name(&self, stack: &str) -> String {
+        match &self.stack {
+            Some(t) => t.replace("${stack}", stack),
+            None => stack.to_string(),
+        }
+    }
+}
+
+/// `reads:` of an entry: the projects its unresolved stack references read, for the
+/// whole entry (a list) or per file of its folder (a map of file to list). `[]` declares
+/// that they read nothing strata runs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Reads {
+    All(Vec<String>),
+    ByFile(std::collections::BTreeMap<String, Vec<String>>),
+}
+
+impl Reads {
+    /// Every project named, sorted and deduplicated.
+    pub fn projects(&self) -> Vec<String> {
+        let mut out: Vec<String> = match self {
+            Reads::All(v) => v.clone(),
+            Reads::ByFile(m) => m.values().flatten().cloned().collect(),
+        };
+        out.iter_mut()
+            .for_each(|p| *p = p.trim().trim_matches('/').to_string());
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Whether the references of `file` (relative to the project's folder) are declared.
+    pub fn covers(&self, file: &str) -> bool {
+        match self {
+            Reads::All(_) => true,
+            Reads::ByFile(m) => m.contains_key(file),
+        }
+    }
 }
 
 /// A provider profile, composed.
@@ -437,7 +489,7 @@ pub fn describe(file: &Path) -> Result<(String, String)> {
 }
 
 /// A pool's, a tag's or a rule's name: letters, digits, `-`, `_`, `.`.
-fn is_valid_name(name: &str) -> bool {
+pub(crate) fn is_valid_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .chars()

@@ -50,6 +50,16 @@ pub(super) struct RawEntry {
     pub(super) pool: Option<String>,
     #[serde(default)]
     pub(super) tags: Vec<String>,
+    /// `config:`: stack config keys this profile sets for this project (over its own
+    /// `Pulumi.<stack>.yaml`).
+    #[serde(default)]
+    pub(super) config: serde_yaml::Mapping,
+    /// `stack:`: the project's own stack name for the run's (`${stack}` is the run's).
+    #[serde(default)]
+    pub(super) stack: Option<String>,
+    /// `reads:`: what its stack references strata cannot resolve read.
+    #[serde(default)]
+    pub(super) reads: Option<super::Reads>,
 }
 
 impl RawEntry {
@@ -73,6 +83,9 @@ impl RawEntry {
             mock_outputs_allowed_commands,
             pool,
             tags,
+            config,
+            stack,
+            reads,
         } = self;
         path.is_some()
             || description.is_some()
@@ -89,6 +102,9 @@ impl RawEntry {
             || mock_outputs_allowed_commands.is_some()
             || pool.is_some()
             || !tags.is_empty()
+            || !config.is_empty()
+            || stack.is_some()
+            || reads.is_some()
     }
 }
 
@@ -107,6 +123,8 @@ pub(super) struct RawRetry {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProfile {
     pub(super) description: String,
+    /// Recorded as `kubernetes:infra_type` (MARA's key); none in an adopted repository.
+    #[serde(default)]
     pub(super) infra_type: String,
     #[serde(default)]
     pub(super) credentials: Vec<String>,

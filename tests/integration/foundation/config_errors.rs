@@ -215,16 +215,16 @@ fn infra_type_differing_from_provider_is_refused_by_validate_and_up() {
 }
 
 #[test]
-fn stack_flag_differing_from_env_file_names_both() {
+fn stack_flag_differing_from_env_file_wins_for_the_run() {
     let ws = abc("infrastructure:\n  - path: a\n");
     ws.env_file("PULUMI_STACK=dev\n");
-    // Only commands that write enforce the file's stack (`show` reads any stack).
+    // As in the Pulumi CLI, -s wins for that run; the file gives the default and keeps it.
     let r = ws.strata(&["-p", "t", "-s", "prod", "up"]);
-    assert_config_error_says_what_to_do(
-        &r,
-        &["prod", "dev", "config/pulumi/environment", "PULUMI_STACK"],
-    );
-    // The same stack as the file is fine.
-    let ok = ws.strata(&["-p", "t", "-s", "dev", "show"]);
-    assert_eq!(ok.code, 0, "{ok:?}");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("stack prod"), "{r:?}");
+    assert!(ws.path(".strata/prod/journal.jsonl").exists());
+    assert!(!ws.path(".strata/dev").exists(), "nothing ran on dev");
+    assert_eq!(ws.read("config/pulumi/environment"), "PULUMI_STACK=dev\n");
+    let ok = ws.strata(&["-p", "t", "show"]);
+    assert!(ok.stdout.contains("stack dev"), "{ok:?}");
 }

@@ -176,11 +176,14 @@ fn odd_inputs_never_panic() {
             "project path with dot dot",
             &["-p", "t", "show", "--project", "../../etc"],
         ),
-        ("no provider and no stack", &["show"]),
     ];
     for (what, args) in lines {
         failures.extend(mishandled(what, &sound(), args));
     }
+    // One profile is the one to use; of two, neither is guessed.
+    let two = sound();
+    two.write("providers/u.yaml", &two.read("providers/t.yaml"));
+    failures.extend(mishandled("two providers and no stack", &two, &["show"]));
     let ws = abc("infrastructure:\n  - path: a\nkubernetes:\n  - include: common/x.yaml\n");
     ws.write("providers/common/x.yaml", "- include: common/x.yaml\n");
     failures.extend(mishandled("include of itself", &ws, SHOW));

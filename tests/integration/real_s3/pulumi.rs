@@ -57,13 +57,13 @@ fn the_real_cli_keeps_its_state_in_the_object_store() {
         "{got:?}"
     );
 
-    // strata saw in the bucket that neither stack exists: `stack init`, then `up`, and
-    // no `up` that fails for want of a stack.
+    // strata saw in the bucket that neither stack exists: `stack init` (in the project's
+    // scratch copy), then `up`, and no `up` that fails for want of a stack.
     let first_calls = r.take_calls();
     for p in ["up1", "down1"] {
         let mine: Vec<&String> = first_calls
             .iter()
-            .filter(|c| c.contains(&format!("/{p} ")))
+            .filter(|c| c.contains(&format!("/{p} ")) || c.contains(&format!("/work/{p}/")))
             .collect();
         assert_eq!(mine.len(), 2, "{p}: {first_calls:#?}");
         assert!(mine[0].starts_with("stack init"), "{p}: {first_calls:#?}");

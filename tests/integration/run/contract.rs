@@ -37,10 +37,21 @@ fn every_pulumi_call_passes_the_required_flags_and_environment() {
         let cmd = s(c, "command");
         let project = s(c, "project").trim_start_matches("proj-").to_string();
         let cwd = flag_value(&a, "--cwd").unwrap_or_else(|| panic!("no --cwd: {a:?}"));
-        assert!(
-            Path::new(&cwd).ends_with(format!("projects/{project}")),
-            "--cwd {cwd} is not the project dir of {project}: {a:?}"
-        );
+        if cmd == "stack init" {
+            // In a throwaway copy of the project (its name and runtime only), so that
+            // the salt Pulumi writes never lands in the user's Pulumi.<stack>.yaml.
+            let copy = Path::new(&cwd);
+            assert!(
+                copy.starts_with(ws.path(&format!(".strata/dev/work/{project}"))),
+                "stack init of {project} not in its scratch copy: {a:?}"
+            );
+            assert!(has_flag(&a, "--no-select"), "{a:?}");
+        } else {
+            assert!(
+                Path::new(&cwd).ends_with(format!("projects/{project}")),
+                "--cwd {cwd} is not the project dir of {project}: {a:?}"
+            );
+        }
         assert_eq!(flag_value(&a, "--stack").as_deref(), Some("dev"), "{a:?}");
         assert!(has_flag(&a, "--non-interactive"), "{a:?}");
         assert!(
