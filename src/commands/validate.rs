@@ -237,6 +237,9 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
         settings,
         r,
     );
+    if let Some(s) = &stack {
+        check_own_configs(&plan, stack_config.as_ref(), s, r);
+    }
     check_references(&ws, &plan, &profile, r);
     check_secrets(&ws, stack.as_deref(), &profile, settings, r);
     Ok(())
@@ -426,6 +429,77 @@ fn check_profile(
 
 /// The profile's config keys: each set one of its type; a missing one is asked on the
 /// first `up`, or a problem when this run cannot prompt.
+/// Each Pulumi project's own `Pulumi.<stack>.yaml`: readable by Pulumi, and the keys where
+/// it and what strata sends disagree (a shared key, the entry's `config:` or an input
+/// laid over another value of its own): named, file and key, never the values.
+fn check_own_configs(plan: &Plan, shared: Option<&StackConfig>, stack: &str, r: &mut Report) {
+    use crate::workspace::stack_config::{Layer, Layers};
+    let empty = StackConfig::new(std::path::Path::new(""));
+    let (mut read, mut differ) = (0, 0);
+    for n in plan
+        .nodes
+        .iter()
+        .filter(|n| n.kind == crate::plan::NodeKind::Pulumi)
+    {
+        let (Some(p), Some(e)) = (&n.project, &n.entry) else {
+            continue;
+        };
+        let Some(file) = p.own_stack_config(&e.stack_name(stack)) else {
+            continue;
+        };
+        let own = match StackConfig::load_project(&file) {
+            Ok(Some(c)) => c,
+            Ok(None) => continue,
+            Err(err) => {
+                r.bad("own config", err.message);
+                continue;
+            }
+        };
+        read += 1;
+        let inputs: Vec<(String, serde_yaml::Value)> = e
+            .inputs
+            .iter()
+            .map(|i| (i.key.clone(), serde_yaml::Value::Null))
+            .collect();
+        let layers = Layers {
+            own: Some(&own),
+            shared: shared.unwrap_or(&empty),
+            entry: &e.config,
+            inputs: &inputs,
+        };
+        for (key, _, _, layer) in layers.overridden() {
+            differ += 1;
+            let from = match layer {
+                Layer::Input => format!(
+                    "an input ({})",
+                    e.inputs
+                        .iter()
+                        .find(|i| i.key == key)
+                        .map_or("?", |i| i.project.as_str())
+                ),
+                other => other.describe().to_string(),
+            };
+            r.warn(
+                "own config",
+                format!(
+                    "{}: `{key}` in {} is not what runs: strata sends {from}'s value over it. Drop it from one of the two, or make them agree.",
+                    n.path,
+                    display_path(&file)
+                ),
+            );
+        }
+    }
+    if differ == 0 {
+        r.ok(
+            "own config",
+            format!(
+                "{read} project stack config{} read, none overridden",
+                if read == 1 { "" } else { "s" }
+            ),
+        );
+    }
+}
+
 fn check_config(
     ws: &workspace::Workspace,
     stack: Option<&str>,

@@ -134,10 +134,12 @@ fn config_answers(
         };
         out.push((item.key.clone(), value));
     }
-    if r.stack_config
-        .as_ref()
-        .and_then(|c| c.infra_type())
-        .is_none()
+    // MARA's key, for a profile that records one (an adopted repository's has none).
+    if !r.profile.infra_type.is_empty()
+        && r.stack_config
+            .as_ref()
+            .and_then(|c| c.infra_type())
+            .is_none()
     {
         out.push((
             INFRA_TYPE_KEY.to_string(),

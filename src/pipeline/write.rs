@@ -93,11 +93,8 @@ pub fn write(r: &mut Resolved, a: &mut Answers) -> Result<()> {
             });
         }
     }
-    if r.ws
-        .env
-        .get("PULUMI_BACKEND_URL")
-        .is_none_or(|u| u.is_empty())
-    {
+    // strata's own file backend, where no Pulumi setting names one: private to the user.
+    if r.backends.workspace.source == crate::workspace::backend::Source::Strata {
         let dir = env::default_backend_dir(&r.ws.root);
         crate::files::private_dir(&dir)?;
     }

@@ -302,29 +302,8 @@ fn every_shipped_argo_export_passes_the_workflow_schema() {
 
 /// Runs `strata ARGS` in `ws` with `stdin` piped in.
 fn strata_with_stdin(ws: &Ws, args: &[&str], stdin: &str) -> (i32, String) {
-    use std::io::Write;
-    let mut c = ws.command(args);
-    let mut child = c
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    let r = run_with_stdin(ws.command(args), stdin);
+    (r.code, format!("{}{}", r.stdout, r.stderr))
 }
 
 /// A team's store: every write encrypts to the writer and to every recipient of

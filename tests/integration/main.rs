@@ -5,6 +5,7 @@ mod orphans;
 mod otlp;
 mod support;
 
+mod adopted;
 mod architecture;
 mod backend_trust;
 mod book;

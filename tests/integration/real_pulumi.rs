@@ -13,6 +13,8 @@ use serde_json::Value;
 
 use crate::support::{PASSPHRASE, Run, Ws};
 
+/// Issue 42: a repository's own backends, stack configs and secrets, as Pulumi runs them.
+mod adopt;
 /// Issue 32 with the real CLI: backend layouts, checkpoint forms, foreign locks.
 mod backend;
 /// Plan bundles saved by `preview --save-plan` and applied by `up --plan`.
@@ -134,6 +136,22 @@ impl Real {
 
     /// Runs the real CLI directly in a project folder of the workspace (for comparing).
     fn pulumi(&self, project: &str, args: &[&str]) -> Run {
+        let mut c = self.cli_in(project, args);
+        c.env(
+            "PULUMI_BACKEND_URL",
+            format!("file://{}", self.ws.path(".strata/backend").display()),
+        )
+        .env("STRATA_ROOT", &self.ws.root)
+        .env("STRATA_STACK", "dev");
+        for (k, v) in &self.ws.env {
+            c.env(k, v);
+        }
+        crate::real_kube::ran(c.stdin(std::process::Stdio::null()).output().unwrap())
+    }
+
+    /// The real CLI with `args` in `projects/<project>`, as a user starts it there: a
+    /// clean environment with the workspace's PATH and HOME (the caller adds the rest).
+    fn cli_in(&self, project: &str, args: &[&str]) -> std::process::Command {
         let mut c = std::process::Command::new(self.ws.bin.join("pulumi"));
         c.args(args)
             .current_dir(self.ws.path(&format!("projects/{project}")))
@@ -142,17 +160,8 @@ impl Real {
                 "PATH",
                 format!("{}:/usr/local/bin:/usr/bin:/bin", self.ws.bin.display()),
             )
-            .env("HOME", self.ws.path("home"))
-            .env(
-                "PULUMI_BACKEND_URL",
-                format!("file://{}", self.ws.path(".strata/backend").display()),
-            )
-            .env("STRATA_ROOT", &self.ws.root)
-            .env("STRATA_STACK", "dev");
-        for (k, v) in &self.ws.env {
-            c.env(k, v);
-        }
-        crate::real_kube::ran(c.stdin(std::process::Stdio::null()).output().unwrap())
+            .env("HOME", self.ws.path("home"));
+        c
     }
 
     /// `pulumi ARGS --stack dev --config-file CONFIG` in a project folder (see `pulumi`).

@@ -17,6 +17,17 @@ pub struct Project {
 }
 
 impl Project {
+    /// `backend.url` of the project file, when set.
+    pub fn backend_url(&self) -> Option<String> {
+        self.doc
+            .get("backend")?
+            .get("url")?
+            .as_str()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
+    }
+
     /// Searches `start` and its ancestors, as Pulumi does.
     pub fn find(start: &Path) -> Result<Project> {
         let mut dir = Some(start);

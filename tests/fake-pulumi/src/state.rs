@@ -1,4 +1,5 @@
-//! The file backend: `PULUMI_BACKEND_URL=file://DIR`, checkpoints and lock files under
+//! The file backend: `PULUMI_BACKEND_URL=file://DIR` (or the project's `backend.url`, or
+//! the backend `pulumi login` chose), checkpoints and lock files under
 //! `DIR/.pulumi/` in Pulumi's project-scoped layout (or its legacy one, where a stack
 //! belongs to no project: `layout`).
 
@@ -29,10 +30,35 @@ pub struct Backend {
 /// The organization this invocation's `--stack` names (cloud mode).
 static STACK_ORG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// The backend URL, as the CLI picks it (`pkg/workspace/creds.go`): `PULUMI_BACKEND_URL`,
+/// else the project's `backend.url` (the project found from the working directory, which
+/// `--cwd` set), else `current` of the credentials file `pulumi login` wrote
+/// (`PULUMI_CREDENTIALS_PATH`, else `PULUMI_HOME`, else `~/.pulumi`). `None`: not logged in.
+pub fn backend_url() -> Option<String> {
+    let set = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if let Some(u) = set("PULUMI_BACKEND_URL") {
+        return Some(u);
+    }
+    let cwd = std::env::current_dir().ok()?;
+    if let Ok(p) = crate::project::Project::find(&cwd)
+        && let Some(u) = p.backend_url()
+    {
+        return Some(u);
+    }
+    let dir = set("PULUMI_CREDENTIALS_PATH")
+        .or_else(|| set("PULUMI_HOME"))
+        .or_else(|| set("HOME").map(|h| format!("{h}/.pulumi")))?;
+    let text = std::fs::read_to_string(Path::new(&dir).join("credentials.json")).ok()?;
+    let doc: Value = serde_json::from_str(&text).ok()?;
+    doc.get("current")?
+        .as_str()
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+}
+
 /// Whether the backend is the fake's Pulumi Cloud stand-in.
 pub fn cloud_mode() -> bool {
-    std::env::var("PULUMI_BACKEND_URL")
-        .is_ok_and(|u| u.starts_with("https://") || u.starts_with("http://"))
+    backend_url().is_some_and(|u| u.starts_with("https://") || u.starts_with("http://"))
 }
 
 /// The organization an unqualified stack name lands in on Pulumi Cloud: the CLI's
@@ -135,7 +161,7 @@ impl Backend {
     /// From `PULUMI_BACKEND_URL`; only `file://` backends are supported.
     pub fn from_env() -> Result<Backend> {
         if cloud_mode() {
-            let url = std::env::var("PULUMI_BACKEND_URL").unwrap_or_default();
+            let url = backend_url().unwrap_or_default();
             let Ok(dir) = std::env::var("FAKE_PULUMI_CLOUD_DIR") else {
                 return Err(Fail::new(
                     code::AUTH,
@@ -150,9 +176,9 @@ impl Backend {
                 legacy: false,
             });
         }
-        let url = match std::env::var("PULUMI_BACKEND_URL") {
-            Ok(u) if !u.is_empty() => u,
-            _ => {
+        let url = match backend_url() {
+            Some(u) => u,
+            None => {
                 return Err(Fail::new(
                     code::AUTH,
                     "PULUMI_ACCESS_TOKEN must be set for login during non-interactive CLI \

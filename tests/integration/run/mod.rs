@@ -182,14 +182,7 @@ pub(crate) fn has_flag(argv: &[String], flag: &str) -> bool {
 
 /// The value of `--flag value` or `--flag=value`.
 pub(crate) fn flag_value(argv: &[String], flag: &str) -> Option<String> {
-    let eq = format!("{flag}=");
-    argv.iter().enumerate().find_map(|(i, a)| {
-        if a == flag {
-            argv.get(i + 1).cloned()
-        } else {
-            a.strip_prefix(&eq).map(str::to_string)
-        }
-    })
+    crate::support::flag_of(&serde_json::json!({ "argv": argv }), flag)
 }
 
 /// Projects (Pulumi names) that have any record in the call log.

@@ -277,3 +277,46 @@ impl Ws {
         self.write(&format!("config/pulumi/Pulumi.{stack}.yaml"), yaml)
     }
 }
+
+/// Runs `c` to its end with `stdin` piped in (then closed).
+pub fn run_with_stdin(mut c: std::process::Command, stdin: &str) -> Run {
+    use std::io::Write;
+    let mut child = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(stdin.as_bytes()).expect("write stdin");
+    drop(input);
+    Run::from(child.wait_with_output().expect("wait"))
+}
+
+/// A stack's outputs as its checkpoint in the file backend `backend` holds them (the
+/// stack resource's outputs); fails naming the file when there is none.
+#[track_caller]
+pub fn stack_outputs(backend: &std::path::Path, project: &str, stack: &str) -> Value {
+    let file = backend.join(format!(".pulumi/stacks/{project}/{stack}.json"));
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("no checkpoint {}: {e}", file.display()));
+    let doc: Value = serde_json::from_str(&text).expect("a checkpoint is JSON");
+    doc["checkpoint"]["latest"]["resources"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["type"] == "pulumi:pulumi:Stack"))
+        .map(|r| r["outputs"].clone())
+        .unwrap_or_default()
+}
+
+/// The value of `--flag value` or `--flag=value` in the argv of a call-log line.
+pub fn flag_of(call: &Value, flag: &str) -> Option<String> {
+    let argv: Vec<String> = serde_json::from_value(call["argv"].clone()).ok()?;
+    let eq = format!("{flag}=");
+    argv.iter().enumerate().find_map(|(i, a)| {
+        if a == flag {
+            argv.get(i + 1).cloned()
+        } else {
+            a.strip_prefix(&eq).map(str::to_string)
+        }
+    })
+}
