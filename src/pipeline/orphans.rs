@@ -79,7 +79,7 @@ pub fn find(
         let local = Journal::new(&ws.state_dir(stack)).read();
         crate::run::records::merged(local, &shared_runs(&env, stack))
     });
-    let current: BTreeSet<&str> = full.nodes.iter().map(|n| n.path.as_str()).collect();
+    let current = orphans::Current::of(full, &ws.root);
     let mut found = orphans::find(&records, &current, &profile.projects_dir);
     if found.is_empty() {
         return found;
@@ -87,6 +87,8 @@ pub fn find(
     for o in found.iter_mut().filter(|o| o.known.kind.is_empty()) {
         learn_kind(ws, profile, &mut o.known);
     }
+    // Known by path alone until now: what it ran may be a current entry's.
+    found.retain(|o| !current.uses(&o.known));
     Backend {
         env: &env,
         stack,
@@ -128,6 +130,33 @@ pub fn find_local(ws: &Workspace, profile: &Profile, full: &Plan, stack: &str) -
     find(ws, profile, full, stack, Some(local))
 }
 
+/// `destroy --orphans` destroys what the journal recorded, and nothing else: a program
+/// found for an orphan (in its folder, or in history) that names another project than
+/// the journal recorded would destroy another stack (or run another `destroy:`).
+fn refuse_another_program(
+    o: &Orphan,
+    p: &Project,
+    found: &crate::run::orphans::program::Found,
+) -> Result<()> {
+    let (recorded, now) = (&o.known, p.name());
+    if recorded.name.is_empty() || (recorded.name == now && recorded.kind == p.kind_str()) {
+        return Ok(());
+    }
+    let place = match found {
+        crate::run::orphans::program::Found::InPlace => format!("{} now", recorded.dir),
+        crate::run::orphans::program::Found::Revision(rev) => {
+            format!("{} in revision {}", recorded.dir, &rev[..rev.len().min(12)])
+        }
+    };
+    Err(crate::error::Error::config(format!(
+        "orphan {} was deployed as {} project `{}`, but the program at {place} is {} project `{now}`: destroying it would tear down another stack than the one the journal recorded. Nothing was destroyed.\n  Destroy that stack by hand where its program is (`pulumi destroy` in the project that deployed it), or restore its folder as it was.",
+        recorded.project,
+        recorded.kind,
+        recorded.name,
+        p.kind_str()
+    )))
+}
+
 /// The warning an `up` gives once when the stack has orphans.
 pub fn warning(found: &[Orphan]) -> String {
     let names: Vec<&str> = found.iter().map(|o| o.known.project.as_str()).collect();
@@ -151,8 +180,9 @@ pub fn destroy_profile(
     let mut entries = Vec::with_capacity(found.len());
     let mut projects = Vec::with_capacity(found.len());
     for o in found {
-        let (base, _) = history.base_for(&o.known, stack)?;
+        let (base, found) = history.base_for(&o.known, stack)?;
         let mut p = project::load(&base, &o.known.dir, &profile.file)?;
+        refuse_another_program(o, &p, &found)?;
         p.path = o.known.project.clone();
         projects.push(p);
         entries.push(Arc::new(entry_of(o, &names, profile)));

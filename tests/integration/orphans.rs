@@ -175,3 +175,27 @@ fn a_stack_emptied_outside_strata_is_no_orphan() {
         .collect();
     assert_eq!(paths, ["charlie"]);
 }
+
+/// Issue 43: a renamed folder whose entry follows it keeps running the same Pulumi
+/// project, so the same stack: the old path is no orphan, and `destroy --orphans`
+/// destroys nothing. Two entries sharing a Pulumi project, and a command project whose
+/// folder moved under the same name, are the same.
+#[test]
+fn a_stack_a_current_entry_uses_is_never_an_orphan() {
+    let ws = workspace(CHAIN, CHAIN_PATHS);
+    ok(&ws, "up", &[]);
+    std::fs::rename(ws.path("projects/bravo"), ws.path("projects/bravo-renamed")).unwrap();
+    ws.profile(
+        "t",
+        &format!(
+            "{HEAD}infrastructure:\n  - path: alpha\n  - path: bravo-renamed\n  - path: charlie\n"
+        ),
+    );
+    let status = ok(&ws, "status", &[]);
+    assert!(!status.stdout.contains("orphan"), "{status:?}");
+    clear_calls(&ws);
+    let destroy = ws.strata(&["destroy", "--orphans", "--yes", "-p", "t", "-s", "dev"]);
+    assert_eq!(destroy.code, 0, "{destroy:?}");
+    assert_eq!(ran(&ws, "destroy"), Vec::<String>::new(), "{destroy:?}");
+    assert!(destroy.all().contains("no orphans"), "{destroy:?}");
+}

@@ -75,10 +75,43 @@ fn relative_dir(dir: &Path, root: &Path) -> String {
         .join("/")
 }
 
-/// The orphans the journal's `records` show, given the paths the profile has now.
+/// What the profile runs now: its entries' paths, and what each manages, which a past
+/// path may have managed under another name: a Pulumi project's stack (its project name;
+/// the stack name is the run's), a command project's name, a folder.
+#[derive(Debug, Default)]
+pub struct Current {
+    paths: BTreeSet<String>,
+    /// `(kind, name)`: `("pulumi", "proj-db")`, `("command", "seed")`.
+    managed: BTreeSet<(String, String)>,
+    dirs: BTreeSet<String>,
+}
+
+impl Current {
+    /// What the projects of `plan` run (folders relative to `root`).
+    pub fn of(plan: &Plan, root: &Path) -> Current {
+        let mut c = Current::default();
+        for k in known_graph(plan, root) {
+            c.paths.insert(k.project.clone());
+            c.managed.insert((k.kind.clone(), k.name.clone()));
+            c.dirs.insert(k.dir);
+        }
+        c
+    }
+
+    /// Whether a project the journal knew is run by a current entry: its path, or what
+    /// it managed (a renamed folder's entry runs the same Pulumi project, so the same
+    /// stack; two entries sharing one), or its folder. Such a project is never an orphan.
+    pub fn uses(&self, k: &KnownProject) -> bool {
+        self.paths.contains(&k.project)
+            || (!k.name.is_empty() && self.managed.contains(&(k.kind.clone(), k.name.clone())))
+            || (!k.dir.is_empty() && self.dirs.contains(&k.dir))
+    }
+}
+
+/// The orphans the journal's `records` show, given what the profile runs now.
 /// A project deployed before strata kept graphs is known by its path alone: its folder
 /// is taken to be `<projects_dir>/<path>`, its needs unknown.
-pub fn find(records: &[Record], current: &BTreeSet<&str>, projects_dir: &str) -> Vec<Orphan> {
+pub fn find(records: &[Record], current: &Current, projects_dir: &str) -> Vec<Orphan> {
     let deployed = journal::last_success(records);
     // The last graph each project appears in, and who needed it there.
     let mut known: BTreeMap<&str, (&KnownProject, &[KnownProject])> = BTreeMap::new();
@@ -91,7 +124,7 @@ pub fn find(records: &[Record], current: &BTreeSet<&str>, projects_dir: &str) ->
     }
     deployed
         .iter()
-        .filter(|(path, _)| !current.contains(path.as_str()))
+        .filter(|(path, _)| !current.paths.contains(path.as_str()))
         .map(|(path, last)| {
             let (k, needed_by) = match known.get(path.as_str()) {
                 Some((k, graph)) => ((*k).clone(), dependents(graph, path)),
@@ -109,6 +142,7 @@ pub fn find(records: &[Record], current: &BTreeSet<&str>, projects_dir: &str) ->
                 outputs: None,
             }
         })
+        .filter(|o| !current.uses(&o.known))
         .collect()
 }
 

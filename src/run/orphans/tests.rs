@@ -33,6 +33,38 @@ fn done(id: &str, project: &str, op: &str, at: &str) -> Record {
     serde_json::from_value(json).unwrap()
 }
 
+/// What a profile of `(path, Pulumi project name)` entries runs, each in
+/// `projects/<path>`.
+fn current(entries: &[(&str, &str)]) -> Current {
+    let mut c = Current::default();
+    for (path, name) in entries {
+        let mut k = known(path, &[]);
+        k.name = name.to_string();
+        c.paths.insert(k.project.clone());
+        c.managed.insert((k.kind.clone(), k.name.clone()));
+        c.dirs.insert(k.dir);
+    }
+    c
+}
+
+/// Issue 43: a folder renamed with its entry runs the same Pulumi project, so the same
+/// stack; two entries sharing a project share it: none is an orphan. A command project
+/// is known by its name the same way.
+#[test]
+fn what_a_current_entry_runs_is_no_orphan() {
+    let mut cmd = known("seed", &[]);
+    cmd.kind = "command".into();
+    let records = vec![
+        run("1", vec![known("db", &[]), known("gone", &[]), cmd]),
+        done("1", "db", "up", "t1"),
+        done("1", "gone", "up", "t1"),
+        done("1", "seed", "up", "t1"),
+    ];
+    let mut now = current(&[("database", "db")]);
+    now.managed.insert(("command".into(), "seed".into()));
+    assert_eq!(paths(&find(&records, &now, "projects")), ["gone"]);
+}
+
 fn paths(orphans: &[Orphan]) -> Vec<&str> {
     orphans.iter().map(|o| o.known.project.as_str()).collect()
 }
@@ -52,8 +84,11 @@ fn a_deployed_project_the_profile_lost_is_an_orphan_with_who_needed_it() {
         done("1", "db", "up", "t2"),
         done("1", "app", "up", "t3"),
     ];
-    let current: BTreeSet<&str> = ["vpc", "app"].into();
-    let found = find(&records, &current, "projects");
+    let found = find(
+        &records,
+        &current(&[("vpc", "vpc"), ("app", "app")]),
+        "projects",
+    );
     assert_eq!(paths(&found), ["db"]);
     assert_eq!(found[0].needed_by, ["app"]);
     assert_eq!(found[0].known.needs, ["vpc"]);
@@ -68,8 +103,10 @@ fn a_destroyed_or_never_deployed_project_is_no_orphan() {
         done("1", "b", "up", "t1"),
         done("2", "b", "destroy", "t2"),
     ];
-    let current: BTreeSet<&str> = BTreeSet::new();
-    assert_eq!(paths(&find(&records, &current, "projects")), ["a"]);
+    assert_eq!(
+        paths(&find(&records, &Current::default(), "projects")),
+        ["a"]
+    );
 }
 
 #[test]
@@ -82,20 +119,20 @@ fn the_last_graph_that_had_a_project_says_where_it_was() {
         run("2", vec![moved]),
         run("3", vec![known("other", &[])]),
     ];
-    let found = find(&records, &BTreeSet::new(), "projects");
+    let found = find(&records, &Current::default(), "projects");
     assert_eq!(found[0].known.dir, "infra/db");
 }
 
 #[test]
 fn a_project_deployed_before_graphs_were_kept_is_found_in_the_projects_folder() {
     let records = vec![done("1", "old", "up", "t1")];
-    let found = find(&records, &BTreeSet::new(), "stacks");
+    let found = find(&records, &Current::default(), "stacks");
     assert_eq!(found[0].known.dir, "stacks/old");
     assert!(
         found[0].known.name.is_empty(),
         "its kind is learnt from its folder"
     );
-    let found = find(&records, &BTreeSet::new(), ".");
+    let found = find(&records, &Current::default(), ".");
     assert_eq!(found[0].known.dir, "old");
 }
 
