@@ -109,7 +109,7 @@ fn stage_of(f: &Found) -> Stage {
 /// The references of the Pulumi project `f` (named `own`): each an edge when its
 /// project part names exactly one other found project, else an unknown.
 fn references_of(f: &Found, own: &str, by_name: &BTreeMap<&str, Vec<&str>>, out: &mut Inferred) {
-    for r in references::in_project(&f.dir) {
+    for r in references::in_project(&f.dir, own) {
         let at = format!("{}/{}:{}", f.rel, r.file.display(), r.line);
         let why = match &r.project {
             None | Some(Part::Project) => continue,
