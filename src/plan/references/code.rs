@@ -229,10 +229,30 @@ impl Source<'_> {
                     None => break,
                 },
             };
-            let pieces = self.scope.expression(value).unwrap_or_else(unknown);
-            out.insert(param, pieces);
+            out.insert(param, self.argument(open, value));
         }
         out
+    }
+
+    /// The pieces of an argument of a call at byte `open`: a parameter of the function
+    /// the call is in is unknown (a helper calling a helper is not followed), whatever
+    /// it is called.
+    fn argument(&self, open: usize, value: &str) -> Vec<Piece> {
+        let facts = self.scope.facts;
+        let enclosing =
+            facts.and_then(|f| f.functions.iter().rev().find(|f| f.body.contains(&open)));
+        let scope = Scope {
+            params: enclosing.map(|f| f.params.as_slice()).unwrap_or_default(),
+            ..self.scope
+        };
+        let pieces = scope.expression(value).unwrap_or_else(unknown);
+        pieces
+            .into_iter()
+            .map(|p| match p {
+                Piece::Param(_) => Piece::Value(super::Part::Unknown),
+                other => other,
+            })
+            .collect()
     }
 
     /// The calls of helpers of `index` in the file (but those inside the helpers'
@@ -250,7 +270,8 @@ impl Source<'_> {
             let args = self.arguments(open, h);
             let line = line_of(self.text, open);
             for t in &h.templates {
-                let mut r = reference(&substitute(t, &args, self.scope.project), file, line);
+                let pieces = substitute(t, &args, self.scope.project);
+                let mut r = reference(&pieces, file, line);
                 r.via = Some(h.via());
                 out.push(r);
             }

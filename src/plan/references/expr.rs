@@ -394,6 +394,7 @@ fn term_end(s: &str) -> Option<usize> {
 /// Whether `term` is only a name, a call or an index (`a.b(c)[d]`), not `a if b else
 /// c` nor `a ?? b`.
 fn is_term(term: &str) -> bool {
+    let term = term.strip_prefix("new ").unwrap_or(term).trim_start();
     let head = term.split(['(', '[']).next().unwrap_or("");
     let tail_ok = match term.rfind([')', ']']) {
         Some(i) => term[i + 1..].trim().is_empty(),

@@ -144,30 +144,52 @@ impl Reader<'_> {
         if top && let Some(v) = literal(&expr) {
             out.constants.insert(name.to_string(), v);
         }
-        self.function_value(name, at, &expr, out);
+        self.function_value(name, at, out);
         out.assigned.entry(name.to_string()).or_default().push(expr);
     }
 
-    /// A function assigned to a name: `(a, b) => ...`, `function (a) {...}`.
-    fn function_value(&self, name: &str, at: usize, expr: &str, out: &mut Facts) {
-        let e = expr.strip_prefix("async ").unwrap_or(expr).trim_start();
-        let e = e.strip_prefix("function").unwrap_or(e).trim_start();
-        let Some(args) = e.strip_prefix('(') else {
-            return;
+    /// A function assigned to a name: `(a, b) => ...`, `(a): T => {...}`,
+    /// `function (a) {...}`; `at` is the byte after the `=`.
+    fn function_value(&self, name: &str, at: usize, out: &mut Facts) {
+        let rest = &self.masked[at..];
+        let e = rest.trim_start();
+        let e = e.strip_prefix("async").map(str::trim_start).unwrap_or(e);
+        let (e, is_fn) = match e.strip_prefix("function") {
+            Some(r) => (r.trim_start(), true),
+            None => (e, false),
         };
-        let Some((params, end)) = items(args, self.lang, false) else {
+        if !e.starts_with('(') {
             return;
-        };
-        let after = args[end..].trim_start();
-        let arrow = after.contains("=>") || expr.trim_start().starts_with("function");
-        if arrow && !after.starts_with(['=', '.', '[']) {
-            out.functions.push(Function {
-                name: name.to_string(),
-                params: params.iter().filter_map(|p| param(p, self.lang)).collect(),
-                line: line_of(self.text, at),
-                body: at..at + expr.len(),
-            });
         }
+        let open = self.masked.len() - e.len();
+        let close = open + 1 + closing(&self.text[open + 1..], self.lang);
+        let end = if is_fn {
+            self.braced_end(close.min(self.text.len()))
+        } else {
+            match self.arrow_body(close) {
+                Some(end) => end,
+                None => return,
+            }
+        };
+        self.function(name, open, end, out);
+    }
+
+    /// The end of the body of an arrow function whose parameters close at byte
+    /// `close`: `=> {...}` or `=> expression` (on the next line too).
+    fn arrow_body(&self, close: usize) -> Option<usize> {
+        let after = self.masked.get(close + 1..)?;
+        let arrow = after.find("=>")?;
+        let between = after[..arrow].trim();
+        if !(between.is_empty() || between.starts_with(':')) || between.contains([';', '=']) {
+            return None;
+        }
+        let body = &after[arrow + 2..];
+        let start = self.masked.len() - body.trim_start().len();
+        Some(if body.trim_start().starts_with('{') {
+            self.braced_end(start)
+        } else {
+            start + statement(&self.text[start..], self.lang)
+        })
     }
 
     /// A function whose parameter list opens at byte `open` (its `(`), its body from

@@ -60,7 +60,7 @@ fn closing_triple(s: &str, triple: &str) -> Option<usize> {
             i += 2;
             continue;
         }
-        if s[i..].starts_with(triple) {
+        if bytes[i..].starts_with(triple.as_bytes()) {
             return Some(i + 3);
         }
         i += 1;

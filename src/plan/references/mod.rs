@@ -234,3 +234,7 @@ fn unknown_parts() -> (Option<Part>, Option<Part>, Part) {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_forms;
+#[cfg(test)]
+mod tests_repo;
