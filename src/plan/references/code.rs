@@ -190,7 +190,10 @@ fn defines(masked: &str, at: usize) -> bool {
 impl Source<'_> {
     /// Every call `name(` or `a.b.name(` of a name some helper has, but definitions:
     /// the byte of its `(` and the callee.
-    fn callees<'s>(&'s self, index: &'s Index) -> impl Iterator<Item = (usize, &'s str)> + 's {
+    pub(super) fn callees<'s>(
+        &'s self,
+        index: &'s Index,
+    ) -> impl Iterator<Item = (usize, &'s str)> + 's {
         let bytes = self.masked.as_bytes();
         (0..bytes.len())
             .filter(|&i| bytes[i] == b'(')
@@ -255,18 +258,19 @@ impl Source<'_> {
             .collect()
     }
 
-    /// The calls of helpers of `index` in the file (but those inside the helpers'
-    /// own bodies), each a reference of `file` made through that helper, one for each
+    /// The calls of helpers of `index` in the file (but those inside the bodies of the
+    /// file's own helpers), each a reference of `file` made through that helper, one for each
     /// `StackReference` of the helper.
     pub(super) fn helper_calls(&self, index: &Index, file: &Path) -> Vec<Reference> {
+        let skip = index.bodies_in(self.scope.file);
         let mut out = Vec::new();
         for (open, callee) in self.callees(index) {
+            if skip.iter().any(|r| r.contains(&open)) {
+                continue;
+            }
             let Some(h) = index.helper(&self.scope, callee) else {
                 continue;
             };
-            if h.file == self.scope.file && h.body.contains(&open) {
-                continue;
-            }
             let args = self.arguments(open, h);
             let line = line_of(self.text, open);
             for t in &h.templates {

@@ -29,7 +29,13 @@ pub(super) struct Scope<'a> {
     /// How many variables deep the reading is: a variable's value is read once, not the
     /// variables it names in turn.
     pub depth: u8,
+    /// How deeply nested the expression being read is (interpolations, wrapped
+    /// names): past [`MAX_NEST`] it is unknown.
+    pub nest: u8,
 }
+
+/// How deeply nested an expression is read.
+const MAX_NEST: u8 = 16;
 
 /// What the scanner makes of an expression it cannot evaluate.
 pub(super) fn unknown() -> Vec<Piece> {
@@ -196,6 +202,14 @@ impl Scope<'_> {
         }
     }
 
+    /// This scope, one nesting deeper; `None` past [`MAX_NEST`].
+    fn nested(&self) -> Option<Scope<'_>> {
+        (self.nest < MAX_NEST).then(|| Scope {
+            nest: self.nest + 1,
+            ..*self
+        })
+    }
+
     /// The pieces of an interpolation (`{x}` of an f-string, `${x}` of a template).
     fn interpolation(&self, expr: &str) -> Vec<Piece> {
         // `{x!r}`, `{x:>4}`: a conversion or a format of a plain name.
@@ -206,7 +220,9 @@ impl Scope<'_> {
         } else {
             e
         };
-        self.expression(e).unwrap_or_else(unknown)
+        self.nested()
+            .and_then(|s| s.expression(e))
+            .unwrap_or_else(unknown)
     }
 
     /// The pieces of a whole stack name: like [`Scope::expression`], except that a name
@@ -215,8 +231,8 @@ impl Scope<'_> {
         let e = e.trim();
         // Go: `pulumi.String(...)` around the name.
         if let Some(args) = call_of(e, &["pulumi.String"], self.lang) {
-            return match args.as_slice() {
-                [one] => self.name_of(one),
+            return match (args.as_slice(), self.nested()) {
+                ([one], Some(inner)) => inner.name_of(one),
                 _ => unknown(),
             };
         }
@@ -233,7 +249,7 @@ impl Scope<'_> {
     pub(super) fn expression(&self, e: &str) -> Option<Vec<Piece>> {
         let e = e.trim();
         if let Some(args) = call_of(e, &["fmt.Sprintf", "pulumi.Sprintf"], self.lang) {
-            return self.sprintf(&args);
+            return self.nested()?.sprintf(&args);
         }
         let mut out = Vec::new();
         let mut rest = e;

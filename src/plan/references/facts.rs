@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use super::expr::literal;
-use super::lex::{Lang, closing, items, line_of, statement};
+use super::lex::{Lang, closing, items, statement};
 
 /// A function a file defines.
 #[derive(Debug, Clone)]
@@ -53,10 +53,12 @@ impl Facts {
             masked,
             lang,
             class: None,
+            line: 0,
         };
         let mut start = 0;
         let mut depth = 0i64;
         for line in masked.split_inclusive('\n') {
+            reader.line += 1;
             // A line inside brackets opened before it continues a statement.
             if depth <= 0 {
                 reader.line(start, line.trim_end_matches(['\n', '\r']), &mut out);
@@ -75,6 +77,8 @@ struct Reader<'t> {
     lang: Lang,
     /// The Python class whose body the lines are in, and the indentation of its body.
     class: Option<(String, Option<usize>)>,
+    /// The line being read (1-based): a function's line is its definition's.
+    line: usize,
 }
 
 /// How many more brackets `line` (masked) opens than it closes: all of them in Python,
@@ -201,7 +205,7 @@ impl Reader<'_> {
         out.functions.push(Function {
             name: name.to_string(),
             params: params.iter().filter_map(|p| param(p, self.lang)).collect(),
-            line: line_of(self.text, open),
+            line: self.line,
             body: open..end.max(open),
         });
     }

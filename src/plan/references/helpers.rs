@@ -45,12 +45,19 @@ pub(super) struct Helper {
     pub templates: Vec<Vec<Piece>>,
     /// Its bytes in its file: the calls there are its own, not references.
     pub body: Range<usize>,
+    /// For a function that only calls a helper with its parameters: that helper's
+    /// name. Its calls are references the scanner does not follow (one level only).
+    pub calls: Option<String>,
 }
 
 impl Helper {
     /// How a reference made through it says so: `lib/refs.py:3 stack_ref`.
     pub(super) fn via(&self) -> String {
-        format!("{}:{} {}", self.file.display(), self.line, self.name)
+        let at = format!("{}:{} {}", self.file.display(), self.line, self.name);
+        match &self.calls {
+            Some(inner) => format!("{at}, which calls helper {inner} (not followed)"),
+            None => at,
+        }
     }
 }
 

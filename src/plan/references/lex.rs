@@ -86,18 +86,26 @@ pub(super) fn comment(s: &str, lang: Lang) -> Option<usize> {
 /// does not close is blanked to the end of its line (a template or a triple-quoted one,
 /// to the end of the file).
 pub(super) fn mask(text: &str, lang: Lang) -> String {
-    let mut out = text.as_bytes().to_vec();
+    let bytes = text.as_bytes();
+    let mut out = bytes.to_vec();
     let mut i = 0;
-    while i < text.len() {
-        let rest = &text[i..];
-        let Some(c) = rest.chars().next() else { break };
-        let len = if let Some(n) = comment(rest, lang) {
-            n
-        } else if matches!(c, '"' | '\'' | '`') && !(lang == Lang::Python && c == '`') {
-            skip_string(rest).unwrap_or_else(|| unclosed(rest, c))
-        } else {
-            i += c.len_utf8();
+    while i < bytes.len() {
+        // Only ASCII bytes start a string or a comment: `i` is a character boundary.
+        let starts = match bytes[i] {
+            b'#' => lang == Lang::Python,
+            b'/' => lang != Lang::Python && matches!(bytes.get(i + 1), Some(b'/' | b'*')),
+            b'"' | b'\'' => true,
+            b'`' => lang != Lang::Python,
+            _ => false,
+        };
+        if !starts {
+            i += 1;
             continue;
+        }
+        let rest = &text[i..];
+        let len = match comment(rest, lang) {
+            Some(n) => n,
+            None => skip_string(rest).unwrap_or_else(|| unclosed(rest, char::from(bytes[i]))),
         };
         for b in &mut out[i..i + len] {
             if *b != b'\n' {

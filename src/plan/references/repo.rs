@@ -220,51 +220,67 @@ impl Repo {
         for h in repo.helpers() {
             repo.index.add_helper(h);
         }
+        for w in repo.wrappers() {
+            repo.index.add_helper(w);
+        }
         repo
+    }
+
+    /// The code files that define functions, each with its source as a helper reads
+    /// it.
+    fn with_functions(&self) -> impl Iterator<Item = (&PathBuf, &Entry, Source<'_>)> {
+        self.files.iter().filter_map(|(rel, e)| {
+            let (lang, masked) = (Lang::of(rel)?, e.masked.as_deref()?);
+            let src = e.source(rel, lang, masked, CALLER, &self.index);
+            (!e.facts.functions.is_empty()).then_some((rel, e, src))
+        })
     }
 
     /// The helper functions of the repository's files.
     fn helpers(&self) -> Vec<Helper> {
         let mut out = Vec::new();
-        for (rel, e) in &self.files {
-            let (Some(lang), Some(masked)) = (Lang::of(rel), &e.masked) else {
-                continue;
-            };
-            if e.facts.functions.is_empty() {
-                continue;
-            }
-            let src = e.source(rel, lang, masked, CALLER, &self.index);
+        for (rel, e, src) in self.with_functions() {
             let calls = src.calls();
             for f in &e.facts.functions {
-                let inside: Vec<usize> = calls
-                    .iter()
-                    .copied()
-                    .filter(|c| f.body.contains(c))
-                    .collect();
-                if inside.is_empty() {
-                    continue;
-                }
+                let inside = calls.iter().filter(|c| f.body.contains(c));
                 let scope = Scope {
                     params: &f.params,
                     ..src.scope
                 };
                 let body = Source { scope, ..src };
                 let templates: Vec<_> = inside
-                    .iter()
                     .map(|at| body.name_at(*at))
                     .filter(|t| t.iter().any(|p| matches!(p, super::Piece::Param(_))))
                     .collect();
                 if !templates.is_empty() {
-                    out.push(Helper {
-                        name: f.name.clone(),
-                        module: super::helpers::module_name(rel, lang),
-                        dir: rel.parent().unwrap_or(Path::new("")).to_path_buf(),
-                        file: rel.clone(),
-                        line: f.line,
-                        params: f.params.clone(),
-                        templates,
-                        body: f.body.clone(),
-                    });
+                    out.push(helper(rel, src.scope.lang, f, templates, None));
+                }
+            }
+        }
+        out
+    }
+
+    /// The functions that call a helper with their own parameters: their calls are
+    /// references whose name the scanner does not follow.
+    fn wrappers(&self) -> Vec<Helper> {
+        let mut out: Vec<Helper> = Vec::new();
+        for (rel, e, src) in self.with_functions() {
+            for (open, callee) in src.callees(&self.index) {
+                let Some(inner) = self.index.helper(&src.scope, callee) else {
+                    continue;
+                };
+                let functions = e.facts.functions.iter().rev();
+                let Some(f) = functions.clone().find(|f| f.body.contains(&open)) else {
+                    continue;
+                };
+                let known = |h: &Helper| h.file == *rel && h.name == f.name;
+                if self.index.bodies_in(rel).contains(&f.body) || out.iter().any(known) {
+                    continue;
+                }
+                if uses_params(&e.text[open..f.body.end], &f.params, src.scope.lang) {
+                    let unknown = vec![super::expr::unknown()];
+                    let calls = Some(inner.name.clone());
+                    out.push(helper(rel, src.scope.lang, f, unknown, calls));
                 }
             }
         }
@@ -313,6 +329,38 @@ impl Repo {
         refs.sort_by_key(|r| r.line);
         refs
     }
+}
+
+/// The helper `f` of file `rel` (from the root).
+fn helper(
+    rel: &Path,
+    lang: Lang,
+    f: &super::facts::Function,
+    templates: Vec<Vec<super::Piece>>,
+    calls: Option<String>,
+) -> Helper {
+    Helper {
+        name: f.name.clone(),
+        module: super::helpers::module_name(rel, lang),
+        dir: rel.parent().unwrap_or(Path::new("")).to_path_buf(),
+        file: rel.to_path_buf(),
+        line: f.line,
+        params: f.params.clone(),
+        templates,
+        body: f.body.clone(),
+        calls,
+    }
+}
+
+/// Whether the arguments of the call whose `(` starts `call` name one of `params`.
+fn uses_params(call: &str, params: &[String], lang: Lang) -> bool {
+    let Some((args, _)) = super::lex::items(call.get(1..).unwrap_or(""), lang, false) else {
+        return false;
+    };
+    args.iter().any(|a| {
+        a.split(|c: char| !super::lex::ident_char(c))
+            .any(|w| params.iter().any(|p| p == w))
+    })
 }
 
 /// Whether a file (from its project's folder) is in a folder of tests.
@@ -369,6 +417,7 @@ impl Entry {
                 index: Some(index),
                 params: &[],
                 depth: 0,
+                nest: 0,
             },
         }
     }

@@ -168,6 +168,14 @@ real = pulumi.StackReference("acme/real/dev")
 #[test]
 fn odd_input_never_panics() {
     let deep = "(".repeat(5000);
+    let nested = |open: &str, close: &str| format!("{}x{}", open.repeat(3000), close.repeat(3000));
+    let fstrings = format!("StackReference({})", nested("f\"{", "}\""));
+    let wrapped = format!("NewStackReference(ctx, {})", nested("pulumi.String(", ")"));
+    let templates = format!("new StackReference({})", nested("`${", "}`"));
+    let sprintf = format!(
+        "NewStackReference(ctx, {})",
+        nested("fmt.Sprintf(\"%s\", ", ")")
+    );
     for t in [
         "x = \"\"\"never closed StackReference(\"a/b/c\")",
         "const x = `${`${`${",
@@ -177,6 +185,10 @@ fn odd_input_never_panics() {
         "x := config.Require(ctx\nconst (\n\tA = \"",
         "é = StackReference(é)\n€(",
         deep.as_str(),
+        fstrings.as_str(),
+        wrapped.as_str(),
+        templates.as_str(),
+        sprintf.as_str(),
     ] {
         for file in ["x.py", "x.ts", "x.go"] {
             let _ = refs(t, file);
