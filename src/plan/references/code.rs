@@ -96,80 +96,72 @@ fn is_keyword(item: &str) -> bool {
 /// `args.name` (`{ name: ... }`) or else the first argument; Go's
 /// `&StackReferenceArgs{Name: ...}` or else the second argument (after `ctx`).
 fn stack_name(args: &[String], scope: &Scope) -> Vec<Piece> {
-    let lang = scope.lang;
-    let name_of = |e: &str| scope.name_of(e);
-    match lang {
-        Lang::Python => {
-            let kw = |k: &str| args.iter().find_map(|a| field(a, k, '='));
-            let positional: Vec<&String> = args.iter().filter(|a| !is_keyword(a)).collect();
-            if let Some(e) = kw("stack_name") {
-                return name_of(e);
-            }
-            if let Some(e) = positional.get(1).filter(|e| e.as_str() != "None") {
-                return name_of(e);
-            }
-            if args.iter().any(|a| a.starts_with('*')) {
-                // `**kwargs` may hold `stack_name`.
-                return unknown();
-            }
-            match kw("name").or(positional.first().map(|s| s.as_str())) {
-                Some(e) => name_of(e),
-                None => unknown(),
-            }
-        }
-        Lang::Js => {
-            let Some(first) = args.first() else {
-                return unknown();
-            };
-            match args.get(1).map(String::as_str) {
-                None | Some("undefined") => name_of(first),
-                Some(obj) if obj.starts_with('{') && obj.ends_with('}') => {
-                    let Some((fields, _)) = items(&obj[1..obj.len() - 1], lang, true) else {
-                        return unknown();
-                    };
-                    let mut value = None;
-                    for f in &fields {
-                        if f.starts_with("...") || f == "name" {
-                            // A spread, or `{ name }`: a variable.
-                            return unknown();
-                        }
-                        if let Some(v) = field(f, "name", ':') {
-                            value = Some(v);
-                        }
-                    }
-                    name_of(value.unwrap_or(first))
-                }
-                // `args` built elsewhere.
-                Some(_) => unknown(),
-            }
-        }
-        Lang::Go => {
-            let Some(name) = args.get(1) else {
-                return unknown();
-            };
-            match args.get(2).map(String::as_str) {
-                None | Some("nil") => name_of(name),
-                Some(a) => {
-                    let Some(body) = ["&pulumi.StackReferenceArgs", "&StackReferenceArgs"]
-                        .iter()
-                        .find_map(|p| a.strip_prefix(p))
-                        .map(str::trim_start)
-                        .and_then(|b| b.strip_prefix('{'))
-                        .and_then(|b| b.strip_suffix('}'))
-                    else {
-                        return unknown();
-                    };
-                    let Some((fields, _)) = items(body, lang, true) else {
-                        return unknown();
-                    };
-                    match fields.iter().find_map(|f| field(f, "Name", ':')) {
-                        Some(v) => name_of(v),
-                        None => name_of(name),
-                    }
-                }
-            }
-        }
+    let name = match scope.lang {
+        Lang::Python => python_name(args),
+        Lang::Js => js_name(args),
+        Lang::Go => go_name(args),
+    };
+    name.map(|e| scope.name_of(&e)).unwrap_or_else(unknown)
+}
+
+/// The argument of a Python `StackReference(...)` that holds the stack name.
+fn python_name(args: &[String]) -> Option<String> {
+    let kw = |k: &str| args.iter().find_map(|a| field(a, k, '='));
+    let positional: Vec<&String> = args.iter().filter(|a| !is_keyword(a)).collect();
+    if let Some(e) = kw("stack_name") {
+        return Some(e.to_string());
     }
+    if let Some(e) = positional.get(1).filter(|e| e.as_str() != "None") {
+        return Some(e.to_string());
+    }
+    if args.iter().any(|a| a.starts_with('*')) {
+        // `**kwargs` may hold `stack_name`.
+        return None;
+    }
+    kw("name")
+        .or(positional.first().map(|s| s.as_str()))
+        .map(str::to_string)
+}
+
+/// The argument of a TS/JS `new StackReference(...)` that holds the stack name.
+fn js_name(args: &[String]) -> Option<String> {
+    let first = args.first()?;
+    match args.get(1).map(String::as_str) {
+        None | Some("undefined") => Some(first.clone()),
+        Some(obj) if obj.starts_with('{') && obj.ends_with('}') => {
+            let (fields, _) = items(&obj[1..obj.len() - 1], Lang::Js, true)?;
+            let mut value = None;
+            for f in &fields {
+                if f.starts_with("...") || f == "name" {
+                    // A spread, or `{ name }`: a variable.
+                    return None;
+                }
+                if let Some(v) = field(f, "name", ':') {
+                    value = Some(v);
+                }
+            }
+            Some(value.unwrap_or(first).to_string())
+        }
+        // `args` built elsewhere.
+        Some(_) => None,
+    }
+}
+
+/// The argument of a Go `NewStackReference(ctx, ...)` that holds the stack name.
+fn go_name(args: &[String]) -> Option<String> {
+    let name = args.get(1)?;
+    let Some(a) = args.get(2).map(String::as_str).filter(|a| *a != "nil") else {
+        return Some(name.clone());
+    };
+    let body = ["&pulumi.StackReferenceArgs", "&StackReferenceArgs"]
+        .iter()
+        .find_map(|p| a.strip_prefix(p))
+        .map(str::trim_start)
+        .and_then(|b| b.strip_prefix('{'))
+        .and_then(|b| b.strip_suffix('}'))?;
+    let (fields, _) = items(body, Lang::Go, true)?;
+    let value = fields.iter().find_map(|f| field(f, "Name", ':'));
+    Some(value.unwrap_or(name).to_string())
 }
 
 /// The last segment of a dotted name.

@@ -3,7 +3,8 @@
 //! `cfg.Require("k")`, `config.Require(ctx, "k")`) and under which key Pulumi reads it
 //! (`namespace:key`); and the value of a key for a stack: the project's own
 //! `Pulumi.<stack>.yaml` (beside its Pulumi.yaml or in its `stackConfigDir:`), then a
-//! shared file the caller names. `secure:` values are never read.
+//! shared file the caller names, then the defaults of its Pulumi.yaml. `secure:`
+//! values are never read.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -200,6 +201,7 @@ impl StackValues {
     /// stack config, over the `shared` file's.
     pub fn load(project_dir: &Path, project: &str, stack: &str, shared: Option<&Path>) -> Self {
         let mut out = StackValues::default();
+        out.add_defaults(project_dir, project);
         if let Some(file) = shared {
             out.add(file, project);
         }
@@ -208,6 +210,24 @@ impl StackValues {
             out.add(&dir.join(format!("Pulumi.{stack}.{ext}")), project);
         }
         out
+    }
+
+    /// Adds the defaults the project's Pulumi.yaml declares (`config: {key: {default:
+    /// v}}` or `config: {key: v}`): below every stack config.
+    fn add_defaults(&mut self, project_dir: &Path, project: &str) {
+        let doc = ["Pulumi.yaml", "Pulumi.yml"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(project_dir.join(f)).ok())
+            .and_then(|t| parse_yaml(&t));
+        let Some(config) = doc.as_ref().and_then(|d| d.get("config")?.as_mapping()) else {
+            return;
+        };
+        for (k, v) in config {
+            let value = v.get("default").unwrap_or(v);
+            if let (Some(k), Some(value)) = (k.as_str(), scalar(value)) {
+                self.values.insert(qualified(project, k), Some(value));
+            }
+        }
     }
 
     /// Adds the values of the stack config `file` (its keys without a namespace are
@@ -224,13 +244,7 @@ impl StackValues {
         };
         for (k, v) in config {
             let Some(k) = k.as_str() else { continue };
-            let key = if k.contains(':') {
-                k.to_string()
-            } else {
-                format!("{project}:{k}")
-            };
-            let value = crate::workspace::stack_config::scalar_string(v);
-            self.values.insert(key, value);
+            self.values.insert(qualified(project, k), scalar(v));
         }
     }
 
@@ -238,6 +252,20 @@ impl StackValues {
     pub fn get(&self, key: &str) -> Option<String> {
         self.values.get(key).cloned().flatten()
     }
+}
+
+/// A key as Pulumi reads it: `namespace:key`, the project's name when it has none.
+fn qualified(project: &str, key: &str) -> String {
+    if key.contains(':') {
+        key.to_string()
+    } else {
+        format!("{project}:{key}")
+    }
+}
+
+/// A scalar value as text; `None` for a `secure:` one, a map or a list.
+fn scalar(v: &Value) -> Option<String> {
+    crate::workspace::stack_config::scalar_string(v)
 }
 
 /// The value of config `key` (`namespace:key`) of project `project` for `stack`: its

@@ -68,6 +68,23 @@ fn pulumi_yaml_name_that_is_no_string_is_unknown() {
 }
 
 #[test]
+fn pulumi_yaml_config_keys_are_names_no_resource_nor_variable_has() {
+    let text = "name: app\nruntime: yaml\nconfig:\n  networkingStack:\n    type: string\nvariables:\n  env: dev\nresources:\n  bucket:\n    type: aws:s3:Bucket\n  net:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: ${networkingStack}\n  ns:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: acme/${infra:dbProject}/${env}\n  out:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: acme/${bucket.id}/dev\n";
+    let refs = in_yaml(text, Path::new("Pulumi.yaml"));
+    assert_eq!(refs.len(), 3, "{refs:#?}");
+    assert_eq!(
+        refs[0].project,
+        Some(Part::Config("app:networkingStack".into()))
+    );
+    assert_eq!(
+        refs[1].project,
+        Some(Part::Config("infra:dbProject".into()))
+    );
+    assert_eq!(refs[1].stack, Part::Unknown, "a variable");
+    assert_eq!(refs[2].project, Some(Part::Unknown), "a resource's output");
+}
+
+#[test]
 fn python() {
     let text = r#"import pulumi
 from pulumi import StackReference

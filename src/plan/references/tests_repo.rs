@@ -219,7 +219,7 @@ fn config_values_come_from_the_projects_file_then_the_shared_one() {
         ),
         (
             "b/Pulumi.yaml",
-            "name: b\nruntime: python\nstackConfigDir: cfg\n",
+            "name: b\nruntime: python\nstackConfigDir: cfg\nconfig:\n  region:\n    default: east\n  b:net: default\n",
         ),
         ("b/cfg/Pulumi.dev.yaml", "config:\n  b:net: from-b\n"),
         (
@@ -239,10 +239,14 @@ fn config_values_come_from_the_projects_file_then_the_shared_one() {
         Some("from-b")
     );
     assert_eq!(stacks_of(&d.path().join("b")), vec!["dev".to_string()]);
+    let b_prod = |key: &str| config_value(&d.path().join("b"), "b", "prod", key, None);
     assert_eq!(
-        config_value(&d.path().join("b"), "b", "prod", "b:net", None),
-        None
+        b_prod("b:net").as_deref(),
+        Some("default"),
+        "Pulumi.yaml's default"
     );
+    assert_eq!(b_prod("b:region").as_deref(), Some("east"));
+    assert_eq!(b_prod("b:nope"), None);
 }
 
 fn projects(names: &[(&str, &str)]) -> BTreeMap<String, Vec<String>> {
