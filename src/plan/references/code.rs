@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
-use super::expr::{Scope, unknown};
+use super::expr::Scope;
 use super::helpers::{Helper, Index, substitute};
 use super::lex::{Lang, items, line_of};
+use super::strings::unknown;
 use super::{Piece, Reference, reference};
 
 /// A code file being read: its text, the same masked, and the scope of its names.
@@ -260,7 +261,7 @@ impl Source<'_> {
             if skip.iter().any(|r| r.contains(&open)) {
                 continue;
             }
-            let Some(h) = index.helper(&self.scope, callee) else {
+            let Some(h) = index.helper(self.scope.place(), callee) else {
                 continue;
             };
             let args = self.arguments(open, h);

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use serde_yaml::Value;
 
 use super::Part;
-use super::expr::{Scope, call_of, literal};
+use super::facts::Place;
 use super::lex::Lang;
+use super::strings::{call_of, is_name, literal};
 
 /// The methods of a config object that return a string, per language.
 fn string_methods(lang: Lang) -> &'static [&'static str] {
@@ -61,8 +62,8 @@ fn other_methods(lang: Lang) -> &'static [&'static str] {
 /// What `term` reads from config: [`Part::Config`] with the key as Pulumi reads it,
 /// [`Part::Unknown`] for a read of something that is no string or of a key the scanner
 /// cannot tell; `None` when `term` is no config read.
-pub(super) fn read(scope: &Scope, term: &str) -> Option<Part> {
-    let lang = scope.lang;
+pub(super) fn read(place: Place, project: &str, term: &str) -> Option<Part> {
+    let lang = place.lang;
     let methods = string_methods(lang).iter().chain(other_methods(lang));
     let (receiver, method, args) = methods
         .into_iter()
@@ -73,11 +74,11 @@ pub(super) fn read(scope: &Scope, term: &str) -> Option<Part> {
         let key = literal(&args[1]);
         return Some(match key {
             Some(k) if strings && k.contains(':') => Part::Config(k),
-            Some(k) if strings => Part::Config(format!("{}:{k}", scope.project)),
+            Some(k) if strings => Part::Config(format!("{project}:{k}")),
             _ => Part::Unknown,
         });
     }
-    let namespace = namespace(scope, receiver)?;
+    let namespace = namespace(place, project, receiver)?;
     let key = args.first().and_then(|a| literal(a));
     Some(match (namespace, key) {
         (Some(ns), Some(k)) if strings => Part::Config(format!("{ns}:{k}")),
@@ -105,36 +106,36 @@ fn method_call<'t>(
 /// The namespace a config object reads: `Some(Some(ns))`, `Some(None)` when it is a
 /// config object whose namespace the scanner cannot tell, `None` when `receiver` is no
 /// config object.
-fn namespace(scope: &Scope, receiver: &str) -> Option<Option<String>> {
-    if let Some(ns) = constructed(scope, receiver) {
+fn namespace(place: Place, project: &str, receiver: &str) -> Option<Option<String>> {
+    if let Some(ns) = constructed(place.lang, project, receiver) {
         return Some(ns);
     }
-    if !super::expr::is_name(receiver) || receiver.contains('.') {
+    if !is_name(receiver) || receiver.contains('.') {
         return None;
     }
-    let assigned = scope.facts.and_then(|f| f.assigned.get(receiver));
+    let assigned = place.facts.and_then(|f| f.assigned.get(receiver));
     if let Some([one]) = assigned.map(Vec::as_slice) {
-        return constructed(scope, one);
+        return constructed(place.lang, project, one);
     }
     let lower = receiver.to_ascii_lowercase();
     (assigned.is_none() && ["config", "cfg", "conf"].iter().any(|c| lower.contains(c)))
-        .then(|| Some(scope.project.to_string()))
+        .then(|| Some(project.to_string()))
 }
 
 /// The namespace of a config object made by `e` (`pulumi.Config("ns")`,
 /// `new pulumi.Config()`, `config.New(ctx, "ns")`), the project's when it names none.
-fn constructed(scope: &Scope, e: &str) -> Option<Option<String>> {
+fn constructed(lang: Lang, project: &str, e: &str) -> Option<Option<String>> {
     let e = e.trim();
     let e = e.strip_prefix("new ").unwrap_or(e).trim_start();
-    let arg = match scope.lang {
-        Lang::Go => call_of(e, &["config.New"], scope.lang)?.get(1).cloned(),
-        _ => call_of(e, &["pulumi.Config", "Config"], scope.lang)?
+    let arg = match lang {
+        Lang::Go => call_of(e, &["config.New"], lang)?.get(1).cloned(),
+        _ => call_of(e, &["pulumi.Config", "Config"], lang)?
             .first()
             .cloned(),
     };
     Some(match arg.map(|a| literal(&a)) {
-        None => Some(scope.project.to_string()),
-        Some(Some(ns)) if ns.is_empty() => Some(scope.project.to_string()),
+        None => Some(project.to_string()),
+        Some(Some(ns)) if ns.is_empty() => Some(project.to_string()),
         Some(Some(ns)) => Some(ns),
         Some(None) => None,
     })

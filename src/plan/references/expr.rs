@@ -7,9 +7,10 @@
 
 use std::path::Path;
 
-use super::facts::Facts;
+use super::facts::{Facts, Place};
 use super::helpers::Index;
-use super::lex::{Lang, items};
+use super::lex::Lang;
+use super::strings::{call_of, is_name, literal, string_literal, unknown};
 use super::{Part, Piece};
 
 /// Where an expression is read: its file's language and facts, the repository's
@@ -36,113 +37,6 @@ pub(super) struct Scope<'a> {
 
 /// How deeply nested an expression is read.
 const MAX_NEST: u8 = 16;
-
-/// What the scanner makes of an expression it cannot evaluate.
-pub(super) fn unknown() -> Vec<Piece> {
-    vec![Piece::Value(Part::Unknown)]
-}
-
-/// The arguments of `callee(...)` when `e` is exactly that call.
-pub(super) fn call_of(e: &str, callees: &[&str], lang: Lang) -> Option<Vec<String>> {
-    let rest = callees.iter().find_map(|c| e.strip_prefix(c))?;
-    let rest = rest.trim_start().strip_prefix('(')?;
-    let (args, end) = items(rest, lang, false)?;
-    rest[end..].trim().is_empty().then_some(args)
-}
-
-/// The text of `e` when it is one plain string literal (no interpolation).
-pub(super) fn literal(e: &str) -> Option<String> {
-    let e = e.trim();
-    let e = e.strip_prefix(['r', 'u', 'R', 'U']).unwrap_or(e);
-    let (pieces, len) = string_literal(e, false, None)?;
-    if len != e.len() {
-        return None;
-    }
-    match pieces.as_slice() {
-        [] => Some(String::new()),
-        [Piece::Text(t)] => Some(t.clone()),
-        _ => None,
-    }
-}
-
-/// A string literal starting at `s[0]` (after any prefix letters): its pieces (f-string
-/// `{...}` and template `${...}` parts read in `scope`, unknown without one) and its
-/// length in bytes.
-pub(super) fn string_literal(
-    s: &str,
-    templated: bool,
-    scope: Option<&Scope>,
-) -> Option<(Vec<Piece>, usize)> {
-    let quote = s.chars().next()?;
-    if !matches!(quote, '"' | '\'' | '`') {
-        return None;
-    }
-    let template = templated || quote == '`';
-    let mut pieces = Vec::new();
-    let mut text = String::new();
-    let mut chars = s.char_indices().skip(1).peekable();
-    let hole = |text: &mut String, pieces: &mut Vec<Piece>, expr: &str| {
-        if !text.is_empty() {
-            pieces.push(Piece::Text(std::mem::take(text)));
-        }
-        pieces.extend(match scope {
-            Some(sc) => sc.interpolation(expr),
-            None => unknown(),
-        });
-    };
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '\\' => {
-                if let Some((_, n)) = chars.next() {
-                    text.push(n);
-                }
-            }
-            c if c == quote => {
-                if !text.is_empty() {
-                    pieces.push(Piece::Text(text));
-                }
-                return Some((pieces, i + 1));
-            }
-            '$' if template && quote == '`' && chars.peek().map(|(_, c)| *c) == Some('{') => {
-                chars.next();
-                let expr = take_braced(&mut chars)?;
-                hole(&mut text, &mut pieces, &expr);
-            }
-            '{' if template && quote != '`' => {
-                if chars.peek().map(|(_, c)| *c) == Some('{') {
-                    chars.next();
-                    text.push('{');
-                    continue;
-                }
-                let expr = take_braced(&mut chars)?;
-                hole(&mut text, &mut pieces, &expr);
-            }
-            '}' if template && quote != '`' && chars.peek().map(|(_, c)| *c) == Some('}') => {
-                chars.next();
-                text.push('}');
-            }
-            '\n' if quote != '`' => return None,
-            c => text.push(c),
-        }
-    }
-    None
-}
-
-/// The expression up to the `}` that closes an interpolation.
-fn take_braced(chars: &mut impl Iterator<Item = (usize, char)>) -> Option<String> {
-    let mut depth = 0;
-    let mut expr = String::new();
-    for (_, c) in chars {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => return Some(expr),
-            '}' => depth -= 1,
-            _ => {}
-        }
-        expr.push(c);
-    }
-    None
-}
 
 /// What a built-in call or a conventional variable name stands for: the current
 /// organization, stack or project (`get_stack()`, `ctx.Stack()`, `$STRATA_STACK`,
@@ -184,16 +78,16 @@ fn builtin(expr: &str, names_too: bool) -> Option<Part> {
     }
 }
 
-/// Whether `e` is a name: `a`, `a.b.C`.
-pub(super) fn is_name(e: &str) -> bool {
-    !e.is_empty()
-        && !e.starts_with('.')
-        && !e.ends_with('.')
-        && e.chars()
-            .all(|c| c.is_alphanumeric() || c == '_' || c == '.' || c == '$')
-}
-
 impl Scope<'_> {
+    /// Where the scope reads: its file, language and facts.
+    pub(super) fn place(&self) -> Place<'_> {
+        Place {
+            lang: self.lang,
+            file: self.file,
+            facts: self.facts,
+        }
+    }
+
     /// This scope, one variable deeper.
     fn deeper(&self) -> Scope<'_> {
         Scope {
@@ -260,7 +154,8 @@ impl Scope<'_> {
                 .take_while(|c| matches!(c, 'f' | 'F' | 'r' | 'R' | 'b' | 'B' | 'u' | 'U'))
                 .count();
             let templated = rest[..prefix_len].to_ascii_lowercase().contains('f');
-            if let Some((pieces, len)) = string_literal(&rest[prefix_len..], templated, Some(self))
+            if let Some((pieces, len)) =
+                string_literal(&rest[prefix_len..], templated, &|x| self.interpolation(x))
             {
                 out.extend(pieces);
                 rest = &rest[prefix_len + len..];
@@ -290,7 +185,7 @@ impl Scope<'_> {
             && string_literal(
                 rest.trim_start_matches(['f', 'F', 'r', 'R', 'b', 'B']),
                 false,
-                None,
+                &|_| unknown(),
             )
             .is_some();
         adjacent.then_some(rest)
@@ -304,7 +199,7 @@ impl Scope<'_> {
         if self.params.iter().any(|p| p == term) {
             return vec![Piece::Param(term.to_string())];
         }
-        if let Some(read) = super::config::read(self, term) {
+        if let Some(read) = super::config::read(self.place(), self.project, term) {
             return vec![Piece::Value(read)];
         }
         if let Some(p) = builtin(term, false) {
@@ -347,7 +242,7 @@ impl Scope<'_> {
         if let (None, Some(v)) = (qualifier, self.facts.and_then(|f| f.constant(last))) {
             return Some(v.to_string());
         }
-        self.index?.constant(self, qualifier, last)
+        self.index?.constant(self.place(), qualifier, last)
     }
 
     /// `Sprintf("%s/x/%s", a, b)`: the format's text with each verb replaced by its

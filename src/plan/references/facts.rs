@@ -8,8 +8,19 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::expr::literal;
+use std::path::Path;
+
 use super::lex::{Lang, closing, items, statement};
+use super::strings::literal;
+
+/// Where an expression is read: its file (from the repository's root), its language and
+/// what the file defines.
+#[derive(Clone, Copy)]
+pub(super) struct Place<'a> {
+    pub lang: Lang,
+    pub file: &'a Path,
+    pub facts: Option<&'a Facts>,
+}
 
 /// A function a file defines.
 #[derive(Debug, Clone)]

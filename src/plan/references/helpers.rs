@@ -10,8 +10,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::expr::Scope;
-use super::facts::Facts;
+use super::facts::{Facts, Place};
 use super::lex::Lang;
 use super::{Part, Piece};
 
@@ -147,7 +146,7 @@ impl Index {
     /// none is, or those that are disagree.
     pub(super) fn constant(
         &self,
-        scope: &Scope,
+        scope: Place,
         qualifier: Option<&str>,
         name: &str,
     ) -> Option<String> {
@@ -183,7 +182,7 @@ impl Index {
     /// The helper a call of `callee` (`stack_ref`, `refs.stack_ref`, `lib.Ref`) in
     /// `scope` calls: one of the same file, one imported by name, one of the module the
     /// qualifier names, one of the same Go package. `None` when none or several are.
-    pub(super) fn helper(&self, scope: &Scope, callee: &str) -> Option<&Helper> {
+    pub(super) fn helper(&self, scope: Place, callee: &str) -> Option<&Helper> {
         let facts = scope.facts;
         let (qualifier, name) = match callee.rsplit_once('.') {
             Some((q, n)) => (Some(q), n),
@@ -225,7 +224,7 @@ pub(super) fn substitute(
             Piece::Param(name) => args
                 .get(name.as_str())
                 .cloned()
-                .unwrap_or_else(super::expr::unknown),
+                .unwrap_or_else(super::strings::unknown),
             Piece::Value(Part::Config(k)) if k.starts_with(&caller) => {
                 vec![Piece::Value(Part::Config(format!(
                     "{project}:{}",

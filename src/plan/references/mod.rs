@@ -3,6 +3,7 @@
 //! of config values), and the files that read and resolve them:
 //!
 //! - `lex`: strings, comments and brackets of Python, TypeScript/JavaScript and Go;
+//! - `strings`: string literals (f-strings, templates) and a call's arguments;
 //! - `expr`: what an expression of a name stands for (literals, `get_stack()`, config
 //!   reads, variables of the file, module constants of the repository);
 //! - `code`: the `StackReference` calls of a code file, and the calls of helpers;
@@ -22,6 +23,7 @@ mod helpers;
 mod lex;
 mod repo;
 mod resolve;
+mod strings;
 mod yaml;
 
 use std::path::{Path, PathBuf};

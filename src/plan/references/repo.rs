@@ -266,7 +266,7 @@ impl Repo {
         let mut out: Vec<Helper> = Vec::new();
         for (rel, e, src) in self.with_functions() {
             for (open, callee) in src.callees(&self.index) {
-                let Some(inner) = self.index.helper(&src.scope, callee) else {
+                let Some(inner) = self.index.helper(src.scope.place(), callee) else {
                     continue;
                 };
                 let functions = e.facts.functions.iter().rev();
@@ -278,7 +278,7 @@ impl Repo {
                     continue;
                 }
                 if uses_params(&e.text[open..f.body.end], &f.params, src.scope.lang) {
-                    let unknown = vec![super::expr::unknown()];
+                    let unknown = vec![super::strings::unknown()];
                     let calls = Some(inner.name.clone());
                     out.push(helper(rel, src.scope.lang, f, unknown, calls));
                 }

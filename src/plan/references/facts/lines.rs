@@ -2,8 +2,8 @@
 //! `class`, `def` and assignments; TS/JS's `import`, `function`, `const`/`let`/`var`
 //! and `require`; Go's `import`, `func`, `const`/`var` (blocks too) and `:=`.
 
-use super::super::expr::{call_of, literal};
 use super::super::lex::{Lang, closing};
+use super::super::strings::{call_of, literal};
 use super::{Facts, Reader, ident, keyword, module_of};
 
 /// After a name: the offset just past the `=` of an assignment (`= x`, `: T = x`
