@@ -242,3 +242,88 @@ fn update_leaves_a_vanished_entry_of_a_fragment_to_the_user() {
     assert!(u.dropped.is_empty() && u.added.is_empty());
     assert_eq!(u.text, profile);
 }
+
+/// A project whose stack name comes from its config: resolved through each stack
+/// config it has; one whose stacks disagree is left for the user, saying so.
+#[test]
+fn config_named_references_resolve_through_each_stack_config() {
+    let main = "import pulumi\nc = pulumi.Config()\nnet = pulumi.StackReference(c.require(\"netStack\"))\n";
+    let d = repo(&[
+        ("net/Pulumi.yaml", "name: network\nruntime: yaml\n"),
+        ("net2/Pulumi.yaml", "name: network-two\nruntime: yaml\n"),
+        ("app/Pulumi.yaml", "name: app\nruntime: python\n"),
+        ("app/__main__.py", main),
+        (
+            "app/Pulumi.dev.yaml",
+            "config:\n  netStack: acme/network/dev\n",
+        ),
+        (
+            "app/Pulumi.prod.yaml",
+            "config:\n  app:netStack: acme/network/prod\n",
+        ),
+        ("app/Pulumi.qa.yaml", "config:\n  other: 1\n"),
+        ("split/Pulumi.yaml", "name: split\nruntime: python\n"),
+        ("split/__main__.py", &main.replace("netStack", "s")),
+        ("split/Pulumi.dev.yaml", "config:\n  s: acme/network/dev\n"),
+        (
+            "split/Pulumi.prod.yaml",
+            "config:\n  s: acme/network-two/prod\n",
+        ),
+    ]);
+    let a = Adoption::survey(d.path(), "main");
+    assert_eq!(a.inferred.needs_of("app"), ["net"]);
+    assert!(a.inferred.needs_of("split").is_empty());
+    let u = &a.inferred.unknowns;
+    assert_eq!(u.len(), 1, "{u:#?}");
+    assert_eq!(u[0].at, "split/__main__.py:3");
+    assert!(
+        u[0].why
+            .contains("another project in each stack (dev: net, prod: net2)"),
+        "{}",
+        u[0].why
+    );
+}
+
+/// Helpers of the repository resolve, a name only one project fits is inferred (and
+/// says so), the rest is left with why, and a C# project is named as not read.
+#[test]
+fn helpers_inferred_names_and_languages_not_read() {
+    let d = repo(&[
+        (
+            "lib/refs.py",
+            "import pulumi\nORG = \"acme\"\n\ndef ref(project):\n    return pulumi.StackReference(f\"{ORG}/{project}/{pulumi.get_stack()}\")\n",
+        ),
+        ("net/Pulumi.yaml", "name: network-east\nruntime: yaml\n"),
+        ("db/Pulumi.yaml", "name: db\nruntime: yaml\n"),
+        ("app/Pulumi.yaml", "name: app\nruntime: python\n"),
+        (
+            "app/__main__.py",
+            "import pulumi\nfrom lib import refs\ndb = refs.ref(\"db\")\nn = pulumi.StackReference(f\"acme/network-{region}/dev\")\nx = pulumi.StackReference(name)\n",
+        ),
+        ("cs/Pulumi.yaml", "name: cs\nruntime: dotnet\n"),
+        ("cs/Program.cs", "class P {}\n"),
+    ]);
+    let a = Adoption::survey(d.path(), "main");
+    let edges = &a.inferred.edges;
+    assert_eq!(edges.len(), 2, "{edges:#?}");
+    assert_eq!(
+        (edges[0].to.as_str(), edges[0].at.as_str()),
+        ("db", "app/__main__.py:3")
+    );
+    assert_eq!(edges[0].via.as_deref(), Some("lib/refs.py:4 ref"));
+    assert_eq!(edges[0].inferred, None);
+    assert_eq!(edges[1].to, "net");
+    assert!(
+        edges[1]
+            .inferred
+            .as_deref()
+            .is_some_and(|w| w.contains("network-*"))
+    );
+    let u = &a.inferred.unknowns;
+    assert_eq!(u.len(), 1, "{u:#?}");
+    assert_eq!(u[0].at, "app/__main__.py:5");
+    assert_eq!(
+        a.inferred.not_read,
+        vec![("cs".to_string(), "runtime dotnet: C#".to_string())]
+    );
+}

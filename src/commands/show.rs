@@ -13,7 +13,16 @@ pub fn run(target: &Target, args: &ShowArgs, sel: &Selector, json: bool) -> Resu
     if let Some(why) = empty_because {
         eprintln!("{why}");
     }
-    let found = crate::plan::references::of_plan(&loaded.plan);
+    let shared = loaded
+        .stack
+        .as_deref()
+        .map(|s| loaded.ws.stack_config_path(s));
+    let at = crate::plan::references::Context {
+        root: &loaded.ws.root,
+        stack: loaded.stack.as_deref(),
+        shared: shared.as_deref(),
+    };
+    let found = crate::plan::references::of_plan(&loaded.plan, &at);
     let header = render::Header {
         provider: &loaded.profile.name,
         infra_type: &loaded.profile.infra_type,

@@ -111,12 +111,18 @@ pub fn run(target: &Target, settings: &Settings, strict: bool) -> Result<i32> {
 /// issue #223).
 fn check_references(
     ws: &workspace::Workspace,
-    plan: &Plan,
+    (plan, stack): (&Plan, Option<&str>),
     profile: &workspace::Profile,
     r: &mut Report,
 ) {
     use crate::plan::references::{self, Part};
-    let found = references::of_plan(plan);
+    let shared = stack.map(|s| ws.stack_config_path(s));
+    let at = references::Context {
+        root: &ws.root,
+        stack,
+        shared: shared.as_deref(),
+    };
+    let found = references::of_plan(plan, &at);
     let count: usize = found.values().map(Vec::len).sum();
     let env = crate::pipeline::env::pulumi_env(ws);
     let self_managed = crate::pipeline::env::self_managed(&env);
@@ -147,7 +153,7 @@ fn check_references(
                 None => path.clone(),
             };
             match (&f.target, &f.reference.project) {
-                _ if f.reference.unreadable() => {
+                _ if f.unreadable() => {
                     warned += 1;
                     // `${?}`: nothing of the name was read.
                     let name = match f.reference.name.as_str() {
@@ -240,7 +246,7 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
     if let Some(s) = &stack {
         check_own_configs(&plan, stack_config.as_ref(), s, r);
     }
-    check_references(&ws, &plan, &profile, r);
+    check_references(&ws, (&plan, stack.as_deref()), &profile, r);
     check_secrets(&ws, stack.as_deref(), &profile, settings, r);
     Ok(())
 }

@@ -17,13 +17,14 @@ pub(super) fn decide(
     (journal, runs): (&Journal, &[RunRecord]),
     last_outputs: &BTreeMap<String, String>,
     fps: &BTreeMap<String, String>,
+    at: &crate::plan::references::Context,
 ) -> Changed {
     changed_plan(
         plan,
         &records::last_success(journal.last_settled_as(&LastUp::of), runs, &LastUp::of),
         last_outputs,
         fps,
-        &reads(full, profile),
+        &reads(full, profile, at),
     )
 }
 
@@ -41,9 +42,13 @@ enum Reads {
 /// reference names its project; anything, when one of them cannot be read. Command
 /// projects and projects with no inputs and no references are not in the map (their
 /// needs are what they read).
-fn reads(plan: &Plan, profile: &Profile) -> BTreeMap<String, Reads> {
+fn reads(
+    plan: &Plan,
+    profile: &Profile,
+    at: &crate::plan::references::Context,
+) -> BTreeMap<String, Reads> {
     use crate::plan::references;
-    let found = references::of_plan(plan);
+    let found = references::of_plan(plan, at);
     let mut out = BTreeMap::new();
     for n in plan.nodes.iter().filter(|n| n.kind == NodeKind::Pulumi) {
         let refs = found.get(&n.path).map(Vec::as_slice).unwrap_or_default();
@@ -54,7 +59,7 @@ fn reads(plan: &Plan, profile: &Profile) -> BTreeMap<String, Reads> {
         if refs.is_empty() && inputs.is_empty() {
             continue;
         }
-        if refs.iter().any(|f| f.reference.unreadable()) {
+        if refs.iter().any(|f| f.unreadable()) {
             out.insert(n.path.clone(), Reads::Anything);
             continue;
         }

@@ -68,7 +68,7 @@ pub(super) fn build(r: &Resolved, given: Given, inputs: Inputs) -> Result<Ctx> {
         force_conflicts: r.req.force_conflicts,
         bundle: bundle(r)?,
         reads_backend: if preview {
-            reads_backend(&r.full)
+            reads_backend(r)
         } else {
             BTreeMap::new()
         },
@@ -167,12 +167,18 @@ fn declared_needs(profile: &Profile) -> BTreeMap<String, BTreeSet<String>> {
 
 /// What each Pulumi project reads through StackReferences: the projects named, or
 /// `None` when a name cannot be read (see [`Ctx::reads_backend`]).
-fn reads_backend(full: &Plan) -> BTreeMap<String, Option<BTreeSet<String>>> {
-    crate::plan::references::of_plan(full)
+fn reads_backend(r: &Resolved) -> BTreeMap<String, Option<BTreeSet<String>>> {
+    let shared = r.ws.stack_config_path(r.stack());
+    let at = crate::plan::references::Context {
+        root: &r.ws.root,
+        stack: Some(r.stack()),
+        shared: Some(&shared),
+    };
+    crate::plan::references::of_plan(&r.full, &at)
         .into_iter()
         .filter(|(_, refs)| !refs.is_empty())
         .map(|(path, refs)| {
-            let targets = if refs.iter().any(|f| f.reference.unreadable()) {
+            let targets = if refs.iter().any(|f| f.unreadable()) {
                 None
             } else {
                 Some(refs.into_iter().filter_map(|f| f.target).collect())

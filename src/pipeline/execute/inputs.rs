@@ -46,6 +46,7 @@ pub(super) fn prepare(
     let (cfg, changed_only) = (stack_config.clone(), r.req.changed);
     let secret_hashes = crate::secrets::hmac::hash_secrets(&secret_key, &secrets.values);
     let (root, env_vars) = (r.ws.root.clone(), r.ws.env_file.vars.clone());
+    let (stack, shared) = (r.stack().to_string(), r.ws.stack_config_path(r.stack()));
     // `--changed` on a shared backend: what other machines ran counts too (newest wins).
     let (runs, mut warnings) = if changed_only {
         super::shared::recent(r)
@@ -76,6 +77,11 @@ pub(super) fn prepare(
                     (&journal, &runs),
                     &last_outputs,
                     &fingerprints,
+                    &crate::plan::references::Context {
+                        root: &root,
+                        stack: Some(&stack),
+                        shared: Some(&shared),
+                    },
                 )
             } else {
                 Changed::default()

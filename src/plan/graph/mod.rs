@@ -208,7 +208,7 @@ impl Plan {
                 else {
                     continue;
                 };
-                for r in super::references::in_project(&p.dir) {
+                for r in super::references::in_project(&p.dir, &node.name) {
                     if let Some(super::references::Part::Literal(name)) = &r.project
                         && let Some(&j) = by_name.get(name.as_str())
                         && j != i

@@ -1,365 +1,73 @@
-//! Stack references in Python (`StackReference(...)`), TypeScript/JavaScript
-//! (`new StackReference(...)`) and Go (`NewStackReference(ctx, ...)`), with the name built
-//! from literals, `get_stack()`/`getStack()`/`ctx.Stack()`, f-strings, template literals,
-//! `+` and `fmt.Sprintf`. A lexical scanner, not a parser: it reads the argument that holds
-//! the stack name (Python's `stack_name=`/`name=`, TS/JS `{ name: ... }`, Go's
-//! `&StackReferenceArgs{Name: ...}`, else the name argument) and is never wrong about
-//! what it cannot read: an unknown part stays unknown, and a call whose name it cannot
-//! read (a variable, a conditional, arguments built elsewhere) is a reference with
-//! every part unknown, at its file and line, never left out.
+//! The `StackReference` calls of a code file: Python's `StackReference(...)`,
+//! TypeScript/JavaScript's `new StackReference(...)`, Go's `NewStackReference(ctx, ...)`,
+//! each read from the argument that holds the stack name (Python's `stack_name=`/`name=`,
+//! TS/JS `{ name: ... }`, Go's `&StackReferenceArgs{Name: ...}`, else the name
+//! argument); and the calls of the repository's helper functions, each a reference made
+//! through that helper. Calls are found in the masked text (never in a comment or a
+//! string); a call whose name the scanner cannot read is a reference with every part
+//! unknown, at its file and line, never left out.
 
+use std::collections::HashMap;
+use std::ops::Range;
 use std::path::Path;
 
-use super::{Part, Piece, Reference, reference};
+use super::expr::Scope;
+use super::helpers::{Helper, Index, substitute};
+use super::lex::{Lang, items, line_of};
+use super::strings::unknown;
+use super::{Piece, Reference, reference};
 
-/// What an expression (a call, a variable) inside a name stands for.
-fn classify(expr: &str) -> Part {
-    let e: String = expr.chars().filter(|c| !c.is_whitespace()).collect();
-    let e = e.trim_start_matches("pulumi.");
-    let lower = e.to_ascii_lowercase();
-    let env = |name: &str| {
-        lower.contains(&format!("\"{}\"", name.to_ascii_lowercase()))
-            || lower.contains(&format!("'{}'", name.to_ascii_lowercase()))
-            || lower.ends_with(&format!(".{}", name.to_ascii_lowercase()))
-    };
-    if matches!(
-        lower.as_str(),
-        "get_organization()" | "getorganization()" | "ctx.organization()" | "organization" | "org"
-    ) || env("STRATA_ORG")
-    {
-        Part::Org
-    } else if matches!(
-        lower.as_str(),
-        "get_stack()" | "getstack()" | "ctx.stack()" | "stack"
-    ) || env("STRATA_STACK")
-        || env("PULUMI_STACK")
-    {
-        Part::Stack
-    } else if matches!(
-        lower.as_str(),
-        "get_project()" | "getproject()" | "ctx.project()" | "project"
-    ) {
-        Part::Project
+/// A code file being read: its text, the same masked, and the scope of its names.
+pub(super) struct Source<'a> {
+    pub text: &'a str,
+    pub masked: &'a str,
+    pub scope: Scope<'a>,
+}
+
+/// What a `StackReference` call is called in `lang`.
+fn needle(lang: Lang) -> &'static str {
+    if lang == Lang::Go {
+        "NewStackReference("
     } else {
-        Part::Unknown
+        "StackReference("
     }
 }
 
-/// A string literal starting at `s[0]` (after any prefix letters): its pieces (f-string
-/// `{...}` and template `${...}` parts classified) and its length in bytes.
-fn string_literal(s: &str, templated: bool) -> Option<(Vec<Piece>, usize)> {
-    let quote = s.chars().next()?;
-    if !matches!(quote, '"' | '\'' | '`') {
-        return None;
-    }
-    let template = templated || quote == '`';
-    let mut pieces = Vec::new();
-    let mut text = String::new();
-    let mut chars = s.char_indices().skip(1).peekable();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '\\' => {
-                if let Some((_, n)) = chars.next() {
-                    text.push(n);
-                }
+impl Source<'_> {
+    /// The byte offsets just after the `(` of each `StackReference` call.
+    pub(super) fn calls(&self) -> Vec<usize> {
+        let needle = needle(self.scope.lang);
+        let mut out = Vec::new();
+        let mut from = 0;
+        while let Some(i) = self.masked[from..].find(needle) {
+            let at = from + i;
+            from = at + needle.len();
+            // Not `getStackReference(`, `MyStackReference(`: the call itself.
+            let before = self.masked[..at].chars().next_back();
+            if !before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                out.push(from);
             }
-            c if c == quote => {
-                if !text.is_empty() {
-                    pieces.push(Piece::Text(text));
-                }
-                return Some((pieces, i + 1));
-            }
-            '$' if template && quote == '`' && chars.peek().map(|(_, c)| *c) == Some('{') => {
-                chars.next();
-                let expr = take_braced(&mut chars)?;
-                if !text.is_empty() {
-                    pieces.push(Piece::Text(std::mem::take(&mut text)));
-                }
-                pieces.push(Piece::Value(classify(&expr)));
-            }
-            '{' if template && quote != '`' => {
-                if chars.peek().map(|(_, c)| *c) == Some('{') {
-                    chars.next();
-                    text.push('{');
-                    continue;
-                }
-                let expr = take_braced(&mut chars)?;
-                if !text.is_empty() {
-                    pieces.push(Piece::Text(std::mem::take(&mut text)));
-                }
-                pieces.push(Piece::Value(classify(&expr)));
-            }
-            '\n' if quote != '`' => return None,
-            c => text.push(c),
         }
+        out
     }
-    None
-}
 
-/// The expression up to the `}` that closes an interpolation.
-fn take_braced(chars: &mut impl Iterator<Item = (usize, char)>) -> Option<String> {
-    let mut depth = 0;
-    let mut expr = String::new();
-    for (_, c) in chars {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => return Some(expr),
-            '}' => depth -= 1,
-            _ => {}
+    /// The pieces of the stack name of the call whose arguments start at `args`.
+    pub(super) fn name_at(&self, args: usize) -> Vec<Piece> {
+        match items(&self.text[args..], self.scope.lang, false) {
+            Some((args, _)) => stack_name(&args, &self.scope),
+            None => unknown(),
         }
-        expr.push(c);
     }
-    None
-}
 
-/// The language of a source file, for its comments and its `StackReference` signature.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Lang {
-    Python,
-    Js,
-    Go,
-}
-
-/// The byte length of the string literal at the start of `s` (`"`, `'`, `` ` ``, and
-/// Python's triple quotes), or `None` when it does not close.
-fn skip_string(s: &str) -> Option<usize> {
-    let quote = s.chars().next()?;
-    if !matches!(quote, '"' | '\'' | '`') {
-        return None;
+    /// The `StackReference` calls of the file, but those in `skip` (the bodies of
+    /// helpers), as references of `file`.
+    pub(super) fn references(&self, file: &Path, skip: &[Range<usize>]) -> Vec<Reference> {
+        self.calls()
+            .into_iter()
+            .filter(|at| !skip.iter().any(|r| r.contains(at)))
+            .map(|at| reference(&self.name_at(at), file, line_of(self.text, at)))
+            .collect()
     }
-    let triple: String = std::iter::repeat_n(quote, 3).collect();
-    if quote != '`' && s.starts_with(&triple) {
-        return s[3..].find(&triple).map(|i| i + 6);
-    }
-    let mut chars = s.char_indices().skip(1);
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '\\' => {
-                chars.next();
-            }
-            c if c == quote => return Some(i + 1),
-            '\n' if quote != '`' => return None,
-            _ => {}
-        }
-    }
-    None
-}
-
-/// The length of a comment starting at `s[0]`, if one does.
-fn comment(s: &str, lang: Lang) -> Option<usize> {
-    let line = || s.find('\n').unwrap_or(s.len());
-    if (lang == Lang::Python && s.starts_with('#')) || (lang != Lang::Python && s.starts_with("//"))
-    {
-        Some(line())
-    } else if lang != Lang::Python && s.starts_with("/*") {
-        Some(s.find("*/").map(|i| i + 2).unwrap_or(s.len()))
-    } else {
-        None
-    }
-}
-
-/// The top-level comma-separated items of `s` (comments removed, each trimmed, empty
-/// ones left out) up to the bracket that closes the one before `s`, and the byte
-/// offset after that bracket. With `to_end`, the items run to the end of `s` instead.
-/// `None` when a string does not close or the brackets do not balance.
-fn items(s: &str, lang: Lang, to_end: bool) -> Option<(Vec<String>, usize)> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut depth = 0usize;
-    let mut i = 0;
-    let push = |cur: &mut String, out: &mut Vec<String>| {
-        let t = cur.trim();
-        if !t.is_empty() {
-            out.push(t.to_string());
-        }
-        cur.clear();
-    };
-    while i < s.len() {
-        let rest = &s[i..];
-        let c = rest.chars().next()?;
-        if matches!(c, '"' | '\'' | '`') {
-            let n = skip_string(rest)?;
-            cur.push_str(&rest[..n]);
-            i += n;
-            continue;
-        }
-        if let Some(n) = comment(rest, lang) {
-            cur.push(' ');
-            i += n;
-            continue;
-        }
-        match c {
-            '(' | '[' | '{' => depth += 1,
-            ')' | ']' | '}' if depth == 0 => {
-                if to_end {
-                    return None;
-                }
-                push(&mut cur, &mut out);
-                return Some((out, i + 1));
-            }
-            ')' | ']' | '}' => depth -= 1,
-            ',' if depth == 0 => {
-                push(&mut cur, &mut out);
-                i += 1;
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-        i += c.len_utf8();
-    }
-    if to_end && depth == 0 {
-        push(&mut cur, &mut out);
-        return Some((out, s.len()));
-    }
-    None
-}
-
-/// The arguments of `callee(...)` when `e` is exactly that call.
-fn call_of(e: &str, callees: &[&str], lang: Lang) -> Option<Vec<String>> {
-    let rest = callees.iter().find_map(|c| e.strip_prefix(c))?;
-    let rest = rest.trim_start().strip_prefix('(')?;
-    let (args, end) = items(rest, lang, false)?;
-    rest[end..].trim().is_empty().then_some(args)
-}
-
-/// What the scanner makes of an expression it cannot evaluate.
-fn unknown() -> Vec<Piece> {
-    vec![Piece::Value(Part::Unknown)]
-}
-
-/// The pieces of a whole stack name: like [`expression`], except that a name held in a
-/// variable is unknown, whatever the variable is called.
-fn name_of(e: &str, lang: Lang) -> Vec<Piece> {
-    let e = e.trim();
-    if e.chars().all(|c| c.is_alphanumeric() || c == '_') {
-        return unknown();
-    }
-    // Go: `pulumi.String(...)` around the name.
-    if let Some(args) = call_of(e, &["pulumi.String"], lang) {
-        return match args.as_slice() {
-            [one] => name_of(one, lang),
-            _ => unknown(),
-        };
-    }
-    expression(e, lang).unwrap_or_else(unknown)
-}
-
-/// The pieces of an expression: string literals (with f/template parts), `+`
-/// concatenation (and Python's adjacent literals), the calls and variables of
-/// [`classify`], `fmt.Sprintf`/`pulumi.Sprintf`. `None` when any of it is something
-/// else (a method call on a literal, a conditional): the scanner reads all or nothing.
-fn expression(e: &str, lang: Lang) -> Option<Vec<Piece>> {
-    let e = e.trim();
-    if let Some(args) = call_of(e, &["fmt.Sprintf", "pulumi.Sprintf"], lang) {
-        return sprintf(&args, lang);
-    }
-    let mut out = Vec::new();
-    let mut rest = e;
-    loop {
-        rest = rest.trim_start();
-        let prefix_len = rest
-            .chars()
-            .take_while(|c| matches!(c, 'f' | 'F' | 'r' | 'R' | 'b' | 'B'))
-            .count();
-        let templated = rest[..prefix_len].to_ascii_lowercase().contains('f');
-        if let Some((pieces, len)) = string_literal(&rest[prefix_len..], templated) {
-            out.extend(pieces);
-            rest = &rest[prefix_len + len..];
-        } else {
-            // A call or a variable, up to a top-level `+`.
-            let mut depth = 0usize;
-            let mut end = rest.len();
-            let mut i = 0;
-            while i < rest.len() {
-                let c = rest[i..].chars().next()?;
-                if matches!(c, '"' | '\'' | '`') {
-                    i += skip_string(&rest[i..])?;
-                    continue;
-                }
-                match c {
-                    '(' | '[' | '{' => depth += 1,
-                    ')' | ']' | '}' => depth = depth.checked_sub(1)?,
-                    '+' if depth == 0 => {
-                        end = i;
-                        break;
-                    }
-                    _ => {}
-                }
-                i += c.len_utf8();
-            }
-            let term = rest[..end].trim();
-            // Only a name, a call or an index: `a.b(c)[d]`, not `a if b else c`.
-            let head = term.split(['(', '[']).next().unwrap_or("");
-            if head.is_empty()
-                || !head
-                    .chars()
-                    .all(|c| c.is_alphanumeric() || c == '_' || c == '.' || c == '$')
-            {
-                return None;
-            }
-            out.push(Piece::Value(classify(term)));
-            rest = &rest[end..];
-        }
-        rest = rest.trim_start();
-        if rest.is_empty() {
-            return Some(out);
-        }
-        match rest.strip_prefix('+') {
-            Some(r) => rest = r,
-            // Python's implicit concatenation of adjacent literals.
-            None if lang == Lang::Python
-                && string_literal(
-                    rest.trim_start_matches(['f', 'F', 'r', 'R', 'b', 'B']),
-                    false,
-                )
-                .is_some() => {}
-            None => return None,
-        }
-    }
-}
-
-/// `Sprintf("%s/x/%s", a, b)`: the format's text with each verb replaced by its argument.
-fn sprintf(args: &[String], lang: Lang) -> Option<Vec<Piece>> {
-    let (first, rest) = args.split_first()?;
-    let (fmt, len) = string_literal(first, false)?;
-    if len != first.len() {
-        return None;
-    }
-    let fmt: String = fmt
-        .iter()
-        .map(|p| match p {
-            Piece::Text(t) => t.as_str(),
-            _ => "",
-        })
-        .collect();
-    let mut args = rest.iter();
-    let mut out = Vec::new();
-    let mut text = String::new();
-    let mut it = fmt.chars();
-    while let Some(c) = it.next() {
-        if c != '%' {
-            text.push(c);
-            continue;
-        }
-        match it.next() {
-            Some('%') => text.push('%'),
-            Some(_) => {
-                if !text.is_empty() {
-                    out.push(Piece::Text(std::mem::take(&mut text)));
-                }
-                match args.next() {
-                    Some(a) => out.extend(expression(a, lang).unwrap_or_else(unknown)),
-                    None => out.push(Piece::Value(Part::Unknown)),
-                }
-            }
-            None => {}
-        }
-    }
-    if !text.is_empty() {
-        out.push(Piece::Text(text));
-    }
-    Some(out)
 }
 
 /// `key=value` (Python keyword argument) or `key: value` (object field, quoted or not):
@@ -388,116 +96,183 @@ fn is_keyword(item: &str) -> bool {
 /// `stack_name` (keyword or second argument) or else its `name`/first argument; JS/TS
 /// `args.name` (`{ name: ... }`) or else the first argument; Go's
 /// `&StackReferenceArgs{Name: ...}` or else the second argument (after `ctx`).
-fn stack_name(args: &[String], lang: Lang) -> Vec<Piece> {
-    match lang {
-        Lang::Python => {
-            let kw = |k: &str| args.iter().find_map(|a| field(a, k, '='));
-            let positional: Vec<&String> = args.iter().filter(|a| !is_keyword(a)).collect();
-            if let Some(e) = kw("stack_name") {
-                return name_of(e, lang);
-            }
-            if let Some(e) = positional.get(1).filter(|e| e.as_str() != "None") {
-                return name_of(e, lang);
-            }
-            if args.iter().any(|a| a.starts_with('*')) {
-                // `**kwargs` may hold `stack_name`.
-                return unknown();
-            }
-            match kw("name").or(positional.first().map(|s| s.as_str())) {
-                Some(e) => name_of(e, lang),
-                None => unknown(),
-            }
-        }
-        Lang::Js => {
-            let Some(first) = args.first() else {
-                return unknown();
-            };
-            match args.get(1).map(String::as_str) {
-                None | Some("undefined") => name_of(first, lang),
-                Some(obj) if obj.starts_with('{') && obj.ends_with('}') => {
-                    let Some((fields, _)) = items(&obj[1..obj.len() - 1], lang, true) else {
-                        return unknown();
-                    };
-                    let mut value = None;
-                    for f in &fields {
-                        if f.starts_with("...") || f == "name" {
-                            // A spread, or `{ name }`: a variable.
-                            return unknown();
-                        }
-                        if let Some(v) = field(f, "name", ':') {
-                            value = Some(v);
-                        }
-                    }
-                    name_of(value.unwrap_or(first), lang)
+fn stack_name(args: &[String], scope: &Scope) -> Vec<Piece> {
+    let name = match scope.lang {
+        Lang::Python => python_name(args),
+        Lang::Js => js_name(args),
+        Lang::Go => go_name(args),
+    };
+    name.map(|e| scope.name_of(&e)).unwrap_or_else(unknown)
+}
+
+/// The argument of a Python `StackReference(...)` that holds the stack name.
+fn python_name(args: &[String]) -> Option<String> {
+    let kw = |k: &str| args.iter().find_map(|a| field(a, k, '='));
+    let positional: Vec<&String> = args.iter().filter(|a| !is_keyword(a)).collect();
+    if let Some(e) = kw("stack_name") {
+        return Some(e.to_string());
+    }
+    if let Some(e) = positional.get(1).filter(|e| e.as_str() != "None") {
+        return Some(e.to_string());
+    }
+    if args.iter().any(|a| a.starts_with('*')) {
+        // `**kwargs` may hold `stack_name`.
+        return None;
+    }
+    kw("name")
+        .or(positional.first().map(|s| s.as_str()))
+        .map(str::to_string)
+}
+
+/// The argument of a TS/JS `new StackReference(...)` that holds the stack name.
+fn js_name(args: &[String]) -> Option<String> {
+    let first = args.first()?;
+    match args.get(1).map(String::as_str) {
+        None | Some("undefined") => Some(first.clone()),
+        Some(obj) if obj.starts_with('{') && obj.ends_with('}') => {
+            let (fields, _) = items(&obj[1..obj.len() - 1], Lang::Js, true)?;
+            let mut value = None;
+            for f in &fields {
+                if f.starts_with("...") || f == "name" {
+                    // A spread, or `{ name }`: a variable.
+                    return None;
                 }
-                // `args` built elsewhere.
-                Some(_) => unknown(),
-            }
-        }
-        Lang::Go => {
-            let Some(name) = args.get(1) else {
-                return unknown();
-            };
-            match args.get(2).map(String::as_str) {
-                None | Some("nil") => name_of(name, lang),
-                Some(a) => {
-                    let Some(body) = ["&pulumi.StackReferenceArgs", "&StackReferenceArgs"]
-                        .iter()
-                        .find_map(|p| a.strip_prefix(p))
-                        .map(str::trim_start)
-                        .and_then(|b| b.strip_prefix('{'))
-                        .and_then(|b| b.strip_suffix('}'))
-                    else {
-                        return unknown();
-                    };
-                    let Some((fields, _)) = items(body, lang, true) else {
-                        return unknown();
-                    };
-                    match fields.iter().find_map(|f| field(f, "Name", ':')) {
-                        Some(v) => name_of(v, lang),
-                        None => name_of(name, lang),
-                    }
+                if let Some(v) = field(f, "name", ':') {
+                    value = Some(v);
                 }
             }
+            Some(value.unwrap_or(first).to_string())
         }
+        // `args` built elsewhere.
+        Some(_) => None,
     }
 }
 
-/// Stack references of a Python, TypeScript/JavaScript or Go file. A call whose stack
-/// name the scanner cannot read is a reference with unknown parts, never left out.
-pub(super) fn in_code(text: &str, file: &Path) -> Vec<Reference> {
-    let lang = match file.extension().and_then(|e| e.to_str()) {
-        Some("go") => Lang::Go,
-        Some("py") => Lang::Python,
-        _ => Lang::Js,
+/// The argument of a Go `NewStackReference(ctx, ...)` that holds the stack name.
+fn go_name(args: &[String]) -> Option<String> {
+    let name = args.get(1)?;
+    let Some(a) = args.get(2).map(String::as_str).filter(|a| *a != "nil") else {
+        return Some(name.clone());
     };
-    let needle = if lang == Lang::Go {
-        "NewStackReference("
-    } else {
-        "StackReference("
-    };
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(i) = text[from..].find(needle) {
-        let at = from + i;
-        from = at + needle.len();
-        // Not `getStackReference(`, `MyStackReference(`: the call itself.
-        let before = text[..at].chars().next_back();
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            continue;
-        }
-        let line = text[..at].matches('\n').count() + 1;
-        // Skip comments: the line up to the match starts with `#` or `//`.
-        let line_start = text[..at].rfind('\n').map(|i| i + 1).unwrap_or(0);
-        let lead = text[line_start..at].trim_start();
-        if lead.starts_with('#') || lead.starts_with("//") || lead.starts_with('*') {
-            continue;
-        }
-        let pieces = match items(&text[from..], lang, false) {
-            Some((args, _)) => stack_name(&args, lang),
-            None => unknown(),
-        };
-        out.push(reference(&pieces, file, line));
+    let body = ["&pulumi.StackReferenceArgs", "&StackReferenceArgs"]
+        .iter()
+        .find_map(|p| a.strip_prefix(p))
+        .map(str::trim_start)
+        .and_then(|b| b.strip_prefix('{'))
+        .and_then(|b| b.strip_suffix('}'))?;
+    let (fields, _) = items(body, Lang::Go, true)?;
+    let value = fields.iter().find_map(|f| field(f, "Name", ':'));
+    Some(value.unwrap_or(name).to_string())
+}
+
+/// The last segment of a dotted name.
+fn last(callee: &str) -> &str {
+    callee.rsplit('.').next().unwrap_or(callee)
+}
+
+/// Whether the word before byte `at` of `masked` makes `name(` a definition.
+fn defines(masked: &str, at: usize) -> bool {
+    let before = masked[..at].trim_end();
+    ["def", "function", "func"].iter().any(|k| {
+        before.ends_with(k)
+            && !before[..before.len() - k.len()]
+                .ends_with(|c: char| super::lex::ident_char(c) || c == '.')
+    })
+}
+
+impl Source<'_> {
+    /// Every call `name(` or `a.b.name(` of a name some helper has, but definitions:
+    /// the byte of its `(` and the callee.
+    pub(super) fn callees<'s>(
+        &'s self,
+        index: &'s Index,
+    ) -> impl Iterator<Item = (usize, &'s str)> + 's {
+        let bytes = self.masked.as_bytes();
+        (0..bytes.len())
+            .filter(|&i| bytes[i] == b'(')
+            .filter_map(move |open| {
+                let head = &self.masked[..open];
+                let start = head
+                    .char_indices()
+                    .rev()
+                    .find(|(_, c)| !(super::lex::ident_char(*c) || *c == '.'))
+                    .map(|(i, c)| i + c.len_utf8())
+                    .unwrap_or(0);
+                let callee = &head[start..];
+                let wanted = !callee.is_empty() && index.has_helper(last(callee));
+                (wanted && !defines(self.masked, start)).then_some((open, callee))
+            })
     }
-    out
+
+    /// The arguments of a call of `h` whose `(` is at byte `open`, by parameter.
+    fn arguments<'h>(&self, open: usize, h: &'h Helper) -> HashMap<&'h str, Vec<Piece>> {
+        let Some((args, _)) = items(&self.text[open + 1..], self.scope.lang, false) else {
+            return HashMap::new();
+        };
+        let mut out = HashMap::new();
+        let mut positional = h.params.iter();
+        for a in &args {
+            let keyword = h.params.iter().find_map(|p| {
+                let v = field(a, p, '=').filter(|_| self.scope.lang == Lang::Python)?;
+                Some((p.as_str(), v))
+            });
+            let (param, value) = match keyword {
+                Some(kv) => kv,
+                None if a.starts_with('*') => break,
+                None if self.scope.lang == Lang::Python && is_keyword(a) => continue,
+                None => match positional.next() {
+                    Some(p) => (p.as_str(), a.as_str()),
+                    None => break,
+                },
+            };
+            out.insert(param, self.argument(open, value));
+        }
+        out
+    }
+
+    /// The pieces of an argument of a call at byte `open`: a parameter of the function
+    /// the call is in is unknown (a helper calling a helper is not followed), whatever
+    /// it is called.
+    fn argument(&self, open: usize, value: &str) -> Vec<Piece> {
+        let facts = self.scope.facts;
+        let enclosing =
+            facts.and_then(|f| f.functions.iter().rev().find(|f| f.body.contains(&open)));
+        let scope = Scope {
+            params: enclosing.map(|f| f.params.as_slice()).unwrap_or_default(),
+            ..self.scope
+        };
+        let pieces = scope.expression(value).unwrap_or_else(unknown);
+        pieces
+            .into_iter()
+            .map(|p| match p {
+                Piece::Param(_) => Piece::Value(super::Part::Unknown),
+                other => other,
+            })
+            .collect()
+    }
+
+    /// The calls of helpers of `index` in the file (but those inside the bodies of the
+    /// file's own helpers), each a reference of `file` made through that helper, one for each
+    /// `StackReference` of the helper.
+    pub(super) fn helper_calls(&self, index: &Index, file: &Path) -> Vec<Reference> {
+        let skip = index.bodies_in(self.scope.file);
+        let mut out = Vec::new();
+        for (open, callee) in self.callees(index) {
+            if skip.iter().any(|r| r.contains(&open)) {
+                continue;
+            }
+            let Some(h) = index.helper(self.scope.place(), callee) else {
+                continue;
+            };
+            let args = self.arguments(open, h);
+            let line = line_of(self.text, open);
+            for t in &h.templates {
+                let pieces = substitute(t, &args, self.scope.project);
+                let mut r = reference(&pieces, file, line);
+                r.via = Some(h.via());
+                out.push(r);
+            }
+        }
+        out
+    }
 }

@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// The references of one code file, read alone, of project `app`.
+fn in_code(text: &str, file: &Path) -> Vec<Reference> {
+    repo::in_text(text, file, "app")
+}
+
+fn in_yaml(text: &str, file: &Path) -> Vec<Reference> {
+    yaml::in_yaml(text, file, "app")
+}
+
 fn lit(s: &str) -> Part {
     Part::Literal(s.into())
 }
@@ -54,7 +63,25 @@ fn pulumi_yaml_name_that_is_no_string_is_unknown() {
     assert_eq!(refs.len(), 2, "{refs:#?}");
     assert!(refs[0].unreadable(), "not the resource's name: {refs:#?}");
     assert_eq!(refs[0].line, 4);
-    assert!(refs[1].unreadable(), "{refs:#?}");
+    // `stackName` is no resource nor variable: a config key of the project.
+    assert_eq!(refs[1].project, Some(Part::Config("app:stackName".into())));
+}
+
+#[test]
+fn pulumi_yaml_config_keys_are_names_no_resource_nor_variable_has() {
+    let text = "name: app\nruntime: yaml\nconfig:\n  networkingStack:\n    type: string\nvariables:\n  env: dev\nresources:\n  bucket:\n    type: aws:s3:Bucket\n  net:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: ${networkingStack}\n  ns:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: acme/${infra:dbProject}/${env}\n  out:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: acme/${bucket.id}/dev\n";
+    let refs = in_yaml(text, Path::new("Pulumi.yaml"));
+    assert_eq!(refs.len(), 3, "{refs:#?}");
+    assert_eq!(
+        refs[0].project,
+        Some(Part::Config("app:networkingStack".into()))
+    );
+    assert_eq!(
+        refs[1].project,
+        Some(Part::Config("infra:dbProject".into()))
+    );
+    assert_eq!(refs[1].stack, Part::Unknown, "a variable");
+    assert_eq!(refs[2].project, Some(Part::Unknown), "a resource's output");
 }
 
 #[test]
@@ -112,17 +139,22 @@ fn unknown_parts_stay_unknown_and_short_names_have_fewer_parts() {
         Path::new("x.py"),
     );
     assert_eq!(refs.len(), 4, "{refs:#?}");
-    assert_eq!(refs[0].stack, Part::Unknown);
     assert_eq!(
         refs[0].project,
-        Some(Part::Unknown),
-        "a name the scanner cannot read may name any project"
+        Some(Part::Config("app:ref".into())),
+        "a name read from config is that config value, in every part"
     );
     assert_eq!(refs[1].project, Some(lit("vpc")));
     assert_eq!(refs[1].org, None);
     assert_eq!(refs[2].project, None);
     assert_eq!(refs[2].stack, lit("dev"));
-    assert_eq!(refs[3].project, Some(Part::Unknown), "mixed text and value");
+    assert_eq!(
+        refs[3].project,
+        Some(Part::Pattern("*-net".into())),
+        "mixed text and one value"
+    );
+    let refs = in_code("a = StackReference(f\"{x}-{y}/dev\")\n", Path::new("x.py"));
+    assert_eq!(refs[0].project, Some(Part::Unknown), "two values");
 }
 
 #[test]

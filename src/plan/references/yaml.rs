@@ -1,12 +1,35 @@
 //! Stack references of a Pulumi YAML program: `pulumi:pulumi:StackReference` resources,
-//! their name with `${pulumi.organization}`/`${pulumi.stack}` interpolations.
+//! their name with `${pulumi.organization}`/`${pulumi.stack}` interpolations and
+//! `${key}` config values (a name that is no resource nor variable of the program).
 
 use std::path::Path;
 
 use super::{Part, Piece, Reference, reference};
 
+/// The names a program's `${...}` may use that are not config: its resources and
+/// variables.
+struct Names<'a> {
+    project: &'a str,
+    own: Vec<&'a str>,
+}
+
+impl Names<'_> {
+    /// What `${inner}` stands for.
+    fn part(&self, inner: &str) -> Part {
+        match inner {
+            "pulumi.organization" => Part::Org,
+            "pulumi.stack" => Part::Stack,
+            "pulumi.project" => Part::Project,
+            name if self.own.contains(&name) || name.contains(['.', '[', ' ']) => Part::Unknown,
+            key if key.contains(':') => Part::Config(key.to_string()),
+            key if !key.is_empty() => Part::Config(format!("{}:{key}", self.project)),
+            _ => Part::Unknown,
+        }
+    }
+}
+
 /// `${...}` interpolations of a Pulumi YAML string.
-fn yaml_pieces(s: &str) -> Vec<Piece> {
+fn yaml_pieces(s: &str, names: &Names) -> Vec<Piece> {
     let mut out = Vec::new();
     let mut rest = s;
     while let Some(i) = rest.find("${") {
@@ -18,12 +41,7 @@ fn yaml_pieces(s: &str) -> Vec<Piece> {
             out.push(Piece::Text(rest[i..].to_string()));
             return out;
         };
-        out.push(Piece::Value(match &after[..end] {
-            "pulumi.organization" => Part::Org,
-            "pulumi.stack" => Part::Stack,
-            "pulumi.project" => Part::Project,
-            _ => Part::Unknown,
-        }));
+        out.push(Piece::Value(names.part(after[..end].trim())));
         rest = &after[end + 1..];
     }
     if !rest.is_empty() {
@@ -32,21 +50,29 @@ fn yaml_pieces(s: &str) -> Vec<Piece> {
     out
 }
 
-/// Stack references of a Pulumi YAML program (`text` of `file`).
-pub(super) fn in_yaml(text: &str, file: &Path) -> Vec<Reference> {
-    use crate::workspace::yaml;
-    // Any YAML file of the project is read: one nested too deep or made of aliases is
-    // not parsed (loading the project refuses its Pulumi.yaml with the reason).
-    if yaml::too_deep(text, yaml::MAX_DEPTH).is_some()
-        || yaml::expands_past(text, yaml::expansion_limit(text.len()))
-    {
-        return Vec::new();
-    }
-    let Ok(doc) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
+/// The keys of the mapping `key` of `doc`.
+fn keys<'d>(doc: &'d serde_yaml::Value, key: &str) -> impl Iterator<Item = &'d str> {
+    doc.get(key)
+        .and_then(|m| m.as_mapping())
+        .into_iter()
+        .flat_map(|m| m.keys().filter_map(|k| k.as_str()))
+}
+
+/// Stack references of a Pulumi YAML program (`text` of `file`) of project `project`.
+pub(super) fn in_yaml(text: &str, file: &Path, project: &str) -> Vec<Reference> {
+    // One nested too deep or made of aliases is not parsed (loading the project refuses
+    // its Pulumi.yaml with the reason).
+    let Some(doc) = super::config::parse_yaml(text) else {
         return Vec::new();
     };
     let Some(resources) = doc.get("resources").and_then(|r| r.as_mapping()) else {
         return Vec::new();
+    };
+    let names = Names {
+        project,
+        own: keys(&doc, "resources")
+            .chain(keys(&doc, "variables"))
+            .collect(),
     };
     let mut out = Vec::new();
     for (key, res) in resources {
@@ -58,11 +84,11 @@ pub(super) fn in_yaml(text: &str, file: &Path) -> Vec<Reference> {
         let pieces = match res.get("properties").and_then(|p| p.get("name")) {
             Some(n) => n
                 .as_str()
-                .map(yaml_pieces)
+                .map(|s| yaml_pieces(s, &names))
                 .unwrap_or_else(|| vec![Piece::Value(Part::Unknown)]),
             None => key
                 .as_str()
-                .map(yaml_pieces)
+                .map(|s| yaml_pieces(s, &names))
                 .unwrap_or_else(|| vec![Piece::Value(Part::Unknown)]),
         };
         let key = key.as_str().unwrap_or("");
