@@ -224,6 +224,25 @@ pub enum SecretsCommand {
     List,
     /// Remove a secret
     Rm { key: String },
+    /// Store many secrets at once: from a file (KEY=VALUE lines or a JSON object), or
+    /// the secure values of a project's own Pulumi config
+    Import(SecretsImportArgs),
+}
+
+/// Where `strata secrets import` reads values from (one of the two).
+#[derive(Debug, Args, Clone)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["from_file", "from_pulumi"])))]
+pub struct SecretsImportArgs {
+    /// A file of `namespace:name=VALUE` lines (`#` comments, values optionally quoted) or a JSON object of them
+    #[arg(long, value_name = "FILE")]
+    pub from_file: Option<std::path::PathBuf>,
+    /// A Pulumi project of the profile (its path): the secure values of its own stack
+    /// config, as `pulumi config --show-secrets` reads them
+    #[arg(long, value_name = "PROJECT")]
+    pub from_pulumi: Option<String>,
+    /// Only these keys (repeatable); default: all the source holds
+    #[arg(long = "key", value_name = "KEY")]
+    pub keys: Vec<String>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -58,6 +58,21 @@ pub fn entry_text(a: &Adoption, rel: &str, note: Option<&str>) -> String {
         .iter()
         .map(|n| scalar(&a.entry_path(n)))
         .collect();
+    let mut inferred: Vec<&str> = Vec::new();
+    for e in a.inferred.edges.iter().filter(|e| e.from == rel) {
+        if let Some(why) = e
+            .inferred
+            .as_ref()
+            .filter(|_| !inferred.contains(&e.to.as_str()))
+        {
+            inferred.push(&e.to);
+            out.push_str(&format!(
+                "    # strata init: {} inferred from {}: {why}\n",
+                a.entry_path(&e.to),
+                e.at
+            ));
+        }
+    }
     out.push_str(&format!("    needs: [{}]\n", needs.join(", ")));
     out.push_str(&unresolved_text(a, rel));
     out

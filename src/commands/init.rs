@@ -144,14 +144,13 @@ fn summary(a: &Adoption, backends: &crate::workspace::backend::Backends) -> Stri
         };
         out.push_str(&format!("  {rel:<40} {kind}\n"));
     }
-    out.push_str("\nneeds read from stack references in the code:\n");
-    if a.inferred.edges.is_empty() {
-        out.push_str("  none\n");
-    }
-    for e in &a.inferred.edges {
-        out.push_str(&format!("  {} -> {}   ({})\n", e.from, e.to, e.at));
-    }
+    out.push_str(&needs(a));
     out.push_str(&unknowns(a));
+    for (rel, what) in &a.inferred.not_read {
+        out.push_str(&format!(
+            "\nnot read: {rel} ({what}): strata does not read the stack references of that language; add what it reads to its needs: by hand\n"
+        ));
+    }
     out.push_str(&stacks_and_backends(a, backends));
     out.push_str(&secrets(a));
     for p in &a.problems {
@@ -236,6 +235,44 @@ fn secrets(a: &Adoption) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     )
+}
+
+/// The needs read from the code: each once, where it was read first (and how many more
+/// places say it), the helper it came through, and why an inferred one was.
+fn needs(a: &Adoption) -> String {
+    let mut out = String::from("\nneeds read from stack references in the code:\n");
+    let mut seen: Vec<(&str, &str, Vec<&crate::adopt::infer::Edge>)> = Vec::new();
+    for e in &a.inferred.edges {
+        match seen.iter_mut().find(|(f, t, _)| *f == e.from && *t == e.to) {
+            Some((_, _, v)) => v.push(e),
+            None => seen.push((&e.from, &e.to, vec![e])),
+        }
+    }
+    if seen.is_empty() {
+        out.push_str("  none\n");
+    }
+    for (from, to, edges) in seen {
+        let first = edges[0];
+        let more = match edges.len() {
+            1 => String::new(),
+            n => format!(", +{} more", n - 1),
+        };
+        let via = first
+            .via
+            .as_ref()
+            .map(|v| format!("; through {v}"))
+            .unwrap_or_default();
+        let inferred = edges
+            .iter()
+            .find_map(|e| e.inferred.as_ref())
+            .map(|why| format!("; inferred: {why}"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  {from} -> {to}   ({}{more}{via}{inferred})\n",
+            first.at
+        ));
+    }
+    out
 }
 
 fn unknowns(a: &Adoption) -> String {

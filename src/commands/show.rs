@@ -23,6 +23,8 @@ pub fn run(target: &Target, args: &ShowArgs, sel: &Selector, json: bool) -> Resu
         shared: shared.as_deref(),
     };
     let found = crate::plan::references::of_plan(&loaded.plan, &at);
+    let unreadable = from_root(&loaded, crate::plan::references::unreadable(&found));
+    let (backends, backend_why) = backends(&loaded);
     let header = render::Header {
         provider: &loaded.profile.name,
         infra_type: &loaded.profile.infra_type,
@@ -35,8 +37,10 @@ pub fn run(target: &Target, args: &ShowArgs, sel: &Selector, json: bool) -> Resu
             .collect(),
         secret_name: &loaded.profile.secret_name,
         references: &crate::plan::references::targets(&found),
-        unreadable: &crate::plan::references::unreadable(&found),
+        unreadable: &unreadable,
         pools: &loaded.profile.pools,
+        backends: &backends,
+        backend_why: &backend_why,
     };
     let format = args.format.unwrap_or(if json {
         ShowFormat::Json
@@ -51,4 +55,57 @@ pub fn run(target: &Target, args: &ShowArgs, sel: &Selector, json: bool) -> Resu
     };
     super::print(&text)?;
     Ok(0)
+}
+
+type ByPath = std::collections::BTreeMap<String, Vec<String>>;
+
+/// `file:line` of each project's unreadable references, from the workspace root (as
+/// `init` and `validate` print them), not from the project's folder.
+fn from_root(loaded: &super::Loaded, by_project: ByPath) -> ByPath {
+    by_project
+        .into_iter()
+        .map(|(path, ats)| {
+            let dir = loaded
+                .plan
+                .nodes
+                .iter()
+                .find(|n| n.path == path)
+                .and_then(|n| n.project.as_ref())
+                .map(|p| {
+                    p.dir
+                        .strip_prefix(&loaded.ws.root)
+                        .unwrap_or(&p.dir)
+                        .to_path_buf()
+                })
+                .unwrap_or_default();
+            let ats = ats
+                .into_iter()
+                .map(|at| dir.join(at).to_string_lossy().into_owned())
+                .collect();
+            (path, ats)
+        })
+        .collect()
+}
+
+/// Each Pulumi project's backend (masked), by path; and each distinct one's source.
+fn backends(
+    loaded: &super::Loaded,
+) -> (
+    std::collections::BTreeMap<String, String>,
+    std::collections::BTreeMap<String, String>,
+) {
+    let mut by_path = std::collections::BTreeMap::new();
+    let mut why = std::collections::BTreeMap::new();
+    for n in loaded
+        .plan
+        .nodes
+        .iter()
+        .filter(|n| n.kind == crate::plan::NodeKind::Pulumi)
+    {
+        let b = loaded.backends.of(&n.path);
+        let url = crate::secrets::url::masked(&b.url);
+        why.insert(url.clone(), b.why());
+        by_path.insert(n.path.clone(), url);
+    }
+    (by_path, why)
 }

@@ -104,6 +104,30 @@ pub fn run(target: &Target, settings: &Settings, strict: bool) -> Result<i32> {
     Ok(0)
 }
 
+/// Pulumi projects in a language whose stack references strata does not read (C#, F#,
+/// VB, Java): warned of, as their order is then only what the profile says.
+fn not_read(plan: &Plan, r: &mut Report) -> usize {
+    let mut n = 0;
+    for node in plan
+        .nodes
+        .iter()
+        .filter(|n| n.kind == crate::plan::NodeKind::Pulumi)
+    {
+        let Some(p) = &node.project else { continue };
+        if let Some(what) = crate::plan::references::not_read(&p.dir) {
+            n += 1;
+            r.warn(
+                "references",
+                format!(
+                    "{}: strata does not read the stack references of its code ({what}): its order is only what its entry says; add what it reads to its needs:",
+                    node.path
+                ),
+            );
+        }
+    }
+    n
+}
+
 /// Stack references found in the code, checked against the graph: a reference the
 /// scanner cannot read, a project that reads a stack not ordered before it, a reference
 /// to a project the profile does not have, and a literal organization other than
@@ -153,20 +177,8 @@ fn check_references(
                 None => path.clone(),
             };
             match (&f.target, &f.reference.project) {
-                _ if f.unreadable() => {
-                    warned += 1;
-                    // `${?}`: nothing of the name was read.
-                    let name = match f.reference.name.as_str() {
-                        "${?}" => String::new(),
-                        n => format!(": `{n}`"),
-                    };
-                    r.warn(
-                        "references",
-                        format!(
-                            "{path} has a stack reference strata cannot read ({at}{name}): it may read any stack, so its order is not checked and `up --changed` does not skip {path} while another project runs"
-                        ),
-                    );
-                }
+                // Declared (`reads:`) or not, it is said once below, with the others.
+                _ if f.unreadable() => {}
                 (Some(t), _) if plan.index_of(t).is_some_and(|j| !ancestors.contains(&j)) => {
                     warned += 1;
                     r.warn(
@@ -210,6 +222,15 @@ fn check_references(
             }
         }
     }
+    let undeclared = references::undeclared(plan, &found);
+    if !undeclared.is_empty() {
+        warned += 1;
+        r.bad(
+            "references",
+            references::refusal(&undeclared, &profile.file),
+        );
+    }
+    warned += not_read(plan, r);
     if warned == 0 {
         r.ok(
             "references",

@@ -158,10 +158,10 @@ fn refuse_another_program(
 }
 
 /// The warning an `up` gives once when the stack has orphans.
-pub fn warning(found: &[Orphan]) -> String {
+pub fn warning(found: &[Orphan], target: &str) -> String {
     let names: Vec<&str> = found.iter().map(|o| o.known.project.as_str()).collect();
     format!(
-        "warning: {} project(s) deployed on this stack are no longer in the profile: {}. strata never destroys them by itself; `strata status` lists them, `strata destroy --orphans` destroys them.",
+        "warning: {} project(s) deployed on this stack are no longer in the profile: {}. strata never destroys them by itself; `strata status {target}` lists them, `strata destroy --orphans {target}` destroys them.",
         found.len(),
         names.join(", ")
     )

@@ -36,7 +36,10 @@ pub fn check(r: &Resolved) -> Result<Preflight> {
         backends: &r.backends,
         stack: r.stack.as_deref(),
     };
-    let (mut pre, problems) = inspect(&r.ws, &given);
+    let (mut pre, mut problems) = inspect(&r.ws, &given);
+    if matches!(r.req.op, Operation::Up | Operation::Preview) {
+        problems.extend(undeclared_references(r));
+    }
     let words = run_words(r);
     pre.notices.extend(weak_passphrases(
         &env::pulumi_env(&r.ws),
@@ -53,16 +56,35 @@ pub fn check(r: &Resolved) -> Result<Preflight> {
     }
 }
 
+/// The selected projects whose stack references strata cannot resolve and whose entry
+/// does not say what they read (`reads:`): refused, as they might read any project and
+/// must not run beside it (see `plan::references::declared`).
+fn undeclared_references(r: &Resolved) -> Option<String> {
+    use crate::plan::references;
+    if !r.plan.nodes.iter().any(|n| n.kind == NodeKind::Pulumi) {
+        return None;
+    }
+    let shared = r.stack.as_deref().map(|s| r.ws.stack_config_path(s));
+    let at = references::Context {
+        root: &r.ws.root,
+        stack: r.stack.as_deref(),
+        shared: shared.as_deref(),
+    };
+    let list = references::undeclared(&r.plan, &references::of_plan(&r.full, &at));
+    (!list.is_empty()).then(|| references::refusal(&list, &r.profile.file))
+}
+
 /// What a run says of the stack's orphans: an `up` warns once, a `preview` lists each
 /// (what it left, who needed it); the other runs say nothing.
 fn orphan_notices(r: &Resolved) -> Vec<String> {
     let found = &r.orphans;
     match (found.is_empty() || r.req.orphans, r.req.op) {
         (true, _) => Vec::new(),
-        (false, Operation::Up) => vec![super::orphans::warning(found)],
+        (false, Operation::Up) => vec![super::orphans::warning(found, &r.target_args())],
         (false, _) => std::iter::once(format!(
-            "orphans: {} project(s) deployed on this stack are no longer in the profile; `strata destroy --orphans` destroys them:",
-            found.len()
+            "orphans: {} project(s) deployed on this stack are no longer in the profile; `strata destroy --orphans {}` destroys them:",
+            found.len(),
+            r.target_args()
         ))
         .chain(found.iter().map(|o| format!("  orphan {}", crate::run::orphans::describe(o))))
         .collect(),

@@ -193,6 +193,12 @@ pub fn resolve(
 }
 
 impl Resolved {
+    /// `-p PROFILE -s STACK`: what a printed command needs to name this run's profile
+    /// and stack, whatever the files would choose on their own.
+    pub fn target_args(&self) -> String {
+        format!("-p {} -s {}", self.profile.name, self.stack())
+    }
+
     /// The Pulumi environment of the team's backend (its lease, its run records).
     pub fn shared_env(&self) -> std::collections::BTreeMap<String, String> {
         super::env::shared_env(&self.ws, &self.backends)

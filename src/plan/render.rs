@@ -21,6 +21,10 @@ pub struct Header<'a> {
     pub unreadable: &'a BTreeMap<String, Vec<String>>,
     /// The profile's concurrency pools.
     pub pools: &'a [crate::workspace::profile::Pool],
+    /// Each Pulumi project's backend, as shown (credentials masked), by path; and where
+    /// it came from, by URL.
+    pub backends: &'a BTreeMap<String, String>,
+    pub backend_why: &'a BTreeMap<String, String>,
 }
 
 /// `aws 4 at once (adaptive) · harbor 1 at once (fixed)`.
@@ -56,14 +60,18 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
     let steps = plan.nodes.len();
     let _ = writeln!(
         out,
-        "{} · provider {} ({}) · stack {} · {} step{} in {} wave{}",
+        "{} · provider {}{} · stack {} · {} step{} in {} wave{}",
         if plan.reversed {
             "destroy order"
         } else {
             "execution order"
         },
         h.provider,
-        h.infra_type,
+        if h.infra_type.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", h.infra_type)
+        },
         h.stack.unwrap_or("(none)"),
         steps,
         if steps == 1 { "" } else { "s" },
@@ -72,6 +80,9 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
     );
     if !h.pools.is_empty() {
         let _ = writeln!(out, "pools: {}", pools_text(h.pools));
+    }
+    for (url, why) in h.backend_why {
+        let _ = writeln!(out, "backend: {url} ({why})");
     }
     let width = plan
         .nodes
@@ -353,9 +364,13 @@ struct JsonProject<'a> {
     /// Projects whose stacks its code references (paths).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     references: Vec<&'a str>,
-    /// Stack references its code makes that the scanner cannot read (`file:line`).
+    /// Stack references its code makes that the scanner cannot read (`file:line` from
+    /// the workspace root).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     unreadable_references: Vec<&'a str>,
+    /// A Pulumi project's backend (credentials masked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backend: Option<&'a str>,
 }
 
 /// The JSON object of DESIGN.md: provider, stack, projects (path, name, stage, needs,
@@ -380,6 +395,7 @@ pub fn json(plan: &Plan, h: &Header) -> String {
                 on_success: n.entry.iter().flat_map(|e| e.on_success.iter()).collect(),
                 references: listed(h.references, &n.path),
                 unreadable_references: listed(h.unreadable, &n.path),
+                backend: h.backends.get(&n.path).map(String::as_str),
             }
         })
         .collect();

@@ -157,3 +157,108 @@ fn reads_are_needs() {
     assert_eq!(bad.code, 3, "{bad:?}");
     assert_has(&bad.stderr, &["reads `nett`", "Did you mean `net`?"]);
 }
+
+/// A stack reference strata cannot resolve is never an empty `needs:`: `validate` and
+/// `up` refuse its project (naming the reference by file and line, and how to declare
+/// it) until its entry says what it reads; declared, the warning is gone and the
+/// project runs after what it reads.
+#[test]
+fn an_unresolved_reference_is_refused_until_reads_declares_it() {
+    let reader = "config:\n  netStack:\n    type: string\nresources:\n  net:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: ${netStack}\n";
+    let ws = adopted("  - path: net\n    needs: []\n  - path: app\n    needs: []\n");
+    ws.pulumi_project("net", "net", "outputs:\n  id: n-1\n");
+    ws.pulumi_project("app", "app", reader);
+    let v = ws.strata(&["validate", "-s", "dev"]);
+    assert_eq!(v.code, 3, "{v:?}");
+    assert_has(
+        &v.all(),
+        &[
+            "app reads stacks strata cannot resolve",
+            "projects/app/Pulumi.yaml:",
+            "reads: [PATH, ...]",
+        ],
+    );
+    let up = ws.strata(&["up", "-s", "dev"]);
+    assert_eq!(up.code, 3, "{up:?}");
+    assert!(
+        up.stderr.contains("Nothing was asked, written or started"),
+        "{up:?}"
+    );
+    assert!(ws.calls().is_empty(), "nothing started");
+
+    ws.profile(
+        "main",
+        "description: d\ninfrastructure:\n  - path: net\n    needs: []\n  - path: app\n    needs: []\n    reads: [net]\n",
+    );
+    let strict = ws.strata(&["validate", "-s", "dev", "--strict"]);
+    assert_eq!(
+        strict.code, 0,
+        "declared, nothing is left to warn of: {strict:?}"
+    );
+    // The value the program needs to run (it still resolves to what reads: says).
+    ws.write(
+        "projects/app/Pulumi.dev.yaml",
+        "config:\n  app:netStack: organization/net/dev\n",
+    );
+    let up = ws.strata(&["up", "-s", "dev", "-j", "4"]);
+    assert_eq!(up.code, 0, "{up:?}");
+    let order: Vec<String> = ws
+        .calls()
+        .iter()
+        .filter(|c| c["event"] == "start" && c["command"] == "up")
+        .filter_map(|c| c["project"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(order, ["net", "app"], "{up:?}");
+}
+
+/// `strata secrets import --from-pulumi`: the secure values of a project's own config
+/// go into strata's store (under its passphrase), never printed; `--key` picks one.
+#[test]
+fn secrets_import_takes_a_projects_secure_values_into_the_store() {
+    let mut ws = adopted("  - path: db\n    needs: []\n");
+    ws.set_env("STRATA_PASSPHRASE", "store passphrase for tests");
+    ws.pulumi_project("db", "db", "");
+    let secret = "Imported-Value-77aa";
+    let by_hand = |args: &[&str], stdin: &str| {
+        let mut c = std::process::Command::new(crate::support::fake_pulumi());
+        c.args(args)
+            .current_dir(ws.path("projects/db"))
+            .env(
+                "PULUMI_BACKEND_URL",
+                format!("file://{}", ws.path(".strata/backend").display()),
+            )
+            .env("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE);
+        run_with_stdin(c, stdin)
+    };
+    std::fs::create_dir_all(ws.path(".strata/backend")).unwrap();
+    assert_eq!(by_hand(&["stack", "init", "dev"], "").code, 0);
+    let set = by_hand(
+        &["config", "set", "--secret", "password", "--stack", "dev"],
+        secret,
+    );
+    assert_eq!(set.code, 0, "{set:?}");
+    by_hand(&["config", "set", "size", "small", "--stack", "dev"], "");
+    let r = ws.strata(&["secrets", "import", "--from-pulumi", "db", "-s", "dev"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("stored 1 secret") && r.stderr.contains("db:password"),
+        "{r:?}"
+    );
+    assert!(!r.all().contains(secret), "{r:?}");
+    let list = ws.strata(&["secrets", "list", "-s", "dev"]);
+    assert!(
+        list.stdout.contains("db:password") && !list.stdout.contains("db:size"),
+        "{list:?}"
+    );
+    let none = ws.strata(&[
+        "secrets",
+        "import",
+        "--from-pulumi",
+        "db",
+        "--key",
+        "db:nope",
+        "-s",
+        "dev",
+    ]);
+    assert_eq!(none.code, 3, "{none:?}");
+}

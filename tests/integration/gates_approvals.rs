@@ -59,7 +59,13 @@ fn an_approval_rule_holds_one_project_while_the_rest_finish() {
     let alpha = finished(&events, "alpha");
     assert_eq!(alpha["awaiting"]["rule"], "prod-review", "{alpha}");
     assert!(
-        r.stderr.contains("strata approve alpha -s dev"),
+        alpha["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`strata approve alpha -p t -s dev`")),
+        "the event names the run's profile too: {alpha}"
+    );
+    assert!(
+        r.stderr.contains("strata approve alpha -p t -s dev"),
         "says how to approve: {r:?}"
     );
     // Nothing changed, and the held plan is kept.

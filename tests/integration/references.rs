@@ -222,22 +222,22 @@ fn changed_looks_only_at_what_a_project_reads_when_that_is_known() {
     assert_eq!(r.finished_with("succeeded"), ["app", "net"], "{r:?}");
 }
 
-/// A stack reference the scanner cannot read (issue 25: a name held in a variable) is
-/// unknown, never absent: `validate` names its file and line, and `up --changed` does
-/// not skip its project because the upstreams' outputs look unchanged, while a project
-/// whose references are all known is skipped.
+/// A stack reference the scanner cannot read (issue 25: a name held in a variable) may
+/// read any stack: `validate` and `up` refuse its project, naming file and line, until
+/// its entry says what it reads (`reads:`). Once declared, `up --changed` judges it by
+/// what it declared: a project reading upstreams whose outputs look unchanged is skipped.
 #[test]
-fn an_unreadable_reference_is_unknown_for_validate_and_changed() {
+fn an_unreadable_reference_is_refused_until_declared_then_judged_by_its_reads() {
     let ws = workspace(false, "${pulumi.organization}");
     // `known` reads net through a reference strata reads; `blind` reads a stack whose
     // name is in a variable (its Python source, beside the YAML program the fake
     // runs); `solo` reads one too and needs nothing.
-    ws.profile(
-        "t",
-        &format!(
-            "{HEAD}infrastructure:\n  - path: net\n    needs: []\n  - path: known\n    needs: [net]\n  - path: blind\n    needs: [net]\n  - path: solo\n    needs: []\n"
-        ),
-    );
+    let profile = |blind_reads: &str, solo_reads: &str| {
+        format!(
+            "{HEAD}infrastructure:\n  - path: net\n    needs: []\n  - path: known\n    needs: [net]\n  - path: blind\n    needs: [net]\n{blind_reads}  - path: solo\n    needs: []\n{solo_reads}"
+        )
+    };
+    ws.profile("t", &profile("", ""));
     let net_ref = stack_reference("netRef", "${pulumi.organization}/net/${pulumi.stack}");
     let known = format!("resources:\n{net_ref}outputs:\n  k: known\n");
     ws.pulumi_project("known", "known", &known);
@@ -253,17 +253,28 @@ fn an_unreadable_reference_is_unknown_for_validate_and_changed() {
         "import * as pulumi from \"@pulumi/pulumi\";\nconst args = { name: stackName };\nconst net = new pulumi.StackReference(\"net\", args);\n",
     );
 
-    let r = ws.strata(&["validate", "-p", "t"]);
-    assert_eq!(r.code, 0, "a warning is not a failure: {r:?}");
+    for cmd in ["validate", "up"] {
+        let r = ws.strata(&[cmd, "-p", "t"]);
+        assert_eq!(r.code, 3, "{cmd}: {r:?}");
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            all.contains("projects/blind/__main__.py:2")
+                && all.contains("projects/solo/index.ts:3")
+                && all.contains("reads: [PATH, ...]"),
+            "{cmd}: {r:?}"
+        );
+    }
     assert!(
-        r.stdout.contains("projects/blind/__main__.py:2") && r.stdout.contains("cannot read"),
-        "{r:?}"
+        !ws.exists(".strata/dev/journal.jsonl"),
+        "a refused up starts nothing"
     );
-    assert!(r.stdout.contains("projects/solo/index.ts:3"), "{r:?}");
-    assert!(!r.stdout.contains("all ordered"), "{r:?}");
-    let r = ws.strata(&["validate", "-p", "t", "--strict"]);
-    assert_eq!(r.code, 3, "{r:?}");
 
+    ws.profile(
+        "t",
+        &profile("    reads: [net]\n", "    reads: {index.ts: []}\n"),
+    );
+    let r = ws.strata(&["validate", "-p", "t", "--strict"]);
+    assert_eq!(r.code, 0, "declared: nothing left to warn of: {r:?}");
     let r = ws.strata(&["up", "-p", "t"]);
     assert_eq!(r.code, 0, "{r:?}");
     // net's program changes, its outputs do not.
@@ -276,17 +287,13 @@ fn an_unreadable_reference_is_unknown_for_validate_and_changed() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
         r.finished_with("succeeded"),
-        ["blind", "net", "solo"],
-        "known is skipped (net left the same outputs), blind and solo may read anything: {r:?}"
+        ["net"],
+        "known and blind read net, whose outputs are the same; solo reads nothing: {r:?}"
     );
-    // Nothing runs: nothing changed, nothing they could read changed either.
-    let r = ws.strata(&["up", "-p", "t", "--changed", "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.finished_with("succeeded").is_empty(), "{r:?}");
 }
 
 /// `show` lists a reference it cannot read where it lists the others: the JSON as
-/// `unreadable_references` (file:line, relative to the project), the tree as `reads ?`.
+/// `unreadable_references` (file:line from the workspace root), the tree as `reads ?`.
 #[test]
 fn show_marks_an_unreadable_reference() {
     let ws = workspace(false, "${pulumi.organization}");
@@ -301,13 +308,14 @@ fn show_marks_an_unreadable_reference() {
     );
     assert_eq!(
         project(&doc, "app")["unreadable_references"],
-        serde_json::json!(["main.go:3"]),
+        serde_json::json!(["projects/app/main.go:3"]),
         "{doc}"
     );
     assert!(project(&doc, "net").get("unreadable_references").is_none());
     let tree = ws.strata(&["show", "-p", "t"]);
     assert!(
-        tree.stdout.contains("reads   net, ? (main.go:3)"),
+        tree.stdout
+            .contains("reads   net, ? (projects/app/main.go:3)"),
         "{}",
         tree.stdout
     );

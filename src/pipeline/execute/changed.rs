@@ -34,7 +34,7 @@ pub(super) fn decide(
 enum Reads {
     /// Exactly these projects (paths); the outputs of its other needs do not matter.
     Only(std::collections::BTreeSet<String>),
-    /// Any stack: a reference the scanner cannot read (a name in a variable).
+    /// Any stack: a reference the scanner cannot read, whose entry does not say what it reads.
     Anything,
 }
 
@@ -52,22 +52,19 @@ fn reads(
     let mut out = BTreeMap::new();
     for n in plan.nodes.iter().filter(|n| n.kind == NodeKind::Pulumi) {
         let refs = found.get(&n.path).map(Vec::as_slice).unwrap_or_default();
-        let inputs: Vec<&str> = profile
-            .entry(&n.path)
+        let entry = profile.entry(&n.path);
+        let inputs: Vec<&str> = entry
             .map(|e| e.inputs.iter().map(|i| i.project.as_str()).collect())
             .unwrap_or_default();
         if refs.is_empty() && inputs.is_empty() {
             continue;
         }
-        if refs.iter().any(|f| f.unreadable()) {
+        let Some(mut set) = references::read_targets(refs, entry.and_then(|e| e.reads.as_ref()))
+        else {
             out.insert(n.path.clone(), Reads::Anything);
             continue;
-        }
-        let set = refs
-            .iter()
-            .filter_map(|f| f.target.clone())
-            .chain(inputs.into_iter().map(String::from))
-            .collect();
+        };
+        set.extend(inputs.into_iter().map(String::from));
         out.insert(n.path.clone(), Reads::Only(set));
     }
     out

@@ -178,11 +178,8 @@ fn reads_backend(r: &Resolved) -> BTreeMap<String, Option<BTreeSet<String>>> {
         .into_iter()
         .filter(|(_, refs)| !refs.is_empty())
         .map(|(path, refs)| {
-            let targets = if refs.iter().any(|f| f.unreadable()) {
-                None
-            } else {
-                Some(refs.into_iter().filter_map(|f| f.target).collect())
-            };
+            let reads = r.profile.entry(&path).and_then(|e| e.reads.as_ref());
+            let targets = crate::plan::references::read_targets(&refs, reads);
             (path, targets)
         })
         .collect()

@@ -285,11 +285,11 @@ fn awaiting_exit(r: &Resolved, done: &Executed) -> Option<i32> {
         .map(|&i| {
             let rule = done.results[i].awaiting.as_ref().map(|h| h.rule.as_str());
             format!(
-                "  {} (held by {}): strata approve {} -s {}",
+                "  {} (held by {}): strata approve {} {}",
                 done.plan.nodes[i].path,
                 rule.unwrap_or("an approve rule"),
                 done.plan.nodes[i].path,
-                r.stack()
+                r.target_args()
             )
         })
         .collect();

@@ -198,17 +198,18 @@ pub struct StackValues {
 }
 
 impl StackValues {
-    /// The values of project `project` (its folder `project_dir`) for `stack`: its own
-    /// stack config, over the `shared` file's.
+    /// The values of project `project` (its folder `project_dir`) for `stack`, as its
+    /// run gets them: its own stack config, with the `shared` file's keys (the profile's)
+    /// laid over it.
     pub fn load(project_dir: &Path, project: &str, stack: &str, shared: Option<&Path>) -> Self {
         let mut out = StackValues::default();
         out.add_defaults(project_dir, project);
-        if let Some(file) = shared {
-            out.add(file, project);
-        }
         let dir = stack_config_dir(project_dir);
         for ext in ["yml", "yaml"] {
             out.add(&dir.join(format!("Pulumi.{stack}.{ext}")), project);
+        }
+        if let Some(file) = shared {
+            out.add(file, project);
         }
         out
     }

@@ -210,7 +210,7 @@ fn languages_strata_does_not_read_are_named() {
 }
 
 #[test]
-fn config_values_come_from_the_projects_file_then_the_shared_one() {
+fn config_values_are_the_projects_file_with_the_shared_one_laid_over_it() {
     let d = repo_of(&[
         ("a/Pulumi.yaml", "name: a\nruntime: python\n"),
         (
@@ -230,9 +230,17 @@ fn config_values_come_from_the_projects_file_then_the_shared_one() {
     let shared = d.path().join("shared/Pulumi.dev.yaml");
     let a = StackValues::load(&d.path().join("a"), "a", "dev", Some(&shared));
     assert_eq!(a.get("a:net").as_deref(), Some("acme/network/dev"));
-    assert_eq!(a.get("a:both").as_deref(), Some("mine"), "the project wins");
+    assert_eq!(
+        a.get("a:both").as_deref(),
+        Some("shared"),
+        "the profile's key runs, as strata lays it over the project's"
+    );
     assert_eq!(a.get("a:only").as_deref(), Some("shared"));
-    assert_eq!(a.get("a:secret"), None, "a secret is never read");
+    assert_eq!(
+        a.get("a:secret").as_deref(),
+        Some("plain"),
+        "the shared plain value is what runs; a secure one is never read"
+    );
     assert_eq!(a.get("other:key").as_deref(), Some("3"));
     assert_eq!(
         config_value(&d.path().join("b"), "b", "dev", "b:net", None).as_deref(),

@@ -69,8 +69,8 @@ impl StepRunner<'_> {
             ..Ran::new(
                 Status::Awaiting,
                 Some(format!(
-                    "{why}; nothing was changed. Approve it with `strata approve {path} -s {}`",
-                    self.ctx.stack
+                    "{why}; nothing was changed. Approve it with `strata approve {path} -p {} -s {}`",
+                    self.ctx.provider, self.ctx.stack
                 )),
                 None,
             )

@@ -40,8 +40,10 @@ pub(super) fn check(profile: &Profile) -> Result<()> {
                     e.path,
                     profile.name,
                     match crate::util::did_you_mean(n, seen.keys().copied()).trim() {
-                        "" =>
-                            "Fix the path: `strata show` lists the profile's entries.".to_string(),
+                        "" => format!(
+                            "Fix the path: the profile's entries are {}.",
+                            crate::util::list_some(&seen.keys().copied().collect::<Vec<_>>(), 8)
+                        ),
                         hint => format!("{hint} Fix the path."),
                     }
                 )));

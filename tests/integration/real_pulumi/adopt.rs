@@ -225,3 +225,40 @@ fn git_status_is_clean_after_up() {
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(git(&["status", "--porcelain"]), "", "{run:?}");
 }
+
+/// A reference whose name the reader takes from its own stack config is resolved
+/// through that config by `strata init`, so the reader runs after what it reads: its
+/// output is never null on the first `up`, nor stale after its source changes.
+#[test]
+fn a_reference_named_by_config_orders_the_reader_after_its_source() {
+    let Some(r) = Real::new("real_pulumi::adopt_config_reference") else {
+        return;
+    };
+    let backend = r.ws.path("state");
+    std::fs::create_dir_all(&backend).unwrap();
+    logged_in(&r, &backend);
+    r.ws.pulumi_project("net", "rp-net", "outputs:\n  id: net-1\n");
+    r.ws.pulumi_project(
+        "reader",
+        "rp-reader",
+        "config:\n  netStack:\n    type: string\nresources:\n  net:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: ${netStack}\noutputs:\n  seen: ${net.outputs[\"id\"]}\n",
+    );
+    r.ws.write(
+        "projects/reader/Pulumi.dev.yaml",
+        "config:\n  rp-reader:netStack: organization/rp-net/dev\n",
+    );
+    let init = r.strata(&["init"]);
+    assert_eq!(init.code, 0, "{init:?}");
+    assert!(
+        init.stdout.contains("reader -> projects/net")
+            || init.stdout.contains("projects/reader -> projects/net"),
+        "{init:?}"
+    );
+    let up = r.strata(&["up", "-s", "dev"]);
+    assert_eq!(up.code, 0, "{up:?}");
+    assert_eq!(stack_outputs(&backend, "rp-reader", "dev")["seen"], "net-1");
+    r.ws.pulumi_project("net", "rp-net", "outputs:\n  id: net-2\n");
+    let again = r.strata(&["up", "-s", "dev"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(stack_outputs(&backend, "rp-reader", "dev")["seen"], "net-2");
+}
