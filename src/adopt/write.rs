@@ -194,6 +194,10 @@ pub fn write_all(
         a.root.join("config/pulumi/environment.example"),
         environment_example(a, backends),
     ));
+    for (path, _) in &files {
+        no_link(&a.root, path)?;
+    }
+    no_link(&a.root, &a.root.join(".gitignore"))?;
     let mut out = Vec::new();
     for (path, text) in files {
         let what = if path.exists() {
@@ -208,6 +212,27 @@ pub fn write_all(
     }
     out.push(gitignore(a, dry_run)?);
     Ok(out)
+}
+
+/// Refuses `path` when it, or a folder between `root` and it, is a symbolic link: init
+/// writes only inside the repository, and a link (even a dangling one) could send what
+/// it writes anywhere.
+pub fn no_link(root: &std::path::Path, path: &std::path::Path) -> Result<()> {
+    let mut at = root.to_path_buf();
+    for part in path.strip_prefix(root).unwrap_or(path).components() {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(Error::config(format!(
+                    "{} is a symbolic link: strata init never writes through a link, which could put its file outside the repository. Nothing was written.\n  Replace the link with a file (or folder) of its own, then run init again.",
+                    display_path(&at)
+                )));
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
 }
 
 fn write_new(path: &std::path::Path, text: &str) -> Result<()> {

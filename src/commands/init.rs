@@ -87,6 +87,7 @@ fn update_profile(a: &mut Adoption, dry_run: bool) -> Result<(String, String)> {
         ))
     })?;
     let u = update::update(a, &file, &text)?;
+    crate::adopt::write::no_link(&a.root, &file)?;
     if !dry_run && u.text != text {
         std::fs::write(&file, &u.text).map_err(|e| Error::io("write", &file, e))?;
     }

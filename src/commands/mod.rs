@@ -167,6 +167,28 @@ pub struct Loaded {
     pub backends: crate::workspace::backend::Backends,
 }
 
+impl Loaded {
+    /// Each Pulumi project's backend as shown (credentials masked), by path; and where
+    /// each distinct one comes from (`PULUMI_BACKEND_URL`, a `backend.url`, `pulumi
+    /// login`...), by URL.
+    pub fn shown_backends(&self) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+        let mut by_path = BTreeMap::new();
+        let mut why = BTreeMap::new();
+        for n in self
+            .plan
+            .nodes
+            .iter()
+            .filter(|n| n.kind == crate::plan::NodeKind::Pulumi)
+        {
+            let b = self.backends.of(&n.path);
+            let url = crate::secrets::url::masked(&b.url);
+            why.insert(url.clone(), b.why());
+            by_path.insert(n.path.clone(), url);
+        }
+        (by_path, why)
+    }
+}
+
 /// Loads everything a command plans with. The stack config is read only when the
 /// provider must come from it or `read_stack_config` asks for it.
 /// Read-only: any `--stack` is accepted, whatever the env file names.

@@ -24,7 +24,7 @@ pub fn run(target: &Target, args: &ShowArgs, sel: &Selector, json: bool) -> Resu
     };
     let found = crate::plan::references::of_plan(&loaded.plan, &at);
     let unreadable = from_root(&loaded, crate::plan::references::unreadable(&found));
-    let (backends, backend_why) = backends(&loaded);
+    let (backends, backend_why) = loaded.shown_backends();
     let header = render::Header {
         provider: &loaded.profile.name,
         infra_type: &loaded.profile.infra_type,
@@ -85,27 +85,4 @@ fn from_root(loaded: &super::Loaded, by_project: ByPath) -> ByPath {
             (path, ats)
         })
         .collect()
-}
-
-/// Each Pulumi project's backend (masked), by path; and each distinct one's source.
-fn backends(
-    loaded: &super::Loaded,
-) -> (
-    std::collections::BTreeMap<String, String>,
-    std::collections::BTreeMap<String, String>,
-) {
-    let mut by_path = std::collections::BTreeMap::new();
-    let mut why = std::collections::BTreeMap::new();
-    for n in loaded
-        .plan
-        .nodes
-        .iter()
-        .filter(|n| n.kind == crate::plan::NodeKind::Pulumi)
-    {
-        let b = loaded.backends.of(&n.path);
-        let url = crate::secrets::url::masked(&b.url);
-        why.insert(url.clone(), b.why());
-        by_path.insert(n.path.clone(), url);
-    }
-    (by_path, why)
 }

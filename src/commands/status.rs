@@ -2,7 +2,8 @@
 //! `--filter` selects), its result, when, how long, who ran it, and whether its inputs
 //! changed since (by fingerprint); the orphans (projects deployed on the stack that the
 //! profile no longer has). On a shared backend, what every machine recorded there
-//! counts too (the newest result wins), and the lease's holder is shown.
+//! counts too (the newest result wins), and the lease's holder is shown. Each Pulumi
+//! project's own backend is named (Pulumi's precedence: see `workspace::backend`).
 
 use crate::error::Result;
 use crate::plan::select::Selector;
@@ -52,6 +53,7 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
     let last = journal::last_by_project(&records, &[]);
     let last_up = journal::last_success(&records);
     let current = super::current_fingerprints(&loaded, &stack);
+    let (backend_of, backend_why) = loaded.shown_backends();
     let mut rows = Vec::new();
     for &i in &selected.order {
         let path = selected.nodes[i].path.clone();
@@ -86,6 +88,7 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
                 "log": log,
                 "run_id": run_id,
                 "by": by.get(run_id.as_str()),
+                "backend": backend_of.get(&path),
             }),
             _ => serde_json::json!({
                 "path": path,
@@ -97,6 +100,7 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
                 "log": null,
                 "run_id": null,
                 "by": null,
+                "backend": backend_of.get(&path),
             }),
         };
         rows.push(row);
@@ -114,6 +118,10 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
         return Ok(0);
     }
     let mut out = table(&loaded.profile.name, &stack, shared.as_ref(), &rows);
+    out.insert_str(
+        out.find('\n').map_or(0, |i| i + 1),
+        &backend_lines(&backend_why, &rows),
+    );
     if !orphans.is_empty() {
         out.push_str(&format!(
             "\norphans: {} project(s) deployed on this stack are no longer in the profile (`strata destroy --orphans` destroys them)\n",
@@ -125,6 +133,33 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
     }
     super::print(&out)?;
     Ok(0)
+}
+
+/// Where the projects' stacks are: `projects' backend: URL (why)`, or with several, one
+/// line per backend naming its projects.
+fn backend_lines(why: &BTreeMap<String, String>, rows: &[serde_json::Value]) -> String {
+    let on = |url: &str| -> Vec<&str> {
+        rows.iter()
+            .filter(|r| r["backend"].as_str() == Some(url))
+            .filter_map(|r| r["path"].as_str())
+            .collect()
+    };
+    match why.len() {
+        0 => String::new(),
+        1 => why
+            .iter()
+            .map(|(url, why)| format!("projects' backend: {url} ({why})\n"))
+            .collect(),
+        _ => why
+            .iter()
+            .map(|(url, why)| {
+                format!(
+                    "backend {url} ({why}): {}\n",
+                    crate::util::list_some(&on(url), 6)
+                )
+            })
+            .collect(),
+    }
 }
 
 /// The rows as a table, under the stack, the provider and (on a shared backend) the lease.

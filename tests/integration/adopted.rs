@@ -262,3 +262,58 @@ fn secrets_import_takes_a_projects_secure_values_into_the_store() {
     ]);
     assert_eq!(none.code, 3, "{none:?}");
 }
+
+/// Projects of one environment on two backends (one names its own `backend.url`): each
+/// runs on its own, an input is read from the backend of the project that left it, and
+/// `status` names each project's backend (issue 42).
+#[test]
+fn projects_on_two_backends_run_on_their_own_and_status_names_each() {
+    let ws = adopted(
+        "  - path: a\n    needs: []\n  - path: b\n    needs: [a]\n    inputs:\n      b:tier: a:tier\n",
+    );
+    ws.pulumi_project("a", "a", TIERED);
+    ws.write(
+        "projects/a/Pulumi.yaml",
+        &format!(
+            "{}backend:\n  url: file://./state\n",
+            ws.read("projects/a/Pulumi.yaml")
+        ),
+    );
+    ws.write("projects/a/Pulumi.dev.yaml", "config:\n  a:tier: gold\n");
+    ws.pulumi_project("b", "b", TIERED);
+    let up = ws.strata(&["up", "-s", "dev"]);
+    assert_eq!(up.code, 0, "{up:?}");
+    let own = ws.path("projects/a/state");
+    assert_eq!(stack_outputs(&own, "a", "dev")["tier"], "gold");
+    assert_eq!(
+        outputs_of(&ws, "b", "dev")["tier"],
+        "gold",
+        "read from a's own backend"
+    );
+
+    let text = ws.strata(&["status", "-s", "dev"]);
+    assert_eq!(text.code, 0, "{text:?}");
+    assert_has(
+        &text.stdout,
+        &[
+            &format!("backend file://{}", own.display()),
+            "projects/a/Pulumi.yaml",
+            &format!("backend file://{}", ws.path(".strata/backend").display()),
+        ],
+    );
+    let doc = ws
+        .strata(&["status", "-s", "dev", "--output", "json"])
+        .json();
+    let backend = |p: &str| {
+        items(&doc["projects"])
+            .iter()
+            .find(|r| r["path"] == p)
+            .map(|r| r["backend"].as_str().unwrap_or_default().to_string())
+            .unwrap()
+    };
+    assert_eq!(backend("a"), format!("file://{}", own.display()));
+    assert_eq!(
+        backend("b"),
+        format!("file://{}", ws.path(".strata/backend").display())
+    );
+}

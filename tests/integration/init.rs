@@ -367,3 +367,40 @@ fn init_exits_zero_once_the_profile_is_written_even_when_validate_finds_problems
         "{r:?}"
     );
 }
+
+/// A repository whose files are links (issue 43, 4): init never writes through one. A
+/// dangling `environment.example` would create a file outside the repository; a
+/// `.gitignore` link would append to one. init refuses before writing anything, naming
+/// the link, and the files outside are as they were.
+#[test]
+fn init_never_writes_through_a_symbolic_link() {
+    let outside = tempfile::tempdir().unwrap();
+    let keys = outside.path().join("authorized_keys");
+    let ignore = outside.path().join("ignore");
+    std::fs::write(&ignore, "theirs\n").unwrap();
+    for (link, target) in [
+        ("config/pulumi/environment.example", &keys),
+        (".gitignore", &ignore),
+    ] {
+        let ws = adopted_repo();
+        std::fs::create_dir_all(ws.path(link).parent().unwrap()).unwrap();
+        let _ = std::fs::remove_file(ws.path(link));
+        std::os::unix::fs::symlink(target, ws.path(link)).unwrap();
+        let r = ws.strata(&["init"]);
+        assert_eq!(r.code, 3, "{link}: {r:?}");
+        assert!(
+            r.stderr.contains(link) && r.stderr.contains("symbolic link"),
+            "{link}: {r:?}"
+        );
+        assert!(!ws.exists("providers/main.yaml"), "nothing written: {r:?}");
+        assert!(!keys.exists(), "no file created outside the repository");
+        assert_eq!(std::fs::read_to_string(&ignore).unwrap(), "theirs\n");
+    }
+    // A linked folder on the way is refused the same way.
+    let ws = adopted_repo();
+    std::os::unix::fs::symlink(outside.path(), ws.path("providers")).unwrap();
+    let r = ws.strata(&["init"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("providers"), "{r:?}");
+    assert!(!outside.path().join("main.yaml").exists());
+}
