@@ -43,6 +43,10 @@ pub struct Holder {
     /// Released at the end of its run: free to take.
     #[serde(default)]
     pub released: bool,
+    /// A random token of each write: a write whose answer was lost (a timeout, applied
+    /// by the store all the same) is recognised as this run's by it.
+    #[serde(default)]
+    pub write: String,
 }
 
 impl Holder {
@@ -81,6 +85,7 @@ impl Holder {
             renewals: 0,
             renewed_at: now,
             released: false,
+            write: token(),
         })
     }
 
@@ -92,6 +97,12 @@ impl Holder {
     fn same_holder(&self, other: &Holder) -> bool {
         (&self.host, self.pid, self.started, &self.run_id)
             == (&other.host, other.pid, other.started, &other.run_id)
+    }
+
+    /// Whether `other` is one of this holder's own writes still holding the lease: same
+    /// run, not released, and a write token this holder sent (`sent`).
+    fn own_write(&self, other: &Holder, sent: &[String]) -> bool {
+        self.same_holder(other) && !other.released && sent.contains(&other.write)
     }
 
     fn body(&self) -> Vec<u8> {
@@ -117,6 +128,14 @@ pub fn who(env: &BTreeMap<String, String>) -> Result<(String, String)> {
         // SAFETY: getuid cannot fail.
         .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }));
     Ok((user, host))
+}
+
+/// A random token (16 bytes, hex); the time and pid when the system gives no randomness.
+fn token() -> String {
+    match crate::util::random_bytes(16) {
+        Ok(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
+        Err(_) => format!("{}-{}", std::process::id(), crate::util::now_ms()),
+    }
 }
 
 /// A test-only setting: read in debug builds, refused in release builds.
@@ -179,8 +198,31 @@ pub fn acquire(
     lost: Box<dyn Fn(String) + Send>,
 ) -> Result<Lease> {
     let key = key(&backend, &me.stack);
-    let (etag, sent) = take(&backend, &key, &me, waiting).map_err(nothing_started)?;
+    let (etag, sent) = match take(&backend, &key, &me, waiting) {
+        Ok(taken) => taken,
+        Err(e) => {
+            release_own(&backend, &key, &me);
+            return Err(nothing_started(e));
+        }
+    };
     Lease::keep(backend, key, me, etag, sent, lost)
+}
+
+/// After a failed take: a write of ours the store applied but did not answer (a
+/// timeout) holds the lease with nobody renewing it; written released, so the next run
+/// is not refused for a run that never started. Best effort: the store may still be away.
+fn release_own(backend: &Backend, key: &str, me: &Holder) {
+    if let Ok(Some(cur)) = backend.get(key)
+        && let Ok(h) = serde_json::from_slice::<Holder>(&cur.body)
+        && me.same_holder(&h)
+        && !h.released
+    {
+        let found = Found {
+            holder: Some(h),
+            etag: cur.etag,
+        };
+        let _ = free(backend, &me.stack, &found);
+    }
 }
 
 /// A lease that could not be taken for want of an answer (not a holder's): says that
@@ -205,11 +247,21 @@ fn take(backend: &Backend, key: &str, me: &Holder, waiting: Waiting) -> Result<(
     let t0 = now();
     let poll = (me.ttl() / 10).clamp(Duration::from_millis(50), Duration::from_secs(2));
     let mut seen: Option<Seen> = None;
+    // A write that got no answer may have been applied all the same: the next look
+    // tells (a write of ours is ours). Only a store that keeps failing fails the take.
+    let mut unanswered: Option<Error> = None;
+    let mut attempts = 0;
     loop {
         let sent = now();
         let Some(cur) = backend.get(key)? else {
-            if let Some(etag) = backend.create(key, &me.body())? {
-                return Ok((etag, sent));
+            match backend.create(key, &me.body()) {
+                Ok(Some(etag)) => return Ok((etag, sent)),
+                Ok(None) => {}
+                Err(e) => unanswered = Some(e),
+            }
+            attempts += 1;
+            if let Some(e) = unanswered.take().filter(|_| attempts >= 3) {
+                return Err(e);
             }
             continue;
         };
@@ -217,7 +269,7 @@ fn take(backend: &Backend, key: &str, me: &Holder, waiting: Waiting) -> Result<(
         // A write of ours whose answer was lost: ours.
         if holder
             .as_ref()
-            .is_some_and(|h| me.same_holder(h) && !h.released)
+            .is_some_and(|h| me.own_write(h, std::slice::from_ref(&me.write)))
         {
             return Ok((cur.etag, sent));
         }
@@ -233,11 +285,20 @@ fn take(backend: &Backend, key: &str, me: &Holder, waiting: Waiting) -> Result<(
         let unchanged_for = now().saturating_sub(since);
         let released = holder.as_ref().is_some_and(|h| h.released);
         if released || unchanged_for >= ttl {
-            if let Some(etag) = backend.update(key, &me.body(), &cur.etag)? {
-                if !released {
-                    (waiting.warn)(takeover_notice(backend, me, holder.as_ref(), ttl));
+            match backend.update(key, &me.body(), &cur.etag) {
+                Ok(Some(etag)) => {
+                    if !released {
+                        (waiting.warn)(takeover_notice(backend, me, holder.as_ref(), ttl));
+                    }
+                    return Ok((etag, sent));
                 }
-                return Ok((etag, sent));
+                Ok(None) => {}
+                Err(e) => {
+                    attempts += 1;
+                    if attempts >= 3 {
+                        return Err(e);
+                    }
+                }
             }
             continue;
         }
@@ -294,6 +355,9 @@ struct Kept {
     etag: String,
     /// When the last write that went through was sent.
     renewed: Duration,
+    /// The tokens of the writes sent since the last one answered: any of them may be
+    /// the one the store holds.
+    unanswered: Vec<String>,
     lost: Box<dyn Fn(String) + Send>,
 }
 
@@ -313,6 +377,7 @@ impl Lease {
             me,
             etag,
             renewed: sent,
+            unanswered: Vec::new(),
             lost,
         };
         let thread = std::thread::Builder::new()
@@ -380,27 +445,41 @@ impl Kept {
         self.me.renewals += 1;
         self.me.released = released;
         self.me.renewed_at = crate::util::rfc3339(crate::util::now_ms());
+        self.me.write = token();
+        self.unanswered.push(self.me.write.clone());
         let sent = now();
         let written = match self
             .backend
             .update(&self.key, &self.me.body(), &self.etag)?
         {
             Some(etag) => Some(etag),
-            // Our own write whose answer was lost (a retry then finds it changed)?
-            None => self
-                .backend
-                .get(&self.key)?
-                .filter(|o| serde_json::from_slice::<Holder>(&o.body).is_ok_and(|h| h == self.me))
-                .map(|o| o.etag),
+            // An earlier write of ours whose answer was lost (a timeout the store applied
+            // all the same) changed the ETag: still ours, on the ETag it has now.
+            None => self.own_etag()?,
         };
         match written {
             Some(etag) => {
                 self.etag = etag;
                 self.renewed = sent;
+                self.unanswered.clear();
                 Ok(true)
             }
             None => Ok(false),
         }
+    }
+
+    /// The ETag of the lease if what it holds is one of this run's unanswered writes
+    /// (then written again on it, released or renewed as `self.me` says).
+    fn own_etag(&mut self) -> Result<Option<String>> {
+        let Some(cur) = self.backend.get(&self.key)? else {
+            return Ok(None);
+        };
+        let ours = serde_json::from_slice::<Holder>(&cur.body)
+            .is_ok_and(|h| self.me.own_write(&h, &self.unanswered));
+        if !ours {
+            return Ok(None);
+        }
+        self.backend.update(&self.key, &self.me.body(), &cur.etag)
     }
 
     fn release_if_mine(&self) -> Result<()> {
@@ -435,10 +514,14 @@ impl Kept {
     /// Writes the lease released, if it is still this run's: on its ETag, else (a
     /// renewal whose answer was lost landed later) on the ETag it has now.
     fn release(mut self) {
-        let done = self.write(true).and_then(|written| match written {
-            true => Ok(()),
-            false => self.release_if_mine(),
-        });
+        // An unanswered write may have landed: the second try tells.
+        let done =
+            self.write(true)
+                .or_else(|_| self.write(true))
+                .and_then(|written| match written {
+                    true => Ok(()),
+                    false => self.release_if_mine(),
+                });
         if let Err(e) = done {
             eprintln!(
                 "warning: the lease of stack `{}` was not released: {}\n  It expires {}s after its last renewal; `strata unlock -s {}` frees it now.",
@@ -467,7 +550,9 @@ pub fn free(backend: &Backend, stack: &str, found: &Found) -> Result<bool> {
         renewals: 0,
         renewed_at: String::new(),
         released: false,
+        write: String::new(),
     });
+    h.write = token();
     h.released = true;
     h.renewals += 1;
     h.renewed_at = crate::util::rfc3339(crate::util::now_ms());

@@ -2,6 +2,7 @@
 //! puts, as S3 has them): taking, refusing, releasing, takeover after a whole TTL only,
 //! a lost lease, racing waiters, and freeing.
 
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -196,4 +197,198 @@ fn the_test_overrides_are_checked() {
     let h = Holder::me(&BTreeMap::new(), "prod", "r", "strata up").unwrap();
     assert_eq!(h.ttl(), TTL);
     assert_eq!(h.host, crate::util::hostname());
+}
+
+/// An S3 store whose next `late` writes are applied but answered with an error, as a
+/// PUT the server applies after the client's timeout; after each, the next
+/// `down_after_late` reads fail too (the store away for a moment).
+#[derive(Debug)]
+struct Late {
+    inner: Arc<InMemory>,
+    late: AtomicUsize,
+    down_after_late: AtomicUsize,
+    down: AtomicUsize,
+}
+
+/// Takes one from `n` if it is not zero: whether it was.
+fn take_one(n: &AtomicUsize) -> bool {
+    n.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok()
+}
+
+impl std::fmt::Display for Late {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Late")
+    }
+}
+
+impl Late {
+    fn answer_late(&self, n: usize) {
+        self.late.store(n, SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl object_store::ObjectStore for Late {
+    async fn put_opts(
+        &self,
+        location: &object_store::path::Path,
+        payload: object_store::PutPayload,
+        opts: object_store::PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        let r = self.inner.put_opts(location, payload, opts).await;
+        match (r, take_one(&self.late)) {
+            (Ok(_), true) => {
+                self.down.store(self.down_after_late.load(SeqCst), SeqCst);
+                Err(timed_out())
+            }
+            (r, _) => r,
+        }
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &object_store::path::Path,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &object_store::path::Path,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        if take_one(&self.down) {
+            return Err(timed_out());
+        }
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: futures::stream::BoxStream<
+            'static,
+            object_store::Result<object_store::path::Path>,
+        >,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(
+        &self,
+        prefix: Option<&object_store::path::Path>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&object_store::path::Path>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &object_store::path::Path,
+        to: &object_store::path::Path,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+fn timed_out() -> object_store::Error {
+    object_store::Error::Generic {
+        store: "Late",
+        source: "operation timed out".into(),
+    }
+}
+
+fn late_store() -> (Arc<Late>, Arc<Backend>) {
+    let late = Arc::new(Late {
+        inner: Arc::new(InMemory::new()),
+        late: 0.into(),
+        down_after_late: 0.into(),
+        down: 0.into(),
+    });
+    let b = Backend::new("s3://test".into(), late.clone(), String::new()).unwrap();
+    (late, Arc::new(b))
+}
+
+/// Issue 43, 3: a renewal the store applies but answers late is this run's own write:
+/// the next renewal carries on, the run is never cancelled, and its end releases the
+/// lease so the next run takes it at once.
+#[test]
+fn a_renewal_answered_late_is_recognised_as_ours_and_the_run_goes_on() {
+    let (late, b) = late_store();
+    let lost = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = lost.clone();
+    let lease = acquire(
+        b.clone(),
+        holder("host-a", 300),
+        Waiting {
+            timeout: Duration::ZERO,
+            stop: &|| None,
+            warn: &mut |_| {},
+        },
+        Box::new(move |m: String| seen.lock().unwrap().push(m)),
+    )
+    .unwrap();
+    late.answer_late(1);
+    // Several renewals (every 100 ms) after the late one.
+    std::thread::sleep(Duration::from_millis(900));
+    assert!(
+        lost.lock().unwrap().is_empty(),
+        "{:?}",
+        lost.lock().unwrap()
+    );
+    let h = read(&b, "prod").unwrap().unwrap().holder.unwrap();
+    assert!(h.renewals >= 3 && !h.released, "{h:?}");
+    drop(lease);
+    assert!(read(&b, "prod").unwrap().unwrap().holder.unwrap().released);
+}
+
+/// Issue 43, 3: the first create applied but answered late is ours too: the run takes
+/// the lease it made instead of failing with it left behind.
+#[test]
+fn a_create_answered_late_takes_the_lease_it_made() {
+    let (late, b) = late_store();
+    late.answer_late(1);
+    let mut w = Vec::new();
+    let lease = take_on(&b, "host-a", &mut w).expect("the lease it created is its own");
+    assert!(w.is_empty(), "no takeover: {w:?}");
+    drop(lease);
+    assert!(read(&b, "prod").unwrap().unwrap().holder.unwrap().released);
+}
+
+/// Issue 43, 3: a take that fails after its create was applied unanswered (the store
+/// then away for a read) releases the lease it made: the next run is not refused for a
+/// whole TTL naming a run that never started.
+#[test]
+fn a_take_that_fails_releases_what_it_created() {
+    let (late, b) = late_store();
+    late.answer_late(1);
+    late.down_after_late.store(1, SeqCst);
+    let Err(e) = take_on(&b, "host-a", &mut Vec::new()) else {
+        panic!("taken while the store was away")
+    };
+    assert!(e.message.contains("Nothing was started"), "{e:?}");
+    assert!(read(&b, "prod").unwrap().unwrap().holder.unwrap().released);
+    let mut w = Vec::new();
+    let next = take_on(&b, "host-b", &mut w);
+    assert!(
+        next.is_ok(),
+        "the next run is not refused: {:?}",
+        next.err()
+    );
+    assert!(w.is_empty(), "taken as released, not over: {w:?}");
+}
+
+/// `host`'s lease of `prod` on `b`, refused at once when held.
+fn take_on(b: &Arc<Backend>, host: &str, warnings: &mut Vec<String>) -> Result<Lease> {
+    acquire(
+        b.clone(),
+        holder(host, 60_000),
+        Waiting {
+            timeout: Duration::ZERO,
+            stop: &|| None,
+            warn: &mut |m| warnings.push(m),
+        },
+        Box::new(|_: String| {}),
+    )
 }
