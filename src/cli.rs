@@ -119,7 +119,8 @@ pub enum Command {
                       STRATA_PROJECT (its path in the profile) and STRATA_STACK (its own name of the \
                       stack). Its output goes to .strata/<stack>/logs/<path>/exec-<time>.log. No \
                       stack, lock or journal is touched. Exit 0, 1 when a command failed, 2 without \
-                      a command after `--`, 3 when the selection or the workspace is wrong."
+                      a command after `--`, 3 when the selection or the workspace is wrong or the \
+                      command is on no project's PATH (nothing is run)."
     )]
     Exec {
         #[command(flatten)]
