@@ -321,3 +321,19 @@ fn ctrl_c_stops_the_commands_and_leaves_no_process_behind() {
     }
     assert!(!ws.exists("projects/b/pid.txt"), "nothing new started");
 }
+
+#[test]
+fn quiet_shows_only_failures_and_the_last_line_and_verbose_every_line() {
+    let ws = workspace(DIAMOND);
+    let script = "echo \"said by $STRATA_PROJECT\"; [ \"$STRATA_PROJECT\" != e ]";
+    let r = exec_sh(&ws, &["-q", "--keep-going"], script);
+    r.expect_code(1)
+        .expect_stdout(&["[e] failed (exit 1)", "| said by e", "exec: 4 ok, 1 failed"]);
+    assert!(
+        !r.stdout.contains("started") && !r.stdout.contains("[a]"),
+        "{r:?}"
+    );
+    let r = exec_sh(&ws, &["-v", "--filter", "a"], script);
+    r.expect_code(0)
+        .expect_stdout(&["[a] started", "[a] said by a", "[a] ok in"]);
+}
