@@ -111,6 +111,31 @@ pub enum Command {
     /// Destroy every project, in reverse dependency order
     #[command(alias = "down")]
     Destroy(DestroyArgs),
+    /// Run a command in each selected project's folder, in dependency order
+    #[command(
+        next_help_heading = "Run options",
+        after_help = "Each command runs in its project's folder with the environment strata gives \
+                      projects (the env file's values, that project's PULUMI_BACKEND_URL), plus \
+                      STRATA_PROJECT (its path in the profile) and STRATA_STACK (its own name of the \
+                      stack). Its output goes to .strata/<stack>/logs/<path>/exec-<time>.log. No \
+                      stack, lock or journal is touched. Exit 0, 1 when a command failed, 2 without \
+                      a command after `--`, 3 when the selection or the workspace is wrong or the \
+                      command is on no project's PATH (nothing is run)."
+    )]
+    Exec {
+        #[command(flatten)]
+        select: SelectArgs,
+        /// Projects at once
+        #[arg(short = 'j', long = "parallel", value_name = "N", default_value_t = 4,
+              value_parser = clap::value_parser!(u16).range(1..))]
+        parallel: u16,
+        /// After a failure, still start what does not depend on it
+        #[arg(long)]
+        keep_going: bool,
+        /// The command and its arguments, after `--` (run as is, not through a shell)
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
     /// Show the execution order
     #[command(alias = "show-execution")]
     Show(ShowArgs),

@@ -2,6 +2,7 @@
 
 mod approve;
 mod docs;
+mod exec;
 mod export;
 mod history;
 mod init;
@@ -61,6 +62,21 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Approve(a) => approve::run(target, &settings, &a.project, a.yes),
         Command::Completions { shell } => docs::completions(*shell),
         Command::Man => docs::man(),
+        Command::Exec {
+            select,
+            parallel,
+            keep_going,
+            command,
+        } => exec::run(
+            target,
+            &settings,
+            &selector(select, false)?,
+            &exec::Options {
+                parallel: *parallel,
+                keep_going: *keep_going,
+                argv: command.clone(),
+            },
+        ),
         Command::Up(a) => run::run(
             target,
             &settings,

@@ -5,6 +5,7 @@
 
 pub mod approvals;
 pub mod events;
+pub mod exec;
 pub mod fingerprint;
 pub mod journal;
 pub mod lock;

@@ -14,6 +14,7 @@ mod bounds;
 mod bundle;
 mod bundle_trust;
 mod crash;
+mod exec;
 mod export;
 mod firsthour;
 mod foundation;

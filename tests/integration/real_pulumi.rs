@@ -19,6 +19,8 @@ mod adopt;
 mod backend;
 /// Plan bundles saved by `preview --save-plan` and applied by `up --plan`.
 mod bundles;
+/// `strata exec`: the environment a command gets reaches each project's real stack.
+mod exec;
 /// Issue 35: policy rules on the real preview and the real update plan.
 mod gates;
 /// Ctrl-C, `kill -9` and live locks in the middle of a real update.
