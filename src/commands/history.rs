@@ -17,7 +17,9 @@ pub fn run(target: &Target, settings: &Settings, last: usize) -> Result<i32> {
         return Err(crate::workspace::no_stack_error(&ws));
     };
     let shared = super::shared::read(&ws, &stack, last)?;
-    let local = records::from_journal(&Journal::new(&ws.state_dir(&stack)).read_all());
+    let state_dir = ws.state_dir(&stack);
+    let held = crate::run::lock::StackLock::is_held(&state_dir);
+    let local = records::from_journal(&Journal::new(&state_dir).read_all(), held);
     let (backend, runs, lease) = match shared {
         Some(s) => {
             let line = s.lease_line();

@@ -64,7 +64,7 @@ impl<'a> RunLines<'a> {
                     run.retries.entry(project).or_default().push((text, line));
                 }
                 Record::PoolLimit { .. } => run.pool_lines.push((text, line)),
-                Record::Approval { .. } => {}
+                Record::Approval { .. } | Record::End { .. } => {}
                 Record::Project { project, .. } => {
                     if seen.insert(project) {
                         run.order.push(project);

@@ -199,3 +199,41 @@ fn history_on_a_file_backend_lists_this_checkouts_runs() {
     .unwrap();
     assert!(st["lease"].is_null(), "{st}");
 }
+
+/// Issue 43, 8: `history` says what a run is: `running` while it holds the stack (not
+/// `succeeded` with its counts so far), and an `up --changed` that left every project as
+/// it was `succeeded` with them counted skipped (not a blank result).
+#[test]
+fn history_shows_a_running_run_as_running_and_a_run_with_nothing_to_do_as_succeeded() {
+    let ws = Ws::with_profile("infrastructure:\n  - path: a\n  - path: b\n");
+    ws.command_project("a", "true", "true");
+    ws.command_project("b", "sleep 30", "true");
+    let mut up = ws.spawn(&["up", "-p", "t", "-s", "dev"]);
+    let t0 = std::time::Instant::now();
+    let mut seen = String::new();
+    while t0.elapsed() < std::time::Duration::from_secs(20) {
+        seen = run_ok(&ws, &["history", "-s", "dev", "--output", "json"]);
+        if seen.contains("\"succeeded\":1") || seen.contains("\"running\"") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let v: serde_json::Value = serde_json::from_str(&seen).unwrap();
+    assert_eq!(v["runs"][0]["status"], "running", "{v}");
+    // Stopped as Ctrl-C stops it: its children go with it, nothing is left running.
+    crate::run::sigint(up.id());
+    let _ = up.wait();
+    // Let b finish quickly, and run up once; then nothing changed.
+    ws.command_project("b", "true", "true");
+    let done = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert_eq!(done.code, 0, "{done:?}");
+    let nothing = ws.strata(&["up", "-p", "t", "-s", "dev", "--changed"]);
+    assert_eq!(nothing.code, 0, "{nothing:?}");
+    let v: serde_json::Value = serde_json::from_str(&run_ok(
+        &ws,
+        &["history", "-s", "dev", "-n", "1", "--output", "json"],
+    ))
+    .unwrap();
+    assert_eq!(v["runs"][0]["status"], "succeeded", "{v}");
+    assert_eq!(v["runs"][0]["counts"]["skipped"], 2, "{v}");
+}

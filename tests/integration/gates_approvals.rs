@@ -68,6 +68,12 @@ fn an_approval_rule_holds_one_project_while_the_rest_finish() {
         r.stderr.contains("strata approve alpha -p t -s dev"),
         "says how to approve: {r:?}"
     );
+    let h = ws.strata(&["history", "-s", "dev", "-n", "1", "--output", "json"]);
+    assert_eq!(
+        h.json()["runs"][0]["status"],
+        "awaiting",
+        "the run's record says it awaits, not that it succeeded: {h:?}"
+    );
     // Nothing changed, and the held plan is kept.
     assert!(!alpha_state(&ws).contains("\"x\": 2"));
     let cmds = alpha_commands(&ws);

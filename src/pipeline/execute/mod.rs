@@ -134,6 +134,18 @@ pub fn execute(
         carried,
         ran: &ran,
     };
+    // The journal says how the run ended: without it, `history` shows it running.
+    let end = crate::run::journal::Record::End {
+        run_id: ctx.run_id.clone(),
+        status: shared::status(&ran).as_str().into(),
+        ended_at: crate::util::rfc3339(crate::util::now_ms()),
+        unchanged: unchanged.len(),
+    };
+    if let Err(e) = journal.append(&end) {
+        emit(RunEvent::Notice {
+            message: format!("warning: the journal does not say how this run ended: {e}"),
+        });
+    }
     if let Some(message) = shared::leave(r, &journal, &done) {
         emit(RunEvent::Notice { message });
     }

@@ -143,13 +143,20 @@ fn record(r: &Resolved, journal: &Journal, done: &Done) -> Result<RunRecord> {
     })
 }
 
-/// The run's result: cancelled by a signal, failed, or succeeded.
-fn status(ran: &Ran) -> Status {
-    let failed = |s: &Status| matches!(s, Status::Failed | Status::Cancelled);
+/// The run's result: cancelled by a signal, else failed, denied (a `policy:` rule) or
+/// awaiting (an `approve:` hold) when a project was, else succeeded (also when
+/// `--changed` left every project as it was).
+pub(super) fn status(ran: &Ran) -> Status {
     if ran.interrupted {
-        Status::Cancelled
-    } else if ran.results.iter().any(|s| failed(&s.status)) {
+        return Status::Cancelled;
+    }
+    let any = |f: &dyn Fn(&Status) -> bool| ran.results.iter().any(|s| f(&s.status));
+    if any(&|s| matches!(s, Status::Failed | Status::Cancelled)) {
         Status::Failed
+    } else if any(&|s| *s == Status::Denied) {
+        Status::Denied
+    } else if any(&|s| *s == Status::Awaiting) {
+        Status::Awaiting
     } else {
         Status::Succeeded
     }

@@ -110,6 +110,18 @@ pub enum Record {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         awaiting: Option<Box<crate::run::events::Denial>>,
     },
+    /// How a run ended (its result as the bucket's record has it), written as it ends;
+    /// a run without one is running, or was killed. `unchanged`: projects `--changed`
+    /// skipped, which have no record of their own.
+    End {
+        run_id: String,
+        #[serde(default)]
+        status: String,
+        #[serde(default)]
+        ended_at: String,
+        #[serde(default)]
+        unchanged: usize,
+    },
     /// Someone approved the plan an `approve:` rule held (`strata approve`).
     Approval {
         /// The run that held the plan.
@@ -159,6 +171,7 @@ impl Record {
             | Record::Retry { run_id, .. }
             | Record::PoolLimit { run_id, .. }
             | Record::Project { run_id, .. }
+            | Record::End { run_id, .. }
             | Record::Approval { run_id, .. } => run_id,
         }
     }
@@ -402,7 +415,10 @@ impl Journal {
                 } => {
                     last.insert((project, operation, status), i);
                 }
-                Record::Retry { .. } | Record::PoolLimit { .. } | Record::Approval { .. } => {}
+                Record::Retry { .. }
+                | Record::PoolLimit { .. }
+                | Record::End { .. }
+                | Record::Approval { .. } => {}
             }
             i += 1;
         });

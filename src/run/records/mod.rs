@@ -46,7 +46,8 @@ pub struct RunRecord {
     pub started_at: String,
     #[serde(default)]
     pub ended_at: String,
-    /// `succeeded`, `failed` or `cancelled`.
+    /// `succeeded`, `failed`, `denied`, `awaiting` or `cancelled`; `running` (a run
+    /// still holding the stack, or one whose end was never written).
     #[serde(default)]
     pub status: String,
     /// Projects per result (`succeeded`, `failed`, `skipped`…).
@@ -246,9 +247,11 @@ pub fn last_success<T>(
 }
 
 /// The runs of a local journal (`records`, oldest first) as records, newest first:
-/// who and where are not in a journal (left empty).
-pub fn from_journal(records: &[Record]) -> Vec<RunRecord> {
+/// who and where are not in a journal (left empty). The newest run with no end written
+/// is `running` while the stack's lock is `held`.
+pub fn from_journal(records: &[Record], held: bool) -> Vec<RunRecord> {
     let mut runs: Vec<RunRecord> = Vec::new();
+    let mut ended = std::collections::BTreeSet::new();
     for r in records {
         match r {
             Record::Run {
@@ -282,8 +285,29 @@ pub fn from_journal(records: &[Record]) -> Vec<RunRecord> {
                     run.projects.push(p);
                 }
             }
+            Record::End {
+                run_id,
+                status,
+                ended_at,
+                unchanged,
+            } => {
+                ended.insert(run_id.clone());
+                if let Some(run) = runs.iter_mut().rev().find(|x| &x.run_id == run_id) {
+                    run.status = status.clone();
+                    run.ended_at = ended_at.clone();
+                    if *unchanged > 0 {
+                        *run.counts.entry("skipped".into()).or_default() += unchanged;
+                    }
+                }
+            }
             Record::Retry { .. } | Record::PoolLimit { .. } | Record::Approval { .. } => {}
         }
+    }
+    if let Some(last) = runs
+        .last_mut()
+        .filter(|r| held && !ended.contains(&r.run_id))
+    {
+        last.status = "running".into();
     }
     runs.reverse();
     runs
@@ -292,7 +316,7 @@ pub fn from_journal(records: &[Record]) -> Vec<RunRecord> {
 /// A run's result so far, with one more project's: failed once any failed or was
 /// cancelled, else denied once a `policy:` rule denied one, else awaiting once an
 /// `approve:` rule held one.
-fn run_status(run: &str, project: &str) -> String {
+pub fn run_status(run: &str, project: &str) -> String {
     match (run, project) {
         ("failed", _) | (_, "failed" | "cancelled") => "failed".into(),
         ("denied", _) | (_, "denied") => "denied".into(),

@@ -195,7 +195,7 @@ fn a_journals_runs_are_listed_newest_first_and_merged_with_the_backends() {
         result("a", "up", "failed", "2026-01-01T00:00:06Z").record("two"),
         result("b", "up", "succeeded", "2026-01-01T00:00:07Z").record("two"),
     ];
-    let local = from_journal(&records);
+    let local = from_journal(&records, false);
     let ids: Vec<&str> = local.iter().map(|r| r.run_id.as_str()).collect();
     assert_eq!(ids, ["two", "one"]);
     assert_eq!(local[0].status, "failed");

@@ -395,8 +395,8 @@ impl<'a> StepRunner<'a> {
         projected: Option<projection::Projected>,
     ) -> Ran {
         let (op, node) = (self.ctx.op, &self.ctx.plan.nodes[i]);
-        let outputs_hash =
-            (op == Operation::Up).then(|| self.note_outputs_hash(&node.path, &outcome.outputs));
+        let outputs_hash = (op == Operation::Up)
+            .then(|| self.note_outputs_hash(&node.path, &outcome.outputs, &outcome.secret_outputs));
         let mut message = attempt::after_tries(outcome.summary, tries);
         if let Some(p) = &projected {
             message = format!("{message} · {}", p.describe());

@@ -134,14 +134,30 @@ impl StepRunner<'_> {
     /// A secret output strata only saw masked (`[secret]`: read by a StackReference, not
     /// through `inputs:`) has a value it cannot hash, so the hash is this run's own: a
     /// dependent that reads it is never skipped as unchanged after the project ran.
-    fn outputs_hash(&self, outputs: &Map<String, Value>) -> String {
-        // A secret of the store that an output repeats in clear (a command project that
-        // echoes it) is hashed under the store's own key first: the salt beside the
-        // journal must not let a reader of `.strata/` test guesses of it.
+    ///
+    /// The salt sits beside the hash (`.strata/`, or the bucket for a team), so no secret
+    /// value enters it in clear: a secret output (`secret`: revealed to strata for a
+    /// dependent's `inputs:`) is replaced by its digest under the store's own key, and a
+    /// secret of the store that an output repeats in clear (a command project that
+    /// echoes it) likewise.
+    fn outputs_hash(&self, outputs: &Map<String, Value>, secret: &BTreeSet<String>) -> String {
         let secrets = self.store_secrets();
         let masked: Map<String, Value> = outputs
             .iter()
-            .map(|(k, v)| (k.clone(), self.mask_secrets(v, &secrets)))
+            .map(|(k, v)| {
+                let v = match secret.contains(k) {
+                    true => Value::String(format!(
+                        "[secret:{}]",
+                        crate::secrets::hmac::secret_digest(
+                            &self.ctx.secret_key,
+                            &format!("output:{k}"),
+                            &v.to_string()
+                        )
+                    )),
+                    false => self.mask_secrets(v, &secrets),
+                };
+                (k.clone(), v)
+            })
             .collect();
         let sorted: BTreeMap<&String, &Value> = masked.iter().collect();
         let mut text = serde_json::to_string(&sorted).unwrap_or_default();
@@ -233,8 +249,13 @@ impl StepRunner<'_> {
     }
 
     /// The outputs hash of `path` after its `up` in this run, kept for its dependents.
-    pub(super) fn note_outputs_hash(&self, path: &str, outputs: &Map<String, Value>) -> String {
-        let h = self.outputs_hash(outputs);
+    pub(super) fn note_outputs_hash(
+        &self,
+        path: &str,
+        outputs: &Map<String, Value>,
+        secret: &BTreeSet<String>,
+    ) -> String {
+        let h = self.outputs_hash(outputs, secret);
         if let Ok(mut m) = self.new_outputs.lock() {
             m.insert(path.to_string(), h.clone());
         }

@@ -402,7 +402,7 @@ pub(super) fn read_yaml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T
         } else if msg.contains("missing field") {
             (
                 msg.clone(),
-                "Add the field; `description:` and `infra_type:` are required in a profile, `path:` in an entry.",
+                "Add the field; `description:` is required in a profile, `path:` in an entry.",
             )
         } else if msg.contains("unknown variant") {
             (

@@ -305,3 +305,46 @@ fn an_output_that_repeats_a_secret_is_not_guessable_from_the_journal() {
         "the PIN is testable from .strata/ alone"
     );
 }
+
+/// Issue 43, 6: a Pulumi secret output strata reveals (a dependent takes it through
+/// `inputs:`) is not testable from the outputs hash beside its salt (the journal and
+/// `fingerprint.salt` here; the run record and `.strata/salts/` in a bucket): the right
+/// guess, hashed the way the salt allows, does not match.
+#[test]
+fn a_revealed_secret_output_is_not_guessable_from_the_outputs_hash() {
+    let ws = Ws::new();
+    ws.profile(
+        "t",
+        "description: t\ninfra_type: test\ninfrastructure:\n  - path: db\n    needs: []\n  - path: app\n    needs: [db]\n    inputs:\n      app:password: db:password\n",
+    );
+    ws.pulumi_project(
+        "db",
+        "db",
+        "outputs:\n  password:\n    fn::secret: autumn2026\n",
+    );
+    ws.pulumi_project("app", "app", "config:\n  password:\n    type: string\n");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let salt = std::fs::read(ws.path(".strata/dev/fingerprint.salt")).unwrap();
+    let recorded: Vec<String> = ws
+        .read(".strata/dev/journal.jsonl")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["project"] == "db")
+        .filter_map(|v| v["outputs_hash"].as_str().map(String::from))
+        .collect();
+    assert_eq!(recorded.len(), 1, "db's up recorded its outputs hash");
+    let guess = |text: &str| -> String {
+        let mut h = Sha256::new();
+        h.update(&salt);
+        h.update(b"outputs");
+        h.update([0]);
+        h.update(text.as_bytes());
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    };
+    assert_ne!(
+        recorded[0],
+        guess(r#"{"password":"autumn2026"}"#),
+        "the password is testable from .strata/ alone"
+    );
+}
