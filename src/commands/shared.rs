@@ -13,8 +13,8 @@ pub struct Shared {
     pub backend: String,
     /// Newest first.
     pub runs: Vec<RunRecord>,
-    /// The lease's holder (`None`: free).
-    pub holder: Option<Holder>,
+    /// The runs holding the lease, each for its projects (none: free).
+    pub holders: Vec<Holder>,
 }
 
 /// What the backend of `ws` says of `stack`, when it is a bucket (`None` otherwise):
@@ -26,38 +26,58 @@ pub fn read(ws: &Workspace, stack: &str, limit: usize) -> Result<Option<Shared>>
         return Ok(None);
     };
     let runs = records::recent(&backend, stack, limit, &mut |w| eprintln!("warning: {w}"))?;
-    let holder = lease::read(&backend, stack)?
-        .and_then(|f| f.holder)
-        .filter(|h| !h.released);
+    let holders = lease::read(&backend, stack)?
+        .map(|f| f.holders)
+        .unwrap_or_default();
     Ok(Some(Shared {
         backend: backend.name.clone(),
         runs,
-        holder,
+        holders,
     }))
 }
 
 impl Shared {
-    /// The lease as a line: `held by …` or `free`.
+    /// The lease as a line: `held by … for …` (each run, and what it holds) or `free`.
     pub fn lease_line(&self) -> String {
-        match &self.holder {
-            Some(h) => format!("lease: held by {}", h.describe()),
-            None => "lease: free".into(),
+        if self.holders.is_empty() {
+            return "lease: free".into();
         }
+        let each: Vec<String> = self
+            .holders
+            .iter()
+            .map(|h| format!("{} for {}", h.describe(), held_projects(h)))
+            .collect();
+        format!("lease: held by {}", each.join("; "))
     }
 
-    /// The lease as JSON: `{"held": false}` or its holder.
+    /// The lease as JSON: `{"held": false}`, or each holder (the first one's fields also
+    /// at the top, as before leases were per project).
     pub fn lease_json(&self) -> serde_json::Value {
-        match &self.holder {
-            Some(h) => serde_json::json!({
-                "held": true,
+        let one = |h: &Holder| {
+            serde_json::json!({
                 "user": h.user,
                 "host": h.host,
                 "pid": h.pid,
                 "run_id": h.run_id,
                 "command": h.command,
                 "since": h.since,
-            }),
-            None => serde_json::json!({ "held": false }),
-        }
+                "projects": h.projects,
+            })
+        };
+        let Some(first) = self.holders.first() else {
+            return serde_json::json!({ "held": false, "holders": [] });
+        };
+        let mut doc = one(first);
+        doc["held"] = true.into();
+        doc["holders"] = self.holders.iter().map(one).collect();
+        doc
+    }
+}
+
+/// What a holder holds: its projects, or the whole environment.
+fn held_projects(h: &Holder) -> String {
+    match &h.projects {
+        Some(p) => crate::util::list_some(p, 6),
+        None => "the whole environment".into(),
     }
 }

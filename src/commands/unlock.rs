@@ -27,7 +27,7 @@ pub fn run(target: &Target, settings: &Settings, yes: bool) -> Result<i32> {
         }
     };
     let Some(found) =
-        lease::read(&backend, &stack)?.filter(|f| !f.holder.as_ref().is_some_and(|h| h.released))
+        lease::read(&backend, &stack)?.filter(|f| !f.readable || !f.holders.is_empty())
     else {
         eprintln!(
             "stack `{stack}` has no lease held in {}: nothing to free.",
@@ -35,15 +35,18 @@ pub fn run(target: &Target, settings: &Settings, yes: bool) -> Result<i32> {
         );
         return Ok(0);
     };
-    let who = found.holder.as_ref().map_or_else(
-        || {
-            format!(
-                "a lease strata cannot read ({})",
-                lease::key(&backend, &stack)
-            )
-        },
-        |h| h.describe(),
-    );
+    let who = match found.readable {
+        false => format!(
+            "a lease strata cannot read ({})",
+            lease::key(&backend, &stack)
+        ),
+        true => found
+            .holders
+            .iter()
+            .map(lease::Holder::describe)
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
     eprintln!(
         "stack `{stack}`'s lease in {} is held by {who}.\n  Freeing it lets another run start now; if that run is still alive, it is cancelled at its next renewal.",
         backend.name

@@ -97,7 +97,8 @@ fn take_lease(r: &Resolved, held: &mut Held) -> Result<Option<Lease>> {
         r.stack(),
         &held.run_id,
         &format!("strata {}", r.req.op.as_str()),
-    )?;
+    )?
+    .for_projects(claimed(r));
     let caught = &held.caught;
     let notices = &mut held.notices;
     let lease = lease::acquire(
@@ -115,6 +116,15 @@ fn take_lease(r: &Resolved, held: &mut Held) -> Result<Option<Lease>> {
         }),
     )?;
     Ok(Some(lease))
+}
+
+/// The projects a run may change, which it holds the lease for: those its selection
+/// picks; `None` (the whole environment) for a run of all of them or of the orphans.
+fn claimed(r: &Resolved) -> Option<Vec<String>> {
+    if r.req.args.selector.is_empty() || r.req.orphans {
+        return None;
+    }
+    Some(r.plan.nodes.iter().map(|n| n.path.clone()).collect())
 }
 
 /// The lock now or never (a preview saving its answers does not wait for anyone).

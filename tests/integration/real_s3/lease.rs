@@ -16,16 +16,32 @@ pub(super) const STACK: &str = "prod";
 
 /// One checkout of the environment, on "machine" `host`, with the backend `url`.
 fn machine(s: &Server, url: &str, host: &str, ttl_ms: u64, shared: &Path) -> Ws {
+    machine_of(s, url, host, ttl_ms, shared, &["slow"])
+}
+
+/// [`machine`] with the slow projects `paths` (none needs another).
+fn machine_of(s: &Server, url: &str, host: &str, ttl_ms: u64, shared: &Path, paths: &[&str]) -> Ws {
     let ws = checkout(s, url, host, ttl_ms, shared);
-    ws.profile("t", &format!("{HEAD}infrastructure:\n  - path: slow\n"));
+    let entries: String = paths
+        .iter()
+        .map(|p| format!("  - path: {p}\n    needs: []\n"))
+        .collect();
+    ws.profile("t", &format!("{HEAD}infrastructure:\n{entries}"));
     // Starts (its pid, which is its process group, in pid-HOST), then runs until the
     // test writes release-HOST (60 s at most).
     let up = r#"h=$STRATA_TEST_HOSTNAME; d=$LEASE_SHARED
 echo "start $h" >> "$d/log"; echo $$ > "$d/pid-$h"
 i=0; while [ ! -e "$d/release-$h" ]; do i=$((i+1)); [ $i -gt 1200 ] && exit 1; sleep 0.05; done
 echo "end $h" >> "$d/log"; printf '{}' > "$STRATA_OUTPUTS_FILE""#;
-    ws.command_project("slow", up, "true");
+    for p in paths {
+        ws.command_project(p, up, "true");
+    }
     ws
+}
+
+/// The first holder of a lease object (`Null` when free or absent).
+fn first_holder(lease: &serde_json::Value) -> serde_json::Value {
+    lease["holders"][0].clone()
 }
 
 /// One checkout of the environment, with its own HOME and `.strata/`, on "machine" `host`
@@ -196,7 +212,7 @@ fn two_checkouts_one_backend_one_run_at_a_time() {
     };
     let run_a = a.spawn(&up_args(&[]));
     wait_for(&shared.path().join("pid-host-a"), "host-a's project");
-    let holder = lease(&s, "lease-two");
+    let holder = first_holder(&lease(&s, "lease-two"));
     assert_eq!(holder["host"], "host-a", "{holder}");
     let refused = b.strata(&up_args(&[]));
     let run_id = holder["run_id"].as_str().unwrap();
@@ -227,10 +243,59 @@ fn two_checkouts_one_backend_one_run_at_a_time() {
         ["start host-a", "end host-a", "start host-b", "end host-b"]
     );
     let after = lease(&s, "lease-two");
+    assert_eq!(after["holders"], serde_json::json!([]), "released: {after}");
+}
+
+/// Issue 44: two machines on disjoint projects of one stack (what two jobs of a wave
+/// do) run at once; a third wanting a project one of them holds is refused naming the
+/// holder and the project both want; each release frees only its own part.
+#[test]
+fn runs_on_disjoint_projects_go_at_once_and_an_overlapping_one_is_refused() {
+    let Some((s, shared, url)) = on_prefix("real_s3::lease_disjoint", "lease-disjoint") else {
+        return;
+    };
+    let paths = ["net", "app"];
+    let a = machine_of(&s, &url, "host-a", 2000, shared.path(), &paths);
+    let b = machine_of(&s, &url, "host-b", 2000, shared.path(), &paths);
+    let c = machine_of(&s, &url, "host-c", 2000, shared.path(), &paths);
+    let run_a = a.spawn(&up_args(&["--project", "net"]));
+    wait_for(&shared.path().join("pid-host-a"), "host-a's net");
+    let run_b = b.spawn(&up_args(&["--project", "app"]));
+    wait_for(
+        &shared.path().join("pid-host-b"),
+        "host-b's app, beside host-a's net",
+    );
+    let held = lease(&s, "lease-disjoint");
+    assert_eq!(held["holders"].as_array().map(Vec::len), Some(2), "{held}");
+    let refused = c.strata(&up_args(&["--project", "app"]));
+    assert_ended(
+        &refused,
+        3,
+        &["stack `prod` is in use", "host-b", "this run wants app too"],
+        "host-c",
+    );
+    let status = c.strata(&["status", "--provider", "t", "--stack", STACK]);
+    assert!(
+        status.stdout.contains("for net") && status.stdout.contains("for app"),
+        "status shows who holds what: {status:?}"
+    );
+    std::fs::write(shared.path().join("release-host-a"), "").unwrap();
+    let ra = finish(run_a, "host-a's up");
+    assert_eq!(ra.code, 0, "{ra:?}");
+    let held = lease(&s, "lease-disjoint");
     assert_eq!(
-        (&after["host"], &after["released"]),
-        (&"host-b".into(), &true.into()),
-        "{after}"
+        first_holder(&held)["host"],
+        "host-b",
+        "only a's part went: {held}"
+    );
+    std::fs::write(shared.path().join("release-host-b"), "").unwrap();
+    let rb = finish(run_b, "host-b's up");
+    assert_eq!(rb.code, 0, "{rb:?}");
+    let log = log(shared.path());
+    assert_eq!(
+        &log[..2],
+        ["start host-a", "start host-b"],
+        "both ran at once: {log:?}"
     );
 }
 
@@ -358,10 +423,10 @@ fn unlock_frees_a_killed_holders_lease_with_yes_only() {
     let unlock = ["unlock", "--stack", STACK];
     let asked = b.strata(&unlock);
     assert_ended(&asked, 2, &["on host-a", "--yes"], "unlock without --yes");
-    assert_eq!(lease(&s, "lease-unlock")["released"], false);
+    assert_eq!(first_holder(&lease(&s, "lease-unlock"))["host"], "host-a");
     let freed = b.strata(&["unlock", "--stack", STACK, "--yes"]);
     assert_eq!(freed.code, 0, "{freed:?}");
-    assert_eq!(lease(&s, "lease-unlock")["released"], true);
+    assert_eq!(lease(&s, "lease-unlock")["holders"], serde_json::json!([]));
     // Taken at once now (the dead holder's lease, unfreed, would refuse it).
     let run_b = b.spawn(&up_args(&[]));
     wait_for(&shared.path().join("pid-host-b"), "host-b's project");
@@ -437,8 +502,8 @@ printf '{}' > "$STRATA_OUTPUTS_FILE""#;
     assert_ended(&cancelled, 143, &["could not be renewed"], "host-a");
     let after = lease(&s, "lease-outage");
     assert_eq!(
-        (&after["host"], &after["released"]),
-        (&"host-a".into(), &true.into()),
-        "{after}\n{cancelled:?}"
+        after["holders"],
+        serde_json::json!([]),
+        "released once the backend answered: {after}\n{cancelled:?}"
     );
 }

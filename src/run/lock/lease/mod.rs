@@ -47,6 +47,10 @@ pub struct Holder {
     /// by the store all the same) is recognised as this run's by it.
     #[serde(default)]
     pub write: String,
+    /// The projects (profile paths) this run may change; `None`: the whole environment.
+    /// Runs whose sets do not overlap hold the lease at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projects: Option<Vec<String>>,
 }
 
 impl Holder {
@@ -86,7 +90,44 @@ impl Holder {
             renewed_at: now,
             released: false,
             write: token(),
+            projects: None,
         })
+    }
+
+    /// This claim narrowed to `projects` (a run of part of the environment).
+    pub fn for_projects(mut self, projects: Option<Vec<String>>) -> Holder {
+        self.projects = projects;
+        self
+    }
+
+    /// Whether this run and `other` may change a project in common (a run of the whole
+    /// environment overlaps every other).
+    pub fn overlaps(&self, other: &Holder) -> bool {
+        match (&self.projects, &other.projects) {
+            (Some(mine), Some(theirs)) => mine.iter().any(|p| theirs.contains(p)),
+            _ => true,
+        }
+    }
+
+    /// `for a, b (this run wants a)`: what `other` holds, and what of it this run wants.
+    fn overlap_with(&self, other: &Holder) -> String {
+        let theirs = match &other.projects {
+            Some(p) => crate::util::list_some(p, 4),
+            None => "the whole environment".into(),
+        };
+        let both: Vec<String> = match (&self.projects, &other.projects) {
+            (Some(mine), Some(t)) => mine.iter().filter(|p| t.contains(p)).cloned().collect(),
+            (Some(mine), None) => mine.clone(),
+            (None, Some(t)) => t.clone(),
+            (None, None) => Vec::new(),
+        };
+        match both.is_empty() {
+            true => format!("for {theirs}"),
+            false => format!(
+                "for {theirs} (this run wants {} too)",
+                crate::util::list_some(&both, 4)
+            ),
+        }
     }
 
     pub fn ttl(&self) -> Duration {
@@ -105,6 +146,7 @@ impl Holder {
         self.same_holder(other) && !other.released && sent.contains(&other.write)
     }
 
+    #[cfg(test)]
     fn body(&self) -> Vec<u8> {
         serde_json::to_vec_pretty(self).unwrap_or_default()
     }
@@ -164,18 +206,51 @@ fn now() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// The lease object as read: its holder (`None` when unreadable) and ETag.
+/// The lease object as read: its live holders (none when free; `readable` false when it
+/// is not a lease strata can read) and its ETag.
 pub struct Found {
-    pub holder: Option<Holder>,
+    pub holders: Vec<Holder>,
+    pub readable: bool,
     pub etag: String,
+}
+
+impl Found {
+    fn of(o: crate::backend::Object) -> Found {
+        let holders = holders(&o.body);
+        Found {
+            readable: holders.is_some(),
+            holders: holders.unwrap_or_default(),
+            etag: o.etag,
+        }
+    }
+}
+
+/// The lease object's body: every run that holds part of the stack.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+struct Doc {
+    holders: Vec<Holder>,
+}
+
+fn body(holders: &[Holder]) -> Vec<u8> {
+    let doc = Doc {
+        holders: holders.to_vec(),
+    };
+    serde_json::to_vec_pretty(&doc).unwrap_or_default()
+}
+
+/// The live holders in a lease object's body (a list; or one holder, as strata wrote
+/// it before leases were per project); `None` when it is neither.
+fn holders(body: &[u8]) -> Option<Vec<Holder>> {
+    let all = match serde_json::from_slice::<Doc>(body) {
+        Ok(doc) => doc.holders,
+        Err(_) => vec![serde_json::from_slice::<Holder>(body).ok()?],
+    };
+    Some(all.into_iter().filter(|h| !h.released).collect())
 }
 
 /// The lease of `stack` as it is now, if there is one.
 pub fn read(backend: &Backend, stack: &str) -> Result<Option<Found>> {
-    Ok(backend.get(&key(backend, stack))?.map(|o| Found {
-        holder: serde_json::from_slice(&o.body).ok(),
-        etag: o.etag,
-    }))
+    Ok(backend.get(&key(backend, stack))?.map(Found::of))
 }
 
 /// How to wait for a held lease.
@@ -188,9 +263,9 @@ pub struct Waiting<'a> {
     pub warn: &'a mut dyn FnMut(String),
 }
 
-/// Takes the lease of `me.stack` in `backend`, waiting as `waiting` says, then keeps it
-/// renewed on a thread until the returned [`Lease`] is dropped. `lost` is called (on that
-/// thread) if the lease is lost meanwhile.
+/// Takes the lease of `me.stack` for `me.projects` in `backend`, waiting as `waiting`
+/// says, then keeps it renewed on a thread until the returned [`Lease`] is dropped.
+/// `lost` is called (on that thread) if the lease is lost meanwhile.
 pub fn acquire(
     backend: Arc<Backend>,
     me: Holder,
@@ -198,30 +273,36 @@ pub fn acquire(
     lost: Box<dyn Fn(String) + Send>,
 ) -> Result<Lease> {
     let key = key(&backend, &me.stack);
-    let (etag, sent) = match take(&backend, &key, &me, waiting) {
-        Ok(taken) => taken,
+    let sent = match take(&backend, &key, &me, waiting) {
+        Ok(sent) => sent,
         Err(e) => {
             release_own(&backend, &key, &me);
             return Err(nothing_started(e));
         }
     };
-    Lease::keep(backend, key, me, etag, sent, lost)
+    Lease::keep(backend, key, me, sent, lost)
 }
 
 /// After a failed take: a write of ours the store applied but did not answer (a
-/// timeout) holds the lease with nobody renewing it; written released, so the next run
-/// is not refused for a run that never started. Best effort: the store may still be away.
+/// timeout) holds part of the lease with nobody renewing it; taken out again, so the
+/// next run is not refused for a run that never started. Best effort: the store may
+/// still be away.
 fn release_own(backend: &Backend, key: &str, me: &Holder) {
-    if let Ok(Some(cur)) = backend.get(key)
-        && let Ok(h) = serde_json::from_slice::<Holder>(&cur.body)
-        && me.same_holder(&h)
-        && !h.released
-    {
-        let found = Found {
-            holder: Some(h),
-            etag: cur.etag,
+    for _ in 0..3 {
+        let Ok(Some(cur)) = backend.get(key) else {
+            return;
         };
-        let _ = free(backend, &me.stack, &found);
+        let Some(mut all) = holders(&cur.body) else {
+            return;
+        };
+        let before = all.len();
+        all.retain(|h| !me.same_holder(h));
+        if all.len() == before {
+            return;
+        }
+        if let Ok(Some(_)) = backend.update(key, &body(&all), &cur.etag) {
+            return;
+        }
     }
 }
 
@@ -234,86 +315,134 @@ pub fn nothing_started(mut e: Error) -> Error {
     e
 }
 
-/// The ETag seen, and since when (on this process's clock).
+/// What a waiter saw of each holder (by run): its renewals, and since when (on this
+/// process's clock) they stayed the same; and of an unreadable lease, its ETag.
+#[derive(Default)]
 struct Seen {
-    etag: String,
-    since: Duration,
+    runs: BTreeMap<String, (u64, Duration)>,
+    unreadable: Option<(String, Duration)>,
 }
 
-/// The waiting loop: creates the lease when there is none, takes a released one, and
-/// takes over one whose ETag stayed the same for its whole TTL. The ETag of the lease
-/// written, and when its write was sent.
-fn take(backend: &Backend, key: &str, me: &Holder, waiting: Waiting) -> Result<(String, Duration)> {
+impl Seen {
+    /// How long `h` has not been renewed, as far as this waiter saw.
+    fn still_for(&mut self, h: &Holder) -> Duration {
+        let t = now();
+        let e = self.runs.entry(h.run_id.clone()).or_insert((h.renewals, t));
+        if e.0 != h.renewals {
+            *e = (h.renewals, t);
+        }
+        t.saturating_sub(e.1)
+    }
+
+    fn unreadable_for(&mut self, etag: &str) -> Duration {
+        let t = now();
+        match &self.unreadable {
+            Some((seen, since)) if seen == etag => t.saturating_sub(*since),
+            _ => {
+                self.unreadable = Some((etag.to_string(), t));
+                Duration::ZERO
+            }
+        }
+    }
+}
+
+/// The waiting loop: adds this run to the lease when no live holder wants a project it
+/// wants (creating the lease when there is none), leaving out holders not renewed for
+/// their whole TTL as this waiter saw them. When its write was sent.
+fn take(backend: &Backend, key: &str, me: &Holder, waiting: Waiting) -> Result<Duration> {
     let t0 = now();
     let poll = (me.ttl() / 10).clamp(Duration::from_millis(50), Duration::from_secs(2));
-    let mut seen: Option<Seen> = None;
+    let mut seen = Seen::default();
     // A write that got no answer may have been applied all the same: the next look
     // tells (a write of ours is ours). Only a store that keeps failing fails the take.
-    let mut unanswered: Option<Error> = None;
-    let mut attempts = 0;
+    let mut failures = 0;
     loop {
         let sent = now();
-        let Some(cur) = backend.get(key)? else {
-            match backend.create(key, &me.body()) {
-                Ok(Some(etag)) => return Ok((etag, sent)),
-                Ok(None) => {}
-                Err(e) => unanswered = Some(e),
+        let written = match backend.get(key)? {
+            None => backend.create(key, &body(std::slice::from_ref(me))),
+            Some(cur) => {
+                let Some(all) = holders(&cur.body) else {
+                    // Not a lease strata can read: taken over once it stayed the same a
+                    // whole TTL.
+                    if seen.unreadable_for(&cur.etag) < me.ttl() {
+                        waited(me, &waiting, t0, poll, || {
+                            in_use(backend, me, &[], me.ttl())
+                        })?;
+                        continue;
+                    }
+                    let written = backend.update(key, &body(std::slice::from_ref(me)), &cur.etag);
+                    if let Ok(Some(_)) = written {
+                        (waiting.warn)(takeover_notice(backend, me, None, me.ttl()));
+                    }
+                    match written {
+                        Ok(Some(_)) => return Ok(sent),
+                        Ok(None) => continue,
+                        Err(e) => return Err(e),
+                    }
+                };
+                // A write of ours whose answer was lost: ours.
+                if all
+                    .iter()
+                    .any(|h| me.own_write(h, std::slice::from_ref(&me.write)))
+                {
+                    return Ok(sent);
+                }
+                let (gone, live): (Vec<Holder>, Vec<Holder>) =
+                    all.into_iter().partition(|h| seen.still_for(h) >= h.ttl());
+                let blocking: Vec<&Holder> = live.iter().filter(|h| me.overlaps(h)).collect();
+                if !blocking.is_empty() {
+                    let ttl = blocking.iter().map(|h| h.ttl()).max().unwrap_or(me.ttl());
+                    let first = blocking[0].clone();
+                    waited(me, &waiting, t0, poll, || {
+                        in_use(backend, me, std::slice::from_ref(&first), ttl)
+                    })?;
+                    continue;
+                }
+                let mut next = live;
+                next.push(me.clone());
+                let written = backend.update(key, &body(&next), &cur.etag);
+                if let Ok(Some(_)) = written {
+                    for g in gone.iter().filter(|g| me.overlaps(g)) {
+                        (waiting.warn)(takeover_notice(backend, me, Some(g), g.ttl()));
+                    }
+                }
+                written
             }
-            attempts += 1;
-            if let Some(e) = unanswered.take().filter(|_| attempts >= 3) {
-                return Err(e);
-            }
-            continue;
         };
-        let holder: Option<Holder> = serde_json::from_slice(&cur.body).ok();
-        // A write of ours whose answer was lost: ours.
-        if holder
-            .as_ref()
-            .is_some_and(|h| me.own_write(h, std::slice::from_ref(&me.write)))
-        {
-            return Ok((cur.etag, sent));
-        }
-        let ttl = holder.as_ref().map_or(me.ttl(), Holder::ttl);
-        let same = seen.as_ref().is_some_and(|s| s.etag == cur.etag);
-        if !same {
-            seen = Some(Seen {
-                etag: cur.etag.clone(),
-                since: now(),
-            });
-        }
-        let since = seen.as_ref().map(|s| s.since).unwrap_or_default();
-        let unchanged_for = now().saturating_sub(since);
-        let released = holder.as_ref().is_some_and(|h| h.released);
-        if released || unchanged_for >= ttl {
-            match backend.update(key, &me.body(), &cur.etag) {
-                Ok(Some(etag)) => {
-                    if !released {
-                        (waiting.warn)(takeover_notice(backend, me, holder.as_ref(), ttl));
-                    }
-                    return Ok((etag, sent));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    attempts += 1;
-                    if attempts >= 3 {
-                        return Err(e);
-                    }
+        match written {
+            Ok(Some(_)) => return Ok(sent),
+            Ok(None) => {}
+            Err(e) => {
+                failures += 1;
+                if failures >= 3 {
+                    return Err(e);
                 }
             }
-            continue;
         }
-        let waited = now().saturating_sub(t0);
-        if waited >= waiting.timeout {
-            return Err(in_use(backend, me, holder.as_ref(), ttl));
-        }
-        if let Some(sig) = (waiting.stop)() {
-            return Err(crate::run::signals::stopped_before_start(
-                sig,
-                &format!("while waiting for the lease of stack `{}`", me.stack),
-            ));
-        }
-        std::thread::sleep(poll.min(waiting.timeout.saturating_sub(waited)));
     }
+}
+
+/// One pause of the waiting loop: the refusal `refused` once `--lock-timeout` has
+/// passed, a stop when a signal came.
+fn waited(
+    me: &Holder,
+    waiting: &Waiting,
+    t0: Duration,
+    poll: Duration,
+    refused: impl FnOnce() -> Error,
+) -> Result<()> {
+    let waited = now().saturating_sub(t0);
+    if waited >= waiting.timeout {
+        return Err(refused());
+    }
+    if let Some(sig) = (waiting.stop)() {
+        return Err(crate::run::signals::stopped_before_start(
+            sig,
+            &format!("while waiting for the lease of stack `{}`", me.stack),
+        ));
+    }
+    std::thread::sleep(poll.min(waiting.timeout.saturating_sub(waited)));
+    Ok(())
 }
 
 fn takeover_notice(backend: &Backend, me: &Holder, gone: Option<&Holder>, ttl: Duration) -> String {
@@ -326,16 +455,17 @@ fn takeover_notice(backend: &Backend, me: &Holder, gone: Option<&Holder>, ttl: D
     )
 }
 
-/// The refusal when another run holds the lease: who, where, since when, and how to free it.
-fn in_use(backend: &Backend, me: &Holder, holder: Option<&Holder>, ttl: Duration) -> Error {
+/// The refusal when another run holds the lease for a project this run wants: who,
+/// where, since when, which projects both want, and how to free it.
+fn in_use(backend: &Backend, me: &Holder, holders: &[Holder], ttl: Duration) -> Error {
     let stack = &me.stack;
-    let who = holder.map_or_else(
+    let who = holders.first().map_or_else(
         || format!("a lease strata cannot read ({})", key(backend, stack)),
-        Holder::describe,
+        |h| format!("{} {}", h.describe(), me.overlap_with(h)),
     );
     let wait = (ttl * 2).as_secs().max(1);
     Error::config(format!(
-        "stack `{stack}` is in use: {who} holds its lease in the Pulumi backend {}.\n  Wait for it to finish, or wait for it with `--lock-timeout 30m`. If that run is gone (killed, its machine off), its lease expires {}s after its last renewal: `--lock-timeout {wait}s` takes it over then, and `strata unlock -s {stack}` frees it now.",
+        "stack `{stack}` is in use: {who} holds its lease in the Pulumi backend {}.\n  Wait for it to finish, or wait for it with `--lock-timeout 30m`. Runs on projects that do not overlap go at once. If that run is gone (killed, its machine off), its lease expires {}s after its last renewal: `--lock-timeout {wait}s` takes it over then, and `strata unlock -s {stack}` frees it now.",
         backend.name,
         ttl.as_secs_f64(),
     ))
@@ -352,12 +482,8 @@ struct Kept {
     backend: Arc<Backend>,
     key: String,
     me: Holder,
-    etag: String,
     /// When the last write that went through was sent.
     renewed: Duration,
-    /// The tokens of the writes sent since the last one answered: any of them may be
-    /// the one the store holds.
-    unanswered: Vec<String>,
     lost: Box<dyn Fn(String) + Send>,
 }
 
@@ -366,7 +492,6 @@ impl Lease {
         backend: Arc<Backend>,
         key: String,
         me: Holder,
-        etag: String,
         sent: Duration,
         lost: Box<dyn Fn(String) + Send>,
     ) -> Result<Lease> {
@@ -375,9 +500,7 @@ impl Lease {
             backend,
             key,
             me,
-            etag,
             renewed: sent,
-            unanswered: Vec::new(),
             lost,
         };
         let thread = std::thread::Builder::new()
@@ -439,89 +562,69 @@ impl Kept {
         }
     }
 
-    /// Writes the lease again on its ETag (released, or renewed): `Ok(false)` when
-    /// another write came first.
-    fn write(&mut self, released: bool) -> Result<bool> {
-        self.me.renewals += 1;
-        self.me.released = released;
-        self.me.renewed_at = crate::util::rfc3339(crate::util::now_ms());
-        self.me.write = token();
-        self.unanswered.push(self.me.write.clone());
-        let sent = now();
-        let written = match self
-            .backend
-            .update(&self.key, &self.me.body(), &self.etag)?
-        {
-            Some(etag) => Some(etag),
-            // An earlier write of ours whose answer was lost (a timeout the store applied
-            // all the same) changed the ETag: still ours, on the ETag it has now.
-            None => self.own_etag()?,
-        };
-        match written {
-            Some(etag) => {
-                self.etag = etag;
-                self.renewed = sent;
-                self.unanswered.clear();
-                Ok(true)
+    /// Writes this run's part of the lease again (renewed), or takes it out (`release`),
+    /// reading the lease first: other runs renew their parts of the same object, and a
+    /// write of ours whose answer was lost (a timeout the store applied all the same) is
+    /// found as ours. `Ok(false)` when this run's part is gone (taken over, or freed by
+    /// `strata unlock`).
+    fn write(&mut self, release: bool) -> Result<bool> {
+        let mut last = None;
+        for _ in 0..8 {
+            let Some(cur) = self.backend.get(&self.key)? else {
+                return Ok(release);
+            };
+            let Some(mut all) = holders(&cur.body) else {
+                return Ok(release);
+            };
+            let Some(at) = all.iter().position(|h| self.me.same_holder(h)) else {
+                return Ok(release);
+            };
+            let sent = now();
+            if release {
+                all.remove(at);
+            } else {
+                self.me.renewals = all[at].renewals + 1;
+                self.me.renewed_at = crate::util::rfc3339(crate::util::now_ms());
+                self.me.write = token();
+                all[at] = self.me.clone();
             }
-            None => Ok(false),
+            match self.backend.update(&self.key, &body(&all), &cur.etag) {
+                Ok(Some(_)) => {
+                    self.renewed = sent;
+                    return Ok(true);
+                }
+                // Another run wrote its part meanwhile: read again.
+                Ok(None) => {}
+                Err(e) => last = Some(e),
+            }
         }
-    }
-
-    /// The ETag of the lease if what it holds is one of this run's unanswered writes
-    /// (then written again on it, released or renewed as `self.me` says).
-    fn own_etag(&mut self) -> Result<Option<String>> {
-        let Some(cur) = self.backend.get(&self.key)? else {
-            return Ok(None);
-        };
-        let ours = serde_json::from_slice::<Holder>(&cur.body)
-            .is_ok_and(|h| self.me.own_write(&h, &self.unanswered));
-        if !ours {
-            return Ok(None);
-        }
-        self.backend.update(&self.key, &self.me.body(), &cur.etag)
-    }
-
-    fn release_if_mine(&self) -> Result<()> {
-        if let Some(found) = read(&self.backend, &self.me.stack)?
-            && let Some(h) = &found.holder
-            && h.run_id == self.me.run_id
-            && !h.released
-        {
-            free(&self.backend, &self.me.stack, &found)?;
-        }
-        Ok(())
+        Err(last.unwrap_or_else(|| {
+            Error::failed(format!(
+                "the lease of stack `{}` changed under every write: too many runs renewing at once",
+                self.me.stack
+            ))
+        }))
     }
 
     fn taken(self) {
         let by = read(&self.backend, &self.me.stack)
             .ok()
             .flatten()
-            .and_then(|f| f.holder)
-            .map_or("another strata".to_string(), |h| {
-                if h.released {
-                    "`strata unlock`".to_string()
-                } else {
-                    h.describe()
-                }
-            });
+            .and_then(|f| f.holders.into_iter().find(|h| self.me.overlaps(h)))
+            .map_or(
+                "`strata unlock`, or a run that took it over,".to_string(),
+                |h| h.describe(),
+            );
         (self.lost)(format!(
             "the lease of stack `{}` in {} was taken by {by} while this run held it (this run's renewals had stopped for a whole lease, or it was freed). Cancelling this run.",
             self.me.stack, self.backend.name
         ))
     }
 
-    /// Writes the lease released, if it is still this run's: on its ETag, else (a
-    /// renewal whose answer was lost landed later) on the ETag it has now.
+    /// Takes this run's part out of the lease, if it is still there; a write whose
+    /// answer was lost is tried again.
     fn release(mut self) {
-        // An unanswered write may have landed: the second try tells.
-        let done =
-            self.write(true)
-                .or_else(|_| self.write(true))
-                .and_then(|written| match written {
-                    true => Ok(()),
-                    false => self.release_if_mine(),
-                });
+        let done = self.write(true).or_else(|_| self.write(true));
         if let Err(e) = done {
             eprintln!(
                 "warning: the lease of stack `{}` was not released: {}\n  It expires {}s after its last renewal; `strata unlock -s {}` frees it now.",
@@ -535,29 +638,10 @@ impl Kept {
 }
 
 /// Frees the lease of `stack` if its ETag is still `etag` (the one shown to whoever
-/// confirmed): written released, never deleted. `Ok(false)` when it changed meanwhile.
+/// confirmed): every holder shown taken out. `Ok(false)` when it changed meanwhile.
 pub fn free(backend: &Backend, stack: &str, found: &Found) -> Result<bool> {
-    let mut h = found.holder.clone().unwrap_or_else(|| Holder {
-        stack: stack.to_string(),
-        user: String::new(),
-        host: String::new(),
-        pid: 0,
-        started: None,
-        run_id: String::new(),
-        command: String::new(),
-        since: String::new(),
-        ttl_ms: TTL.as_millis() as u64,
-        renewals: 0,
-        renewed_at: String::new(),
-        released: false,
-        write: String::new(),
-    });
-    h.write = token();
-    h.released = true;
-    h.renewals += 1;
-    h.renewed_at = crate::util::rfc3339(crate::util::now_ms());
     Ok(backend
-        .update(&key(backend, stack), &h.body(), &found.etag)?
+        .update(&key(backend, stack), &body(&[]), &found.etag)?
         .is_some())
 }
 

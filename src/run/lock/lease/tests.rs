@@ -66,7 +66,7 @@ fn a_held_lease_refuses_naming_its_holder_and_is_free_once_released() {
     }
     drop(a);
     let found = read(&backend(&store), "prod").unwrap().unwrap();
-    assert!(found.holder.unwrap().released);
+    assert!(found.holders.is_empty());
     // Released: taken at once, no takeover notice.
     let b = take(&store, "host-b", 3000, Duration::ZERO, &mut w);
     assert!(b.is_ok());
@@ -134,8 +134,9 @@ fn a_holder_whose_lease_was_taken_is_told_naming_the_taker() {
     assert!(msgs[0].contains("host-thief"), "{msgs:?}");
     assert!(msgs[0].contains("Cancelling this run"), "{msgs:?}");
     // Its end did not release the thief's lease.
-    let now = read(&b, "prod").unwrap().unwrap().holder.unwrap();
-    assert_eq!((now.host.as_str(), now.released), ("host-thief", false));
+    let now = read(&b, "prod").unwrap().unwrap().holders;
+    assert_eq!(now.len(), 1);
+    assert_eq!(now[0].host, "host-thief");
 }
 
 /// Each winner keeps its lease until both racers are done (so the loser cannot take it
@@ -184,7 +185,7 @@ fn free_writes_released_on_the_etag_shown_only() {
     assert!(!free(&b, "prod", &shown).unwrap());
     let shown = read(&b, "prod").unwrap().unwrap();
     assert!(free(&b, "prod", &shown).unwrap());
-    assert!(read(&b, "prod").unwrap().unwrap().holder.unwrap().released);
+    assert!(read(&b, "prod").unwrap().unwrap().holders.is_empty());
 }
 
 #[test]
@@ -337,10 +338,10 @@ fn a_renewal_answered_late_is_recognised_as_ours_and_the_run_goes_on() {
         "{:?}",
         lost.lock().unwrap()
     );
-    let h = read(&b, "prod").unwrap().unwrap().holder.unwrap();
-    assert!(h.renewals >= 3 && !h.released, "{h:?}");
+    let h = read(&b, "prod").unwrap().unwrap().holders[0].clone();
+    assert!(h.renewals >= 3, "{h:?}");
     drop(lease);
-    assert!(read(&b, "prod").unwrap().unwrap().holder.unwrap().released);
+    assert!(read(&b, "prod").unwrap().unwrap().holders.is_empty());
 }
 
 /// Issue 43, 3: the first create applied but answered late is ours too: the run takes
@@ -353,7 +354,7 @@ fn a_create_answered_late_takes_the_lease_it_made() {
     let lease = take_on(&b, "host-a", &mut w).expect("the lease it created is its own");
     assert!(w.is_empty(), "no takeover: {w:?}");
     drop(lease);
-    assert!(read(&b, "prod").unwrap().unwrap().holder.unwrap().released);
+    assert!(read(&b, "prod").unwrap().unwrap().holders.is_empty());
 }
 
 /// Issue 43, 3: a take that fails after its create was applied unanswered (the store
@@ -368,7 +369,7 @@ fn a_take_that_fails_releases_what_it_created() {
         panic!("taken while the store was away")
     };
     assert!(e.message.contains("Nothing was started"), "{e:?}");
-    assert!(read(&b, "prod").unwrap().unwrap().holder.unwrap().released);
+    assert!(read(&b, "prod").unwrap().unwrap().holders.is_empty());
     let mut w = Vec::new();
     let next = take_on(&b, "host-b", &mut w);
     assert!(
@@ -391,4 +392,136 @@ fn take_on(b: &Arc<Backend>, host: &str, warnings: &mut Vec<String>) -> Result<L
         },
         Box::new(|_: String| {}),
     )
+}
+
+/// `host`'s lease of `prod` for `projects` (`None`: the whole environment), waiting up
+/// to `timeout`.
+fn take_for(
+    store: &Arc<InMemory>,
+    host: &str,
+    projects: Option<&[&str]>,
+    timeout: Duration,
+) -> Result<Lease> {
+    acquire(
+        Arc::new(backend(store)),
+        holder(host, 600).for_projects(projects.map(|p| p.iter().map(|s| s.to_string()).collect())),
+        Waiting {
+            timeout,
+            stop: &|| None,
+            warn: &mut |_| {},
+        },
+        Box::new(|_: String| {}),
+    )
+}
+
+/// Issue 44: runs on disjoint sets of projects hold the stack's lease at once; a run
+/// whose set overlaps is refused naming the holder and the projects both want; a run
+/// of the whole environment overlaps every other; each release frees only its part.
+#[test]
+fn runs_on_disjoint_projects_hold_the_lease_at_once_and_overlapping_ones_wait() {
+    let store = Arc::new(InMemory::new());
+    let net = take_for(&store, "host-a", Some(&["infra/net"]), Duration::ZERO).unwrap();
+    let app = take_for(&store, "host-b", Some(&["k8s/app"]), Duration::ZERO)
+        .expect("a disjoint set goes at once");
+    let Err(e) = take_for(
+        &store,
+        "host-c",
+        Some(&["k8s/app", "k8s/db"]),
+        Duration::ZERO,
+    ) else {
+        panic!("two runs hold k8s/app")
+    };
+    for part in [
+        "run run-host-b",
+        "for k8s/app",
+        "this run wants k8s/app too",
+    ] {
+        assert!(e.message.contains(part), "{part}: {}", e.message);
+    }
+    let Err(e) = take_for(&store, "host-c", None, Duration::ZERO) else {
+        panic!("the whole environment beside two runs")
+    };
+    assert!(e.message.contains("run run-host-"), "{}", e.message);
+    let held = read(&backend(&store), "prod").unwrap().unwrap().holders;
+    assert_eq!(held.len(), 2, "{held:?}");
+    drop(app);
+    let held = read(&backend(&store), "prod").unwrap().unwrap().holders;
+    assert_eq!(
+        held.iter().map(|h| h.host.as_str()).collect::<Vec<_>>(),
+        ["host-a"],
+        "only its own part released"
+    );
+    let db = take_for(
+        &store,
+        "host-c",
+        Some(&["k8s/app", "k8s/db"]),
+        Duration::ZERO,
+    );
+    assert!(db.is_ok(), "free again: {:?}", db.err());
+    // Both keep renewing their parts of one object without losing them.
+    std::thread::sleep(Duration::from_millis(700));
+    let held = read(&backend(&store), "prod").unwrap().unwrap().holders;
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert!(held.iter().all(|h| h.renewals >= 2), "{held:?}");
+    drop((net, db));
+    assert!(
+        read(&backend(&store), "prod")
+            .unwrap()
+            .unwrap()
+            .holders
+            .is_empty()
+    );
+}
+
+/// A dead holder of some projects is left out after its whole TTL by a run that wants
+/// them, while a live holder of others keeps its part.
+#[test]
+fn a_dead_part_is_taken_over_after_its_ttl_and_a_live_part_stays() {
+    let store = Arc::new(InMemory::new());
+    let live = take_for(&store, "host-live", Some(&["a"]), Duration::ZERO).unwrap();
+    let b = backend(&store);
+    let key = key(&b, "prod");
+    // A run that died holding b: its part is never renewed.
+    let cur = b.get(&key).unwrap().unwrap();
+    let mut all = super::holders(&cur.body).unwrap();
+    all.push(holder("host-dead", 600).for_projects(Some(vec!["b".into()])));
+    b.update(&key, &super::body(&all), &cur.etag)
+        .unwrap()
+        .unwrap();
+    let t0 = Instant::now();
+    let taker = take_for(&store, "host-new", Some(&["b"]), Duration::from_secs(5));
+    assert!(taker.is_ok(), "{:?}", taker.err());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(600),
+        "not before its TTL"
+    );
+    let mut hosts: Vec<String> = read(&b, "prod")
+        .unwrap()
+        .unwrap()
+        .holders
+        .into_iter()
+        .map(|h| h.host)
+        .collect();
+    hosts.sort();
+    assert_eq!(hosts, ["host-live", "host-new"]);
+    drop((live, taker));
+}
+
+/// Racing for overlapping sets, 30 rounds: never both hold a project at once.
+#[test]
+fn overlapping_runs_racing_never_both_hold_a_project() {
+    for round in 0..30 {
+        let store = Arc::new(InMemory::new());
+        let racers: Vec<_> = [("host-x", vec!["a", "b"]), ("host-y", vec!["b", "c"])]
+            .into_iter()
+            .map(|(h, p)| {
+                let store = store.clone();
+                std::thread::spawn(move || take_for(&store, h, Some(&p), Duration::ZERO).ok())
+            })
+            .collect();
+        let leases: Vec<Option<Lease>> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+        let won = leases.iter().filter(|l| l.is_some()).count();
+        assert_eq!(won, 1, "round {round}");
+        drop(leases);
+    }
 }
