@@ -77,8 +77,10 @@ impl Engine for PulumiEngine {
                 ..Outcome::default()
             });
         };
-        let changes =
-            (job.op == Operation::Preview).then(|| preview_changes(&mut seen, calls.report));
+        let changes = match job.op {
+            Operation::Preview => preview_changes(&mut seen, calls.report),
+            _ => None,
+        };
         if operation::held_to_plan(job) {
             plan_errors(&mut seen, &exit);
         }

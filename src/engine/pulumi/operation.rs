@@ -14,6 +14,10 @@ use crate::engine::digest::{self, Changes};
 use crate::engine::process::Exit;
 use crate::engine::{Failure, Job, Operation, Outcome, PlanFile, Progress, contains_secret_mask};
 
+/// The summary of a preview whose output says nothing of its changes (see
+/// `preview_changes`): they are unknown, not none.
+pub(crate) const UNREAD: &str = "the preview's output could not be read: its changes are unknown";
+
 /// An `up` held to a saved plan (`up --plan`).
 pub(super) fn held_to_plan(job: &Job) -> bool {
     job.op == Operation::Up && matches!(job.plan, Some(PlanFile::Apply(_)))
@@ -130,6 +134,7 @@ impl PulumiEngine {
         let job = calls.job;
         let summary = match &changes {
             Some(c) => preview_summary(c),
+            None if job.op == Operation::Preview => UNREAD.into(),
             None => seen.state.change_summary(),
         };
         let mut outputs = match job.op {

@@ -1,0 +1,93 @@
+//! Gates fail closed (issue 43, item 7): a `pulumi` that prints more than the one JSON
+//! document of `preview --json` (a wrapper script that says a line first, as teams use
+//! for credentials) still has its changes read and judged; a preview whose changes
+//! cannot be read at all is refused for a project rules hold, never taken for "no
+//! changes".
+
+use crate::gates::{KEEP_ALPHA, alpha_state, drop_second, finished, gated};
+use crate::run::{BODY, name, ok, run};
+use crate::support::*;
+
+const REVIEW_ALPHA: &str =
+    "  - name: prod-review\n    select: alpha\n    approve: [update, delete, replace]\n";
+
+/// Puts a shell script in place of the fake pulumi on PATH: `body` runs with `$REAL`
+/// naming the fake.
+fn wrap_pulumi(ws: &Ws, body: &str) {
+    let path = ws.bin.join("pulumi");
+    std::fs::remove_file(&path).unwrap();
+    let script = format!("#!/bin/sh\nREAL='{}'\n{body}\n", fake_pulumi().display());
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A wrapper that says a line before and after whatever the CLI prints.
+const CHATTY: &str =
+    "echo 'wrapper: credentials loaded'\n\"$REAL\" \"$@\"\nrc=$?\necho 'wrapper: done'\nexit $rc";
+
+/// A wrapper that loses a preview's stdout (the plan file it saves stays).
+const MUTE_PREVIEW: &str =
+    "case \"$1\" in preview) \"$REAL\" \"$@\" >/dev/null; exit $?;; esac\nexec \"$REAL\" \"$@\"";
+
+#[test]
+fn a_chatty_wrapper_does_not_let_a_denied_delete_through() {
+    let ws = gated(KEEP_ALPHA);
+    ok(&ws, "up", &[]);
+    drop_second(&ws);
+    wrap_pulumi(&ws, CHATTY);
+    let r = run(&ws, "up", &["--output", "json"]);
+    assert_eq!(r.code, 5, "{r:?}");
+    let alpha = finished(&r.events(), "alpha").clone();
+    assert_eq!(alpha["status"], "denied", "{alpha}");
+    assert_eq!(alpha["denied"]["rule"], "keep-data", "{alpha}");
+    assert!(
+        alpha_state(&ws).contains("second"),
+        "the delete was applied"
+    );
+    let p = run(&ws, "preview", &["--output", "json"]);
+    assert_eq!(p.code, 5, "{p:?}");
+    assert_eq!(
+        finished(&p.events(), "alpha")["denied"]["rule"],
+        "keep-data"
+    );
+}
+
+#[test]
+fn a_chatty_wrapper_does_not_skip_an_approval_hold() {
+    let ws = gated(REVIEW_ALPHA);
+    ok(&ws, "up", &[]);
+    ws.pulumi_project("alpha", &name("alpha"), &BODY.replace("x: 1", "x: 2"));
+    wrap_pulumi(&ws, CHATTY);
+    let r = run(&ws, "up", &["--output", "json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(finished(&r.events(), "alpha")["status"], "awaiting");
+}
+
+#[test]
+fn an_unreadable_preview_is_judged_by_its_saved_plan_or_refused() {
+    let ws = gated(KEEP_ALPHA);
+    ok(&ws, "up", &[]);
+    drop_second(&ws);
+    wrap_pulumi(&ws, MUTE_PREVIEW);
+    // up: the plan file it saved is judged.
+    let r = run(&ws, "up", &["--output", "json"]);
+    assert_eq!(r.code, 5, "{r:?}");
+    let alpha = finished(&r.events(), "alpha").clone();
+    assert_eq!(alpha["status"], "denied", "{alpha}");
+    assert!(
+        alpha_state(&ws).contains("second"),
+        "the delete was applied"
+    );
+    // preview: no plan to read, so the project is refused, never "no changes".
+    let p = run(&ws, "preview", &["--output", "json"]);
+    assert_eq!(p.code, 5, "{p:?}");
+    let alpha = finished(&p.events(), "alpha").clone();
+    let msg = alpha["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("alpha") && msg.contains("could not be read"),
+        "{alpha}"
+    );
+    // bravo, which no rule holds, is previewed as usual.
+    assert_eq!(finished(&p.events(), "bravo")["status"], "succeeded");
+}
