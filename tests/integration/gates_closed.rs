@@ -91,3 +91,32 @@ fn an_unreadable_preview_is_judged_by_its_saved_plan_or_refused() {
     // bravo, which no rule holds, is previewed as usual.
     assert_eq!(finished(&p.events(), "bravo")["status"], "succeeded");
 }
+
+/// `deny: [delete]` holds `destroy` too (issue 43, item 11): a destroy that would delete
+/// a project a rule keeps is refused before anything is destroyed, naming the rule and
+/// the project (exit 5); `--override-deny` destroys it.
+#[test]
+fn a_destroy_is_refused_where_a_rule_denies_deletes_unless_overridden() {
+    let ws = gated(KEEP_ALPHA);
+    ok(&ws, "up", &[]);
+    let r = run(&ws, "destroy", &["--yes"]);
+    assert_eq!(r.code, 5, "{r:?}");
+    for said in ["keep-data", "alpha", "--override-deny"] {
+        assert!(r.stderr.contains(said), "{said}: {r:?}");
+    }
+    assert!(alpha_state(&ws).contains("second"), "alpha was destroyed");
+    let bravo = ws.read(&format!(
+        ".strata/backend/.pulumi/stacks/{}/dev.json",
+        name("bravo")
+    ));
+    assert!(
+        bravo.contains("fake:index:Thing"),
+        "bravo was destroyed: {bravo}"
+    );
+    ok(&ws, "destroy", &["--yes", "--override-deny"]);
+    let after = ws.read_opt(&format!(
+        ".strata/backend/.pulumi/stacks/{}/dev.json",
+        name("alpha")
+    ));
+    assert!(!after.contains("fake:index:Thing"), "{after}");
+}
