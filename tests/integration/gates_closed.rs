@@ -120,3 +120,24 @@ fn a_destroy_is_refused_where_a_rule_denies_deletes_unless_overridden() {
     ));
     assert!(!after.contains("fake:index:Thing"), "{after}");
 }
+
+/// With a streamed preview, the preview an `up` runs for its rules says what would
+/// happen, not a past-tense "1 deleted" before "nothing was changed" (issue 43, item 12).
+#[test]
+fn a_streamed_policy_preview_says_what_would_happen() {
+    let mut ws = gated(KEEP_ALPHA);
+    ok(&ws, "up", &[]);
+    drop_second(&ws);
+    ws.set_env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW", "true");
+    let r = run(&ws, "up", &["--verbose"]);
+    assert_eq!(r.code, 5, "{r:?}");
+    let logs: String = ws
+        .files_under(".strata/dev/logs")
+        .into_iter()
+        .map(|(_, b)| String::from_utf8_lossy(&b).into_owned())
+        .collect();
+    let said = format!("{}{logs}", r.all());
+    assert!(said.contains("would delete 1"), "{said}");
+    assert!(!said.contains("1 deleted"), "{said}");
+    assert!(said.contains("nothing was changed"), "{said}");
+}

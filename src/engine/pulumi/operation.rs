@@ -93,6 +93,10 @@ impl PulumiEngine {
         loop {
             calls.stop_if_cancelled()?;
             let mut seen = Seen {
+                state: crate::engine::events::EventState {
+                    preview: job.op == Operation::Preview,
+                    ..Default::default()
+                },
                 digest: (digest_mode || held).then(String::new),
                 digest_then_events: held,
                 lock_to_note: job.op != Operation::Preview,
