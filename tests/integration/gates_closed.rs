@@ -141,3 +141,19 @@ fn a_streamed_policy_preview_says_what_would_happen() {
     assert!(!said.contains("1 deleted"), "{said}");
     assert!(said.contains("nothing was changed"), "{said}");
 }
+
+/// A preview of a stack that does not exist yet creates it, empty, for Pulumi to preview
+/// against: the preview says so (issue 43, item 13), and a second preview does not.
+#[test]
+fn a_preview_says_it_created_a_missing_stack() {
+    let ws = gated(KEEP_ALPHA);
+    let r = run(&ws, "preview", &["--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let alpha = finished(&r.events(), "alpha").clone();
+    let msg = alpha["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("created the missing stack dev"), "{alpha}");
+    let again = run(&ws, "preview", &["--output", "json"]);
+    let alpha = finished(&again.events(), "alpha").clone();
+    let msg = alpha["message"].as_str().unwrap_or_default();
+    assert!(!msg.contains("created"), "{alpha}");
+}

@@ -68,6 +68,7 @@ impl Engine for PulumiEngine {
             control,
             report,
             procs: 0,
+            created_stack: false,
         };
         self.prepare_stack(&mut calls)?;
         let Some((exit, mut seen)) = self.operate(&mut calls)? else {

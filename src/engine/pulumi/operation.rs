@@ -136,11 +136,17 @@ impl PulumiEngine {
         changes: Option<Changes>,
     ) -> Result<Outcome, Failure> {
         let job = calls.job;
-        let summary = match &changes {
+        let mut summary = match &changes {
             Some(c) => preview_summary(c),
             None if job.op == Operation::Preview => UNREAD.into(),
             None => seen.state.change_summary(),
         };
+        if job.op == Operation::Preview && calls.created_stack {
+            summary.push_str(&format!(
+                " · created the missing stack {} (empty) in the backend",
+                job.stack
+            ));
+        }
         let mut outputs = match job.op {
             Operation::Up => seen.state.stack_outputs.unwrap_or_default(),
             _ => Map::new(),
