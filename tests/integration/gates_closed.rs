@@ -131,11 +131,7 @@ fn a_streamed_policy_preview_says_what_would_happen() {
     ws.set_env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW", "true");
     let r = run(&ws, "up", &["--verbose"]);
     assert_eq!(r.code, 5, "{r:?}");
-    let logs: String = ws
-        .files_under(".strata/dev/logs")
-        .into_iter()
-        .map(|(_, b)| String::from_utf8_lossy(&b).into_owned())
-        .collect();
+    let logs = ws.texts_under(".strata/dev/logs");
     let said = format!("{}{logs}", r.all());
     assert!(said.contains("would delete 1"), "{said}");
     assert!(!said.contains("1 deleted"), "{said}");

@@ -115,11 +115,7 @@ fn each_field_of_a_secret_object_output_is_masked() {
     );
     let r = run(&ws, "up", &["--verbose"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let logs: String = ws
-        .files_under(".strata/dev/logs")
-        .into_iter()
-        .map(|(_, b)| String::from_utf8_lossy(&b).into_owned())
-        .collect();
+    let logs = ws.texts_under(".strata/dev/logs");
     assert!(logs.contains("pw="), "the project ran: {logs}");
     for (what, text) in [("terminal", r.all()), ("log", logs)] {
         assert!(!text.contains("hunter2-long"), "in the {what}: {text}");
