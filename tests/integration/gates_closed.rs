@@ -153,3 +153,15 @@ fn a_preview_says_it_created_a_missing_stack() {
     let msg = alpha["message"].as_str().unwrap_or_default();
     assert!(!msg.contains("created"), "{alpha}");
 }
+
+/// `--expect-no-changes` does not pass a preview whose output could not be read: its
+/// changes are unknown, not none (exit 4, naming why).
+#[test]
+fn expect_no_changes_fails_on_an_unreadable_preview() {
+    let ws = crate::run::workspace("  - path: alpha\n", &["alpha"]);
+    ok(&ws, "up", &[]);
+    wrap_pulumi(&ws, MUTE_PREVIEW);
+    let r = run(&ws, "preview", &["--expect-no-changes"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(r.all().contains("could not be read"), "{r:?}");
+}
