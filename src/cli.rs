@@ -344,6 +344,11 @@ pub struct DestroyArgs {
     /// folder is gone is taken from the last git revision that had it
     #[arg(long, conflicts_with_all = ["filters", "projects", "with_deps", "from"])]
     pub orphans: bool,
+
+    /// Destroy projects whose `policy:` rules deny deletes too; without it such a destroy
+    /// is refused (exit 5), naming the rule and the projects
+    #[arg(long)]
+    pub override_deny: bool,
 }
 
 #[derive(Debug, Args, Clone)]

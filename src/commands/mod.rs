@@ -45,6 +45,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             preview: Default::default(),
             plan: None,
             orphans: false,
+            override_deny: false,
         })
     };
     match &cli.command {
@@ -102,6 +103,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             &settings,
             Request {
                 orphans: a.orphans,
+                override_deny: a.override_deny,
                 ..run(Operation::Destroy, &a.run)?
             },
         ),

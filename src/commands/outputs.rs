@@ -191,6 +191,7 @@ impl<'a> Reader<'a> {
                     control: &Control::new(),
                     report: &mut |_| {},
                     procs: 0,
+                    created_stack: false,
                 };
                 match engine.stack_outputs(&mut calls, show_secrets) {
                     Ok(m) => Ok(Some(m)),

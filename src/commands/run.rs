@@ -21,6 +21,15 @@ pub fn run(target: &Target, settings: &Settings, req: Request) -> Result<i32> {
         eprintln!("{why}");
         return Ok(exit::OK);
     }
+    // A destroy deletes what `deny: [delete]` keeps: refused unless overridden.
+    if r.req.op == Operation::Destroy
+        && !r.req.orphans
+        && !r.req.override_deny
+        && let Some(why) = crate::plan::rules::destroy_refusal(&r.plan)
+    {
+        eprintln!("{why}");
+        return Ok(exit::DENIED);
+    }
     let mut answers = ask::ask(&r, settings)?;
     if !answers.confirmed {
         eprintln!("Nothing was destroyed.");

@@ -13,14 +13,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// (Pulumi passes its own environment on), so what a call left is found after it exits.
 pub const CALL_VAR: &str = "STRATA_PULUMI_CALL";
 
-/// A new value for [`CALL_VAR`], unique on this machine while strata runs.
+/// A new value for [`CALL_VAR`]: 16 random bytes in hex, so that only this call's own
+/// plugins carry it. Not `<pid>-<n>`: a strata in another PID namespace (a container)
+/// can have the same pid, and its plugins would match. Should the kernel's random source
+/// be unreadable, a digest of the pid, a counter and the time stands in.
 pub fn new_call() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::SeqCst)
-    )
+    match crate::util::random_bytes(16) {
+        Ok(b) => crate::util::hex(&b),
+        Err(_) => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            let seed = format!(
+                "{}-{}-{nanos}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::SeqCst)
+            );
+            crate::util::sha256_hex(seed.as_bytes())[..32].to_string()
+        }
+    }
 }
 
 /// Kills (SIGKILL, by pid) each Pulumi plugin (an executable named `pulumi-<kind>-...`:
@@ -134,6 +147,19 @@ fn groups_below(procs: &BTreeMap<i32, (i32, i32)>, pgid: i32) -> BTreeSet<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The marker is a random token, not `<pid>-<n>`: a strata in another PID namespace
+    /// with the same pid must not match this one's plugins (issue 43, item 9).
+    #[test]
+    fn a_call_is_named_by_a_random_token() {
+        let (a, b) = (new_call(), new_call());
+        assert_ne!(a, b);
+        for t in [&a, &b] {
+            assert_eq!(t.len(), 32, "{t}");
+            assert!(t.chars().all(|c| c.is_ascii_hexdigit()), "{t}");
+            assert!(!t.starts_with(&format!("{}-", std::process::id())), "{t}");
+        }
+    }
 
     #[test]
     fn the_groups_of_a_groups_descendants_are_found() {

@@ -83,20 +83,26 @@ pub struct Digest {
 }
 
 /// Parses the PreviewDigest document (`{"config":…, "steps":[…], "diagnostics":[…],
-/// "duration":…, "changeSummary":{…}}`). `None` when `text` holds no such object.
+/// "duration":…, "changeSummary":{…}}`): the last such object that starts a line of
+/// `text` (Pulumi prints it indented, so only the document itself starts a line),
+/// whatever else was printed around it (a wrapper script's lines, an old
+/// plugin's warning on stdout). `None` when `text` holds no such object.
 pub fn parse(text: &str) -> Option<Digest> {
-    let doc: Value = match serde_json::from_str(text.trim()) {
-        Ok(v) => v,
-        // Anything printed before the document (an old plugin's warning on stdout).
-        Err(_) => {
-            let start = text.find("\n{").map(|i| i + 1)?;
-            serde_json::from_str(text[start..].trim()).ok()?
-        }
-    };
+    let starts = std::iter::once(0).chain(text.match_indices("\n").map(|(i, _)| i + 1));
+    let doc = starts
+        .filter(|&i| text[i..].starts_with('{'))
+        .filter_map(|i| {
+            serde_json::Deserializer::from_str(&text[i..])
+                .into_iter::<Value>()
+                .next()?
+                .ok()
+        })
+        .filter(|v| {
+            v.as_object()
+                .is_some_and(|o| o.contains_key("steps") || o.contains_key("changeSummary"))
+        })
+        .last()?;
     let obj = doc.as_object()?;
-    if !obj.contains_key("steps") && !obj.contains_key("changeSummary") {
-        return None;
-    }
     let mut changes = Changes::default();
     if let Some(Value::Object(c)) = obj.get("changeSummary") {
         for (op, n) in c {
@@ -295,6 +301,19 @@ mod tests {
             short_urn(&d.changes.steps[1].1),
             "aws:eks/cluster:Cluster eks"
         );
+    }
+
+    /// A wrapper around the CLI that says lines before and after the document, one of
+    /// them JSON: the digest is still read (issue 43, item 7).
+    #[test]
+    fn the_digest_is_found_among_other_lines() {
+        let text =
+            format!("wrapper: credentials loaded\n{{\"level\":\"info\"}}\n{DIGEST}wrapper: done\n");
+        let d = parse(&text).expect("the digest among other lines");
+        assert_eq!(d.changes.count("create"), 1);
+        assert_eq!(d.changes.count("replace"), 1);
+        assert!(parse("wrapper: credentials loaded\nerror: no creds\n").is_none());
+        assert!(parse("{\"level\":\"info\"}\n").is_none());
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub struct EventState {
     pub events: usize,
     /// (operation, URN) of every resource step that is not `same`, in order.
     pub steps: Vec<(String, String)>,
+    /// The events of a preview (or a summary event says `isPreview`): its summary says
+    /// what would happen ("would delete 1"), not what happened.
+    pub preview: bool,
 }
 
 const STACK_TYPE: &str = "pulumi:pulumi:Stack";
@@ -107,6 +110,9 @@ impl EventState {
             if let Some(Value::Object(c)) = s.get("resourceChanges") {
                 self.changes = Some(c.clone());
             }
+            if s.get("isPreview") == Some(&Value::Bool(true)) {
+                self.preview = true;
+            }
             return Some(format!("summary: {}", self.change_summary()));
         }
         if ev.contains_key("cancelEvent") {
@@ -121,11 +127,25 @@ impl EventState {
         None
     }
 
-    /// "2 created, 1 updated, 5 unchanged" from the summary event.
+    /// "2 created, 1 updated, 5 unchanged" from the summary event; of a preview, "would
+    /// create 2, would update 1, 5 unchanged".
     pub fn change_summary(&self) -> String {
         let Some(c) = &self.changes else {
             return String::new();
         };
+        if self.preview {
+            let mut parts: Vec<String> = c
+                .iter()
+                .filter_map(|(op, n)| n.as_u64().filter(|n| *n > 0).map(|n| (op, n)))
+                .map(|(op, n)| match op.as_str() {
+                    "same" => format!("{n} unchanged"),
+                    op => format!("would {op} {n}"),
+                })
+                .collect();
+            // What would change first, what stays last.
+            parts.sort_by_key(|p| (!p.starts_with("would"), p.clone()));
+            return parts.join(", ");
+        }
         fn word(op: &str) -> &str {
             match op {
                 "create" => "created",

@@ -32,6 +32,8 @@ pub struct Request {
     pub plan: Option<PathBuf>,
     /// `destroy --orphans`: the projects the profile lost, not its own.
     pub orphans: bool,
+    /// `destroy --override-deny`: destroy projects whose rules deny deletes too.
+    pub override_deny: bool,
 }
 
 /// Which projects a run takes and how it runs them (`--filter`, `-j`, …).

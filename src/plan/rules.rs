@@ -44,6 +44,31 @@ pub fn hold(plan: &mut Plan, profile: &Profile) -> Result<()> {
     Ok(())
 }
 
+/// The refusal of a `destroy` of `plan` (without `--override-deny`) when a rule that
+/// denies deletes holds one of its projects: each such project with its rule. A destroy
+/// deletes every resource of a project, which is exactly what `deny: [delete]` keeps.
+pub fn destroy_refusal(plan: &Plan) -> Option<String> {
+    let held: Vec<String> = plan
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            let rule = n.rules.iter().find(|r| {
+                r.deny
+                    .contains(&crate::workspace::profile::ChangeKind::Delete)
+            })?;
+            Some(format!("  {} (rule `{}`: deny delete)", n.path, rule.name))
+        })
+        .collect();
+    if held.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "destroy refused: `policy:` rules deny deleting {} of the projects it would destroy; nothing was destroyed:\n{}\n  Leave them out (`--filter '!PATH'`), or destroy them anyway with `strata destroy --override-deny`.",
+        held.len(),
+        held.join("\n")
+    ))
+}
+
 /// The nodes the selector `text` picks (a selector that picks nothing is refused by the
 /// evaluation, with did-you-mean).
 fn selected(plan: &Plan, text: &str) -> Result<Vec<bool>> {

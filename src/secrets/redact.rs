@@ -120,6 +120,32 @@ impl Redactor {
         }
     }
 
+    /// A secret value of any JSON type: a string as [`Self::add`]; anything else as its
+    /// JSON text and, all the way down, each string leaf and each number or bool leaf as
+    /// it is printed, so a field printed alone is masked too. `null` and the mask itself
+    /// are no secret.
+    pub fn add_value(&mut self, value: &serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::Null => {}
+            Value::String(s) if s == MASK => {}
+            Value::String(s) => self.add(s),
+            Value::Bool(_) | Value::Number(_) => self.add(&value.to_string()),
+            Value::Array(items) => {
+                self.add(&value.to_string());
+                for v in items {
+                    self.add_value(v);
+                }
+            }
+            Value::Object(fields) => {
+                self.add(&value.to_string());
+                for v in fields.values() {
+                    self.add_value(v);
+                }
+            }
+        }
+    }
+
     pub fn redact(&self, text: &str) -> String {
         // Every match of every piece in the original text (so a mask is never matched
         // again); overlapping matches are masked as one.
@@ -167,6 +193,29 @@ impl Redactor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A secret output that is an object: each of its fields, printed alone, is masked,
+    /// not only its whole JSON text (issue 43, item 5).
+    #[test]
+    fn every_leaf_of_a_secret_object_is_redacted() {
+        let mut r = Redactor::default();
+        let v = serde_json::json!({
+            "user": "admin-ops",
+            "password": "hunter2-long",
+            "port": 54321,
+            "nested": {"tokens": ["tok-abcdef"], "on": true, "mask": "[secret]"}
+        });
+        r.add_value(&v);
+        let line = "user admin-ops pw hunter2-long port 54321 tok tok-abcdef on=true";
+        let out = r.redact(line);
+        for leaf in ["admin-ops", "hunter2-long", "54321", "tok-abcdef", "true"] {
+            assert!(!out.contains(leaf), "{leaf} in clear: {out}");
+        }
+        // The whole JSON text too.
+        assert!(!r.redact(&v.to_string()).contains("hunter2-long"));
+        // The mask itself is not a secret.
+        assert_eq!(r.redact("[secret]"), "[secret]");
+    }
 
     #[test]
     fn every_line_of_a_multi_line_secret_is_redacted() {

@@ -13,10 +13,11 @@ pub(crate) fn gated(policy: &str) -> Ws {
     workspace(&format!("{DIAMOND}policy:\n{policy}"), DIAMOND_PATHS)
 }
 
-const KEEP_ALPHA: &str = "  - name: keep-data\n    select: alpha\n    deny: [delete, replace]\n";
+pub(crate) const KEEP_ALPHA: &str =
+    "  - name: keep-data\n    select: alpha\n    deny: [delete, replace]\n";
 
 /// alpha's program without its resource `second` (a delete), its output kept.
-fn drop_second(ws: &Ws) {
+pub(crate) fn drop_second(ws: &Ws) {
     ws.pulumi_project(
         "alpha",
         &name("alpha"),

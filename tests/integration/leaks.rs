@@ -1,9 +1,10 @@
 //! Credentials inside the URLs of a run's environment (issue 32): a backend's
 //! `user:password@`, a collector's `user:token@` or `?api_key=` never reach the terminal,
-//! the logs, the journal, its index, the report, nor a command line.
+//! the logs, the journal, its index, the report, nor a command line. Nor does a field of
+//! a secret output that is an object (issue 43).
 
 use crate::otlp::Receiver;
-use crate::run::{DIAMOND, DIAMOND_PATHS, workspace};
+use crate::run::{DIAMOND, DIAMOND_PATHS, run, workspace};
 use crate::support::*;
 
 /// Every file strata left under `.strata/` that holds `needle`.
@@ -90,4 +91,34 @@ fn the_trace_warning_masks_the_endpoints_token() {
     r.expect_stderr(&["api_key=[secret]"]);
     assert!(!r.all().contains(key), "{r:?}");
     assert_eq!(files_holding(&ws, key), Vec::<String>::new());
+}
+
+/// A secret output that is an object: a field of it printed alone by a dependent is
+/// masked on the terminal and in the project log (issue 43, item 5).
+#[test]
+fn each_field_of_a_secret_object_output_is_masked() {
+    let mut ws = workspace(
+        "  - path: alpha\n  - path: show\n    inputs:\n      show:db: alpha:db\n",
+        &["alpha"],
+    );
+    ws.set_env(
+        &format!(
+            "FAKE_PULUMI_SECRET_OUTPUTS_{}",
+            crate::run::hook_key("alpha")
+        ),
+        r#"{"db":{"user":"admin-ops-7","password":"hunter2-long"}}"#,
+    );
+    ws.command_project(
+        "show",
+        "printf 'pw=%s\\n' \"$(printf '%s' \"$STRATA_INPUT_SHOW_DB\" | sed 's/.*\"password\": *\"\\([^\"]*\\)\".*/\\1/')\"",
+        "true",
+    );
+    let r = run(&ws, "up", &["--verbose"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let logs = ws.texts_under(".strata/dev/logs");
+    assert!(logs.contains("pw="), "the project ran: {logs}");
+    for (what, text) in [("terminal", r.all()), ("log", logs)] {
+        assert!(!text.contains("hunter2-long"), "in the {what}: {text}");
+        assert!(text.contains("pw=[secret]"), "{what}: {text}");
+    }
 }

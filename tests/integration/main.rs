@@ -20,6 +20,7 @@ mod firsthour;
 mod foundation;
 mod gates;
 mod gates_approvals;
+mod gates_closed;
 mod handoff;
 mod init;
 mod leaks;

@@ -418,7 +418,7 @@ fn a_fresh_stack_projects_known_outputs_and_mocks_into_downstream_previews() {
     expect_finished(&f, "app", "succeeded", &[]);
     assert_eq!(
         s(&f["app"], "message"),
-        "2 to create · projected: app:host from src's preview; mocks: app:port (ref)"
+        "2 to create · created the missing stack dev (empty) in the backend · projected: app:host from src's preview; mocks: app:port (ref)"
     );
     assert_eq!(f["app"]["changes"]["create"], 2, "{:?}", f["app"]);
     let odd = ["its preview cannot tell `other`", "mock_outputs:"];

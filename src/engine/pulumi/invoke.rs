@@ -29,6 +29,8 @@ pub struct Calls<'a> {
     pub control: &'a Control,
     pub report: &'a mut dyn FnMut(Progress),
     pub procs: u32,
+    /// A stack these calls created (`stack init`): a preview says so.
+    pub created_stack: bool,
 }
 
 impl Calls<'_> {

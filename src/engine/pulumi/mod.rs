@@ -68,6 +68,7 @@ impl Engine for PulumiEngine {
             control,
             report,
             procs: 0,
+            created_stack: false,
         };
         self.prepare_stack(&mut calls)?;
         let Some((exit, mut seen)) = self.operate(&mut calls)? else {
@@ -77,8 +78,10 @@ impl Engine for PulumiEngine {
                 ..Outcome::default()
             });
         };
-        let changes =
-            (job.op == Operation::Preview).then(|| preview_changes(&mut seen, calls.report));
+        let changes = match job.op {
+            Operation::Preview => preview_changes(&mut seen, calls.report),
+            _ => None,
+        };
         if operation::held_to_plan(job) {
             plan_errors(&mut seen, &exit);
         }

@@ -14,6 +14,10 @@ use crate::engine::digest::{self, Changes};
 use crate::engine::process::Exit;
 use crate::engine::{Failure, Job, Operation, Outcome, PlanFile, Progress, contains_secret_mask};
 
+/// The summary of a preview whose output says nothing of its changes (see
+/// `preview_changes`): they are unknown, not none.
+pub(crate) const UNREAD: &str = "the preview's output could not be read: its changes are unknown";
+
 /// An `up` held to a saved plan (`up --plan`).
 pub(super) fn held_to_plan(job: &Job) -> bool {
     job.op == Operation::Up && matches!(job.plan, Some(PlanFile::Apply(_)))
@@ -89,6 +93,10 @@ impl PulumiEngine {
         loop {
             calls.stop_if_cancelled()?;
             let mut seen = Seen {
+                state: crate::engine::events::EventState {
+                    preview: job.op == Operation::Preview,
+                    ..Default::default()
+                },
                 digest: (digest_mode || held).then(String::new),
                 digest_then_events: held,
                 lock_to_note: job.op != Operation::Preview,
@@ -128,10 +136,17 @@ impl PulumiEngine {
         changes: Option<Changes>,
     ) -> Result<Outcome, Failure> {
         let job = calls.job;
-        let summary = match &changes {
+        let mut summary = match &changes {
             Some(c) => preview_summary(c),
+            None if job.op == Operation::Preview => UNREAD.into(),
             None => seen.state.change_summary(),
         };
+        if job.op == Operation::Preview && calls.created_stack {
+            summary.push_str(&format!(
+                " · created the missing stack {} (empty) in the backend",
+                job.stack
+            ));
+        }
         let mut outputs = match job.op {
             Operation::Up => seen.state.stack_outputs.unwrap_or_default(),
             _ => Map::new(),

@@ -6,9 +6,13 @@ use super::*;
 
 /// What a preview would change: from its digest (shown as one line per changed
 /// resource; its error diagnostics kept for the failure message), or from the streamed
-/// events when the CLI streams.
-pub(super) fn preview_changes(seen: &mut Seen, report: &mut dyn FnMut(Progress)) -> Changes {
-    let mut changes = Changes::default();
+/// events when the CLI streams. `None` when what the CLI printed says nothing of its
+/// changes (no digest, no change summary): unknown, never "no changes".
+pub(super) fn preview_changes(
+    seen: &mut Seen,
+    report: &mut dyn FnMut(Progress),
+) -> Option<Changes> {
+    let changes;
     match seen.digest.take() {
         Some(text) => {
             if let Some(d) = digest::parse(&text) {
@@ -22,10 +26,14 @@ pub(super) fn preview_changes(seen: &mut Seen, report: &mut dyn FnMut(Progress))
                     seen.tail.push(l.to_string());
                     report(Progress::Line(l.to_string()));
                 }
-                return changes;
+                return None;
             }
         }
         None => {
+            let mut changes = Changes::default();
+            if seen.state.changes.is_none() && seen.state.steps.is_empty() {
+                return None;
+            }
             if let Some(c) = &seen.state.changes {
                 for (op, n) in c {
                     if let Some(n) = n.as_u64() {
@@ -38,7 +46,7 @@ pub(super) fn preview_changes(seen: &mut Seen, report: &mut dyn FnMut(Progress))
                     changes.add_step(op, urn);
                 }
             }
-            return changes;
+            return Some(changes);
         }
     }
     for (op, urn) in &changes.steps {
@@ -48,7 +56,7 @@ pub(super) fn preview_changes(seen: &mut Seen, report: &mut dyn FnMut(Progress))
             digest::short_urn(urn)
         )));
     }
-    changes
+    Some(changes)
 }
 
 /// "2 to create, 1 to replace" (or "no changes").

@@ -38,6 +38,13 @@ impl PulumiEngine {
             })
         };
         if exit.success() {
+            calls.created_stack = true;
+            if job.op == Operation::Preview {
+                (calls.report)(Progress::Line(format!(
+                    "stack {} of {} did not exist: created it, empty, in the backend, for Pulumi to preview against (a preview changes no resource)",
+                    job.stack, job.name
+                )));
+            }
             return carried();
         }
         let Some(name) = seen.tail.iter().find_map(|l| already_exists(l)) else {

@@ -199,6 +199,7 @@ fn what_a_call_writes_to_its_temp_folder_goes_with_it() {
                 control: &Control::new(),
                 report: &mut |_| {},
                 procs: 0,
+                created_stack: false,
             },
             &["version".into()],
             None,

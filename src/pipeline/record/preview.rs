@@ -54,6 +54,7 @@ pub(super) fn changes_exit(r: &Resolved, done: &Executed) -> i32 {
 /// `--expect-no-changes`: the projects of a preview that would change something, each
 /// with why. A project changes when its preview counts a change (an import included),
 /// when it is blocked behind a project never deployed (it would be created after it),
+/// when its preview's output could not be read (its changes are unknown),
 /// and, for a command project (whose preview has no counts), when no `up` of it has
 /// succeeded since its last destroy (it would be created).
 fn pending_changes(r: &Resolved, done: &Executed) -> Vec<String> {
@@ -68,6 +69,13 @@ fn pending_changes(r: &Resolved, done: &Executed) -> Vec<String> {
                 Some(u) => format!("blocked behind {u}"),
                 None => "blocked".to_string(),
             })
+        } else if node.kind == NodeKind::Pulumi
+            && res.status == Status::Succeeded
+            && res.changes.is_none()
+            && !res.projected
+        {
+            // Its output could not be read: its changes are unknown, not none.
+            Some("its preview's output could not be read: changes unknown".to_string())
         } else if node.kind == NodeKind::Command
             && matches!(res.status, Status::Succeeded | Status::Skipped)
             && !res.unchanged

@@ -110,6 +110,14 @@ impl History {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
+        // tar gives the folder and what it extracts the modes of the archive under the
+        // umask (0755, 0664): made private, the folder 0700 and nothing open to others.
+        make_private(dir.path()).map_err(|e| {
+            Error::failed(format!(
+                "cannot make the copy of revision {rev} at {} private: {e}",
+                dir.path().display()
+            ))
+        })?;
         let inner = dir.path().join(prefix.trim_end_matches('/'));
         Ok((dir, inner))
     }
@@ -125,6 +133,24 @@ impl History {
             .ok()?;
         out.status.success().then_some(out.stdout)
     }
+}
+
+/// `path` and everything under it without any permission for group and others (links
+/// are left alone: their own mode means nothing).
+fn make_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.file_type().is_symlink() {
+        return Ok(());
+    }
+    let mode = meta.permissions().mode() & 0o7777 & !0o077;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    if meta.is_dir() {
+        for e in std::fs::read_dir(path)? {
+            make_private(&e?.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// The refusal when neither the folder nor any revision has the program, with the steps.

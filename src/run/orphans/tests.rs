@@ -211,7 +211,18 @@ fn a_program_is_taken_in_place_else_from_the_revision_before_its_removal() {
         base.join("../shared.txt").is_file(),
         "the whole tree is copied"
     );
+    // Private: the folder 0700, nothing in it open to others (issue 43, item 10).
+    use std::os::unix::fs::PermissionsExt;
     let copy = base.parent().unwrap().to_path_buf();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&copy), 0o700, "{}", copy.display());
+    for p in [
+        copy.join("shared.txt"),
+        base.join("projects"),
+        base.join("projects/db/Pulumi.yaml"),
+    ] {
+        assert_eq!(mode(&p) & 0o077, 0, "{} is {:o}", p.display(), mode(&p));
+    }
     drop(h);
     assert!(!copy.exists(), "the copy goes with the run");
 }

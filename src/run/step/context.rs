@@ -96,13 +96,8 @@ impl Ctx {
     /// Learns the plaintext of secret outputs, before anything can print them.
     pub(super) fn learn_secrets(&self, values: &Map<String, Value>, secret: &BTreeSet<String>) {
         if let Ok(mut r) = self.redactor.write() {
-            for k in secret {
-                match values.get(k) {
-                    Some(Value::String(s)) if s != crate::secrets::redact::MASK => r.add(s),
-                    Some(Value::String(_)) => {}
-                    Some(Value::Null) | None => {}
-                    Some(other) => r.add(&other.to_string()),
-                }
+            for v in secret.iter().filter_map(|k| values.get(k)) {
+                r.add_value(v);
             }
         }
     }

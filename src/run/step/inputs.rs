@@ -38,6 +38,7 @@ impl StepRunner<'_> {
             control: self.control,
             report: log,
             procs: 0,
+            created_stack: false,
         };
         let outputs = engine.stack_outputs(&mut calls, show_secrets);
         self.processes.fetch_add(calls.procs, Ordering::SeqCst);

@@ -401,8 +401,13 @@ impl<'a> StepRunner<'a> {
         if let Some(p) = &projected {
             message = format!("{message} · {}", p.describe());
         }
-        let (denied, awaiting) = match outcome.changes.as_ref() {
-            Some(c) if op == Operation::Preview => rules::foresee(&node.rules, c, &mut message),
+        let (denied, awaiting) = match op {
+            Operation::Preview if node.kind == NodeKind::Pulumi => rules::foresee(
+                &node.rules,
+                &node.path,
+                outcome.changes.as_ref(),
+                &mut message,
+            ),
             _ => (None, None),
         };
         Ran {

@@ -48,8 +48,29 @@ impl StepRunner<'_> {
                 .join(", ")
         )));
         let (outcome, _) = self.attempt(i, entry, kind, &preview, emit, sink)?;
-        let changes = outcome.changes.unwrap_or_default();
-        match judge(&self.ctx.plan.nodes[i].rules, &changes) {
+        let node = &self.ctx.plan.nodes[i];
+        // What the preview printed, else the plan it saved (the one the `up` would
+        // apply); when neither can be read the changes are unknown and the project is
+        // refused: a gate never takes what it cannot read for "no changes".
+        let changes = outcome.changes.or_else(|| {
+            std::fs::read_to_string(&file)
+                .ok()
+                .and_then(|t| digest::plan_changes(&t))
+        });
+        let Some(changes) = changes else {
+            return Err(Box::new(Ran {
+                denied: Some(Box::new(unread(&node.rules, &node.path))),
+                ..Ran::new(
+                    Status::Denied,
+                    Some(format!(
+                        "{}; nothing was changed",
+                        unread(&node.rules, &node.path).describe()
+                    )),
+                    None,
+                )
+            }));
+        };
+        match judge(&node.rules, &changes) {
             Some(d) => Err(denied(d, changes)),
             None => match holds(&self.ctx.plan.nodes[i].rules, &changes) {
                 Some(hold) => self.at_the_gate(i, &file, changes, hold, sink),
@@ -98,13 +119,40 @@ fn denied(d: Denial, changes: Changes) -> Box<Ran> {
     })
 }
 
-/// A preview's findings: the rule that would deny its changes, else the one that would
-/// hold them for an approval, each said after `message` too.
+/// The denial of a project rules hold whose preview's changes could not be read (a
+/// wrapper around the CLI that printed something else than its JSON): refused, since
+/// what cannot be read cannot be let go.
+pub(super) fn unread(rules: &[Arc<Rule>], project: &str) -> Denial {
+    Denial {
+        rule: rules
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        reason: format!(
+            "the preview's output of {project} could not be read, so its changes are unknown and are not let through; check that `pulumi preview --json` prints its JSON document on stdout (a wrapper script must not swallow or mangle it)"
+        ),
+        resources: Vec::new(),
+    }
+}
+
+/// A preview's findings: the rule that would deny its changes (or, with rules and
+/// changes that could not be read, [`unread`]), else the one that would hold them for
+/// an approval, each said after `message` too.
 pub(super) fn foresee(
     rules: &[Arc<Rule>],
-    changes: &Changes,
+    project: &str,
+    changes: Option<&Changes>,
     message: &mut String,
 ) -> (Option<Box<Denial>>, Option<Box<Denial>>) {
+    let Some(changes) = changes else {
+        if rules.is_empty() {
+            return (None, None);
+        }
+        let d = unread(rules, project);
+        message.push_str(&format!(" · {}", d.describe()));
+        return (Some(Box::new(d)), None);
+    };
     if let Some(d) = judge(rules, changes) {
         message.push_str(&format!(" · {}", d.describe()));
         return (Some(Box::new(d)), None);
