@@ -64,6 +64,11 @@ pub struct Step {
     /// The hash of every upstream's outputs this step read, by upstream path.
     #[serde(default)]
     pub upstream_outputs: BTreeMap<String, String>,
+    /// Pulumi, on a `file://` or `s3://` backend: when the stack's state was last written
+    /// as the preview began (empty: no deployment yet). `up --plan` refuses the project
+    /// when it was written since (a hand-made update would otherwise be undone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
     /// The preview's change counts, when the engine reported them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<serde_json::Value>,
@@ -324,6 +329,7 @@ mod tests {
             plan: (kind == "pulumi").then(|| plan_path("infra/vpc")),
             preview: (kind == "command").then(|| "echo preview".into()),
             upstream_outputs: BTreeMap::new(),
+            state: None,
             changes: None,
             message: None,
         };

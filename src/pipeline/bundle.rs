@@ -55,6 +55,7 @@ pub fn write(
                     .get(&node.path)
                     .cloned()
                     .unwrap_or_default(),
+                state: done.bundle_states.get(&node.path).cloned(),
                 changes: res.changes.as_ref().map(crate::engine::digest::counts_json),
                 message: res.message.clone().map(|m| done.redactor.redact(&m)),
             },

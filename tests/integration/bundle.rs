@@ -141,3 +141,36 @@ fn folders_that_are_not_bundles_and_flags_that_do_not_mix_are_refused() {
     let r = run(&ws, "up", &["--plan", "full", "--project", "alpha"]);
     assert_eq!(r.code, 2, "{r:?}");
 }
+
+/// Issue 45: a bundle is tied to each stack's state as its preview began. A stack whose
+/// state was written since (an update by hand, here a state edit that moves its
+/// checkpoint) is refused by `up --plan`, naming the stack and saying what to do; its
+/// plan would otherwise undo that change. The stacks nobody touched still apply.
+#[test]
+fn a_stack_changed_since_the_preview_is_refused_by_up_plan() {
+    let ws = workspace(CHAIN, CHAIN_PATHS);
+    ok(&ws, "up", &[]);
+    ws.pulumi_project("alpha", &name("alpha"), &BODY.replace("x: 1", "x: 2"));
+    ok(&ws, "preview", &["--save-plan", "b"]);
+    let m = manifest(&ws, "b");
+    let state = m["steps"]["alpha"]["state"].as_str().unwrap_or_default();
+    assert!(!state.is_empty(), "the bundle names alpha's state: {m}");
+    // Someone else writes alpha's state after the review.
+    let file = ".strata/backend/.pulumi/stacks/proj-alpha/dev.json";
+    let mut doc: Value = serde_json::from_str(&ws.read(file)).unwrap();
+    doc["checkpoint"]["latest"]["manifest"]["time"] = "2030-01-01T00:00:00Z".into();
+    ws.write(file, &serde_json::to_string_pretty(&doc).unwrap());
+    let r = run(&ws, "up", &["--plan", "b", "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_has(
+        &r.all(),
+        &[
+            "the stack dev of alpha changed since the preview",
+            "2030-01-01T00:00:00Z now",
+            "preview again",
+        ],
+    );
+    let deployed = ws.read(file);
+    assert!(!deployed.contains("\"x\": 2"), "nothing of alpha applied");
+    assert!(!ws.exists("b/applied.json"));
+}

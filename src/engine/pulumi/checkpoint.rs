@@ -119,6 +119,22 @@ pub fn checkpoint_stack_missing(job: &Job) -> Option<bool> {
     Some(checkpoint(job)?.is_none())
 }
 
+/// On a `file://` or `s3://` backend whose stacks live in project folders, when the
+/// stack's state was last written (`latest.manifest.time` of its checkpoint: every
+/// update, refresh, destroy, import or `pulumi state` edit writes a new one); empty when
+/// the stack is missing or holds no deployment yet. `None` when strata cannot tell.
+pub fn checkpoint_written_at(job: &Job) -> Option<String> {
+    let Some(doc) = checkpoint_doc(job)? else {
+        return Some(String::new());
+    };
+    Some(
+        doc.pointer("/checkpoint/latest/manifest/time")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
 /// On a `file://` or `s3://` backend whose stacks live in project folders, from one read
 /// of the stack's checkpoint: how many resources it holds (0 when there is no checkpoint,
 /// or the stack was destroyed) and its outputs as `stack output --json` prints them (`None`

@@ -29,7 +29,9 @@ use super::digest::{self, Changes};
 use super::events::EventState;
 use super::process::{Captured, Control, Exit, Stream, run_captured, run_streaming_tagged};
 use super::{Engine, Failure, Job, Operation, Outcome, Progress};
-pub use checkpoint::{checkpoint_resources_and_outputs, checkpoint_stack_missing};
+pub use checkpoint::{
+    checkpoint_resources_and_outputs, checkpoint_stack_missing, checkpoint_written_at,
+};
 use failure::{call_failed, cancel_command, failure};
 pub use invoke::Calls;
 use invoke::{Seen, stack_arg};

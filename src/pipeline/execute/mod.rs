@@ -59,6 +59,9 @@ pub struct Executed {
     pub fingerprints: BTreeMap<String, String>,
     /// `preview --save-plan`: the digest of each upstream's outputs, per step.
     pub bundle_reads: BTreeMap<String, BTreeMap<String, String>>,
+    /// `preview --save-plan`: when each Pulumi stack's state was last written, as its
+    /// preview began (where strata reads checkpoints).
+    pub bundle_states: BTreeMap<String, String>,
     /// `up --plan`: why the applied mark could not be written, if it could not.
     pub bundle_mark: Option<crate::error::Error>,
     /// The run's trace, still open: `record` ends and sends it.
@@ -338,6 +341,7 @@ struct Kept {
     tails: Vec<Vec<String>>,
     processes: u32,
     bundle_reads: BTreeMap<String, BTreeMap<String, String>>,
+    bundle_states: BTreeMap<String, String>,
 }
 
 impl Kept {
@@ -347,6 +351,7 @@ impl Kept {
             tails: (0..n).map(|i| runner.tail(i)).collect(),
             processes: runner.processes(),
             bundle_reads: runner.bundle_reads(),
+            bundle_states: runner.bundle_states(),
         }
     }
 }
@@ -378,6 +383,7 @@ fn executed(
         journal_from: opened.journal_from,
         fingerprints: ctx.fingerprints,
         bundle_reads: kept.bundle_reads,
+        bundle_states: kept.bundle_states,
         bundle_mark,
         trace,
     }

@@ -97,14 +97,22 @@ impl StepRunner<'_> {
         let now = self
             .upstream_digests(path, log)
             .map_err(|m| Box::new(Ran::new(Status::Failed, Some(m), None)))?;
+        let state = self.state_written_at(path);
         match bundle {
             PlanBundle::Save { .. } => {
                 if let Ok(mut seen) = self.bundle_reads.lock() {
                     seen.insert(path.to_string(), now);
                 }
+                if let (Some(state), Ok(mut states)) = (state, self.bundle_states.lock()) {
+                    states.insert(path.to_string(), state);
+                }
                 Ok(())
             }
             PlanBundle::Apply { manifest, .. } => {
+                let then = manifest.steps.get(path).and_then(|s| s.state.clone());
+                if let Some(why) = state_moved(path, self.ctx.stack_of(path), then, state) {
+                    return Err(Box::new(Ran::new(Status::Failed, Some(why), None)));
+                }
                 let then = manifest
                     .steps
                     .get(path)
@@ -133,6 +141,26 @@ impl StepRunner<'_> {
         }
     }
 
+    /// When `path`'s Pulumi stack state was last written (see
+    /// [`crate::engine::pulumi::checkpoint_written_at`]); `None` for a command project, or
+    /// where strata does not read checkpoints.
+    fn state_written_at(&self, path: &str) -> Option<String> {
+        let project = self.ctx.projects.get(path)?;
+        if !matches!(project.kind, crate::workspace::ProjectKind::Pulumi { .. }) {
+            return None;
+        }
+        let job = self.job_for(path, crate::engine::Operation::Preview)?;
+        crate::engine::pulumi::checkpoint_written_at(&job)
+    }
+
+    /// When each Pulumi stack's state was last written as its `preview --save-plan` began.
+    pub fn bundle_states(&self) -> BTreeMap<String, String> {
+        self.bundle_states
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+
     /// What each step of a `preview --save-plan` saw of its upstreams' outputs.
     pub fn bundle_reads(&self) -> BTreeMap<String, BTreeMap<String, String>> {
         self.bundle_reads
@@ -140,6 +168,30 @@ impl StepRunner<'_> {
             .map(|m| m.clone())
             .unwrap_or_default()
     }
+}
+
+/// Why `path`'s plan no longer holds when its stack's state was written since the
+/// preview (`then`, as the bundle has it) and now (`now`); `None` when it was not, or when
+/// either is unknown (a bundle made before this check, a backend strata does not read).
+fn state_moved(
+    path: &str,
+    stack: &str,
+    then: Option<String>,
+    now: Option<String>,
+) -> Option<String> {
+    let (then, now) = (then?, now?);
+    if then == now {
+        return None;
+    }
+    let at = |t: &str| match t {
+        "" => "no deployment".to_string(),
+        t => format!("state written at {t}"),
+    };
+    Some(format!(
+        "the stack {stack} of {path} changed since the preview that made this bundle ({} then, {} now: an update, refresh, import or state edit made elsewhere), so its plan would undo that: nothing of it was applied (what ran before it was). See what changed with `pulumi stack history --stack {stack}` in its folder, then preview again (strata preview --save-plan DIR) and apply that bundle.",
+        at(&then),
+        at(&now)
+    ))
 }
 
 #[cfg(test)]
@@ -171,6 +223,28 @@ mod tests {
                 Some(PlanFile::Apply(want.clone()))
             );
         }
+    }
+
+    #[test]
+    fn a_state_written_since_the_preview_moves_the_plan_and_an_unknown_one_does_not() {
+        let t = |s: &str| Some(s.to_string());
+        assert_eq!(state_moved("a", "dev", t("T1"), t("T1")), None);
+        assert_eq!(
+            state_moved("a", "dev", None, t("T1")),
+            None,
+            "an older bundle"
+        );
+        assert_eq!(
+            state_moved("a", "dev", t("T1"), None),
+            None,
+            "a backend not read"
+        );
+        let why = state_moved("a", "dev", t(""), t("T2")).unwrap();
+        assert!(
+            why.contains("no deployment then, state written at T2 now"),
+            "{why}"
+        );
+        assert!(why.contains("pulumi stack history --stack dev"), "{why}");
     }
 
     #[test]

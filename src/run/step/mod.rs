@@ -144,6 +144,8 @@ pub struct StepRunner<'a> {
     log_files: Mutex<BTreeMap<usize, std::fs::File>>,
     /// `preview --save-plan`: the digest of each upstream's outputs, per step.
     bundle_reads: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
+    /// `preview --save-plan`: when each Pulumi stack's state was last written.
+    bundle_states: Mutex<BTreeMap<String, String>>,
     /// One lock per upstream whose outputs are being read (see `outputs_of`).
     reading: Mutex<BTreeMap<String, std::sync::Arc<Mutex<()>>>>,
     /// A preview: what each finished preview knows of its outputs.
@@ -178,6 +180,7 @@ impl<'a> StepRunner<'a> {
             unchanged: Mutex::new(BTreeSet::new()),
             log_files: Mutex::new(BTreeMap::new()),
             bundle_reads: Mutex::new(BTreeMap::new()),
+            bundle_states: Mutex::new(BTreeMap::new()),
             reading: Mutex::new(BTreeMap::new()),
             previews: projection::Previews::default(),
             projected: Mutex::new(BTreeMap::new()),

@@ -178,3 +178,31 @@ fn refused_after_a_change(r: &Real, bundle: &str, rel: &str, added: &str, why: &
     assert_eq!(starting(&r.take_calls(), "up "), 0, "nothing ran");
     r.ws.write(rel, &text);
 }
+
+/// Issue 45: a bundle is tied to each stack's state. A `pulumi refresh` made by hand on
+/// the ingress's stack between review and apply (a new checkpoint, an entry of its
+/// history) makes `up --plan` refuse the ingress, naming its stack and what to do,
+/// while the stacks nobody touched are applied.
+#[test]
+fn a_stack_changed_by_hand_after_the_review_is_refused_by_up_plan() {
+    let Some((r, _)) = Real::deployed("a_stack_changed_by_hand_after_the_review") else {
+        return;
+    };
+    let app = "projects/local-pulumi/app/Pulumi.yaml";
+    r.edit(app, "default: 1", "default: 2");
+    save_plan(&r, "bundle", &[]);
+    let ingress = "local-pulumi/ingress";
+    let by_hand = r.pulumi(ingress, &["refresh", "--yes", "--stack", "dev"]);
+    assert_eq!(by_hand.code, 0, "{by_hand:?}");
+    let applied = lp(&r, &["up", "--plan", "bundle"]);
+    assert_eq!(applied.code, 1, "{applied:?}");
+    assert_eq!(status_of(&applied, ingress), "failed", "{applied:?}");
+    assert_eq!(status_of(&applied, "local-pulumi/network"), "succeeded");
+    assert!(
+        applied
+            .all()
+            .contains("the stack dev of local-pulumi/ingress changed since the preview"),
+        "{applied:?}"
+    );
+    assert!(!r.ws.path("bundle/applied.json").exists());
+}
