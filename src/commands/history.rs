@@ -24,11 +24,10 @@ pub fn run(target: &Target, settings: &Settings, last: usize) -> Result<i32> {
         Some(s) => {
             let line = s.lease_line();
             let json = s.lease_json();
-            (
-                Some(s.backend),
-                records::with_local(s.runs, local, last),
-                Some((line, json)),
-            )
+            let mut runs = records::with_local(s.runs, local, last);
+            running_elsewhere(&mut runs, &s.holders);
+            runs.truncate(last);
+            (Some(s.backend), runs, Some((line, json)))
         }
         None => (None, records::with_local(Vec::new(), local, last), None),
     };
@@ -51,6 +50,31 @@ pub fn run(target: &Target, settings: &Settings, last: usize) -> Result<i32> {
     out.push_str(&table(&runs));
     super::print(&out)?;
     Ok(0)
+}
+
+/// The runs holding the stack's lease (on any machine) that no record shows yet: a run's
+/// record is written as it ends, so these are running. Put first (newest), or marked
+/// `running` where this checkout's journal already lists them.
+fn running_elsewhere(runs: &mut Vec<RunRecord>, holders: &[crate::run::lock::lease::Holder]) {
+    for h in holders.iter().rev() {
+        match runs.iter_mut().find(|r| r.run_id == h.run_id) {
+            Some(r) => r.status = "running".into(),
+            None => runs.insert(
+                0,
+                RunRecord {
+                    run_id: h.run_id.clone(),
+                    stack: h.stack.clone(),
+                    user: h.user.clone(),
+                    host: h.host.clone(),
+                    command: h.command.clone(),
+                    selection: h.projects.clone().unwrap_or_default(),
+                    started_at: h.since.clone(),
+                    status: "running".into(),
+                    ..Default::default()
+                },
+            ),
+        }
+    }
 }
 
 /// A run as `history --output json` shows it: the record without its projects.

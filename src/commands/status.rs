@@ -69,6 +69,18 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
             ) if operation == "up" && status == "succeeded" => cur.get(&path).map(|c| c != f),
             _ => None,
         };
+        // What is deployed: the last successful `up` (unless a destroy came after it),
+        // apart from the last operation (a preview after an `up` hides nothing).
+        let deployed = match last_up.get(&path) {
+            Some(Record::Project {
+                run_id, ended_at, ..
+            }) => serde_json::json!({
+                "at": ended_at,
+                "run_id": run_id,
+                "by": by.get(run_id.as_str()),
+            }),
+            _ => serde_json::Value::Null,
+        };
         let row = match last.get(&path) {
             Some(Record::Project {
                 run_id,
@@ -89,6 +101,7 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
                 "run_id": run_id,
                 "by": by.get(run_id.as_str()),
                 "backend": backend_of.get(&path),
+                "deployed": deployed,
             }),
             _ => serde_json::json!({
                 "path": path,
@@ -101,6 +114,7 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
                 "run_id": null,
                 "by": null,
                 "backend": backend_of.get(&path),
+                "deployed": deployed,
             }),
         };
         rows.push(row);
@@ -180,8 +194,8 @@ fn table(
         out.push_str(&format!("backend {} · {}\n", s.backend, s.lease_line()));
     }
     out.push_str(&format!(
-        "\n{:<w$}  {:<8} {:<10} {:<24} {:>7}  {:<20} inputs\n",
-        "project", "last", "result", "when", "took", "by"
+        "\n{:<w$}  {:<8} {:<10} {:<24} {:>7}  {:<20} {:<24} inputs\n",
+        "project", "last", "result", "when", "took", "by", "deployed"
     ));
     for r in rows {
         let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
@@ -200,8 +214,9 @@ fn table(
             (None, true) => "-",
             (None, false) => "here",
         };
+        let deployed = r["deployed"]["at"].as_str().unwrap_or("-");
         out.push_str(&format!(
-            "{:<w$}  {:<8} {:<10} {:<24} {:>7}  {by:<20} {inputs}\n",
+            "{:<w$}  {:<8} {:<10} {:<24} {:>7}  {by:<20} {deployed:<24} {inputs}\n",
             s("path"),
             s("operation"),
             s("status"),

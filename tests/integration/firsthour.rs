@@ -182,7 +182,10 @@ fn history_on_a_file_backend_lists_this_checkouts_runs() {
         lines[1].contains("strata up") && lines[1].contains("1 succeeded, 1 failed"),
         "{text}"
     );
-    assert!(lines[1].contains(" - "), "who is unknown: {text}");
+    assert!(
+        !lines[1].contains(" - ") && lines[1].contains('@'),
+        "who ran it, user@host, on a file backend too: {text}"
+    );
     let v: serde_json::Value = serde_json::from_str(&run_ok(
         &ws,
         &["history", "-s", "dev", "-n", "1", "--output", "json"],
@@ -236,4 +239,35 @@ fn history_shows_a_running_run_as_running_and_a_run_with_nothing_to_do_as_succee
     .unwrap();
     assert_eq!(v["runs"][0]["status"], "succeeded", "{v}");
     assert_eq!(v["runs"][0]["counts"]["skipped"], 2, "{v}");
+}
+
+/// Issue 44: `status` shows what is deployed (the last successful `up`, when) apart
+/// from the last operation: a preview after an `up` hides nothing, and a destroy
+/// leaves nothing deployed.
+#[test]
+fn status_shows_what_is_deployed_apart_from_the_last_operation() {
+    let ws = Ws::with_profile("infrastructure:\n  - path: a\n");
+    ws.command_project("a", "true", "true");
+    run_ok(&ws, &["up", "-p", "t", "-s", "dev"]);
+    run_ok(&ws, &["preview", "-p", "t", "-s", "dev"]);
+    let doc: serde_json::Value = serde_json::from_str(&run_ok(
+        &ws,
+        &["status", "-p", "t", "-s", "dev", "--output", "json"],
+    ))
+    .unwrap();
+    let a = &doc["projects"][0];
+    assert_eq!(a["operation"], "preview", "{doc}");
+    assert!(
+        a["deployed"]["at"].is_string(),
+        "the up is still deployed: {doc}"
+    );
+    let text = run_ok(&ws, &["status", "-p", "t", "-s", "dev"]);
+    assert!(text.contains("deployed"), "{text}");
+    run_ok(&ws, &["destroy", "-p", "t", "-s", "dev", "--yes"]);
+    let doc: serde_json::Value = serde_json::from_str(&run_ok(
+        &ws,
+        &["status", "-p", "t", "-s", "dev", "--output", "json"],
+    ))
+    .unwrap();
+    assert!(doc["projects"][0]["deployed"].is_null(), "{doc}");
 }

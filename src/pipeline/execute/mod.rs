@@ -251,6 +251,7 @@ fn announce(
     let journal_from = std::fs::metadata(journal.path())
         .map(|m| m.len())
         .unwrap_or(0);
+    let (user, host) = crate::run::lock::lease::who(&r.ws.env).unwrap_or_default();
     journal.append(&Record::Run {
         run_id: ctx.run_id.clone(),
         operation: op.as_str().into(),
@@ -259,6 +260,8 @@ fn announce(
         projects: order.clone(),
         started_at: rfc3339(started_ms),
         command: format!("strata {}", op.as_str()),
+        user,
+        host,
         graph: if op == Operation::Up {
             crate::run::orphans::known_graph(&r.full, &r.ws.root)
         } else {

@@ -31,6 +31,11 @@ pub enum Record {
         started_at: String,
         #[serde(default)]
         command: String,
+        /// Who ran it, and where (`history` shows `user@host`).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        user: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        host: String,
         /// An `up`: every project of the profile as it stood (not only those run), so
         /// that a project later removed from it is still known (`run::orphans`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -24,6 +24,8 @@ mod index {
             projects: results.iter().map(|(p, _)| p.to_string()).collect(),
             started_at: "t".into(),
             command: String::new(),
+            user: String::new(),
+            host: String::new(),
             graph: vec![],
         })
         .unwrap();
@@ -164,6 +166,8 @@ mod index {
             projects: vec![],
             started_at: "t".into(),
             command: String::new(),
+            user: String::new(),
+            host: String::new(),
             graph,
         };
         // u0 knew a, b and c; b was destroyed; then the profile kept a alone.
@@ -291,6 +295,8 @@ mod records {
             projects: vec!["a".into()],
             started_at: "t".into(),
             command: "strata up".into(),
+            user: String::new(),
+            host: String::new(),
             graph: vec![],
         })
         .unwrap();

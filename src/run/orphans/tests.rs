@@ -21,6 +21,8 @@ fn run(id: &str, graph: Vec<KnownProject>) -> Record {
         projects: vec![],
         started_at: String::new(),
         command: String::new(),
+        user: String::new(),
+        host: String::new(),
         graph,
     }
 }

@@ -246,9 +246,9 @@ pub fn last_success<T>(
         .collect()
 }
 
-/// The runs of a local journal (`records`, oldest first) as records, newest first:
-/// who and where are not in a journal (left empty). The newest run with no end written
-/// is `running` while the stack's lock is `held`.
+/// The runs of a local journal (`records`, oldest first) as records, newest first (who
+/// and where empty for runs recorded before the journal kept them). The newest run with
+/// no end written is `running` while the stack's lock is `held`.
 pub fn from_journal(records: &[Record], held: bool) -> Vec<RunRecord> {
     let mut runs: Vec<RunRecord> = Vec::new();
     let mut ended = std::collections::BTreeSet::new();
@@ -261,11 +261,15 @@ pub fn from_journal(records: &[Record], held: bool) -> Vec<RunRecord> {
                 stack,
                 started_at,
                 command,
+                user,
+                host,
                 ..
             } => runs.push(RunRecord {
                 run_id: run_id.clone(),
                 stack: stack.clone(),
                 provider: provider.clone(),
+                user: user.clone(),
+                host: host.clone(),
                 command: if command.is_empty() {
                     format!("strata {operation}")
                 } else {

@@ -186,6 +186,8 @@ fn a_journals_runs_are_listed_newest_first_and_merged_with_the_backends() {
         projects: vec![],
         started_at: at.into(),
         command: String::new(),
+        user: String::new(),
+        host: String::new(),
         graph: vec![],
     };
     let records = vec![

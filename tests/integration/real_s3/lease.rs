@@ -507,3 +507,29 @@ printf '{}' > "$STRATA_OUTPUTS_FILE""#;
         "released once the backend answered: {after}\n{cancelled:?}"
     );
 }
+
+/// Issue 44: a run is `running` until it ends, seen from any machine: while host-a's
+/// `up` runs, host-b's `history` lists it first as running (its record is written only
+/// as it ends), then as succeeded once it has.
+#[test]
+fn history_on_another_machine_shows_a_running_run_as_running() {
+    let Some((s, shared, a, b)) = two_machines("real_s3::lease_history", "lease-history", 2000)
+    else {
+        return;
+    };
+    let run_a = a.spawn(&up_args(&[]));
+    wait_for(&shared.path().join("pid-host-a"), "host-a's project");
+    let h = b.strata(&["history", "--stack", STACK, "--output", "json"]);
+    assert_eq!(h.code, 0, "{h:?}");
+    let doc = h.json();
+    assert_eq!(doc["runs"][0]["status"], "running", "{doc}");
+    assert_eq!(doc["runs"][0]["host"], "host-a", "{doc}");
+    std::fs::write(shared.path().join("release-host-a"), "").unwrap();
+    let ra = finish(run_a, "host-a's up");
+    assert_eq!(ra.code, 0, "{ra:?}");
+    let doc = b
+        .strata(&["history", "--stack", STACK, "--output", "json"])
+        .json();
+    assert_eq!(doc["runs"][0]["status"], "succeeded", "{doc}");
+    drop(s);
+}

@@ -160,16 +160,55 @@ impl Holder {
     }
 }
 
-/// Who runs this strata, and where: the user (`USER`, `LOGNAME`, else the uid) and the
-/// host (`STRATA_TEST_HOSTNAME` in strata's own tests).
+/// Who runs this strata, and where: a person's name (`USER`, `LOGNAME`, else git's
+/// `user.name`, else the account's name, the uid only when none of them is known) and
+/// the host (`STRATA_TEST_HOSTNAME` in strata's own tests).
 pub fn who(env: &BTreeMap<String, String>) -> Result<(String, String)> {
     let host = test_override(env, "STRATA_TEST_HOSTNAME")?.unwrap_or_else(crate::util::hostname);
     let user = ["USER", "LOGNAME"]
         .iter()
         .find_map(|k| env.get(*k).filter(|v| !v.is_empty()).cloned())
+        .or_else(git_user_name)
+        .or_else(account_name)
         // SAFETY: getuid cannot fail.
         .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }));
     Ok((user, host))
+}
+
+/// `git config user.name`, when git is there and it is set.
+fn git_user_name() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["config", "--get", "user.name"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let name = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !name.is_empty()).then_some(name)
+}
+
+/// The account's name in the password database (`getpwuid_r`).
+fn account_name() -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: a zeroed passwd is a valid out-parameter; getpwuid_r writes strings into
+    // `buf` and points `pw` at `entry` on success.
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut pw: *mut libc::passwd = std::ptr::null_mut();
+    let rc = unsafe {
+        libc::getpwuid_r(
+            libc::getuid(),
+            &mut entry,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut pw,
+        )
+    };
+    if rc != 0 || pw.is_null() || entry.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: pw_name points into `buf`, NUL-terminated by getpwuid_r.
+    let name = unsafe { std::ffi::CStr::from_ptr(entry.pw_name) };
+    Some(name.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
 }
 
 /// A random token (16 bytes, hex); the time and pid when the system gives no randomness.
