@@ -116,6 +116,11 @@ pub fn run(
     let parallel = opts.parallel.max(1);
     let op = opts.operation;
     let pool_of = |i: usize| plan.nodes[i].pool();
+    // `--keep-going`: a step that waits for `j` only because of the stage barrier runs
+    // once `j` has ended, however it ended: it does not need what failed.
+    let passes = |i: usize, j: usize| {
+        opts.keep_going && op != Operation::Destroy && plan.waits_only_for_the_barrier(i, j)
+    };
 
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel::<Msg>();
@@ -129,10 +134,9 @@ pub fn run(
                 if state[i] != State::Pending {
                     continue;
                 }
-                let blocked = plan.nodes[i]
-                    .needs
-                    .iter()
-                    .find(|&&j| matches!(state[j], State::Done(_)) && !satisfied[j]);
+                let blocked = plan.nodes[i].needs.iter().find(|&&j| {
+                    matches!(state[j], State::Done(_)) && !satisfied[j] && !passes(i, j)
+                });
                 if let Some(&j) = blocked {
                     let s = match state[j] {
                         State::Done(s) => s,
@@ -163,7 +167,9 @@ pub fn run(
                         break;
                     }
                     let ready = state[i] == State::Pending
-                        && plan.nodes[i].needs.iter().all(|&j| satisfied[j]);
+                        && plan.nodes[i].needs.iter().all(|&j| {
+                            satisfied[j] || (passes(i, j) && matches!(state[j], State::Done(_)))
+                        });
                     if !ready || !pools.try_acquire(pool_of(i)) {
                         continue;
                     }

@@ -312,3 +312,37 @@ fn lock_timeout_waits_for_the_local_lock() {
         "it waited"
     );
 }
+
+/// Issue 42: `--keep-going` does not skip what does not need the failure. A kubernetes
+/// step waits for every infrastructure step (the stage barrier); under `--keep-going` it
+/// runs once they have ended when its entry does not need the one that failed, while
+/// one that needs it is skipped. Without `--keep-going` the run stops as before.
+#[test]
+fn keep_going_runs_kubernetes_steps_that_do_not_need_the_failure() {
+    let ws = Ws::with_profile(
+        "infrastructure:\n  - path: net\n    needs: []\n  - path: dns\n    needs: []\nkubernetes:\n  - path: app\n    needs: []\n  - path: db\n    needs: [net]\n",
+    );
+    ws.command_project("net", "exit 1", "true");
+    for p in ["dns", "app", "db"] {
+        ws.command_project(p, "true", "true");
+    }
+    let r = ws.strata(&[
+        "up",
+        "-p",
+        "t",
+        "-s",
+        "dev",
+        "--keep-going",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.finished_with("succeeded"), ["app", "dns"], "{r:?}");
+    assert_eq!(r.finished_with("skipped"), ["db"], "db needs net: {r:?}");
+    let r = ws.strata(&["up", "-p", "t", "-s", "dev", "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        !r.finished_with("succeeded").contains(&"app".to_string()),
+        "without --keep-going the barrier holds: {r:?}"
+    );
+}

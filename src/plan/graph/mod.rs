@@ -379,6 +379,26 @@ impl Plan {
         waves
     }
 
+    /// Whether node `i` waits for its prerequisite `j` only because of the stage barrier
+    /// (every kubernetes step after every infrastructure step, through the secrets
+    /// step), not because its entry says it needs, takes inputs from or reads `j`. Under
+    /// `--keep-going` such a wait is for `j` to end, not to succeed.
+    pub fn waits_only_for_the_barrier(&self, i: usize, j: usize) -> bool {
+        let (node, before) = (&self.nodes[i], &self.nodes[j]);
+        match node.stage {
+            NodeStage::Secrets => true,
+            NodeStage::Kubernetes if before.stage != NodeStage::Kubernetes => {
+                node.entry.as_ref().is_none_or(|e| {
+                    let named = |p: &String| p.trim_matches('/') == before.path;
+                    !(e.needs.iter().flatten().any(named)
+                        || e.inputs.iter().any(|x| named(&x.project))
+                        || e.reads.iter().flat_map(|r| r.projects()).any(|p| named(&p)))
+                })
+            }
+            _ => false,
+        }
+    }
+
     pub fn index_of(&self, path: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.path == path)
     }
