@@ -294,10 +294,11 @@ pub(super) fn deps_of(node: &Node, projects_dir: &str) -> Option<Deps> {
     let (rt, command) = match runtime.as_str() {
         "nodejs" => {
             let manager = runtime_options.get("packagemanager").map(String::as_str);
+            // yarn and pnpm through corepack, which Node.js no longer ships from 25 on.
             let command = if has("pnpm-lock.yaml") || manager == Some("pnpm") {
-                Some("corepack enable\npnpm install --frozen-lockfile".to_string())
+                Some("command -v corepack >/dev/null || npm install --global corepack\ncorepack enable\npnpm install --frozen-lockfile".to_string())
             } else if has("yarn.lock") || manager == Some("yarn") {
-                Some("corepack enable\nyarn install --frozen-lockfile".to_string())
+                Some("command -v corepack >/dev/null || npm install --global corepack\ncorepack enable\nyarn install --frozen-lockfile".to_string())
             } else if has("package-lock.json") {
                 Some("npm ci".to_string())
             } else if has("package.json") {

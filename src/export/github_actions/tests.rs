@@ -541,12 +541,16 @@ fn each_job_installs_its_project_s_dependencies_by_runtime() {
         (
             "yarnapp",
             "actions/setup-node@v4",
-            Some("corepack enable\nyarn install --frozen-lockfile"),
+            Some(
+                "command -v corepack >/dev/null || npm install --global corepack\ncorepack enable\nyarn install --frozen-lockfile",
+            ),
         ),
         (
             "pnpmapp",
             "actions/setup-node@v4",
-            Some("corepack enable\npnpm install --frozen-lockfile"),
+            Some(
+                "command -v corepack >/dev/null || npm install --global corepack\ncorepack enable\npnpm install --frozen-lockfile",
+            ),
         ),
         (
             "api",

@@ -161,7 +161,9 @@ fn an_adopted_repository_s_workflow_installs_strata_from_a_pinned_source_and_eac
             (
                 "platform/edge",
                 "actions/setup-node@v4",
-                Some("corepack enable\nyarn install --frozen-lockfile"),
+                Some(
+                    "command -v corepack >/dev/null || npm install --global corepack\ncorepack enable\nyarn install --frozen-lockfile",
+                ),
             ),
             (
                 "platform/network",
