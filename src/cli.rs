@@ -200,6 +200,11 @@ pub struct ExportArgs {
     /// bundle (an artifact) and, after the merge, applies exactly that bundle
     #[arg(long)]
     pub review_apply: bool,
+    /// github-actions only: where the runners get strata, pinned: `path` (this repository
+    /// is strata's source; the default there), `crate:VERSION`, `git:URL@REV` (a commit or
+    /// a tag), or `url:URL#sha256=HEX` (a release tarball and its checksum)
+    #[arg(long, value_name = "SOURCE")]
+    pub strata_from: Option<String>,
 
     #[command(flatten)]
     pub select: SelectArgs,

@@ -4,6 +4,7 @@
 
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::error::{Error, Result};
+use crate::export::github_actions::{StrataSource, default_source};
 use crate::export::{self, ExportContext, Format, InputValue, InputValues, pko};
 use crate::plan::select::Selector;
 use crate::plan::{NodeKind, Plan};
@@ -21,8 +22,28 @@ pub fn run(target: &Target, args: &ExportArgs, sel: &Selector) -> Result<i32> {
             "--review-apply writes one workflow that previews and applies the whole profile (a plan bundle per pull request); it takes no --filter, --project or --from. Drop the selection, or export the selected projects' jobs without --review-apply.",
         ));
     }
+    let github = matches!(
+        format,
+        Format::GithubActions | Format::GithubActionsReviewApply
+    );
+    let given = match args.strata_from.as_deref() {
+        Some(_) if !github => {
+            return Err(Error::usage(format!(
+                "--strata-from says where GitHub Actions runners get strata; --format {} has none (its engine runs the image or the operator you give it). Drop --strata-from.",
+                format.as_str()
+            )));
+        }
+        Some(value) => Some(StrataSource::parse(value)?),
+        None => None,
+    };
     let out = args.out.as_deref();
     let loaded = super::load(target, false)?;
+    // Outside strata's own repository, the runners' strata must come from a pinned source.
+    let strata_from = match given {
+        Some(source) => source,
+        None if github => default_source(&loaded.ws.root)?,
+        None => StrataSource::Path,
+    };
     let Some(stack) = loaded.stack.as_deref() else {
         return Err(Error::config(
             "strata export needs a stack: pass -s/--stack NAME, or set PULUMI_STACK in config/pulumi/environment.",
@@ -52,6 +73,7 @@ pub fn run(target: &Target, args: &ExportArgs, sel: &Selector) -> Result<i32> {
         inputs: Some(&inputs),
         pools: &loaded.profile.pools,
         projects_dir: &loaded.profile.projects_dir,
+        strata_from: &strata_from,
     };
     let text = export::render(&plan, format, &ctx)?;
     if format == Format::Pko {

@@ -1,6 +1,7 @@
 //! Project directories under `projects/`: a Pulumi project (`Pulumi.yaml`) or a command
 //! project (`Strata.yaml`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -31,6 +32,11 @@ pub enum ProjectKind {
         /// The folder its stack configs (`Pulumi.<stack>.yaml`) are in: its own, or the
         /// one `stackConfigDir:` names.
         config_dir: PathBuf,
+        /// `runtime:` (`nodejs`, `python`, `go`, `dotnet`, `yaml`...).
+        runtime: String,
+        /// `runtime.options` whose values are scalars (`virtualenv`, `toolchain`,
+        /// `packagemanager`...), as text.
+        runtime_options: BTreeMap<String, String>,
     },
     /// A command project (shared: the command engine looks it up by path).
     Command(std::sync::Arc<CommandSpec>),
@@ -121,6 +127,8 @@ pub fn load(projects_dir: &Path, path: &str, source: &Path) -> Result<Project> {
                     config_dir: meta.config_dir_in(&dir),
                     name: meta.name,
                     backend: meta.backend_url,
+                    runtime: meta.runtime,
+                    runtime_options: meta.runtime_options,
                 },
                 dir,
             });
@@ -156,6 +164,9 @@ pub struct PulumiMeta {
     pub name: String,
     /// `runtime:` (a string or `{name: ...}`): `python`, `nodejs`, `go`, `yaml`...
     pub runtime: String,
+    /// `runtime.options` with scalar values, as text (`virtualenv: venv`,
+    /// `toolchain: poetry`, `packagemanager: pnpm`...).
+    pub runtime_options: BTreeMap<String, String>,
     /// `backend.url`.
     pub backend_url: Option<String>,
     /// `stackConfigDir:` (or the older `config:` when it is a string), relative to the
@@ -203,6 +214,24 @@ pub fn read_pulumi_yaml(file: &Path) -> Result<PulumiMeta> {
             .to_string(),
         None => String::new(),
     };
+    let runtime_options = v
+        .get("runtime")
+        .and_then(|r| r.get("options"))
+        .and_then(|o| o.as_mapping())
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| {
+                    let value = match v {
+                        serde_yaml::Value::String(s) => s.clone(),
+                        serde_yaml::Value::Bool(b) => b.to_string(),
+                        serde_yaml::Value::Number(n) => n.to_string(),
+                        _ => return None,
+                    };
+                    Some((k.as_str()?.to_string(), value))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let text_of = |v: Option<&serde_yaml::Value>| {
         v.and_then(|c| c.as_str())
             .map(str::trim)
@@ -212,6 +241,7 @@ pub fn read_pulumi_yaml(file: &Path) -> Result<PulumiMeta> {
     Ok(PulumiMeta {
         name: name.to_string(),
         runtime,
+        runtime_options,
         backend_url: text_of(v.get("backend").and_then(|b| b.get("url"))),
         config_dir: text_of(v.get("stackConfigDir")).or_else(|| text_of(v.get("config"))),
     })
@@ -245,6 +275,27 @@ mod tests {
         std::fs::create_dir_all(d.path().join("empty")).unwrap();
         let e = load(d.path(), "empty", &src).unwrap_err();
         e.assert_says("neither Pulumi.yaml nor Strata.yaml");
+    }
+
+    #[test]
+    fn runtime_and_its_scalar_options_are_read() {
+        let d = files(&[(
+            "py/Pulumi.yaml",
+            "name: py\nruntime:\n  name: python\n  options:\n    toolchain: uv\n    virtualenv: .venv\n    typechecker: {x: 1}\n",
+        )]);
+        let meta = read_pulumi_yaml(&d.path().join("py/Pulumi.yaml")).unwrap();
+        assert_eq!(meta.runtime, "python");
+        let opts: Vec<(&str, &str)> = meta
+            .runtime_options
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(opts, [("toolchain", "uv"), ("virtualenv", ".venv")]);
+        let p = load(d.path(), "py", &d.path().join("p.yaml")).unwrap();
+        let ProjectKind::Pulumi { runtime, .. } = &p.kind else {
+            panic!("a Pulumi project");
+        };
+        assert_eq!(runtime, "python");
     }
 
     #[test]

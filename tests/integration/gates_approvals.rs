@@ -221,7 +221,14 @@ fn the_github_actions_export_holds_an_approved_project_on_an_environment() {
     ok(
         &ws,
         "export",
-        &["--format", "github-actions", "-o", "wf.yml"],
+        &[
+            "--format",
+            "github-actions",
+            "--strata-from",
+            "path",
+            "-o",
+            "wf.yml",
+        ],
     );
     let text = ws.read("wf.yml");
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();

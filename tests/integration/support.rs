@@ -264,7 +264,8 @@ fn copy_tree(base: &Path, from: &Path, to: &Path) {
     }
 }
 
-/// A copy of the workspace at `from` (its providers/, projects/ and config/) as git
+/// A copy of the workspace at `from` (its providers/, projects/ and config/, and its
+/// Cargo.toml: strata's own repository stays strata's source) as git
 /// holds it: without what a user's run leaves there (`config/pulumi/environment` with
 /// its `PULUMI_STACK`, stack configs, the secret store, `.strata/`), so a test of the
 /// shipped profiles does not depend on what the README's first command wrote.
@@ -274,6 +275,10 @@ pub fn workspace_copy(from: &Path) -> tempfile::TempDir {
         if from.join(d).is_dir() {
             copy_tree(from, &from.join(d), &dir.path().join(d));
         }
+    }
+    // strata's own repository stays strata's source: its workflow builds it (`--path .`).
+    if from.join("Cargo.toml").is_file() {
+        std::fs::copy(from.join("Cargo.toml"), dir.path().join("Cargo.toml")).unwrap();
     }
     dir
 }

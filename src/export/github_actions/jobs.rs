@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    BUILD_JOB, Job, OUTPUTS_DIR, Step, job_id, map, needs_pulumi_cli, run_step, runner_setup,
-    shell_word, strata_steps, upload_step, uses_aws_oidc,
+    BUILD_JOB, Job, OUTPUTS_DIR, Step, install, job_id, map, needs_pulumi_cli, run_step,
+    runner_setup, shell_word, strata_steps, upload_step, uses_aws_oidc,
 };
 use crate::export::{self, ExportContext};
 use crate::plan::{NodeKind, Plan};
@@ -118,6 +118,8 @@ fn pool_lanes(
 pub(super) struct ProjectJobs<'a> {
     plan: &'a Plan,
     provider: &'a str,
+    /// The folder of the projects in the repository (the profile's `projects:`).
+    projects_dir: &'a str,
     /// The job id of every step (indexed like `plan.nodes`).
     pub(super) ids: Vec<String>,
     /// Per step, the first step of its job (see [`groups`]).
@@ -135,6 +137,7 @@ impl<'a> ProjectJobs<'a> {
         ProjectJobs {
             plan,
             provider: ctx.provider,
+            projects_dir: ctx.projects_dir,
             ids: job_ids(plan),
             lanes: pool_lanes(plan, &group, ctx.pools),
             group,
@@ -172,6 +175,11 @@ impl<'a> ProjectJobs<'a> {
             members.iter().any(|&i| needs_pulumi_cli(self.plan, i)),
             self.aws_oidc.then(|| format!("strata-{}", self.ids[lead])),
         ));
+        let deps: Vec<_> = members
+            .iter()
+            .filter_map(|&i| install::deps_of(&self.plan.nodes[i], self.projects_dir))
+            .collect();
+        steps.extend(install::dependency_steps(&deps));
         let gate = self.gate(&members);
         steps.push(self.up_step(&paths, gate.as_ref().map(|(_, held)| held.as_slice())));
         steps.extend(self.upload_outputs(&members));

@@ -2,11 +2,16 @@
 //! as an artifact; one job per project (a chain of command projects shares one job, so
 //! the files and images one leaves are there for the next), `needs:` from the graph;
 //! the profile's credentials as secrets, AWS through OIDC when a role is configured.
+//! What a runner installs (strata from its pinned source, each project's dependencies
+//! by runtime) is [`install`]'s.
 //! [`review_apply`] is the other shape: preview a pull request into a plan bundle, apply
 //! that bundle after the merge; it shares the build job, the steps and the settings here.
 
+mod install;
 mod jobs;
 pub mod review_apply;
+
+pub use install::{StrataSource, default_source};
 
 use serde::Serialize;
 use serde_yaml::{Mapping, Value};
@@ -100,6 +105,9 @@ struct Step {
     with: Option<Mapping>,
     #[serde(skip_serializing_if = "Option::is_none")]
     env: Option<Mapping>,
+    /// The folder `run` runs in, relative to the checkout.
+    #[serde(rename = "working-directory", skip_serializing_if = "Option::is_none")]
+    working_directory: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     run: Option<String>,
 }
@@ -178,7 +186,7 @@ pub fn render(full: &Plan, ctx: &ExportContext) -> Result<String> {
     let plan = super::without_builtin(full);
     let projects = ProjectJobs::new(&plan, ctx);
     let mut jobs = Mapping::new();
-    insert_job(&mut jobs, BUILD_JOB, build_job())?;
+    insert_job(&mut jobs, BUILD_JOB, build_job(ctx.strata_from))?;
     for lead in projects.leads() {
         insert_job(&mut jobs, &projects.ids[lead], projects.job(lead))?;
     }
@@ -231,7 +239,7 @@ fn dispatch_workflow(ctx: &ExportContext, jobs: Mapping) -> Workflow {
 /// strata (the secrets step, command projects, pools).
 fn notes(full: &Plan, plan: &Plan, ctx: &ExportContext) -> Vec<String> {
     let mut notes = vec![format!(
-        "One job per project of profile `{}` (infra_type {}); `needs:` is strata's dependency graph, so what does not depend on each other runs at the same time. strata is built once (job {BUILD_JOB}) and handed to every job as an artifact; each job runs `strata up --project <path>` on a fresh runner.",
+        "One job per project of profile `{}` (infra_type {}); `needs:` is strata's dependency graph, so what does not depend on each other runs at the same time. strata is installed once (job {BUILD_JOB}) and handed to every job as an artifact; each job installs its projects' dependencies and runs `strata up --project <path>` on a fresh runner.",
         ctx.provider, ctx.infra_type
     )];
     notes.extend(setup_notes(ctx));
@@ -261,25 +269,25 @@ fn yaml_error(e: serde_yaml::Error) -> crate::error::Error {
     crate::error::Error::failed(format!("cannot write the export as YAML: {e}"))
 }
 
-/// Checks out the repository, builds strata once and keeps the binary as an artifact.
-fn build_job() -> Job {
+/// Installs strata once from `source` (checking out the repository only to build its
+/// own source) and keeps the binary as an artifact.
+fn build_job(source: &StrataSource) -> Job {
+    let mut steps = Vec::new();
+    if source.needs_checkout() {
+        steps.push(checkout());
+    }
+    steps.push(source.install_step());
+    steps.push(upload_step(
+        "Hand strata to the other jobs",
+        BIN_ARTIFACT,
+        "${{ runner.temp }}/strata/bin/strata",
+        1,
+    ));
     Job {
         name: "build strata".into(),
         runs_on: "ubuntu-latest",
         needs: vec![],
-        steps: vec![
-            checkout(),
-            run_step(
-                "Build strata",
-                "cargo install --locked --path . --root \"$RUNNER_TEMP/strata\"".into(),
-            ),
-            upload_step(
-                "Hand strata to the other jobs",
-                BIN_ARTIFACT,
-                "${{ runner.temp }}/strata/bin/strata",
-                1,
-            ),
-        ],
+        steps,
         ..Default::default()
     }
 }
@@ -413,7 +421,11 @@ fn setup_notes(ctx: &ExportContext) -> Vec<String> {
         "- Set the repository secret PULUMI_BACKEND_URL to a backend every runner shares (s3://..., azblob://..., gs://..., or https://api.pulumi.com with PULUMI_ACCESS_TOKEN): the default file backend under .strata/ is gone when a job ends, and later jobs read earlier outputs from the backend.".to_string(),
         "- Set PULUMI_CONFIG_PASSPHRASE if the stacks use the passphrase secrets provider, and STRATA_PASSPHRASE if the profile has secrets (config/secrets/<stack>.age). Unset secrets are empty and ignored.".to_string(),
         "- Commit the stack config: `git add -f config/pulumi/Pulumi.<stack>.yaml` (this repository's .gitignore keeps the ones local runs make out of git, so the file must be added on purpose); a job cannot prompt for missing config.".to_string(),
-        "- The build job runs `cargo install --locked --path .` in this repository; if your workspace repository does not hold strata's source, install it another way there. Install the language runtimes your Pulumi projects need (Node.js, Python, ...) next to the Pulumi CLI.".to_string(),
+        format!(
+            "- strata comes from one pinned source, set with `--strata-from` when exporting: {}. Job {BUILD_JOB} installs it once and hands the binary to the other jobs. To move to another version, export again with another `--strata-from`.",
+            ctx.strata_from.describe()
+        ),
+        install::dependency_note(),
     ];
     if !ctx.credentials.is_empty() {
         notes.push(format!(

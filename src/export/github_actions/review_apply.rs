@@ -12,9 +12,9 @@ use serde::Serialize;
 use serde_yaml::Mapping;
 
 use super::{
-    BUILD_JOB, Concurrency, Job, Step, build_job, insert_job, map, needs_pulumi_cli, permissions,
-    run_step, runner_setup, setup_notes, shell_word, strata_steps, upload_step, uses_aws_oidc,
-    workflow_env,
+    BUILD_JOB, Concurrency, Job, Step, build_job, insert_job, install, map, needs_pulumi_cli,
+    permissions, run_step, runner_setup, setup_notes, shell_word, strata_steps, upload_step,
+    uses_aws_oidc, workflow_env,
 };
 use crate::error::Result;
 use crate::export::{ExportContext, Format};
@@ -104,8 +104,15 @@ pub fn render(plan: &Plan, ctx: &ExportContext) -> Result<String> {
     let aws = uses_aws_oidc(ctx);
     let (provider, stack) = (shell_word(ctx.provider), shell_word(ctx.stack));
 
+    // Both jobs run the whole profile: every project's dependencies.
+    let deps: Vec<_> = plan
+        .order
+        .iter()
+        .filter_map(|&i| install::deps_of(&plan.nodes[i], ctx.projects_dir))
+        .collect();
     let mut preview = strata_steps();
     preview.extend(runner_setup(pulumi, aws.then(|| "strata-preview".into())));
+    preview.extend(install::dependency_steps(&deps));
     preview.push(run_step(
         "Preview the whole environment and save the plan bundle",
         format!(
@@ -145,6 +152,7 @@ pub fn render(plan: &Plan, ctx: &ExportContext) -> Result<String> {
         ..Default::default()
     });
     apply.extend(runner_setup(pulumi, aws.then(|| "strata-apply".into())));
+    apply.extend(install::dependency_steps(&deps));
     apply.push(run_step(
         "Apply exactly the reviewed plan bundle",
         format!(
@@ -159,7 +167,7 @@ pub fn render(plan: &Plan, ctx: &ExportContext) -> Result<String> {
     ));
 
     let jobs: Vec<(&str, Job)> = vec![
-        (BUILD_JOB, build_job()),
+        (BUILD_JOB, build_job(ctx.strata_from)),
         (
             PREVIEW_JOB,
             Job {
@@ -229,7 +237,7 @@ fn notes(ctx: &ExportContext) -> Vec<String> {
     let (bundle, applied) = artifact_prefixes(ctx.stack);
     let mut notes = vec![
         format!(
-            "Review, then apply (docs/book/src/previews.md, \"Review, then apply\"), for profile `{}` (infra_type {}), stack `{}`, the whole environment in one job per path; strata is built once per run (job {BUILD_JOB}).",
+            "Review, then apply (docs/book/src/previews.md, \"Review, then apply\"), for profile `{}` (infra_type {}), stack `{}`, the whole environment in one job per path; strata is installed once per run (job {BUILD_JOB}).",
             ctx.provider, ctx.infra_type, ctx.stack
         ),
         format!(

@@ -12,6 +12,7 @@ use serde_yaml::Value as Yaml;
 
 use crate::support::*;
 
+mod adopted;
 mod argo;
 mod command;
 mod github_actions;
@@ -72,8 +73,14 @@ pub(super) fn workspace(body: &str) -> Ws {
     with_projects(Ws::new(), body)
 }
 
-/// `ws` with the profile and projects of [`workspace`]`(body)`.
+/// `ws` with the profile and projects of [`workspace`]`(body)`, in a repository that
+/// holds strata's own Cargo.toml, so a GitHub Actions workflow builds strata from it
+/// (`--strata-from path`, the default there; adopted.rs exports without it).
 pub(super) fn with_projects(ws: Ws, body: &str) -> Ws {
+    ws.write(
+        "Cargo.toml",
+        "[package]\nname = \"strata\"\nversion = \"0.1.0\"\n",
+    );
     ws.profile("t", &format!("{HEAD}{body}"));
     for line in body.lines() {
         if let Some(path) = line.trim().strip_prefix("- path: ") {
