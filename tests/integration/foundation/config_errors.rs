@@ -55,6 +55,15 @@ fn missing_project_dir_names_profile_entry_and_dir() {
     assert_says_what_to_do(&r);
 }
 
+/// A mistyped entry path gets the project folder it most likely meant (issue 46).
+#[test]
+fn mistyped_project_dir_gets_a_did_you_mean() {
+    let ws = abc("infrastructure:\n  - path: a\n  - path: infra/netwrk\n");
+    ws.pulumi_project("infra/network", "network", "");
+    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
+    assert_config_error_says_what_to_do(&r, &["infra/netwrk", "Did you mean `infra/network`?"]);
+}
+
 #[test]
 fn dir_without_pulumi_or_strata_yaml_is_refused() {
     let ws = abc("infrastructure:\n  - path: a\n  - path: empty\n");
