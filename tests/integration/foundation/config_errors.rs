@@ -237,3 +237,24 @@ fn stack_flag_differing_from_env_file_wins_for_the_run() {
     let ok = ws.strata(&["-p", "t", "show"]);
     assert!(ok.stdout.contains("stack dev"), "{ok:?}");
 }
+
+/// With several profiles, a stack that has run none here and whose stack config records
+/// no infra_type cannot pick one, for a read-only command too: the refusal names the
+/// stack and says to pass `-p NAME` (issue 46; the book's workspace chapter says so).
+#[test]
+fn an_unknown_stack_with_several_profiles_says_to_pass_p() {
+    let ws = abc("infrastructure:\n  - path: a\n");
+    ws.profile("other", &format!("{HEAD}infrastructure:\n  - path: b\n"));
+    for cmd in ["status", "show"] {
+        let r = ws.strata(&[cmd, "--stack", "prod"]);
+        assert_config_error_says_what_to_do(
+            &r,
+            &[
+                "no provider chosen",
+                "stack `prod`",
+                "Pass -p NAME",
+                "other, t",
+            ],
+        );
+    }
+}
