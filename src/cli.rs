@@ -10,8 +10,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     version,
     about = "Bring up a whole environment made of many Pulumi projects, in dependency order",
     after_help = "Exit codes: 0 success, 1 a project or hook failed, 2 usage error, \
-                  3 invalid configuration or missing input, 128+n stopped by signal n after a graceful \
-                  shutdown (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."
+                  3 invalid configuration or missing input, 4 changes pending (preview \
+                  --expect-no-changes), 5 a policy: rule denied a project, 6 a project awaits an \
+                  approval (strata approve), 128+n stopped by signal n after a graceful shutdown \
+                  (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -95,11 +97,10 @@ pub enum OutputFormat {
 pub enum Command {
     /// Adopt the Pulumi projects of this repository where they are: write a workspace around them
     #[command(
-        after_help = "For init, -p NAME names the profile it writes (providers/NAME.yaml, default `main`), \
-                      -C DIR the repository's root (default: the current folder), and -s NAME the stack \
-                      it shows and validates (default: the one most projects have a Pulumi.<stack>.yaml \
-                      for, else dev). Nothing of the repository is moved or rewritten; .gitignore only \
-                      gains lines. Exit 0, or 3 when validate finds a problem in what was written."
+        args = init_global_args(),
+        after_help = "For init, -p, -s and -C say what it writes, shows and reads (above), not what \
+                      they say for a run. Nothing of the repository is moved or rewritten; .gitignore \
+                      only gains lines. Exit 0, or 3 when validate finds a problem in what was written."
     )]
     Init(InitArgs),
     /// Bring every project up, in dependency order
@@ -176,6 +177,25 @@ pub enum Command {
     },
     /// The man page (roff), on stdout (e.g. `strata man | man -l -`)
     Man,
+}
+
+/// The global options whose help says something else for `init`: the same flags (and
+/// ids, so their values still reach [`GlobalArgs`]), with init's meaning and default.
+fn init_global_args() -> Vec<clap::Arg> {
+    let help = |id: &str| match id {
+        "provider" => Some("The profile to write (providers/NAME.yaml) [default: main]"),
+        "stack" => Some(
+            "The stack to show and validate [default: the one most projects have a \
+             Pulumi.<stack>.yaml for, else dev]",
+        ),
+        "root" => Some("The repository's root [default: the current folder]"),
+        _ => None,
+    };
+    let globals = GlobalArgs::augment_args(clap::Command::new("init"));
+    globals
+        .get_arguments()
+        .filter_map(|a| help(a.get_id().as_str()).map(|h| a.clone().help(h)))
+        .collect()
 }
 
 #[derive(Debug, Args, Clone)]

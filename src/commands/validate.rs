@@ -418,7 +418,10 @@ fn check_preflight(
         _ => {}
     }
     for p in problems {
-        r.bad("preflight", p);
+        r.bad(
+            "preflight",
+            p.replace(crate::pipeline::preflight::NOTHING_STARTED, ""),
+        );
     }
     for n in pre.notices {
         r.note("preflight", n);

@@ -24,6 +24,8 @@ pub struct EventState {
     /// The events of a preview (or a summary event says `isPreview`): its summary says
     /// what would happen ("would delete 1"), not what happened.
     pub preview: bool,
+    /// The line being rendered is a debug diagnostic.
+    debug_line: bool,
 }
 
 const STACK_TYPE: &str = "pulumi:pulumi:Stack";
@@ -32,11 +34,41 @@ fn short_name(urn: &str) -> &str {
     urn.rsplit("::").next().unwrap_or(urn)
 }
 
+/// A line for people that an output line gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shown {
+    /// A line to show.
+    Line(String),
+    /// A Pulumi debug diagnostic (`debug: Registering config …`): `pulumi up` shows
+    /// these only with `-v` or `--debug`, strata only with `-v`.
+    Debug(String),
+}
+
 impl EventState {
     /// Feeds one line of output. Returns a line for people, if the line says something
-    /// worth showing; `None` for events that only update counters. A line that is not a
-    /// JSON event is returned as it is.
+    /// worth showing; `None` for events that only update counters and for debug
+    /// diagnostics (see [`Self::read`]). A line that is not a JSON event is returned as
+    /// it is.
     pub fn feed(&mut self, line: &str) -> Option<String> {
+        match self.read(line)? {
+            Shown::Line(l) => Some(l),
+            Shown::Debug(_) => None,
+        }
+    }
+
+    /// [`Self::feed`], with the debug diagnostics told apart rather than dropped.
+    pub fn read(&mut self, line: &str) -> Option<Shown> {
+        self.render(line).map(|l| {
+            if self.debug_line {
+                Shown::Debug(l)
+            } else {
+                Shown::Line(l)
+            }
+        })
+    }
+
+    fn render(&mut self, line: &str) -> Option<String> {
+        self.debug_line = false;
         let trimmed = line.trim();
         if !trimmed.starts_with('{') {
             return (!trimmed.is_empty()).then(|| line.to_string());
@@ -100,6 +132,7 @@ impl EventState {
             if severity == "error" {
                 self.errors.push(strip_ansi(&msg));
             }
+            self.debug_line = severity == "debug";
             return Some(strip_ansi(&text));
         }
         if let Some(s) = ev.get("stdoutEvent") {
@@ -282,5 +315,19 @@ mod tests {
         assert_eq!(st.errors, ["boom"]);
         assert_eq!(st.feed(r#"{"cancelEvent":{}}"#), None);
         assert_eq!(st.feed("{not json").as_deref(), Some("{not json"));
+    }
+
+    #[test]
+    fn debug_diagnostics_are_told_apart_and_not_fed() {
+        let debug = r#"{"sequence":2,"diagnosticEvent":{"prefix":"debug: ","message":"Registering config aws:region\n","color":"never","severity":"debug"}}"#;
+        let info = r#"{"sequence":3,"diagnosticEvent":{"message":"hello\n","color":"never","severity":"info"}}"#;
+        let mut st = EventState::default();
+        assert_eq!(
+            st.read(debug),
+            Some(Shown::Debug("debug: Registering config aws:region".into()))
+        );
+        assert_eq!(st.read(info), Some(Shown::Line("hello".into())));
+        assert_eq!(st.feed(debug), None);
+        assert_eq!(st.feed(info).as_deref(), Some("hello"));
     }
 }

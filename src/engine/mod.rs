@@ -105,6 +105,9 @@ pub enum Progress {
     Raw(String),
     /// A line for people (a rendered engine event or a plain output line).
     Line(String),
+    /// A Pulumi debug diagnostic, rendered: for people only with `-v` (the log has the
+    /// raw event in any case).
+    Debug(String),
     /// Resource counts and the current step.
     Resources {
         done: usize,

@@ -132,6 +132,22 @@ pub fn try_acquire(r: &Resolved) -> Result<Held> {
     acquire_waiting(r, std::time::Duration::ZERO, std::time::Duration::ZERO)
 }
 
+/// The refusal of a stack another strata of this checkout holds, with what
+/// `--lock-timeout` does about it: waits (when it was not given), or waited in vain.
+fn with_lock_timeout(mut e: Error, lock_timeout: std::time::Duration) -> Error {
+    if lock_timeout.is_zero() {
+        e.message.push_str(
+            "\n  To wait for it instead of refusing, add `--lock-timeout 10m` (or any duration).",
+        );
+    } else {
+        e.message.push_str(&format!(
+            "\n  It was still held after {} (`--lock-timeout`): give a longer one to wait longer.",
+            humantime::format_duration(lock_timeout)
+        ));
+    }
+    e
+}
+
 fn acquire_waiting(
     r: &Resolved,
     orphan_wait: std::time::Duration,
@@ -171,6 +187,9 @@ fn acquire_waiting(
                     ));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(e) if StackLock::is_held(&state_dir) => {
+                return Err(with_lock_timeout(e, lock_timeout));
             }
             took => break took?,
         }

@@ -101,6 +101,10 @@ pub struct Given<'a> {
     pub stack: Option<&'a str>,
 }
 
+/// The sentence a preflight problem (and a backend's) carries to say that the run it
+/// stopped started nothing; `validate`, which starts nothing by nature, leaves it out.
+pub const NOTHING_STARTED: &str = " Nothing was started.";
+
 /// The checks, with the problems as a list (for `validate`, which shows them all).
 pub fn inspect(ws: &Workspace, given: &Given) -> (Preflight, Vec<String>) {
     let env = env::pulumi_env(ws);

@@ -207,8 +207,13 @@ impl Workspace {
             return Ok(only.clone());
         }
         let Some(infra) = stack_config.and_then(|c| c.infra_type()) else {
+            let which = stack.map_or_else(
+                || "no stack is named, so no profile is remembered".to_string(),
+                |s| format!("stack `{s}` has not run a profile on this checkout and its stack config records no kubernetes:infra_type"),
+            );
             return Err(Error::config(format!(
-                "no provider chosen: pass --provider NAME (or set STRATA_PROVIDER).\n  Available providers: {}.",
+                "no provider chosen: {which}, and there are {} profiles.\n  Pass -p NAME (--provider NAME, or set STRATA_PROVIDER), for a command that only reads too. Available providers: {}.",
+                available.len(),
                 names()
             )));
         };

@@ -107,14 +107,53 @@ impl Project {
     }
 }
 
+/// The folders under `projects_dir` that hold a project (a Pulumi.yaml, Pulumi.yml or
+/// Strata.yaml), as paths relative to it: what a mistyped entry path may have meant.
+/// Hidden folders and [`SKIP_DIRS`] are not entered, nor anything deeper than 8 levels.
+fn project_folders(projects_dir: &Path) -> Vec<String> {
+    fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut subdirs = Vec::new();
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && !name.starts_with('.') && !SKIP_DIRS.contains(&name.as_str()) {
+                subdirs.push(name);
+            } else if !rel.is_empty()
+                && ["Pulumi.yaml", "Pulumi.yml", "Strata.yaml"].contains(&name.as_str())
+                && out.last().map(String::as_str) != Some(rel)
+            {
+                out.push(rel.to_string());
+            }
+        }
+        if depth < 8 {
+            for name in subdirs {
+                let sub = if rel.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{rel}/{name}")
+                };
+                walk(&dir.join(&name), &sub, depth + 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(projects_dir, "", 0, &mut out);
+    out
+}
+
 /// Reads the project at `projects/<path>`; `source` names the profile file for messages.
 pub fn load(projects_dir: &Path, path: &str, source: &Path) -> Result<Project> {
     let dir = projects_dir.join(path);
     if !dir.is_dir() {
+        let folders = project_folders(projects_dir);
         return Err(Error::config(format!(
-            "{}: project `{path}` has no folder: {} does not exist.\n  Create it with a Pulumi.yaml (a Pulumi project) or a Strata.yaml (a command project), or fix the path.",
+            "{}: project `{path}` has no folder: {} does not exist.{}\n  Create it with a Pulumi.yaml (a Pulumi project) or a Strata.yaml (a command project), or fix the path.",
             display_path(source),
-            display_path(&dir)
+            display_path(&dir),
+            crate::util::did_you_mean(path, folders.iter().map(String::as_str))
         )));
     }
     for file in ["Pulumi.yaml", "Pulumi.yml"] {
@@ -272,6 +311,7 @@ mod tests {
         let src = d.path().join("p.yaml");
         let e = load(d.path(), "nope", &src).unwrap_err();
         e.assert_says("does not exist");
+        assert!(!e.message.contains("Did you mean"), "{e:?}");
         std::fs::create_dir_all(d.path().join("empty")).unwrap();
         let e = load(d.path(), "empty", &src).unwrap_err();
         e.assert_says("neither Pulumi.yaml nor Strata.yaml");
@@ -296,6 +336,27 @@ mod tests {
             panic!("a Pulumi project");
         };
         assert_eq!(runtime, "python");
+    }
+
+    #[test]
+    fn a_mistyped_path_gets_the_nearest_project_folder() {
+        let d = files(&[
+            ("infra/vpc/Pulumi.yaml", "name: vpc\nruntime: yaml\n"),
+            ("infra/eks/Pulumi.yml", "name: eks\nruntime: yaml\n"),
+            ("tools/build/Strata.yaml", "up: make\ndestroy: true\n"),
+            (
+                "infra/vpc/node_modules/x/Pulumi.yaml",
+                "name: x\nruntime: yaml\n",
+            ),
+        ]);
+        let src = d.path().join("p.yaml");
+        let e = load(d.path(), "infra/vcp", &src).unwrap_err();
+        e.assert_says("Did you mean `infra/vpc`?");
+        let e = load(d.path(), "tools/biuld", &src).unwrap_err();
+        e.assert_says("Did you mean `tools/build`?");
+        let mut found = project_folders(d.path());
+        found.sort();
+        assert_eq!(found, ["infra/eks", "infra/vpc", "tools/build"]);
     }
 
     #[test]

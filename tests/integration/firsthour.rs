@@ -13,7 +13,22 @@ fn run_ok(ws: &Ws, args: &[&str]) -> String {
 #[test]
 fn help_completions_and_man_page() {
     let ws = Ws::new();
-    insta::assert_snapshot!("help", run_ok(&ws, &["--help"]));
+    let help = run_ok(&ws, &["--help"]);
+    let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for code in [
+        "4 changes pending",
+        "5 a policy: rule denied",
+        "6 a project awaits",
+    ] {
+        assert!(words.contains(code), "the exit codes lack {code:?}: {help}");
+    }
+    insta::assert_snapshot!("help", help);
+    // init's -p, -s and -C say what they do for init, not the defaults of a run.
+    let init = run_ok(&ws, &["init", "--help"]);
+    for other in ["infra_type", "nearest ancestor", "PULUMI_STACK of"] {
+        assert!(!init.contains(other), "init --help shows {other:?}: {init}");
+    }
+    insta::assert_snapshot!("init_help", init);
     insta::assert_snapshot!("up_help", run_ok(&ws, &["up", "--help"]));
     let bash = run_ok(&ws, &["completions", "bash"]);
     assert!(

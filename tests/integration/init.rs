@@ -169,6 +169,9 @@ fn dry_run_writes_nothing_and_a_second_init_refuses() {
             .contains("  - path: infra/aws/eks\n    needs: [infra/aws/vpc]"),
         "{r:?}"
     );
+    // -p names the profile it would write: init's own help for the flag, same value.
+    let named = ok(ws.strata(&["init", "--dry-run", "-p", "lab"]));
+    assert!(named.stdout.contains("providers/lab.yaml"), "{named:?}");
     assert_eq!(ws.files_under("."), before, "--dry-run wrote something");
 
     ok(ws.strata(&["init"]));

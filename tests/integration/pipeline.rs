@@ -169,8 +169,15 @@ fn validate_fails_where_up_would() {
         .retain(|(k, _)| k != "PULUMI_CONFIG_PASSPHRASE");
     let both = ["pulumi CLI was not found", "PULUMI_CONFIG_PASSPHRASE"];
     let v = env_less.run("validate", &[]);
-    assert_has(&v.expect_code(3).all(), &both);
-    env_less.run("up", &[]).expect_code(3).expect_stderr(&both);
+    let said = v.expect_code(3).all();
+    assert_has(&said, &both);
+    // validate starts nothing by nature: its checks do not say so (issue 46).
+    assert!(!said.contains("Nothing was started"), "{said}");
+    env_less
+        .run("up", &[])
+        .expect_code(3)
+        .expect_stderr(&both)
+        .expect_stderr(&["Nothing was started"]);
 }
 
 /// s3://, gs:// and azblob:// backends use the passphrase secrets provider too: without
@@ -308,9 +315,17 @@ fn lock_timeout_waits_for_the_local_lock() {
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("is in use"), "{r:?}");
     assert!(
+        r.stderr.contains("still held after 1s"),
+        "says it waited: {r:?}"
+    );
+    assert!(
         started.elapsed() >= std::time::Duration::from_secs(1),
         "it waited"
     );
+    // Refused at once, it says how to wait instead (issue 46).
+    let r = ws.strata(&crate::run::args("up", &[]));
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("--lock-timeout 10m"), "{r:?}");
 }
 
 /// Issue 42: `--keep-going` does not skip what does not need the failure. A kubernetes

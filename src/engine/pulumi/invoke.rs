@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::engine::events::Shown;
+
 use super::*;
 
 /// What one CLI process printed: its engine events and its last lines.
@@ -116,12 +118,16 @@ impl PulumiEngine {
                 buf.push('\n');
                 return;
             }
-            if let Some(shown) = state.feed(&line) {
-                tail.push(shown.clone());
-                if tail.len() > 40 {
-                    tail.remove(0);
+            match state.read(&line) {
+                Some(Shown::Line(shown)) => {
+                    tail.push(shown.clone());
+                    if tail.len() > 40 {
+                        tail.remove(0);
+                    }
+                    report(Progress::Line(shown));
                 }
-                report(Progress::Line(shown));
+                Some(Shown::Debug(shown)) => report(Progress::Debug(shown)),
+                None => {}
             }
             if (state.done, state.started) != last_progress {
                 last_progress = (state.done, state.started);

@@ -299,6 +299,9 @@ impl<'a> StepRunner<'a> {
         let Some(mut job) = self.job_for(&node.path, op) else {
             return Ran::new(Status::Failed, Some("unknown project".into()), None);
         };
+        // A warning a project repeats word for word (Pulumi's "using
+        // pulumi-resource-command from $PATH", once per plugin load) is shown once.
+        let mut warned = std::collections::HashSet::new();
         let mut sink = |p: Progress| match p {
             Progress::Raw(l) => {
                 if ctx.verbose && !l.trim_start().starts_with('{') {
@@ -306,7 +309,16 @@ impl<'a> StepRunner<'a> {
                 }
                 log(&l)
             }
-            Progress::Line(l) => self.show(i, &l, emit),
+            Progress::Line(l) => {
+                if !l.starts_with("warning: ") || warned.insert(l.clone()) {
+                    self.show(i, &l, emit);
+                }
+            }
+            Progress::Debug(l) => {
+                if ctx.verbose {
+                    self.show(i, &l, emit);
+                }
+            }
             Progress::Resources {
                 done,
                 started,

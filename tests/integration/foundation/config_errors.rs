@@ -55,6 +55,15 @@ fn missing_project_dir_names_profile_entry_and_dir() {
     assert_says_what_to_do(&r);
 }
 
+/// A mistyped entry path gets the project folder it most likely meant (issue 46).
+#[test]
+fn mistyped_project_dir_gets_a_did_you_mean() {
+    let ws = abc("infrastructure:\n  - path: a\n  - path: infra/netwrk\n");
+    ws.pulumi_project("infra/network", "network", "");
+    let r = ws.strata(&["-p", "t", "-s", "dev", "show"]);
+    assert_config_error_says_what_to_do(&r, &["infra/netwrk", "Did you mean `infra/network`?"]);
+}
+
 #[test]
 fn dir_without_pulumi_or_strata_yaml_is_refused() {
     let ws = abc("infrastructure:\n  - path: a\n  - path: empty\n");
@@ -227,4 +236,25 @@ fn stack_flag_differing_from_env_file_wins_for_the_run() {
     assert_eq!(ws.read("config/pulumi/environment"), "PULUMI_STACK=dev\n");
     let ok = ws.strata(&["-p", "t", "show"]);
     assert!(ok.stdout.contains("stack dev"), "{ok:?}");
+}
+
+/// With several profiles, a stack that has run none here and whose stack config records
+/// no infra_type cannot pick one, for a read-only command too: the refusal names the
+/// stack and says to pass `-p NAME` (issue 46; the book's workspace chapter says so).
+#[test]
+fn an_unknown_stack_with_several_profiles_says_to_pass_p() {
+    let ws = abc("infrastructure:\n  - path: a\n");
+    ws.profile("other", &format!("{HEAD}infrastructure:\n  - path: b\n"));
+    for cmd in ["status", "show"] {
+        let r = ws.strata(&[cmd, "--stack", "prod"]);
+        assert_config_error_says_what_to_do(
+            &r,
+            &[
+                "no provider chosen",
+                "stack `prod`",
+                "Pass -p NAME",
+                "other, t",
+            ],
+        );
+    }
 }

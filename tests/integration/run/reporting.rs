@@ -91,3 +91,45 @@ fn human_output_off_a_terminal_is_plain_prefixed_lines() {
         );
     }
 }
+
+/// Pulumi's event stream carries debug diagnostics that `pulumi up` shows only with
+/// `-v`/`--debug`, and a plugin warning once per plugin load (issue 46): off a terminal
+/// strata shows no debug line (`-v` does; the log keeps them) and a repeated warning once.
+#[test]
+fn debug_diagnostics_are_hidden_and_a_repeated_warning_is_shown_once() {
+    let ws = workspace("  - path: alpha\n", &["alpha"]);
+    let debug = r#"{"diagnosticEvent":{"prefix":"debug: ","message":"Registering config fake:x\n","color":"never","severity":"debug"}}"#;
+    let warning = r#"{"diagnosticEvent":{"prefix":"warning: ","message":"using pulumi-resource-command from $PATH at /usr/bin\n","color":"never","severity":"warning"}}"#;
+    // The fake, behind a wrapper that says these before an `up`'s events.
+    let pulumi = ws.path("bin/pulumi");
+    std::fs::remove_file(&pulumi).unwrap();
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = up ]; then\n  for i in 1 2 3; do\n    printf '%s\\n' '{debug}' '{warning}'\n  done\nfi\nexec '{}' \"$@\"\n",
+        crate::support::fake_pulumi().display()
+    );
+    ws.write("bin/pulumi", &script);
+    let mut perms = std::fs::metadata(&pulumi).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&pulumi, perms).unwrap();
+
+    let r = ok(&ws, "up", &[]);
+    let out = r.all();
+    assert!(!out.contains("Registering config"), "a debug line: {r:?}");
+    let warned = out
+        .lines()
+        .filter(|l| l.contains("using pulumi-resource-command"))
+        .count();
+    assert_eq!(warned, 1, "the warning once: {r:?}");
+    let logs = ws.files_under(".strata/dev/logs/alpha");
+    assert!(
+        logs.iter()
+            .any(|(_, b)| String::from_utf8_lossy(b).contains("Registering config")),
+        "the log keeps the debug lines"
+    );
+
+    let r = ok(&ws, "up", &["-v"]);
+    assert!(
+        r.all().contains("debug: Registering config fake:x"),
+        "-v shows them: {r:?}"
+    );
+}
