@@ -25,7 +25,7 @@ pub struct EventState {
     /// what would happen ("would delete 1"), not what happened.
     pub preview: bool,
     /// The line being rendered is a debug diagnostic.
-    debug_line: bool,
+    pub debug_line: bool,
 }
 
 const STACK_TYPE: &str = "pulumi:pulumi:Stack";

@@ -408,8 +408,8 @@ fn notes(
 ) -> Vec<String> {
     let mut notes = vec![
         format!(
-            "An Argo Workflows DAG with one task per project of profile `{}` (infra_type {}); `dependencies` is strata's dependency graph, so what does not depend on each other runs at the same time. Each task runs `strata up --project <path>` in its own pod.",
-            ctx.provider, ctx.infra_type
+            "An Argo Workflows DAG with one task per project of {}; `dependencies` is strata's dependency graph, so what does not depend on each other runs at the same time. Each task runs `strata up --project <path>` in its own pod.",
+            ctx.profile_named()
         ),
         "Before submitting (`argo submit` this file; override the parameters with -p):".to_string(),
         format!(

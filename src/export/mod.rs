@@ -66,6 +66,17 @@ pub struct ExportContext<'a> {
     pub strata_from: &'a github_actions::StrataSource,
 }
 
+impl ExportContext<'_> {
+    /// "profile `NAME` (infra_type TYPE)", or "profile `NAME`" for a profile without an
+    /// `infra_type:` (as `strata init` writes it): for the header notes.
+    pub fn profile_named(&self) -> String {
+        match self.infra_type {
+            "" => format!("profile `{}`", self.provider),
+            t => format!("profile `{}` (infra_type {t})", self.provider),
+        }
+    }
+}
+
 /// The pools that steps of `plan` run in, in the profile's order.
 pub(crate) fn used_pools<'a>(
     plan: &Plan,

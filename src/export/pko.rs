@@ -327,8 +327,8 @@ fn notes(full: &Plan, plan: &Plan, ctx: &ExportContext, to_create: &ToCreate) ->
     }
     notes.extend([
         format!(
-            "One Pulumi Kubernetes Operator Stack per Pulumi project of profile `{}` (infra_type {}); spec.prerequisites is strata's dependency graph (each prerequisite must have succeeded within {SUCCEEDED_WITHIN}, else the operator runs it again first).",
-            ctx.provider, ctx.infra_type
+            "One Pulumi Kubernetes Operator Stack per Pulumi project of {}; spec.prerequisites is strata's dependency graph (each prerequisite must have succeeded within {SUCCEEDED_WITHIN}, else the operator runs it again first).",
+            ctx.profile_named()
         ),
         "Before applying:".to_string(),
         format!(

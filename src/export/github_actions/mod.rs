@@ -239,8 +239,8 @@ fn dispatch_workflow(ctx: &ExportContext, jobs: Mapping) -> Workflow {
 /// strata (the secrets step, command projects, pools).
 fn notes(full: &Plan, plan: &Plan, ctx: &ExportContext) -> Vec<String> {
     let mut notes = vec![format!(
-        "One job per project of profile `{}` (infra_type {}); `needs:` is strata's dependency graph, so what does not depend on each other runs at the same time. strata is installed once (job {BUILD_JOB}) and handed to every job as an artifact; each job installs its projects' dependencies and runs `strata up --project <path>` on a fresh runner.",
-        ctx.provider, ctx.infra_type
+        "One job per project of {}; `needs:` is strata's dependency graph, so what does not depend on each other runs at the same time. strata is installed once (job {BUILD_JOB}) and handed to every job as an artifact; each job installs its projects' dependencies and runs `strata up --project <path>` on a fresh runner.",
+        ctx.profile_named()
     )];
     notes.extend(setup_notes(ctx));
     if super::has_builtin(full) {

@@ -237,8 +237,9 @@ fn notes(ctx: &ExportContext) -> Vec<String> {
     let (bundle, applied) = artifact_prefixes(ctx.stack);
     let mut notes = vec![
         format!(
-            "Review, then apply (docs/book/src/previews.md, \"Review, then apply\"), for profile `{}` (infra_type {}), stack `{}`, the whole environment in one job per path; strata is installed once per run (job {BUILD_JOB}).",
-            ctx.provider, ctx.infra_type, ctx.stack
+            "Review, then apply (docs/book/src/previews.md, \"Review, then apply\"), for {}, stack `{}`, the whole environment in one job per path; strata is installed once per run (job {BUILD_JOB}).",
+            ctx.profile_named(),
+            ctx.stack
         ),
         format!(
             "- On a pull request into {DEFAULT_BRANCH}, job {PREVIEW_JOB} runs `strata preview --save-plan {BUNDLE_DIR}` and uploads the plan bundle (each project's update plan, the manifest, summary.md) as the artifact {bundle}<head commit>, kept {BUNDLE_DAYS} days. The summary is on the run's page."

@@ -141,6 +141,10 @@ fn an_adopted_repository_s_workflow_installs_strata_from_a_pinned_source_and_eac
             "{text}"
         );
         assert!(!text.contains("--path ."), "{source}: {text}");
+        assert!(
+            !text.contains("infra_type"),
+            "a profile without infra_type is named without one: {text}"
+        );
         let doc = yaml(&text);
         let build_steps = doc["jobs"]["build-strata"]["steps"].as_sequence().unwrap();
         assert!(

@@ -190,7 +190,7 @@ fn an_approval_rule_holds_the_real_ingress_while_its_sibling_finishes() {
     }
     assert!(
         run.stderr
-            .contains("strata approve local-pulumi/ingress -s dev"),
+            .contains("strata approve local-pulumi/ingress -p local-pulumi -s dev"),
         "says how to approve: {run:?}"
     );
     // The sibling's change went out; the ingress's did not, by Pulumi's own account.
