@@ -167,11 +167,12 @@ fn a_fresh_local_pulumi_preview_projects_downstream_rows_with_change_counts() {
     }
     assert_eq!(
         msg("ingress"),
-        "2 to create · projected: mocks: lp-ingress:admin_token (local-pulumi/cluster), lp-ingress:lb_address (local-pulumi/cluster)"
+        "2 to create · created the missing stack dev (empty) in the backend · projected: mocks: lp-ingress:admin_token (local-pulumi/cluster), lp-ingress:lb_address (local-pulumi/cluster)",
+        "a preview says it created the missing stack (issue 43, 13)"
     );
     assert_eq!(
         msg("edge"),
-        "2 to create · projected: lp-edge:host from local-pulumi/ingress's preview; lp-edge:image from local-pulumi/registry's preview"
+        "2 to create · created the missing stack dev (empty) in the backend · projected: lp-edge:host from local-pulumi/ingress's preview; lp-edge:image from local-pulumi/registry's preview"
     );
     // The counts are what the real CLI previews with the same (projected) config.
     for p in ["ingress", "edge"] {
