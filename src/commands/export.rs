@@ -15,6 +15,25 @@ use super::outputs::Reader;
 
 /// `strata export`: loads the plan like `strata show` (no stack config, no prompts) and
 /// prints the export of what `sel` selects, or writes it to `out`. Returns the exit code.
+/// Refuses (exit 3) a profile with a project whose unresolved stack references no
+/// `reads:` declares, as `up` does: the exported jobs would run it beside what it reads.
+fn refuse_undeclared_references(loaded: &super::Loaded) -> Result<()> {
+    use crate::plan::references;
+    let shared = loaded
+        .stack
+        .as_deref()
+        .map(|s| loaded.ws.stack_config_path(s));
+    let at = references::Context {
+        root: &loaded.ws.root,
+        stack: loaded.stack.as_deref(),
+        shared: shared.as_deref(),
+    };
+    match references::refused(&loaded.plan, &loaded.plan, &at, &loaded.profile.file) {
+        Some(why) => Err(Error::config(format!("{why}\n  Nothing was exported."))),
+        None => Ok(()),
+    }
+}
+
 pub fn run(target: &Target, args: &ExportArgs, sel: &Selector) -> Result<i32> {
     let format = format(args)?;
     if format == Format::GithubActionsReviewApply && !sel.is_empty() {
@@ -38,6 +57,8 @@ pub fn run(target: &Target, args: &ExportArgs, sel: &Selector) -> Result<i32> {
     };
     let out = args.out.as_deref();
     let loaded = super::load(target, false)?;
+    // A project that might read any stack must not run beside it: its jobs would.
+    refuse_undeclared_references(&loaded)?;
     // Outside strata's own repository, the runners' strata must come from a pinned source.
     let strata_from = match given {
         Some(source) => source,

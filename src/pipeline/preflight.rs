@@ -61,17 +61,13 @@ pub fn check(r: &Resolved) -> Result<Preflight> {
 /// must not run beside it (see `plan::references::declared`).
 fn undeclared_references(r: &Resolved) -> Option<String> {
     use crate::plan::references;
-    if !r.plan.nodes.iter().any(|n| n.kind == NodeKind::Pulumi) {
-        return None;
-    }
     let shared = r.stack.as_deref().map(|s| r.ws.stack_config_path(s));
     let at = references::Context {
         root: &r.ws.root,
         stack: r.stack.as_deref(),
         shared: shared.as_deref(),
     };
-    let list = references::undeclared(&r.plan, &references::of_plan(&r.full, &at));
-    (!list.is_empty()).then(|| references::refusal(&list, &r.profile.file))
+    references::refused(&r.full, &r.plan, &at, &r.profile.file)
 }
 
 /// What a run says of the stack's orphans: an `up` warns once, a `preview` lists each

@@ -185,11 +185,21 @@ fn an_unresolved_reference_is_refused_until_reads_declares_it() {
         "{up:?}"
     );
     assert!(ws.calls().is_empty(), "nothing started");
+    // An export would run it beside what it reads too: refused the same way.
+    let export = ws.strata(&["export", "--format", "argo", "-s", "dev", "-o", "wf.yaml"]);
+    assert_eq!(export.code, 3, "{export:?}");
+    assert_has(
+        &export.stderr,
+        &["reads: [PATH, ...]", "Nothing was exported"],
+    );
+    assert!(!ws.exists("wf.yaml"));
 
     ws.profile(
         "main",
         "description: d\ninfrastructure:\n  - path: net\n    needs: []\n  - path: app\n    needs: []\n    reads: [net]\n",
     );
+    let export = ws.strata(&["export", "--format", "argo", "-s", "dev", "-o", "wf.yaml"]);
+    assert_eq!(export.code, 0, "declared, it exports: {export:?}");
     let strict = ws.strata(&["validate", "-s", "dev", "--strict"]);
     assert_eq!(
         strict.code, 0,

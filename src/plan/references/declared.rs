@@ -55,6 +55,25 @@ pub fn undeclared(plan: &Plan, found: &BTreeMap<String, Vec<Found>>) -> Vec<Unde
     out
 }
 
+/// The refusal (see [`refusal`]) for the projects of `selected` whose unresolved
+/// references, found in `full` at `at`, no `reads:` declares; `None` when there is none.
+pub fn refused(
+    full: &Plan,
+    selected: &Plan,
+    at: &super::Context,
+    profile: &Path,
+) -> Option<String> {
+    if !selected
+        .nodes
+        .iter()
+        .any(|n| n.kind == crate::plan::NodeKind::Pulumi)
+    {
+        return None;
+    }
+    let list = undeclared(selected, &super::of_plan(full, at));
+    (!list.is_empty()).then(|| refusal(&list, profile))
+}
+
 /// The projects `refs` (one project's references) read: those they name, and for the
 /// ones strata cannot resolve, what `reads` declares; `None` (any stack) when one of
 /// those is not declared.

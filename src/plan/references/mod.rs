@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use config::{StackValues, config_value, stack_config_dir, stacks_of};
-pub use declared::{Undeclared, read_targets, refusal, undeclared};
+pub use declared::{Undeclared, read_targets, refusal, refused, undeclared};
 pub use repo::{NotRead, Repo, in_project, not_read, source_files};
 pub use resolve::{Context, Found, Resolution, of_plan, resolve, targets, unreadable};
 
