@@ -175,8 +175,14 @@ pub fn who(env: &BTreeMap<String, String>) -> Result<(String, String)> {
     Ok((user, host))
 }
 
-/// `git config user.name`, when git is there and it is set.
+/// `git config user.name`, when git is there and it is set: asked once per process
+/// (a run names its user in the lease, the journal and the run record).
 fn git_user_name() -> Option<String> {
+    static NAME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    NAME.get_or_init(ask_git_user_name).clone()
+}
+
+fn ask_git_user_name() -> Option<String> {
     let out = std::process::Command::new("git")
         .args(["config", "--get", "user.name"])
         .stdin(std::process::Stdio::null())

@@ -105,19 +105,7 @@ fn a_renewed_lease_is_never_taken_over_and_a_dead_one_only_after_its_ttl() {
 #[test]
 fn a_holder_whose_lease_was_taken_is_told_naming_the_taker() {
     let store = Arc::new(InMemory::new());
-    let lost = Arc::new(Mutex::new(Vec::<String>::new()));
-    let seen = lost.clone();
-    let a = acquire(
-        Arc::new(backend(&store)),
-        holder("host-a", 300),
-        Waiting {
-            timeout: Duration::ZERO,
-            stop: &|| None,
-            warn: &mut |_| {},
-        },
-        Box::new(move |m: String| seen.lock().unwrap().push(m)),
-    )
-    .unwrap();
+    let (a, lost) = held_noting_loss(Arc::new(backend(&store)), "host-a", 300);
     let b = backend(&store);
     let key = key(&b, "prod");
     let cur = b.get(&key).unwrap().unwrap();
@@ -317,19 +305,7 @@ fn late_store() -> (Arc<Late>, Arc<Backend>) {
 #[test]
 fn a_renewal_answered_late_is_recognised_as_ours_and_the_run_goes_on() {
     let (late, b) = late_store();
-    let lost = Arc::new(Mutex::new(Vec::<String>::new()));
-    let seen = lost.clone();
-    let lease = acquire(
-        b.clone(),
-        holder("host-a", 300),
-        Waiting {
-            timeout: Duration::ZERO,
-            stop: &|| None,
-            warn: &mut |_| {},
-        },
-        Box::new(move |m: String| seen.lock().unwrap().push(m)),
-    )
-    .unwrap();
+    let (lease, lost) = held_noting_loss(b.clone(), "host-a", 300);
     late.answer_late(1);
     // Several renewals (every 100 ms) after the late one.
     std::thread::sleep(Duration::from_millis(900));
@@ -378,6 +354,25 @@ fn a_take_that_fails_releases_what_it_created() {
         next.err()
     );
     assert!(w.is_empty(), "taken as released, not over: {w:?}");
+}
+
+/// `host`'s lease of `prod` on `b` (of `ttl_ms`), taken at once, and what its loss
+/// callback was told.
+fn held_noting_loss(b: Arc<Backend>, host: &str, ttl_ms: u64) -> (Lease, Arc<Mutex<Vec<String>>>) {
+    let lost = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = lost.clone();
+    let lease = acquire(
+        b,
+        holder(host, ttl_ms),
+        Waiting {
+            timeout: Duration::ZERO,
+            stop: &|| None,
+            warn: &mut |_| {},
+        },
+        Box::new(move |m: String| seen.lock().unwrap().push(m)),
+    )
+    .unwrap();
+    (lease, lost)
 }
 
 /// `host`'s lease of `prod` on `b`, refused at once when held.
