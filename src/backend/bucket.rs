@@ -1,6 +1,6 @@
 //! The S3 bucket (and path prefix) of the Pulumi backend URL, opened as Pulumi opens it:
 //! objects read, listed (a folder's, with when each was last modified), created
-//! (`If-None-Match: *`) and replaced on their ETag (`If-Match`).
+//! (`If-None-Match: *`), replaced on their ETag (`If-Match`) or outright, and deleted.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -324,6 +324,20 @@ impl Backend {
             version: None,
         };
         self.put(key, body, PutMode::Update(version))
+    }
+
+    /// Writes `key` whatever is there (a plain PUT): for objects one writer owns at a
+    /// time, such as a project's held plan.
+    pub fn replace(&self, key: &str, body: &[u8]) -> Result<()> {
+        self.put(key, body, PutMode::Overwrite).map(|_| ())
+    }
+
+    /// Deletes `key`; one that is not there is no error.
+    pub fn delete(&self, key: &str) -> Result<()> {
+        match self.rt.block_on(self.store.delete(&Path::from(key))) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.failed("delete", key, e)),
+        }
     }
 
     fn put(&self, key: &str, body: &[u8], mode: PutMode) -> Result<Option<String>> {

@@ -1,6 +1,7 @@
 //! `strata approve PROJECT`: shows the plan an `approve:` rule holds for a project and,
 //! once confirmed, records who approved it, when and its digest, in the journal and
-//! beside the held plan, for the next `up` to apply.
+//! beside the held plan (in the stack's bucket too, on a shared backend), for the next
+//! `up` on any machine to apply.
 
 use crate::error::{Error, Result};
 use crate::run::approvals::{Approval, Gate, Held};
@@ -19,7 +20,7 @@ pub fn run(target: &Target, settings: &Settings, project: &str, yes: bool) -> Re
         )));
     }
     let state_dir = loaded.ws.state_dir(&stack);
-    let gate = Gate::of(&state_dir, project);
+    let gate = Gate::of(&state_dir, project).shared_in(shared_bucket(&loaded)?, &stack, project);
     let held = held_plan(&gate, project, &stack)?;
     eprintln!("{}", describe(&held));
     if let Some((_, a)) = gate.approval() {
@@ -64,19 +65,23 @@ pub fn run(target: &Target, settings: &Settings, project: &str, yes: bool) -> Re
 
 /// The plan held for `project`, its file intact.
 fn held_plan(gate: &Gate, project: &str, stack: &str) -> Result<Held> {
-    let Some(held) = gate.held() else {
-        return Err(Error::config(format!(
+    gate.held_intact()?.ok_or_else(|| {
+        Error::config(format!(
             "nothing awaits an approval for `{project}` on stack `{stack}`: only a project an `approve:` rule held in an `up` does (its status is `awaiting`). Run `strata up -s {stack}` first."
-        )));
-    };
-    let bytes = std::fs::read(gate.plan_file()).unwrap_or_default();
-    if crate::util::sha256_hex(&bytes) != held.digest {
-        return Err(Error::config(format!(
-            "the plan held for `{project}` ({}) is not the one its preview saved (changed or missing): not approving it. Run `strata up -s {stack}` to hold a fresh plan.",
-            crate::util::display_path(&gate.plan_file())
-        )));
-    }
-    Ok(held)
+        ))
+    })
+}
+
+/// The stack's bucket, when its backend is one: approvals are kept there for every
+/// machine.
+fn shared_bucket(
+    loaded: &super::Loaded,
+) -> Result<Option<std::sync::Arc<crate::backend::Backend>>> {
+    let env = crate::pipeline::env::shared_env(&loaded.ws, &loaded.backends);
+    Ok(match crate::backend::Where::of(&env)? {
+        crate::backend::Where::S3(b) => Some(b),
+        _ => None,
+    })
 }
 
 /// What the held plan changes: the rule, the counts and each resource.

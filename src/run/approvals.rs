@@ -1,14 +1,18 @@
-//! `.strata/<stack>/approvals/<project-slug>/`: the plan an `approve:` rule holds
-//! (`plan.json`, Pulumi's saved update plan), what it changes (`held.json`: its digest and
-//! change summary) and, once someone approved it, who and when (`approval.json`). A later
-//! `up` applies the approved plan only while a fresh preview plans the same changes.
+//! `.strata/<stack>/approvals/<project-slug>/` (and, on a bucket backend, the same under
+//! `.strata/approvals/<stack>/` in the bucket, for every machine): the plan an `approve:`
+//! rule holds (`plan.json`, Pulumi's saved update plan), what it changes (`held.json`: its
+//! digest and change summary) and, once someone approved it, who and when
+//! (`approval.json`). A later `up` applies the approved plan only while a fresh preview
+//! plans the same changes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::backend::Backend;
 use crate::engine::digest::{CHANGING, Changes};
 use crate::error::{Error, Result};
 use crate::util::slug;
@@ -137,20 +141,40 @@ pub struct Approval {
     pub digest: String,
 }
 
-/// One project's folder of held and approved plans.
+/// One project's held and approved plans: its folder in `.strata/<stack>/approvals/`
+/// and, when the stack's backend is a bucket, the same three objects under
+/// `.strata/approvals/<stack>/<project-slug>/` there, which every machine sees (the
+/// bucket is then the truth: the folder keeps the copy Pulumi reads the plan from).
 pub struct Gate {
     dir: PathBuf,
+    shared: Option<(Arc<Backend>, String)>,
 }
+
+const PLAN: &str = "plan.json";
+const HELD: &str = "held.json";
+const APPROVAL: &str = "approval.json";
 
 impl Gate {
     pub fn of(state_dir: &Path, project: &str) -> Gate {
         Gate {
             dir: state_dir.join("approvals").join(slug(project)),
+            shared: None,
         }
     }
 
+    /// The gate kept in `backend` too, where every machine on the stack sees it.
+    pub fn shared_in(mut self, backend: Option<Arc<Backend>>, stack: &str, project: &str) -> Gate {
+        self.shared = backend.map(|b| {
+            let folder = b.key(&format!(".strata/approvals/{stack}/{}/", slug(project)));
+            (b, folder)
+        });
+        self
+    }
+
+    /// Where the plan is read from by `pulumi up --plan` (on a shared gate, the copy
+    /// [`Gate::approval`] fetched).
     pub fn plan_file(&self) -> PathBuf {
-        self.dir.join("plan.json")
+        self.dir.join(PLAN)
     }
 
     /// Keeps the plan a preview saved at `saved` as the held plan (replacing any held
@@ -160,21 +184,45 @@ impl Gate {
         let bytes = std::fs::read(saved).map_err(|e| Error::io("read", saved, e))?;
         held.digest = crate::util::sha256_hex(&bytes);
         crate::files::write_private(&self.plan_file(), &bytes)?;
-        self.write("held.json", held)?;
-        self.forget_approval()
+        self.write(HELD, held)?;
+        self.forget_approval()?;
+        if let Some((b, folder)) = &self.shared {
+            b.delete(&format!("{folder}{APPROVAL}"))?;
+            b.replace(&format!("{folder}{PLAN}"), &bytes)?;
+            b.replace(&format!("{folder}{HELD}"), &json_bytes(held))?;
+        }
+        Ok(())
     }
 
-    pub fn held(&self) -> Option<Held> {
-        self.read("held.json")
+    /// The plan held, if any (on a shared gate, as the bucket has it).
+    pub fn held(&self) -> Result<Option<Held>> {
+        self.read(HELD)
     }
 
-    /// The approval, when it is of the plan held now (same digest, file unchanged).
+    /// The plan held, its file intact (the digest it was held with); on a shared gate
+    /// its copy is fetched to [`Gate::plan_file`]. `Err` names what is wrong with it.
+    pub fn held_intact(&self) -> Result<Option<Held>> {
+        let Some(held) = self.held()? else {
+            return Ok(None);
+        };
+        let bytes = self.fetch_plan()?.unwrap_or_default();
+        if crate::util::sha256_hex(&bytes) != held.digest {
+            return Err(Error::config(format!(
+                "the plan held for `{}` ({}) is not the one its preview saved (changed or missing): not approving it. Run `strata up -s {}` to hold a fresh plan.",
+                held.project,
+                self.plan_where(),
+                held.stack
+            )));
+        }
+        Ok(Some(held))
+    }
+
+    /// The approval, when it is of the plan held now (same digest, file unchanged). A
+    /// gate that cannot be read has none.
     pub fn approval(&self) -> Option<(Held, Approval)> {
-        let held = self.held()?;
-        let a: Approval = self.read("approval.json")?;
-        let bytes = std::fs::read(self.plan_file()).ok()?;
-        (a.digest == held.digest && crate::util::sha256_hex(&bytes) == held.digest)
-            .then_some((held, a))
+        let a: Approval = self.read(APPROVAL).ok()??;
+        let held = self.held_intact().ok()??;
+        (a.digest == held.digest).then_some((held, a))
     }
 
     /// True when the plan a preview saved at `saved` binds the update to what the held
@@ -189,36 +237,75 @@ impl Gate {
     }
 
     pub fn approve(&self, approval: &Approval) -> Result<()> {
-        self.write("approval.json", approval)
+        crate::files::private_dir(&self.dir)?;
+        self.write(APPROVAL, approval)?;
+        if let Some((b, folder)) = &self.shared {
+            b.replace(&format!("{folder}{APPROVAL}"), &json_bytes(approval))?;
+        }
+        Ok(())
     }
 
-    pub fn forget_approval(&self) -> Result<()> {
-        match std::fs::remove_file(self.dir.join("approval.json")) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(Error::io("remove", &self.dir.join("approval.json"), e))
-            }
-            _ => Ok(()),
-        }
+    fn forget_approval(&self) -> Result<()> {
+        remove(&self.dir.join(APPROVAL), |p| std::fs::remove_file(p))
     }
 
     /// Forgets everything held: the update it held went out.
     pub fn clear(&self) -> Result<()> {
-        match std::fs::remove_dir_all(&self.dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(Error::io("remove", &self.dir, e))
+        remove(&self.dir, |p| std::fs::remove_dir_all(p))?;
+        if let Some((b, folder)) = &self.shared {
+            for name in [APPROVAL, HELD, PLAN] {
+                b.delete(&format!("{folder}{name}"))?;
             }
-            _ => Ok(()),
+        }
+        Ok(())
+    }
+
+    /// Where the held plan is, for messages.
+    fn plan_where(&self) -> String {
+        match &self.shared {
+            Some((b, folder)) => format!("{folder}{PLAN} in {}", b.name),
+            None => crate::util::display_path(&self.plan_file()),
         }
     }
 
-    fn write(&self, name: &str, value: &impl Serialize) -> Result<()> {
-        let text = serde_json::to_string_pretty(value).unwrap_or_default();
-        crate::files::write_private(&self.dir.join(name), text.as_bytes())
+    /// The held plan's bytes; on a shared gate fetched from the bucket into
+    /// [`Gate::plan_file`].
+    fn fetch_plan(&self) -> Result<Option<Vec<u8>>> {
+        let Some((b, folder)) = &self.shared else {
+            return Ok(std::fs::read(self.plan_file()).ok());
+        };
+        let Some(obj) = b.get(&format!("{folder}{PLAN}"))? else {
+            return Ok(None);
+        };
+        crate::files::private_dir(&self.dir)?;
+        crate::files::write_private(&self.plan_file(), &obj.body)?;
+        Ok(Some(obj.body))
     }
 
-    fn read<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Option<T> {
-        let text = std::fs::read_to_string(self.dir.join(name)).ok()?;
-        serde_json::from_str(&text).ok()
+    fn write(&self, name: &str, value: &impl Serialize) -> Result<()> {
+        crate::files::write_private(&self.dir.join(name), &json_bytes(value))
+    }
+
+    /// `name` as the gate has it (the bucket's on a shared gate): `None` when it is not
+    /// there or is not what it should be.
+    fn read<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<Option<T>> {
+        let bytes = match &self.shared {
+            Some((b, folder)) => b.get(&format!("{folder}{name}"))?.map(|o| o.body),
+            None => std::fs::read(self.dir.join(name)).ok(),
+        };
+        Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
+    }
+}
+
+fn json_bytes(value: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec_pretty(value).unwrap_or_default()
+}
+
+/// Removes `path` with `how`; one that is not there is no error.
+fn remove(path: &Path, how: fn(&Path) -> std::io::Result<()>) -> Result<()> {
+    match how(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("remove", path, e)),
+        _ => Ok(()),
     }
 }
 
@@ -277,7 +364,7 @@ mod tests {
         let mut h = held();
         gate.hold(&saved, &mut h).unwrap();
         assert_eq!(h.digest, crate::util::sha256_hex(b"{\"plan\":1}"));
-        assert_eq!(gate.held(), Some(h.clone()));
+        assert_eq!(gate.held().unwrap(), Some(h.clone()));
         assert!(gate.approval().is_none(), "held, not approved");
         let a = Approval {
             by: "ann@box".into(),
@@ -295,8 +382,55 @@ mod tests {
         gate.hold(&saved, &mut h).unwrap();
         assert!(gate.approval().is_none());
         gate.clear().unwrap();
-        assert!(gate.held().is_none());
+        assert!(gate.held().unwrap().is_none());
         gate.clear().unwrap();
+    }
+
+    #[test]
+    fn a_shared_gate_is_seen_from_every_checkout_and_the_plan_fetched_where_it_is_applied() {
+        use object_store::memory::InMemory;
+        let store = Arc::new(InMemory::new());
+        let bucket = || {
+            Some(Arc::new(
+                Backend::new("s3://team".into(), store.clone(), "p/".into()).unwrap(),
+            ))
+        };
+        let (a, b, c) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let gate = |d: &tempfile::TempDir| {
+            Gate::of(d.path(), "kube/db").shared_in(bucket(), "dev", "kube/db")
+        };
+        let saved = a.path().join("saved.json");
+        std::fs::write(&saved, "{\"plan\":1}").unwrap();
+        let mut h = held();
+        // The run on machine A holds it; a reviewer on machine B approves it.
+        gate(&a).hold(&saved, &mut h).unwrap();
+        assert_eq!(gate(&b).held_intact().unwrap(), Some(h.clone()));
+        let approval = Approval {
+            by: "ann@laptop".into(),
+            at: "t".into(),
+            digest: h.digest.clone(),
+        };
+        gate(&b).approve(&approval).unwrap();
+        // A CI job on machine C, a fresh checkout, applies exactly that plan.
+        let on_c = gate(&c);
+        assert_eq!(on_c.approval(), Some((h.clone(), approval.clone())));
+        assert_eq!(std::fs::read(on_c.plan_file()).unwrap(), b"{\"plan\":1}");
+        // The plan in the bucket replaced after the approval: approved no more.
+        let key = "p/.strata/approvals/dev/kube_2fdb/plan.json";
+        bucket().unwrap().replace(key, b"{\"plan\":2}").unwrap();
+        assert!(gate(&c).approval().is_none());
+        gate(&b)
+            .held_intact()
+            .unwrap_err()
+            .assert_says("not the one its preview saved");
+        // Applied: gone from the bucket for everyone.
+        gate(&c).clear().unwrap();
+        assert!(gate(&b).held().unwrap().is_none());
+        assert!(gate(&a).approval().is_none());
     }
 
     /// A real plan's shape (Pulumi v3.274.1, `preview --save-plan`), with `create` and

@@ -22,7 +22,7 @@ mod bundles;
 /// `strata exec`: the environment a command gets reaches each project's real stack.
 mod exec;
 /// Issue 35: policy rules on the real preview and the real update plan.
-mod gates;
+pub(crate) mod gates;
 /// Ctrl-C, `kill -9` and live locks in the middle of a real update.
 mod interrupts;
 /// Issue 33: Pulumi's own Kubernetes provider on the throwaway control plane.
@@ -167,7 +167,7 @@ impl Real {
     }
 
     /// `pulumi ARGS --stack dev --config-file CONFIG` in a project folder (see `pulumi`).
-    fn pulumi_with(&self, project: &str, config: &Path, args: &[&str]) -> Run {
+    pub(crate) fn pulumi_with(&self, project: &str, config: &Path, args: &[&str]) -> Run {
         let mut all = args.to_vec();
         all.extend(["--stack", "dev", "--config-file", config.to_str().unwrap()]);
         self.pulumi(project, &all)

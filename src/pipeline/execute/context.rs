@@ -88,6 +88,10 @@ pub(super) fn build(r: &Resolved, given: Given, inputs: Inputs) -> Result<Ctx> {
             .filter(|e| e.stack.is_some())
             .map(|e| (e.path.clone(), e.stack_name(r.stack())))
             .collect(),
+        shared: match crate::engine::pulumi::shared_where(&r.shared_env()) {
+            Ok((crate::backend::Where::S3(b), _)) => Some(b),
+            _ => None,
+        },
     })
 }
 

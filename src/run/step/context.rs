@@ -77,12 +77,25 @@ pub struct Ctx {
     pub backends: crate::workspace::backend::Backends,
     /// Projects whose own name of the stack is not the run's (`stack:`), by path.
     pub stack_names: BTreeMap<String, String>,
+    /// The stack's bucket, when its backend is one: what every machine on the stack sees
+    /// (held and approved plans).
+    pub shared: Option<std::sync::Arc<crate::backend::Backend>>,
 }
 
 impl Ctx {
     /// The name project `path` gives the run's stack (`stack:` of its entry).
     pub fn stack_of(&self, path: &str) -> &str {
         self.stack_names.get(path).unwrap_or(&self.stack)
+    }
+
+    /// The approval gate of project `path` (kept in the stack's bucket on a shared
+    /// backend).
+    pub fn gate(&self, path: &str) -> crate::run::approvals::Gate {
+        crate::run::approvals::Gate::of(&self.state_dir, path).shared_in(
+            self.shared.clone(),
+            &self.stack,
+            path,
+        )
     }
 
     /// `text` with every known secret value replaced by `[secret]`.

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::{Ran, StepRunner};
 use crate::engine::digest::Changes;
 use crate::engine::{PlanFile, Progress};
-use crate::run::approvals::{Gate, Held, Summary};
+use crate::run::approvals::{Held, Summary};
 use crate::run::events::{Denial, Status};
 
 impl StepRunner<'_> {
@@ -23,7 +23,7 @@ impl StepRunner<'_> {
         sink: &mut dyn FnMut(Progress),
     ) -> Result<PlanFile, Box<Ran>> {
         let path = &self.ctx.plan.nodes[i].path;
-        let gate = Gate::of(&self.ctx.state_dir, path);
+        let gate = self.ctx.gate(path);
         let summary = Summary::of(&changes);
         let why = match gate.approval() {
             Some((held, a)) if held.summary == summary && gate.holds_the_same_plan_as(saved) => {
@@ -80,6 +80,6 @@ impl StepRunner<'_> {
     /// After an update of a held project went out: what was held (and approved) is
     /// spent.
     pub(super) fn clear_gate(&self, path: &str) {
-        let _ = Gate::of(&self.ctx.state_dir, path).clear();
+        let _ = self.ctx.gate(path).clear();
     }
 }

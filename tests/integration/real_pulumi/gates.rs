@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Real, lp, status_of, up};
 
 /// The profile's `policy:` made of `rule` (YAML list item lines), replacing any before.
-fn set_policy(r: &Real, rule: &str) {
+pub(crate) fn set_policy(r: &Real, rule: &str) {
     let p = r.ws.path("providers/local-pulumi.yaml");
     let text = std::fs::read_to_string(&p).unwrap();
     let text = match text.find("\npolicy:\n") {
@@ -30,7 +30,7 @@ fn finished_of(run: &crate::support::Run, project: &str) -> Value {
 
 /// The Pulumi calls among `calls` (lines of the wrapper's log: its arguments) made in
 /// `project`'s folder.
-fn calls_in(calls: &[String], project: &str) -> Vec<String> {
+pub(crate) fn calls_in(calls: &[String], project: &str) -> Vec<String> {
     let folder = format!("projects/{project}");
     calls
         .iter()
@@ -40,7 +40,7 @@ fn calls_in(calls: &[String], project: &str) -> Vec<String> {
 }
 
 /// The value after `flag` in a logged call.
-fn flag_in(call: &str, flag: &str) -> String {
+pub(crate) fn flag_in(call: &str, flag: &str) -> String {
     let args: Vec<&str> = call.split(' ').collect();
     let at = args
         .iter()
@@ -99,8 +99,8 @@ fn a_rule_judges_the_real_preview_and_a_let_go_change_goes_out_as_planned() {
     assert_eq!(again.code, 0, "nothing left to change: {again:?}");
 }
 
-const INGRESS: &str = "local-pulumi/ingress";
-const REVIEW_INGRESS: &str = "  - name: ingress-review\n    select: local-pulumi/ingress\n    approve: [update, delete, replace]\n";
+pub(crate) const INGRESS: &str = "local-pulumi/ingress";
+pub(crate) const REVIEW_INGRESS: &str = "  - name: ingress-review\n    select: local-pulumi/ingress\n    approve: [update, delete, replace]\n";
 /// Where strata keeps what the rule holds for the ingress (`util::slug` of its path).
 const INGRESS_GATE: &str = ".strata/dev/approvals/local-pulumi_2fingress";
 
@@ -122,12 +122,12 @@ fn edit_program(r: &Real, project: &str, from: &str, to: &str) {
 }
 
 /// The ingress's command writes another line: one update of the real program.
-fn ingress_v2(r: &Real) {
+pub(crate) fn ingress_v2(r: &Real) {
     edit_program(r, INGRESS, "echo \"ingress at ", "echo \"ingress v2 at ");
 }
 
 /// What the real ingress resource wrote.
-fn ingress_file(r: &Real) -> String {
+pub(crate) fn ingress_file(r: &Real) -> String {
     std::fs::read_to_string(r.env_dir().join("ingress/ingress")).unwrap()
 }
 

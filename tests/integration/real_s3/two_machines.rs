@@ -389,3 +389,83 @@ fn another_machine_lists_and_destroys_what_its_profile_lost() {
         "{st}"
     );
 }
+
+/// An approval travels with the bucket: A's `up` holds the ingress's real plan; B, a
+/// fresh clone that never held it, shows that plan and approves it; A's next `up`, which
+/// has no approval of its own, applies exactly that plan with the real `up --plan`, and
+/// the gate is gone from the bucket for both.
+#[test]
+fn an_approval_given_on_one_machine_lets_another_apply_that_plan() {
+    use crate::real_pulumi::gates::{
+        INGRESS, REVIEW_INGRESS, calls_in, flag_in, ingress_file, ingress_v2, set_policy,
+    };
+    let bucket = "two-machines-approval";
+    // Held whole: its server handle, dropped, would stop the shared server.
+    let Some(two) = Two::deployed_by_a("real_s3::two_machines_approval", bucket) else {
+        return;
+    };
+    let (s, a, b) = (&two.s, &two.a, &two.b);
+    for m in [a, b] {
+        set_policy(m, REVIEW_INGRESS);
+        ingress_v2(m);
+    }
+    let held = a.strata(&up_args(&[]));
+    assert_eq!(held.code, 6, "{held:?}");
+    assert_eq!(status_of(&held, INGRESS), "awaiting");
+    let gate = format!(".strata/approvals/{STACK}/local-pulumi_2fingress/");
+    let kept = s.list(bucket, &gate);
+    for name in ["held.json", "plan.json"] {
+        assert!(kept.iter().any(|k| k.ends_with(name)), "{name}: {kept:?}");
+    }
+
+    let approve = [
+        "approve",
+        INGRESS,
+        "-p",
+        "local-pulumi",
+        "-s",
+        STACK,
+        "--yes",
+    ];
+    let approved = b.strata(&approve);
+    assert_eq!(approved.code, 0, "{approved:?}");
+    let said = approved.all();
+    assert!(
+        said.contains("update command:local:Command ingress")
+            && said.contains("approved by tester@host-b"),
+        "B shows the plan A held and approves it: {approved:?}"
+    );
+    let a_gate =
+        a.ws.path(&format!(".strata/{STACK}/approvals/local-pulumi_2fingress"));
+    assert!(
+        !a_gate.join("approval.json").exists(),
+        "A has no approval of its own"
+    );
+
+    a.take_calls();
+    let applied = a.strata(&up_args(&[]));
+    assert_eq!(applied.code, 0, "{applied:?}");
+    assert_eq!(status_of(&applied, INGRESS), "succeeded");
+    let calls = calls_in(&a.take_calls(), INGRESS);
+    assert_eq!(
+        calls.len(),
+        2,
+        "a fresh preview, then the update: {calls:?}"
+    );
+    assert!(
+        flag_in(&calls[1], "--plan").ends_with("approvals/local-pulumi_2fingress/plan.json"),
+        "the approved plan: {calls:?}"
+    );
+    assert!(
+        ingress_file(a).starts_with("ingress v2 at "),
+        "{}",
+        ingress_file(a)
+    );
+    assert!(
+        s.list(bucket, &gate).is_empty(),
+        "spent: {:?}",
+        s.list(bucket, &gate)
+    );
+    let again = b.strata(&approve);
+    assert_eq!(again.code, 3, "nothing awaits on B either: {again:?}");
+}
