@@ -36,6 +36,7 @@ use failure::{call_failed, cancel_command, failure};
 pub use invoke::Calls;
 use invoke::{Seen, stack_arg};
 pub use layout::layout_problem;
+pub use passphrase::{Encrypter, config_encrypter};
 use preview::{plan_errors, preview_changes};
 pub use source::{shared_call, shared_where};
 

@@ -1,5 +1,6 @@
-//! Pulumi's passphrase secrets provider, decrypting only: the key a checkpoint's salt and
-//! the job's passphrase derive, and the plaintext of each secret it holds, exactly as
+//! Pulumi's passphrase secrets provider: the key a checkpoint's or stack config's salt and
+//! the job's passphrase derive, the plaintext of each secret a checkpoint holds, and a
+//! config value encrypted as `pulumi config set --secret` writes it, exactly as
 //! `pkg/secrets/passphrase` and `config.symmetricCrypter` do. Any doubt: `None`.
 
 use std::collections::{BTreeMap, HashMap};
@@ -122,6 +123,45 @@ fn decrypt_with(cipher: &LessSafeKey, value: &str) -> Option<String> {
         .open_in_place(nonce, Aad::empty(), &mut sealed)
         .ok()?;
     String::from_utf8(plain.to_vec()).ok()
+}
+
+/// Encrypts config values with a stack config's passphrase key.
+pub struct Encrypter {
+    cipher: LessSafeKey,
+}
+
+/// The encrypter of a stack config whose `encryptionsalt:` is `state`, with the
+/// passphrase the CLI would read from `env` in `dir`: what `pulumi config set --secret`
+/// would encrypt with. `None` (let the CLI do it) when there is no passphrase or it does
+/// not open `state`.
+pub fn config_encrypter(
+    state: &str,
+    env: &BTreeMap<String, String>,
+    dir: &Path,
+) -> Option<Encrypter> {
+    let phrase = passphrase(env, dir)?;
+    Some(Encrypter {
+        cipher: cipher(&cached_key(state, &phrase)?)?,
+    })
+}
+
+impl Encrypter {
+    /// `symmetricCrypter.EncryptValue`: `v1:<nonce b64>:<ciphertext b64>`, AES-256-GCM
+    /// with a fresh random 12-byte nonce, the tag after the ciphertext.
+    pub fn encrypt(&self, plain: &str) -> Option<String> {
+        use ring::rand::SecureRandom;
+        let mut nonce = [0u8; 12];
+        ring::rand::SystemRandom::new().fill(&mut nonce).ok()?;
+        let mut sealed = plain.as_bytes().to_vec();
+        self.cipher
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::empty(),
+                &mut sealed,
+            )
+            .ok()?;
+        Some(format!("v1:{}:{}", B64.encode(nonce), B64.encode(sealed)))
+    }
 }
 
 impl Decrypter {

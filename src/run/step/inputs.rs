@@ -250,7 +250,8 @@ impl StepRunner<'_> {
             // is given when that has none (truncate and write, comments dropped), so
             // projects started at once must never share one, and the user's file stays
             // as they wrote it.
-            match self.project_config(path, entry, &plain_inputs, &secrets) {
+            let at = (&job.env, job.dir.as_path());
+            match self.project_config(path, entry, &plain_inputs, &secrets, at) {
                 Ok((file, to_set)) => {
                     job.config_file = file;
                     job.secret_config = to_set;
@@ -385,14 +386,17 @@ impl StepRunner<'_> {
     /// profile's keys and the wired inputs laid over it (`StackConfig`'s `Layers`), in a
     /// copy under `.strata/` (the user's file is never written: Pulumi writes a salt into
     /// the file it is given when that has none), keeping `secure:` values of secrets
-    /// that did not change (so they are not re-encrypted every run). Returns the file and
-    /// the secrets that still need `pulumi config set --secret`.
+    /// that did not change (so they are not re-encrypted every run). A new or changed
+    /// secret is encrypted here as Pulumi would when the copy names a passphrase salt
+    /// that the child's passphrase (`at`: its environment and folder) opens. Returns the
+    /// file and the secrets that still need `pulumi config set --secret`.
     fn project_config(
         &self,
         path: &str,
         entry: &Entry,
         plain: &[(String, Value)],
         secrets: &BTreeMap<String, String>,
+        at: (&BTreeMap<String, String>, &std::path::Path),
     ) -> Result<(PathBuf, BTreeMap<String, String>), String> {
         let dir = self.ctx.state_dir.join("config");
         let file = dir.join(format!("{}.yaml", slug(path)));
@@ -434,6 +438,7 @@ impl StepRunner<'_> {
                 }
             }
         }
+        encrypt_as_pulumi_would(&mut cfg, &mut to_set, at);
         cfg.save_to(&file).map_err(|e| e.message)?;
         Ok((file, to_set))
     }
@@ -488,6 +493,115 @@ impl StepRunner<'_> {
         if let Ok(text) = serde_json::to_string_pretty(&hashes) {
             let _ =
                 crate::files::write_atomic(&self.hashes_file(path), text.as_bytes(), Some(0o600));
+        }
+    }
+}
+
+/// Writes each secret of `to_set` into `cfg` as `pulumi config set --secret` would
+/// (`secure: v1:…`, encrypted with the key of the file's passphrase salt), taking it out
+/// of `to_set`: no `pulumi config` process is started for it. Only when the file's
+/// secrets provider is the passphrase one with a salt the child's passphrase opens, and
+/// for namespaced keys (`project:key`, as strata writes them); otherwise nothing is done
+/// and the CLI sets them (it chooses the provider, makes a salt, namespaces the key).
+fn encrypt_as_pulumi_would(
+    cfg: &mut StackConfig,
+    to_set: &mut BTreeMap<String, String>,
+    (env, dir): (&BTreeMap<String, String>, &std::path::Path),
+) {
+    if to_set.is_empty()
+        || to_set.keys().any(|k| !k.contains(':'))
+        || cfg.secrets_provider().as_deref() != Some("passphrase")
+    {
+        return;
+    }
+    let Some(state) = cfg.encryption_salt().and_then(|v| v.as_str()) else {
+        return;
+    };
+    let Some(enc) = crate::engine::pulumi::config_encrypter(state, env, dir) else {
+        return;
+    };
+    let sealed: Option<Vec<(String, String)>> = to_set
+        .iter()
+        .map(|(k, v)| Some((k.clone(), enc.encrypt(v)?)))
+        .collect();
+    for (k, ciphertext) in sealed.into_iter().flatten() {
+        let mut secure = serde_yaml::Mapping::new();
+        secure.insert("secure".into(), ciphertext.into());
+        cfg.set(&k, serde_yaml::Value::Mapping(secure));
+        to_set.remove(&k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::string_map;
+
+    /// A real passphrase salt (Pulumi v3.274.1) and the passphrase that opens it.
+    const SALT: &str = "v1:pCFqnvIebFI=:v1:8BK0SLxdDfspaeQj:2xjScYM9NjwWfTQ6QwZgd2TSOy1sGA==";
+    const PHRASE: &str = "correct horse battery staple";
+
+    fn config(top: &[(&str, &str)]) -> StackConfig {
+        let mut cfg = StackConfig::new(std::path::Path::new("/nowhere.yaml"));
+        for (k, v) in top {
+            cfg.set_top(k, serde_yaml::Value::from(*v));
+        }
+        cfg
+    }
+
+    fn to_set(keys: &[&str]) -> BTreeMap<String, String> {
+        keys.iter()
+            .map(|k| (k.to_string(), "s3cret".into()))
+            .collect()
+    }
+
+    #[test]
+    fn secrets_are_encrypted_here_only_under_a_passphrase_salt_the_child_can_open() {
+        let env = string_map(&[("PULUMI_CONFIG_PASSPHRASE", PHRASE)]);
+        let here = (&env, std::path::Path::new("/"));
+        let mut cfg = config(&[("encryptionsalt", SALT)]);
+        let mut set = to_set(&["app:token", "app:other"]);
+        encrypt_as_pulumi_would(&mut cfg, &mut set, here);
+        assert!(set.is_empty(), "{set:?}");
+        for k in ["app:token", "app:other"] {
+            let secure = cfg
+                .get(k)
+                .and_then(|v| v.get("secure"))
+                .and_then(|v| v.as_str());
+            assert!(
+                secure.is_some_and(|s| s.starts_with("v1:") && !s.contains("s3cret")),
+                "{k}: {secure:?}"
+            );
+        }
+        // Left to the CLI: a key Pulumi namespaces itself, another provider, no salt,
+        // no passphrase, a passphrase that does not open the salt.
+        let cases: [(StackConfig, &[&str], BTreeMap<String, String>); 5] = [
+            (config(&[("encryptionsalt", SALT)]), &["token"], env.clone()),
+            (
+                config(&[
+                    ("secretsprovider", "awskms://alias/x"),
+                    ("encryptedkey", "abc"),
+                ]),
+                &["app:t"],
+                env.clone(),
+            ),
+            (config(&[]), &["app:t"], env.clone()),
+            (
+                config(&[("encryptionsalt", SALT)]),
+                &["app:t"],
+                BTreeMap::new(),
+            ),
+            (
+                config(&[("encryptionsalt", SALT)]),
+                &["app:t"],
+                string_map(&[("PULUMI_CONFIG_PASSPHRASE", "wrong")]),
+            ),
+        ];
+        for (mut cfg, keys, env) in cases {
+            let mut set = to_set(keys);
+            encrypt_as_pulumi_would(&mut cfg, &mut set, (&env, std::path::Path::new("/")));
+            assert_eq!(set.len(), 1, "{keys:?}");
+            assert!(cfg.get(keys[0]).is_none(), "{keys:?}");
         }
     }
 }

@@ -162,3 +162,59 @@ fn the_real_pulumi_profile_on_s3_with_zstd_checkpoints_is_one_process_per_projec
         "{checkpoints:#?}"
     );
 }
+
+/// A filtered `up` of a project whose secret input changed (lp-cluster's admin token,
+/// brought up again alone with a new value) is one Pulumi process for it on the object
+/// store: strata writes the new value into the project's config as `pulumi config set
+/// --secret` would (the copy's passphrase salt, AES-256-GCM), no `pulumi config`
+/// process, and the real CLI reads it back.
+#[test]
+fn a_filtered_up_whose_secret_input_changed_is_one_process_on_s3() {
+    let test = "real_s3::filtered_secret_input";
+    let Some(s) = server(test) else {
+        return;
+    };
+    let Some(mut r) = Real::with_local_pulumi(test) else {
+        return;
+    };
+    let _guard = KillLeftovers(r.ws.root.clone());
+    on_s3(&mut r, &s, "filtered-secret");
+    up_leaving_no_language_host(&r, "first");
+    r.edit(
+        "projects/local-pulumi/cluster/Pulumi.yaml",
+        "fn::secret: token-${pulumi.stack}",
+        "fn::secret: token2-${pulumi.stack}",
+    );
+    let cluster = r.on(
+        "local-pulumi",
+        &[
+            "up",
+            "--project",
+            "local-pulumi/cluster",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(cluster.code, 0, "{cluster:?}");
+    r.take_calls();
+
+    let ingress = "local-pulumi/ingress";
+    let run = r.on(
+        "local-pulumi",
+        &["up", "--project", ingress, "--output", "json"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(status_of(&run, ingress), "succeeded", "{run:?}");
+    let calls = r.take_calls();
+    assert_eq!(calls_for(&calls, ingress), 1, "{calls:#?}");
+    assert!(
+        calls.iter().all(|c| c.starts_with("up ")),
+        "no `pulumi config`: {calls:#?}"
+    );
+    let copy = r.ws.path(".strata/dev/config/local-pulumi_2fingress.yaml");
+    let text = std::fs::read_to_string(&copy).unwrap();
+    assert!(!text.contains("token2-"), "encrypted: {text}");
+    let got = r.pulumi_with(ingress, &copy, &["config", "get", "lp-ingress:admin_token"]);
+    assert_eq!(got.code, 0, "{got:?}");
+    assert!(got.stdout.trim().starts_with("token2-dev-"), "{got:?}");
+}

@@ -179,3 +179,35 @@ proptest! {
         let _ = key_of_state(&format!("v2:{tail}"), &text);
     }
 }
+
+/// The checkpoint's salt state (a stack config's `encryptionsalt:` has the same form).
+fn salt_state() -> String {
+    doc()
+        .pointer("/checkpoint/latest/secrets_providers/state/salt")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_config_value_is_encrypted_as_pulumi_config_set_secret_writes_it() {
+    let state = salt_state();
+    let env = env_of(&[("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)]);
+    let enc = config_encrypter(&state, &env, Path::new("/")).expect("the right passphrase");
+    let a = enc.encrypt("hunter2: \"quoted\"").unwrap();
+    let b = enc.encrypt("hunter2: \"quoted\"").unwrap();
+    assert_ne!(a, b, "a fresh nonce each time");
+    let key = key_of_state(&state, PASSPHRASE).unwrap();
+    for v in [&a, &b] {
+        let parts: Vec<&str> = v.split(':').collect();
+        assert_eq!((parts.len(), parts[0]), (3, "v1"), "{v}");
+        assert_eq!(B64.decode(parts[1]).unwrap().len(), 12, "{v}");
+        assert_eq!(
+            decrypt_with(&cipher(&key).unwrap(), v).as_deref(),
+            Some("hunter2: \"quoted\"")
+        );
+    }
+    let wrong = env_of(&[("PULUMI_CONFIG_PASSPHRASE", "wrong")]);
+    assert!(config_encrypter(&state, &wrong, Path::new("/")).is_none());
+    assert!(config_encrypter(&state, &BTreeMap::new(), Path::new("/")).is_none());
+}
