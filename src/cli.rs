@@ -108,7 +108,7 @@ pub enum Command {
     /// Show what `up` would change, project by project
     Preview(PreviewArgs),
     /// Refresh the state of every project
-    Refresh(RunArgs),
+    Refresh(RefreshArgs),
     /// Destroy every project, in reverse dependency order
     #[command(alias = "down")]
     Destroy(DestroyArgs),
@@ -159,9 +159,11 @@ pub enum Command {
     /// Approve the plan a `policy:` `approve:` rule holds for a project
     #[command(
         after_help = "An `up` stops a project an `approve:` rule holds at `awaiting` (exit 6) and keeps \
-                      its plan in .strata/<stack>/approvals/. This shows that plan's changes and, once \
-                      the project's path is typed (or --yes), records who approved it, when, and the \
-                      plan's sha256 in the journal. The next `strata up` applies exactly that plan if a \
+                      its plan in .strata/<stack>/approvals/ (and, on an s3:// backend, in the bucket's \
+                      .strata/approvals/<stack>/, for every machine). This shows that plan's changes and, \
+                      once the project's path is typed (or --yes), records who approved it, when, and the \
+                      plan's sha256 in the journal and beside the plan. The next `strata up` (on any \
+                      machine, on a bucket) applies exactly that plan if a \
                       fresh preview plans the same changes, and otherwise holds the new plan for a new \
                       approval. Exit 0, 2 without a terminal or --yes, 3 when nothing awaits."
     )]
@@ -346,11 +348,21 @@ pub struct RunArgs {
     /// After a failure, still run what does not depend on it
     #[arg(long)]
     pub keep_going: bool,
+}
 
+/// `--yes`, of the commands that ask before they change something.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Run options")]
+pub struct ConfirmArgs {
     /// Do not ask for confirmation (required for destroy when non-interactive)
     #[arg(short = 'y', long)]
     pub yes: bool,
+}
 
+/// `--lock-timeout`, of the commands that hold the stack (a preview does not).
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Run options")]
+pub struct LockArgs {
     /// Wait up to DURATION (`90s`, `10m`) while another run holds the stack: this
     /// checkout's lock, or on a shared (s3://) backend the lease of another checkout or
     /// machine (a lease left unrenewed for its whole TTL is taken over) [default: refuse
@@ -360,9 +372,24 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args, Clone)]
+pub struct RefreshArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
+    pub lock: LockArgs,
+}
+
+#[derive(Debug, Args, Clone)]
 pub struct DestroyArgs {
     #[command(flatten)]
     pub run: RunArgs,
+
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+
+    #[command(flatten)]
+    pub lock: LockArgs,
 
     /// Destroy the orphans instead: projects an `up` deployed that the profile no longer
     /// has (`strata status` lists them), in reverse dependency order; a program whose
@@ -380,6 +407,12 @@ pub struct DestroyArgs {
 pub struct UpArgs {
     #[command(flatten)]
     pub run: RunArgs,
+
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+
+    #[command(flatten)]
+    pub lock: LockArgs,
 
     /// Only what did not succeed in the last `up` of this stack, and what depends on it
     #[arg(long, conflicts_with_all = ["filters", "projects", "from"])]
@@ -500,11 +533,37 @@ mod tests {
     #[test]
     fn aliases_parse() {
         let c = Cli::try_parse_from(["strata", "down", "--yes"]).unwrap();
-        assert!(matches!(c.command, Command::Destroy(ref a) if a.run.yes));
+        assert!(matches!(c.command, Command::Destroy(ref a) if a.confirm.yes));
         let c = Cli::try_parse_from(["strata", "show-execution", "--format", "json"]).unwrap();
         assert!(matches!(c.command, Command::Show(ref a) if a.format == Some(ShowFormat::Json)));
         let c = Cli::try_parse_from(["strata", "list-providers"]).unwrap();
         assert!(matches!(c.command, Command::Providers));
+    }
+
+    #[test]
+    fn flags_that_would_do_nothing_are_refused() {
+        for (cmd, flag) in [
+            ("preview", "--yes"),
+            ("preview", "-y"),
+            ("preview", "--lock-timeout=1m"),
+            ("refresh", "--yes"),
+        ] {
+            let e = Cli::try_parse_from(["strata", cmd, flag]).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::UnknownArgument,
+                "{cmd} {flag}"
+            );
+        }
+        for (cmd, flag) in [
+            ("up", "--yes"),
+            ("up", "--lock-timeout=1m"),
+            ("destroy", "--lock-timeout=1m"),
+            ("refresh", "--lock-timeout=1m"),
+        ] {
+            Cli::try_parse_from(["strata", cmd, flag])
+                .unwrap_or_else(|e| panic!("{cmd} {flag}: {e}"));
+        }
     }
 
     #[test]
@@ -520,7 +579,7 @@ mod tests {
             let sel = match c.command {
                 Command::Up(a) => a.run.select,
                 Command::Preview(a) => a.run.select,
-                Command::Refresh(a) => a.select,
+                Command::Refresh(a) => a.run.select,
                 Command::Destroy(a) => a.run.select,
                 Command::Show(a) => a.select,
                 Command::Status(a) => a.select,

@@ -20,7 +20,9 @@ mod validate;
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use crate::cli::{Cli, Command, GlobalArgs, OutputFormat, PreviewOptions, RunArgs, SelectArgs};
+use crate::cli::{
+    Cli, Command, GlobalArgs, LockArgs, OutputFormat, PreviewOptions, RunArgs, SelectArgs,
+};
 use crate::engine::Operation;
 use crate::error::{Error, Result};
 use crate::pipeline::{self, Request};
@@ -35,10 +37,10 @@ use crate::workspace::{Profile, StackConfig, Target, Workspace};
 pub fn dispatch(cli: Cli) -> Result<i32> {
     let settings = Settings::resolve(asked(&cli.global));
     let target = &target(&cli.global);
-    let run = |op, args: &RunArgs| -> Result<Request> {
+    let run = |op, args: &RunArgs, yes: bool, lock: &LockArgs| -> Result<Request> {
         Ok(Request {
             op,
-            args: run_options(args, op == Operation::Destroy)?,
+            args: run_options(args, op == Operation::Destroy, yes, lock)?,
             resume: false,
             changed: false,
             force_conflicts: false,
@@ -86,7 +88,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 changed: a.changed,
                 force_conflicts: a.force_conflicts,
                 plan: a.plan.as_deref().map(absolute),
-                ..run(Operation::Up, &a.run)?
+                ..run(Operation::Up, &a.run, a.confirm.yes, &a.lock)?
             },
         ),
         Command::Preview(a) => run::run(
@@ -94,17 +96,21 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             &settings,
             Request {
                 preview: preview_options(&a.preview),
-                ..run(Operation::Preview, &a.run)?
+                ..run(Operation::Preview, &a.run, false, &LockArgs::default())?
             },
         ),
-        Command::Refresh(a) => run::run(target, &settings, run(Operation::Refresh, a)?),
+        Command::Refresh(a) => run::run(
+            target,
+            &settings,
+            run(Operation::Refresh, &a.run, false, &a.lock)?,
+        ),
         Command::Destroy(a) => run::run(
             target,
             &settings,
             Request {
                 orphans: a.orphans,
                 override_deny: a.override_deny,
-                ..run(Operation::Destroy, &a.run)?
+                ..run(Operation::Destroy, &a.run, a.confirm.yes, &a.lock)?
             },
         ),
     }
@@ -133,13 +139,18 @@ fn target(g: &GlobalArgs) -> Target {
     }
 }
 
-fn run_options(a: &RunArgs, destroy: bool) -> Result<pipeline::RunOptions> {
+fn run_options(
+    a: &RunArgs,
+    destroy: bool,
+    yes: bool,
+    lock: &LockArgs,
+) -> Result<pipeline::RunOptions> {
     Ok(pipeline::RunOptions {
         selector: selector(&a.select, destroy)?,
         parallel: a.parallel,
         keep_going: a.keep_going,
-        yes: a.yes,
-        lock_timeout: a.lock_timeout.unwrap_or_default(),
+        yes,
+        lock_timeout: lock.lock_timeout.unwrap_or_default(),
     })
 }
 

@@ -398,7 +398,7 @@ fn drift_is_seen_by_a_refreshing_preview(lk: &LocalKube, mut runs: Vec<Run>) -> 
     assert_eq!(changes.len(), 1, "{changes:?}");
     assert_eq!(changes[0].0, "local-kube/logstore");
     assert_eq!(changes[0].1["update"], 1, "{changes:?}");
-    let refresh = lk.strata("refresh", &["--yes"]);
+    let refresh = lk.strata("refresh", &[]);
     assert_eq!(refresh.code, 0, "{refresh:?}");
     let up = lk.strata("up", &["--yes"]);
     assert_eq!(up.code, 0, "{up:?}");
