@@ -152,19 +152,47 @@ pub const UNKNOWN: &str = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 pub fn planned_outputs(text: &str) -> Option<serde_json::Map<String, Value>> {
     let doc: Value = serde_json::from_str(text).ok()?;
     let plans = doc.get("resourcePlans")?.as_object()?;
-    let state = plans
-        .iter()
-        .find(|(urn, _)| urn.contains("::pulumi:pulumi:Stack::"))
-        .and_then(|(_, p)| p.get("state"))
-        .and_then(Value::as_object);
     Some(
-        state
+        stack_state(plans)
             .into_iter()
             .flatten()
             .filter(|(_, v)| known(v))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     )
+}
+
+/// Every output the stack will have after the update a saved plan records, unknown
+/// and secret ones included (their values as the plan has them): what the stack's
+/// readers will find. `None` when `text` is not a plan or plans no stack resource.
+pub fn planned_output_values(text: &str) -> Option<serde_json::Map<String, Value>> {
+    let doc: Value = serde_json::from_str(text).ok()?;
+    stack_state(doc.get("resourcePlans")?.as_object()?).cloned()
+}
+
+/// The planned state of the plans' `pulumi:pulumi:Stack` resource: its outputs.
+fn stack_state(plans: &serde_json::Map<String, Value>) -> Option<&serde_json::Map<String, Value>> {
+    plans
+        .iter()
+        .find(|(urn, _)| urn.contains("::pulumi:pulumi:Stack::"))
+        .and_then(|(_, p)| p.get("state"))
+        .and_then(Value::as_object)
+}
+
+/// The JSON type of a value as a reader sees it (`string`, `number`, `bool`, `list`,
+/// `map`, `null`); `None` for a value not known until the update (unknown or secret
+/// wrapped: its type is not told).
+pub fn value_type(v: &Value) -> Option<&'static str> {
+    Some(match v {
+        Value::String(s) if s == UNKNOWN => return None,
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Array(_) => "list",
+        Value::Object(o) if o.contains_key(crate::engine::SECRET_SIG_KEY) => return None,
+        Value::Object(_) => "map",
+        Value::Null => "null",
+    })
 }
 
 /// Neither unknown nor secret, all the way down.
@@ -354,6 +382,23 @@ mod tests {
             planned_outputs(r#"{"resourcePlans": {}}"#),
             Some(serde_json::Map::new())
         );
+        // Every output the stack will have, with the types a reader would see.
+        let all = planned_output_values(plan).unwrap();
+        let names: Vec<&str> = all.keys().map(String::as_str).collect();
+        assert_eq!(names, ["cfg", "lit", "n", "nested", "out", "sec"]);
+        let types: Vec<Option<&str>> = names.iter().map(|n| value_type(&all[*n])).collect();
+        assert_eq!(
+            types,
+            [
+                Some("string"),
+                Some("string"),
+                Some("number"),
+                Some("map"),
+                None,
+                None
+            ]
+        );
+        assert_eq!(planned_output_values(r#"{"resourcePlans": {}}"#), None);
     }
 
     #[test]

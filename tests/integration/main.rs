@@ -13,6 +13,7 @@ mod book_flags;
 mod bounds;
 mod bundle;
 mod bundle_trust;
+mod contracts;
 mod crash;
 mod exec;
 mod export;

@@ -91,6 +91,11 @@ pub struct Reference {
     /// The pieces of the name, kept to substitute config values.
     #[serde(skip)]
     pub pieces: Vec<Piece>,
+    /// The outputs the program reads of it, each with its line (1-based): those a YAML
+    /// program reads as `${ref.outputs["name"]}` or `${ref.outputs.name}`. Empty where
+    /// the scanner cannot tell (programs in code languages).
+    #[serde(skip)]
+    pub outputs: Vec<(String, usize)>,
 }
 
 impl Reference {
@@ -128,6 +133,7 @@ impl Reference {
             .collect();
         let mut r = reference(&pieces, &self.file, self.line);
         r.via = self.via.clone();
+        r.outputs = self.outputs.clone();
         r
     }
 }
@@ -228,6 +234,7 @@ fn reference(pieces: &[Piece], file: &Path, line: usize) -> Reference {
         line,
         via: None,
         pieces: pieces.to_vec(),
+        outputs: Vec::new(),
     }
 }
 

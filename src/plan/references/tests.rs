@@ -57,6 +57,18 @@ fn pulumi_yaml() {
 }
 
 #[test]
+fn pulumi_yaml_outputs_read_of_each_reference_with_their_lines() {
+    let text = "name: app\nruntime: yaml\nresources:\n  net:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: acme/net/dev\n  network:\n    type: pulumi:pulumi:StackReference\n  c:\n    type: x:y:Z\n    properties:\n      cidr: ${net.outputs[\"cidr\"]} ${net.outputs['gw']}\n      id: ${ network.outputs.vpc_id }\noutputs:\n  other: ${netx.outputs[\"no\"]}\n";
+    let refs = in_yaml(text, Path::new("Pulumi.yaml"));
+    assert_eq!(refs.len(), 2, "{refs:#?}");
+    assert_eq!(
+        refs[0].outputs,
+        [("cidr".to_string(), 13), ("gw".to_string(), 13)]
+    );
+    assert_eq!(refs[1].outputs, [("vpc_id".to_string(), 14)]);
+}
+
+#[test]
 fn pulumi_yaml_name_that_is_no_string_is_unknown() {
     let text = "name: app\nruntime: yaml\nresources:\n  net:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name:\n        fn::invoke:\n          function: x\n  dev:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: ${stackName}\n";
     let refs = in_yaml(text, Path::new("Pulumi.yaml"));

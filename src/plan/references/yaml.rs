@@ -97,7 +97,31 @@ pub(super) fn in_yaml(text: &str, file: &Path, project: &str) -> Vec<Reference> 
             .position(|l| l.trim_start().starts_with(&format!("{key}:")))
             .map(|i| i + 1)
             .unwrap_or(1);
-        out.push(reference(&pieces, file, line));
+        let mut r = reference(&pieces, file, line);
+        r.outputs = outputs_read(text, key);
+        out.push(r);
+    }
+    out
+}
+
+/// The outputs of the StackReference resource `key` that a YAML program's text reads
+/// (`${key.outputs["name"]}`, `${key.outputs['name']}`, `${key.outputs.name}`), each
+/// with the line it is read on, in the order they are read.
+fn outputs_read(text: &str, key: &str) -> Vec<(String, usize)> {
+    let pattern = format!(
+        r#"\$\{{\s*{}\.outputs(?:\[\s*["']([^"'\]]+)["']\s*\]|\.([A-Za-z_][A-Za-z0-9_-]*))"#,
+        regex::escape(key)
+    );
+    let Ok(re) = regex::Regex::new(&pattern) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        for c in re.captures_iter(line) {
+            if let Some(name) = c.get(1).or_else(|| c.get(2)) {
+                out.push((name.as_str().to_string(), i + 1));
+            }
+        }
     }
     out
 }

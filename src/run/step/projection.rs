@@ -243,7 +243,10 @@ impl StepRunner<'_> {
                     m.insert(path.to_string(), p);
                 }
             }
-            if job.plan.is_none() && self.feeds_a_projection(path) {
+            // Saved also where other projects read its outputs: the reads its update
+            // would break are found in that plan (`contracts`).
+            let read = matches!(kind, ProjectKind::Pulumi { .. }) && self.is_read(path);
+            if job.plan.is_none() && (self.feeds_a_projection(path) || read) {
                 job.plan = self.projection_plan(job);
             }
         }

@@ -57,7 +57,7 @@ impl StepRunner<'_> {
                 .ok()
                 .and_then(|t| digest::plan_changes(&t))
         });
-        let Some(changes) = changes else {
+        let Some(mut changes) = changes else {
             return Err(Box::new(Ran {
                 denied: Some(Box::new(unread(&node.rules, &node.path))),
                 ..Ran::new(
@@ -70,6 +70,7 @@ impl StepRunner<'_> {
                 )
             }));
         };
+        super::contracts::count_into(&mut changes, &self.broken_reads(job, &file, sink));
         match judge(&node.rules, &changes) {
             Some(d) => Err(denied(d, changes)),
             None => match holds(&self.ctx.plan.nodes[i].rules, &changes) {
@@ -207,7 +208,12 @@ fn of_kinds(rule: &Rule, kinds: &[ChangeKind], changes: &Changes) -> Option<Deni
     if !counted.is_empty() {
         let reason = counted
             .iter()
-            .map(|(k, n)| format!("would {k} {n} resource{}", plural(*n)))
+            .map(|(k, n)| match *k {
+                super::contracts::KIND => {
+                    format!("would break {n} read{} of its outputs", plural(*n))
+                }
+                k => format!("would {k} {n} resource{}", plural(*n)),
+            })
             .collect::<Vec<_>>()
             .join(", ");
         return Some(Denial {
@@ -225,7 +231,11 @@ fn named(changes: &Changes, pick: impl Fn(&str) -> bool) -> Vec<String> {
         .steps
         .iter()
         .filter(|(op, _)| pick(op))
-        .map(|(op, urn)| format!("{op} {}", digest::short_urn(urn)))
+        .map(|(op, urn)| match op.as_str() {
+            // Its "URN" is the broken read, said for people.
+            super::contracts::KIND => urn.clone(),
+            op => format!("{op} {}", digest::short_urn(urn)),
+        })
         .collect();
     if all.len() <= NAMED {
         return all;

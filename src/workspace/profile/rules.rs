@@ -17,6 +17,10 @@ pub enum ChangeKind {
     Update,
     Delete,
     Replace,
+    /// An output another project reads, removed (or renamed) or of another type after
+    /// the update (`run::step::contracts`).
+    #[serde(rename = "output-removed")]
+    OutputRemoved,
 }
 
 impl ChangeKind {
@@ -26,6 +30,7 @@ impl ChangeKind {
             ChangeKind::Update => "update",
             ChangeKind::Delete => "delete",
             ChangeKind::Replace => "replace",
+            ChangeKind::OutputRemoved => "output-removed",
         }
     }
 }
@@ -92,7 +97,7 @@ pub(super) fn rules(raw: &[RawRule], file: &Path) -> Result<Vec<Rule>> {
         }
         if r.deny.is_empty() && r.approve.is_empty() && r.max_changes.is_none() {
             return Err(fail(
-                "it checks nothing: give it `deny: [delete, replace]`, `approve: [update]` (kinds: create, update, delete, replace) or `max_changes: N`."
+                "it checks nothing: give it `deny: [delete, replace]`, `approve: [update]` (kinds: create, update, delete, replace, output-removed) or `max_changes: N`."
                     .into(),
             ));
         }
