@@ -48,14 +48,22 @@ pub fn before_running<'a>(
     stack: &str,
     dir: &Path,
     manifest: &Manifest,
-    fingerprints: &BTreeMap<String, String>,
+    run: &Applying,
 ) -> Result<()> {
     refuse_applied(ws, stack, dir, manifest)?;
     let kinds = steps
         .into_iter()
         .map(|(path, project)| (path.to_string(), super::kind_of(project)))
         .collect();
-    refuse_moved(ws, profile, stack, dir, manifest, fingerprints, &kinds)
+    refuse_moved(ws, profile, stack, dir, manifest, run, &kinds)
+}
+
+/// What the run applying a bundle brings to its check.
+pub struct Applying<'a> {
+    /// Each step's input fingerprint now.
+    pub fingerprints: &'a BTreeMap<String, String>,
+    /// Steps whose preview was `blocked` may run without a plan (`Now::unbound_blocked`).
+    pub unbound_blocked: bool,
 }
 
 /// Refuses (exit 3, before anything runs) a bundle when anything it was made from moved.
@@ -65,7 +73,7 @@ fn refuse_moved(
     stack: &str,
     dir: &Path,
     manifest: &Manifest,
-    fingerprints: &BTreeMap<String, String>,
+    at: &Applying,
     kinds: &BTreeMap<String, &'static str>,
 ) -> Result<()> {
     let config_file = ws.stack_config_path(stack);
@@ -79,8 +87,9 @@ fn refuse_moved(
         profile_hash: &profile_hash,
         stack_config_file: &shown,
         stack_config_hash: &config_hash,
-        fingerprints,
+        fingerprints: at.fingerprints,
         kinds,
+        unbound_blocked: at.unbound_blocked,
     };
     let moved = moved(manifest, &now);
     if moved.is_empty() {
@@ -106,6 +115,9 @@ pub struct Now<'a> {
     pub fingerprints: &'a BTreeMap<String, String>,
     /// The kind of every step of the plan, as the workspace has it.
     pub kinds: &'a BTreeMap<String, &'static str>,
+    /// Steps whose preview was `blocked` may run without a plan (the `up` a terminal
+    /// user said yes to).
+    pub unbound_blocked: bool,
 }
 
 /// What moved since the bundle was made; empty when it may be applied.
@@ -144,7 +156,7 @@ pub fn moved(m: &Manifest, now: &Now) -> Vec<String> {
     }
     for (path, step) in &m.steps {
         match (now.fingerprints.get(path), now.kinds.get(path)) {
-            (Some(fp), Some(kind)) => out.extend(step_moved(m, path, step, kind, fp)),
+            (Some(fp), Some(kind)) => out.extend(step_moved(m, path, step, kind, fp, now)),
             _ => out.push(format!(
                 "{}: in the bundle, but no longer in profile {}",
                 shown(path),
@@ -171,8 +183,10 @@ fn step_moved(
     step: &super::Step,
     kind: &str,
     fp: &str,
+    now: &Now,
 ) -> Option<String> {
     let message = || step.message.as_deref().map(shown);
+    let unbound = now.unbound_blocked && step.status == super::BLOCKED;
     if step.kind != kind {
         // The kind decides whether a project is held to a plan: only the workspace's
         // word counts.
@@ -181,24 +195,14 @@ fn step_moved(
             shown(&step.kind)
         ));
     }
-    if step.status == super::PROJECTED {
-        return Some(format!(
-            "{path}: its preview ran on projected inputs (an upstream had never been deployed{}), not on what `up` would pass it, so the bundle holds no plan for it. Bring its upstreams up first, then preview again",
-            message()
-                .as_deref()
-                .and_then(|m| m.find("projected: ").map(|i| &m[i..]))
-                .map(|m| format!("; {m}"))
-                .unwrap_or_default()
-        ));
-    }
-    if !step.appliable(kind) {
+    if !step.appliable(kind) && !unbound {
         return Some(format!(
             "{path}: its preview did not succeed ({}{}), so the bundle holds no plan for it",
             shown(&step.status),
             message().map(|m| format!(": {m}")).unwrap_or_default()
         ));
     }
-    if kind == "pulumi" {
+    if kind == "pulumi" && !unbound {
         let want = super::plan_path(path);
         match step.plan.as_deref() {
             Some(p) if p != want => {
@@ -249,6 +253,7 @@ mod tests {
             stack_config_hash: &m.stack_config_hash,
             fingerprints: fps,
             kinds,
+            unbound_blocked: false,
         }
     }
 
@@ -316,6 +321,19 @@ mod tests {
                 "k8s/app: its preview did not succeed (blocked: upstream infra/vpc was never deployed), so the bundle holds no plan for it"
             ]
         );
+        // The `up` a terminal user said yes to runs it without a plan, as its table
+        // showed; its fingerprint still holds it.
+        let (f, k) = (fps(&m), kinds());
+        let mut n = now(&m, &f, &k);
+        n.unbound_blocked = true;
+        assert!(moved(&m, &n).is_empty(), "{:?}", moved(&m, &n));
+        let mut f = fps(&m);
+        f.insert("k8s/app".into(), "changed".into());
+        let n = Now {
+            unbound_blocked: true,
+            ..now(&m, &f, &k)
+        };
+        assert_eq!(moved(&m, &n).len(), 1);
     }
 
     #[test]

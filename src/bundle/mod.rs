@@ -77,13 +77,28 @@ pub struct Step {
     pub message: Option<String>,
 }
 
+impl Manifest {
+    /// Whether the bundle's preview of `path` ran on projected inputs.
+    pub fn is_projected(&self, path: &str) -> bool {
+        self.steps.get(path).is_some_and(|s| s.status == PROJECTED)
+    }
+
+    /// Whether the bundle's preview of `path` was blocked (it holds no plan of it).
+    pub fn is_blocked(&self, path: &str) -> bool {
+        self.steps.get(path).is_some_and(|s| s.status == BLOCKED)
+    }
+}
+
 impl Step {
     /// Whether `up --plan` may apply this step, of `kind` as the workspace has it (never
     /// the manifest's word): its preview succeeded, or it is a command project (or the
     /// secrets step) with nothing to preview, which the fingerprint alone holds.
-    /// Never true of a step previewed on projected inputs (status [`PROJECTED`]).
+    /// A step previewed on projected inputs (status [`PROJECTED`]) is, too: `up --plan`
+    /// previews it again on its upstreams' real outputs first.
     pub fn appliable(&self, kind: &str) -> bool {
-        self.status == "succeeded" || (self.status == "skipped" && kind != "pulumi")
+        self.status == "succeeded"
+            || self.status == PROJECTED
+            || (self.status == "skipped" && kind != "pulumi")
     }
 }
 
@@ -97,9 +112,14 @@ pub fn kind_of(project: Option<&crate::workspace::Project>) -> &'static str {
     }
 }
 
+/// A step's status in the manifest when it could not be previewed: a project it needs
+/// was never deployed and nothing of it could be projected.
+pub const BLOCKED: &str = "blocked";
+
 /// A step's status in the manifest when its preview ran on projected inputs (an
-/// upstream never deployed): not appliable, since those values are not what `up`
-/// would pass.
+/// upstream never deployed): those values may not be what `up` will pass, so `up --plan`
+/// previews it again once its upstreams are up, and applies its plan only when that
+/// preview plans the same changes.
 pub const PROJECTED: &str = "projected";
 
 /// `manifest.json`.

@@ -46,6 +46,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             force_conflicts: false,
             preview: Default::default(),
             plan: None,
+            unbound_blocked: false,
             orphans: false,
             override_deny: false,
         })

@@ -8,6 +8,106 @@ use crate::settings::Settings;
 use crate::workspace::Target;
 
 pub fn run(target: &Target, settings: &Settings, req: Request) -> Result<i32> {
+    if shows_and_asks(&req, settings) {
+        return up_as_pulumi_does(target, settings, req);
+    }
+    run_request(target, settings, req)
+}
+
+/// Whether this `up` previews everything, shows it and asks once before it changes
+/// anything, as `pulumi up` does: on a terminal, without `--yes`, `--plan` (a plan
+/// already reviewed), `--resume` or `--changed` (which decide what runs as they go), and
+/// not for JSON events. Off a terminal (`--non-interactive`, CI) an `up` asks nothing.
+fn shows_and_asks(req: &Request, settings: &Settings) -> bool {
+    req.op == Operation::Up
+        && settings.interactive
+        && !settings.json
+        && !req.args.yes
+        && req.plan.is_none()
+        && !req.resume
+        && !req.changed
+}
+
+/// `up` on a terminal: a preview of every selected project that saves its update plans
+/// (a plan bundle under `.strata/<stack>/reviews/`), the environment's table, one
+/// question, and on "yes" exactly the plans shown (`up --plan`, whose dependents
+/// previewed on projected outputs are previewed again on the real ones). A profile whose
+/// `approve:` rules hold a selected project runs as without a terminal: its gates, not
+/// this question, decide what goes out.
+fn up_as_pulumi_does(target: &Target, settings: &Settings, req: Request) -> Result<i32> {
+    let r = resolve::resolve(target, settings, &req, None)?;
+    let stack = match r.stack.clone() {
+        Some(s) => s,
+        None => ask::stack_name()?,
+    };
+    if let Some(held) = r
+        .plan
+        .nodes
+        .iter()
+        .find(|n| n.rules.iter().any(|rule| !rule.approve.is_empty()))
+    {
+        eprintln!(
+            "note: an `approve:` rule holds {}: this `up` asks nothing; the rule's gate holds what needs an approval.",
+            held.path
+        );
+        return run_request(target, settings, req);
+    }
+    let target = Target {
+        stack: Some(stack.clone()),
+        ..target.clone()
+    };
+    let dir = review_dir(&r.ws.state_dir(&stack))?;
+    let preview = Request {
+        op: Operation::Preview,
+        args: crate::pipeline::RunOptions {
+            yes: false,
+            ..req.args.clone()
+        },
+        preview: crate::pipeline::PreviewOptions {
+            save_plan: Some(dir.clone()),
+            ..Default::default()
+        },
+        ..req.clone()
+    };
+    let code = run_request(&target, settings, preview)?;
+    if code != exit::OK {
+        eprintln!("Nothing was changed.");
+        return Ok(code);
+    }
+    if !ask::perform_the_update()? {
+        eprintln!(
+            "Nothing was changed. (The plans shown are in {}.)",
+            crate::util::display_path(&dir)
+        );
+        return Ok(exit::FAILED);
+    }
+    run_request(
+        &target,
+        settings,
+        Request {
+            plan: Some(dir),
+            unbound_blocked: true,
+            ..req
+        },
+    )
+}
+
+/// A new folder for the plans an interactive `up` shows: `<state>/reviews/<time>`.
+fn review_dir(state_dir: &std::path::Path) -> Result<std::path::PathBuf> {
+    let base = state_dir.join("reviews");
+    crate::files::private_dir(&base)?;
+    let stamp = crate::util::rfc3339(crate::util::now_ms()).replace([':', '-'], "");
+    let mut dir = base.join(&stamp);
+    let mut n = 1;
+    while dir.exists() {
+        n += 1;
+        dir = base.join(format!("{stamp}-{n}"));
+    }
+    Ok(dir)
+}
+
+/// One run of the pipeline, as asked.
+fn run_request(target: &Target, settings: &Settings, req: Request) -> Result<i32> {
     let mut r = resolve::resolve(target, settings, &req, None)?;
     let mut pre = preflight::check(&r)?;
     if r.stack.is_none() {

@@ -53,6 +53,20 @@ pub fn stack_name() -> Result<String> {
         .map_err(Error::prompt)
 }
 
+/// `pulumi up`'s question, once for the whole environment, after its preview: true when
+/// the user types `yes` (or `y`); anything else changes nothing.
+pub fn perform_the_update() -> Result<bool> {
+    let typed: String = Input::with_theme(&ColorfulTheme::default())
+        .with_prompt("Do you want to perform this update? (yes/no)")
+        .allow_empty(true)
+        .interact_text()
+        .map_err(Error::prompt)?;
+    Ok(matches!(
+        typed.trim().to_ascii_lowercase().as_str(),
+        "yes" | "y"
+    ))
+}
+
 /// Asks (or defaults) every missing value of the run.
 pub fn ask(r: &Resolved, settings: &Settings) -> Result<Answers> {
     let stack = r.stack();

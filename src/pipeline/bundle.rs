@@ -32,10 +32,11 @@ pub fn write(
             Some(ProjectKind::Command(spec)) => spec.preview.clone(),
             _ => None,
         };
-        // A preview on projected inputs is no plan of what will be deployed: its status
-        // says so, and `up --plan` refuses it (`Step::appliable`).
+        // A preview on projected inputs is not yet the plan of what will be deployed: its
+        // status says so, and `up --plan` previews it again on its upstreams' real
+        // outputs before applying its plan (`run::step::bundle`).
         let projected = res.projected && res.status == Status::Succeeded;
-        let plan = (node.kind == NodeKind::Pulumi && res.status == Status::Succeeded && !projected)
+        let plan = (node.kind == NodeKind::Pulumi && res.status == Status::Succeeded)
             .then(|| bundle::plan_path(&node.path))
             .filter(|p| dir.join(p).is_file());
         steps.insert(

@@ -30,6 +30,10 @@ pub struct Request {
     pub preview: PreviewOptions,
     /// `up --plan`: the plan bundle to apply.
     pub plan: Option<PathBuf>,
+    /// The `up` a terminal user said yes to (its own bundle): the projects its preview
+    /// could not preview (`blocked` behind a project not yet deployed, as its table
+    /// showed) are brought up without a plan; `up --plan` refuses them.
+    pub unbound_blocked: bool,
     /// `destroy --orphans`: the projects the profile lost, not its own.
     pub orphans: bool,
     /// `destroy --override-deny`: destroy projects whose rules deny deletes too.

@@ -103,6 +103,17 @@ fn plan_terms(text: &[u8]) -> Option<Value> {
     Some(json!({ "config": config, "resources": resources }))
 }
 
+/// True when the update plan files `a` and `b` bind an update to the same changes
+/// (`plan_terms`): applying one applies the other's changes. False when either cannot be
+/// read as a plan.
+pub fn same_plan(a: &Path, b: &Path) -> bool {
+    let terms = |p: &Path| std::fs::read(p).ok().and_then(|b| plan_terms(&b));
+    match (terms(a), terms(b)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// `v` with each secret (a value carrying Pulumi's secret signature) as `[secret]`.
 fn masked(v: &Value) -> Value {
     match v {
@@ -229,11 +240,7 @@ impl Gate {
     /// plan does (`plan_terms`): applying the held plan then applies that preview's
     /// changes, and Pulumi's `up --plan` accepts it.
     pub fn holds_the_same_plan_as(&self, saved: &Path) -> bool {
-        let terms = |p: &Path| std::fs::read(p).ok().and_then(|b| plan_terms(&b));
-        match (terms(&self.plan_file()), terms(saved)) {
-            (Some(held), Some(fresh)) => held == fresh,
-            _ => false,
-        }
+        same_plan(&self.plan_file(), saved)
     }
 
     pub fn approve(&self, approval: &Approval) -> Result<()> {

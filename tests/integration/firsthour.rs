@@ -126,7 +126,11 @@ fn term_dumb_shows_plain_lines_with_hook_output() {
         "echo working; printf '{\"greeting\":\"hello-42\"}' > \"$STRATA_OUTPUTS_FILE\"",
         "true",
     );
-    let (out, code) = crate::pipeline::answering(&ws, &["up", "-p", "t", "-s", "dev"], &[]);
+    let (out, code) = crate::pipeline::answering(
+        &ws,
+        &["up", "-p", "t", "-s", "dev"],
+        &[("Do you want to perform this update?", "yes")],
+    );
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("[a] working"), "{out}");
     assert!(out.contains("[a] hook says hello-42"), "{out}");

@@ -269,6 +269,85 @@ fn destroy_asks_for_the_stack_name_not_a_keypress() {
     assert!(ws.exists("destroyed"));
 }
 
+/// On a terminal `up` does what `pulumi up` does (issue 45): it previews every project,
+/// shows the table, asks once; "no" changes nothing (exit 1), "yes" applies exactly the
+/// plans it showed (`pulumi up --plan` of the plan each preview saved). On a fresh stack
+/// what could not be previewed (blocked behind what was never deployed, as the table
+/// says) is brought up without a plan. `--yes` asks nothing and previews nothing.
+#[test]
+fn up_on_a_terminal_previews_everything_asks_once_and_applies_the_plans_shown() {
+    let ws = crate::run::workspace(crate::run::CHAIN, crate::run::CHAIN_PATHS);
+    let up = ["up", "-p", "t", "-s", "dev"];
+    let commands = |ws: &Ws| -> Vec<(String, String)> {
+        let all = ws.calls();
+        crate::run::starts(&all)
+            .iter()
+            .map(|c| (c["command"].to_string(), c["argv"].to_string()))
+            .collect()
+    };
+    let (out, code) = answering(&ws, &up, &[("Do you want to perform this update?", "no")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("strata preview"), "the preview first: {out}");
+    assert!(
+        out.contains("blocked"),
+        "what cannot be previewed yet: {out}"
+    );
+    assert!(out.contains("Nothing was changed"), "{out}");
+    let calls = commands(&ws);
+    assert!(
+        calls.iter().all(|(c, _)| c != "\"up\""),
+        "no update: {calls:?}"
+    );
+
+    // "yes": the updates it made, each its argv.
+    let said_yes = || -> Vec<String> {
+        crate::run::clear_calls(&ws);
+        let (out, code) = answering(&ws, &up, &[("Do you want to perform this update?", "yes")]);
+        assert_eq!(code, 0, "{out}");
+        let ups: Vec<String> = commands(&ws)
+            .into_iter()
+            .filter(|(c, _)| c == "\"up\"")
+            .map(|(_, a)| a)
+            .collect();
+        assert_eq!(ups.len(), 3, "{ups:?}");
+        ups
+    };
+    let ups = said_yes();
+    assert!(
+        ups[0].contains(".strata/dev/reviews/") && ups[0].contains("plans/alpha.json"),
+        "alpha's plan, as shown: {}",
+        ups[0]
+    );
+    for u in &ups[1..] {
+        assert!(
+            !u.contains("--plan"),
+            "blocked in the preview: no plan: {u}"
+        );
+    }
+
+    // Deployed: each project's plan is shown and applied.
+    let ups = said_yes();
+    for (u, p) in ups.iter().zip(crate::run::CHAIN_PATHS) {
+        assert!(
+            u.contains(&format!("plans/{p}.json")),
+            "the plan shown: {u}"
+        );
+    }
+
+    crate::run::clear_calls(&ws);
+    let mut yes = up.to_vec();
+    yes.push("--yes");
+    let (out, code) = answering(&ws, &yes, &[]);
+    assert_eq!(code, 0, "{out}");
+    let calls = commands(&ws);
+    assert!(
+        calls
+            .iter()
+            .all(|(c, a)| c == "\"up\"" && !a.contains("--plan")),
+        "--yes previews nothing: {calls:?}"
+    );
+}
+
 /// `--lock-timeout` waits for the checkout's own stack lock too (another `strata up` of
 /// this stack in this checkout), not only for a shared backend's lease: released while
 /// it waits, the run goes on; held past the timeout, it refuses naming the holder.

@@ -435,16 +435,112 @@ fn a_fresh_stack_projects_known_outputs_and_mocks_into_downstream_previews() {
         human.stdout
     );
 
-    // A bundle never holds a plan of a projected step: `up --plan` refuses it.
-    let b = run(&ws, "preview", &["--save-plan", "bundle"]);
+    // A bundle keeps a projected step's plan, saying it was projected; this one cannot
+    // be applied for the steps that stayed blocked.
+    let manifest = saved_with_app_projected(&ws);
+    assert_eq!(
+        manifest["steps"]["app"]["plan"], "plans/app.json",
+        "{manifest}"
+    );
+    let up = run(&ws, "up", &["--plan", "bundle"]);
+    assert_ne!(up.code, 0, "{up:?}");
+    up.expect_stderr(&["ref: its preview did not succeed (blocked"]);
+}
+
+/// `preview --save-plan bundle`, which succeeds with `app` previewed on projected
+/// inputs: the bundle's manifest.
+fn saved_with_app_projected(ws: &Ws) -> Value {
+    let b = run(ws, "preview", &["--save-plan", "bundle"]);
     assert_eq!(b.code, 0, "{b:?}");
     let manifest: Value = serde_json::from_str(&ws.read("bundle/manifest.json")).unwrap();
     assert_eq!(
         manifest["steps"]["app"]["status"], "projected",
         "{manifest}"
     );
-    assert!(manifest["steps"]["app"]["plan"].is_null(), "{manifest}");
-    let up = run(&ws, "up", &["--plan", "bundle"]);
-    assert_ne!(up.code, 0, "{up:?}");
-    up.expect_stderr(&["app: its preview ran on projected inputs"]);
+    manifest
+}
+
+/// A fresh environment reviewed once (issue 45): `up --plan` applies it wave by wave.
+/// `app`, previewed on `src`'s projected output, is previewed again once `src` is up:
+/// when `src`'s preview already knew that output, the same plan goes out as reviewed.
+/// When a mock stood in (`src` is a command project: its preview tells no outputs) and
+/// the real output differs, `app` waits (`awaiting`, exit 6) with its real plan held for
+/// `strata approve`, and the same bundle applied again then applies the approved plan.
+#[test]
+fn a_fresh_bundle_goes_out_wave_by_wave_and_a_dependent_whose_real_plan_differs_waits() {
+    let fresh = |src: &dyn Fn(&Ws)| {
+        let ws = Ws::with_profile(
+            "infrastructure:\n  - path: src\n    mock_outputs: { port: \"9\" }\n  - path: app\n    needs: [src]\n    inputs:\n      app:port: src:port\n",
+        );
+        src(&ws);
+        let app = "config:\n  port:\n    type: string\nresources:\n  a:\n    type: fake:index:Thing\n    properties:\n      at: ${port}\n";
+        ws.pulumi_project("app", "app", app);
+        ws.env_file("PULUMI_STACK=dev\n");
+        saved_with_app_projected(&ws);
+        ws
+    };
+    let app_calls = |ws: &Ws| -> Vec<String> {
+        ws.calls()
+            .iter()
+            .filter(|c| c["project"] == "app")
+            .map(|c| c["argv"].to_string())
+            .collect()
+    };
+    // src's preview knew the output: the reviewed plan goes out.
+    let ws = fresh(&|ws| {
+        ws.pulumi_project(
+            "src",
+            "src",
+            "resources:\n  thing:\n    type: fake:index:Thing\n    properties:\n      x: 1\noutputs:\n  port: \"1\"\n",
+        );
+    });
+    let up = run(&ws, "up", &["--plan", "bundle", "--output", "json"]);
+    assert_eq!(up.code, 0, "{up:?}");
+    let f = finished(&up);
+    expect_finished(&f, "src", "succeeded", &[]);
+    expect_finished(&f, "app", "succeeded", &[]);
+    let calls = app_calls(&ws);
+    let last = calls.last().unwrap();
+    assert!(
+        last.contains("\"up\"") && last.contains("bundle/plans/app.json"),
+        "the reviewed plan: {calls:#?}"
+    );
+
+    // A mock stood in for an output src's preview could not tell, and the real one is
+    // another: app's real plan is another, and waits for an approval.
+    let ws = fresh(&|ws| {
+        let preview = "preview: echo would make port 1\n";
+        ws.command_project(
+            "src",
+            "printf '{\"port\":\"1\"}' > \"$STRATA_OUTPUTS_FILE\"",
+            "true",
+        );
+        let file = ws.path("projects/src/Strata.yaml");
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, format!("{text}{preview}")).unwrap();
+    });
+    let up = run(&ws, "up", &["--plan", "bundle", "--output", "json"]);
+    assert_eq!(up.code, 6, "{up:?}");
+    let f = finished(&up);
+    expect_finished(&f, "src", "succeeded", &[]);
+    expect_finished(
+        &f,
+        "app",
+        "awaiting",
+        &[
+            "not the one reviewed on projected inputs",
+            "strata approve app",
+        ],
+    );
+    let approved = run(&ws, "approve", &["app", "--yes"]);
+    assert_eq!(approved.code, 0, "{approved:?}");
+    let again = run(&ws, "up", &["--plan", "bundle", "--output", "json"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    expect_finished(&finished(&again), "app", "succeeded", &[]);
+    let calls = app_calls(&ws);
+    let last = calls.last().unwrap();
+    assert!(
+        last.contains("approvals/app/plan.json"),
+        "the approved plan: {calls:#?}"
+    );
 }

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::plan::{NodeKind, Plan};
 use crate::run::events::ChildEnv;
 use crate::run::step::bundle::PlanBundle;
+use crate::run::step::contracts::Read;
 use crate::run::step::{Ctx, hooks};
 use crate::secrets::Gathered;
 use crate::secrets::redact::Redactor;
@@ -37,6 +38,13 @@ pub(super) fn build(r: &Resolved, given: Given, inputs: Inputs) -> Result<Ctx> {
     let op = r.req.op;
     let stack = r.stack().to_string();
     let preview = op == Operation::Preview;
+    // The stack references of the programs: what a preview cannot project, and who
+    // reads whose outputs (not needed by a run that judges nothing).
+    let found = if preview || r.plan.nodes.iter().any(|n| !n.rules.is_empty()) {
+        references(r)
+    } else {
+        BTreeMap::new()
+    };
     Ok(Ctx {
         root: r.ws.root.clone(),
         env: crate::pipeline::env::child_env(&r.ws, &stack, &r.profile, given.org.as_deref()),
@@ -68,7 +76,12 @@ pub(super) fn build(r: &Resolved, given: Given, inputs: Inputs) -> Result<Ctx> {
         force_conflicts: r.req.force_conflicts,
         bundle: bundle(r)?,
         reads_backend: if preview {
-            reads_backend(r)
+            reads_backend(r, &found)
+        } else {
+            BTreeMap::new()
+        },
+        readers: if preview || r.plan.nodes.iter().any(|n| !n.rules.is_empty()) {
+            readers(r, &found)
         } else {
             BTreeMap::new()
         },
@@ -131,6 +144,7 @@ fn bundle(r: &Resolved) -> Result<Option<PlanBundle>> {
         (_, Some(dir), Some(m)) => Some(PlanBundle::Apply {
             dir: dir.clone(),
             manifest: Box::new(m.clone()),
+            unbound_blocked: r.req.unbound_blocked,
         }),
         _ => None,
     })
@@ -169,9 +183,8 @@ fn declared_needs(profile: &Profile) -> BTreeMap<String, BTreeSet<String>> {
     out
 }
 
-/// What each Pulumi project reads through StackReferences: the projects named, or
-/// `None` when a name cannot be read (see [`Ctx::reads_backend`]).
-fn reads_backend(r: &Resolved) -> BTreeMap<String, Option<BTreeSet<String>>> {
+/// The stack references of every Pulumi project of the profile, by project path.
+fn references(r: &Resolved) -> BTreeMap<String, Vec<crate::plan::references::Found>> {
     let shared = r.ws.stack_config_path(r.stack());
     let at = crate::plan::references::Context {
         root: &r.ws.root,
@@ -179,7 +192,17 @@ fn reads_backend(r: &Resolved) -> BTreeMap<String, Option<BTreeSet<String>>> {
         shared: Some(&shared),
     };
     crate::plan::references::of_plan(&r.full, &at)
-        .into_iter()
+}
+
+/// What each Pulumi project reads through StackReferences (`found`): the projects
+/// named, or `None` when a name cannot be read (see [`Ctx::reads_backend`]).
+fn reads_backend(
+    r: &Resolved,
+    found: &BTreeMap<String, Vec<crate::plan::references::Found>>,
+) -> BTreeMap<String, Option<BTreeSet<String>>> {
+    found
+        .iter()
+        .map(|(path, refs)| (path.clone(), refs.clone()))
         .filter(|(_, refs)| !refs.is_empty())
         .map(|(path, refs)| {
             let reads = r.profile.entry(&path).and_then(|e| e.reads.as_ref());
@@ -212,4 +235,74 @@ pub fn needed_outputs(profile: &Profile) -> BTreeMap<String, Vec<String>> {
         v.dedup();
     }
     needed
+}
+
+/// Who reads each project's outputs, by the project read: each entry's `inputs:` (where
+/// the profile writes it) and each output a YAML program reads through a StackReference
+/// to a project of the profile (`found`: where the program reads it).
+fn readers(
+    r: &Resolved,
+    found: &BTreeMap<String, Vec<crate::plan::references::Found>>,
+) -> BTreeMap<String, Vec<Read>> {
+    let root = |p: &std::path::Path| {
+        p.strip_prefix(&r.ws.root)
+            .unwrap_or(p)
+            .display()
+            .to_string()
+    };
+    let mut out: BTreeMap<String, Vec<Read>> = BTreeMap::new();
+    for e in &r.profile.entries {
+        let text = std::fs::read_to_string(&e.file).unwrap_or_default();
+        for i in &e.inputs {
+            let at = match input_line(&text, &e.path, &format!("{}:{}", i.project, i.output)) {
+                Some(line) => format!("{}:{line}", root(&e.file)),
+                None => root(&e.file),
+            };
+            out.entry(i.project.clone()).or_default().push(Read {
+                reader: e.path.clone(),
+                output: i.output.clone(),
+                at,
+            });
+        }
+    }
+    for (reader, refs) in found {
+        let Some(dir) = r
+            .full
+            .nodes
+            .iter()
+            .find(|n| &n.path == reader)
+            .and_then(|n| n.project.as_ref())
+            .map(|p| root(&p.dir))
+        else {
+            continue;
+        };
+        for f in refs {
+            let Some(target) = &f.target else { continue };
+            for (output, line) in &f.reference.outputs {
+                out.entry(target.clone()).or_default().push(Read {
+                    reader: reader.clone(),
+                    output: output.clone(),
+                    at: format!("{dir}/{}:{line}", f.reference.file.display()),
+                });
+            }
+        }
+    }
+    for reads in out.values_mut() {
+        reads.sort();
+        reads.dedup();
+    }
+    out
+}
+
+/// The line (1-based) of the profile `text` where entry `path` takes `source`
+/// (`project:output`) as an input: the first line naming it after the entry's `path:`.
+fn input_line(text: &str, path: &str, source: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let entry = lines.iter().position(|l| {
+        l.trim_start().trim_start_matches("- ").trim_start() == format!("path: {path}")
+    })?;
+    lines[entry..]
+        .iter()
+        .position(|l| l.contains(source))
+        .map(|i| entry + i + 1)
 }

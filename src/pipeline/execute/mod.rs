@@ -182,7 +182,10 @@ fn check_bundle(r: &Resolved, fingerprints: &BTreeMap<String, String>) -> Result
         r.stack(),
         dir,
         m,
-        fingerprints,
+        &crate::bundle::check::Applying {
+            fingerprints,
+            unbound_blocked: r.req.unbound_blocked,
+        },
     )
 }
 

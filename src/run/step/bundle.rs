@@ -21,17 +21,26 @@ pub enum PlanBundle {
     Apply {
         dir: PathBuf,
         manifest: Box<Manifest>,
+        /// The steps its preview could not preview run without a plan (the `up` a
+        /// terminal user said yes to, `Request::unbound_blocked`).
+        unbound_blocked: bool,
     },
 }
 
 impl PlanBundle {
     /// The update plan file a Pulumi project's job writes or is held to: always the one
     /// the preview writes for `path`, inside the bundle (never a path the manifest
-    /// names, and never none: under `up --plan` every Pulumi project is held to a plan).
+    /// names, and never none under `up --plan`, where every Pulumi project is held to a
+    /// plan: but for a blocked one of an `up` a terminal user said yes to).
     pub fn plan_file(&self, path: &str) -> Option<PlanFile> {
         let file = |dir: &PathBuf| dir.join(crate::bundle::plan_path(path));
         Some(match self {
             PlanBundle::Save { dir } => PlanFile::Save(file(dir)),
+            PlanBundle::Apply {
+                unbound_blocked: true,
+                manifest,
+                ..
+            } if manifest.is_blocked(path) => return None,
             PlanBundle::Apply { dir, .. } => PlanFile::Apply(file(dir)),
         })
     }
@@ -94,6 +103,14 @@ impl StepRunner<'_> {
         let Some(bundle) = &self.ctx.bundle else {
             return Ok(());
         };
+        if let PlanBundle::Apply { manifest, .. } = bundle
+            && (manifest.is_projected(path) || manifest.is_blocked(path))
+        {
+            // Previewed on projected outputs, or not at all: no digest to compare with.
+            // A projected one is previewed again on the real ones (`review_projected`);
+            // a blocked one runs here only in an `up` a terminal user said yes to.
+            return Ok(());
+        }
         let now = self
             .upstream_digests(path, log)
             .map_err(|m| Box::new(Ran::new(Status::Failed, Some(m), None)))?;
@@ -139,6 +156,64 @@ impl StepRunner<'_> {
                 )))
             }
         }
+    }
+
+    /// Under `up --plan`, a Pulumi project whose reviewed preview ran on projected
+    /// inputs (an upstream was not deployed yet), now that its upstreams are up: previewed
+    /// again on their real outputs (`job` has them). When that preview plans what the
+    /// reviewed plan does (as an approval's check compares plans), the reviewed plan is
+    /// applied (`None`: the job keeps it); otherwise the fresh plan waits at the project's
+    /// gate for `strata approve`, and an approval of it is applied (`at_the_gate`).
+    pub(super) fn review_projected(
+        &self,
+        i: usize,
+        entry: &crate::workspace::Entry,
+        kind: &crate::workspace::ProjectKind,
+        job: &crate::engine::Job,
+        emit: &(dyn Fn(crate::run::events::RunEvent) + Sync),
+        sink: &mut dyn FnMut(Progress),
+    ) -> Result<Option<PlanFile>, Box<Ran>> {
+        let path = &self.ctx.plan.nodes[i].path;
+        let (Some(PlanBundle::Apply { manifest, .. }), Some(PlanFile::Apply(reviewed))) =
+            (&self.ctx.bundle, &job.plan)
+        else {
+            return Ok(None);
+        };
+        if !manifest.is_projected(path) {
+            return Ok(None);
+        }
+        let fresh = job.scratch_dir.join("real-outputs-plan.json");
+        let _ = crate::files::private_dir(&job.scratch_dir);
+        let mut preview = job.clone();
+        preview.op = crate::engine::Operation::Preview;
+        preview.plan = Some(PlanFile::Save(fresh.clone()));
+        sink(Progress::Line(
+            "its reviewed plan was made on projected inputs: previewing it again on its upstreams' real outputs".into(),
+        ));
+        let (outcome, _) = self.attempt(i, entry, kind, &preview, emit, sink)?;
+        if crate::run::approvals::same_plan(reviewed, &fresh) {
+            sink(Progress::Line(
+                "the same changes as the reviewed plan: applying the reviewed plan".into(),
+            ));
+            return Ok(None);
+        }
+        let changes_of = |p: &std::path::Path| {
+            std::fs::read_to_string(p)
+                .ok()
+                .and_then(|t| crate::engine::digest::plan_changes(&t))
+                .unwrap_or_default()
+        };
+        let now = outcome.changes.unwrap_or_else(|| changes_of(&fresh));
+        let then = crate::run::approvals::Summary::of(&changes_of(reviewed));
+        let hold = crate::run::events::Denial {
+            rule: "its review".into(),
+            reason: format!(
+                "its plan on its upstreams' real outputs is not the one reviewed on projected inputs ({})",
+                then.changed_to(&crate::run::approvals::Summary::of(&now))
+            ),
+            resources: Vec::new(),
+        };
+        self.at_the_gate(i, &fresh, now, hold, sink).map(Some)
     }
 
     /// When `path`'s Pulumi stack state was last written (see
@@ -217,6 +292,7 @@ mod tests {
             let b = PlanBundle::Apply {
                 dir: dir.clone(),
                 manifest: Box::new(manifest.clone()),
+                unbound_blocked: false,
             };
             assert_eq!(
                 b.plan_file("infra/vpc"),

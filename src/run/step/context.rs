@@ -77,6 +77,10 @@ pub struct Ctx {
     pub backends: crate::workspace::backend::Backends,
     /// Projects whose own name of the stack is not the run's (`stack:`), by path.
     pub stack_names: BTreeMap<String, String>,
+    /// Who reads each project's outputs (by the project read): `inputs:` and the outputs
+    /// YAML programs read through StackReferences (`contracts`). Filled for a preview
+    /// and for projects `policy:` rules hold.
+    pub readers: BTreeMap<String, Vec<super::contracts::Read>>,
     /// The stack's bucket, when its backend is one: what every machine on the stack sees
     /// (held and approved plans).
     pub shared: Option<std::sync::Arc<crate::backend::Backend>>,

@@ -27,6 +27,7 @@ mod attempt;
 pub mod bundle;
 mod cluster_secrets;
 mod context;
+pub mod contracts;
 mod gate;
 pub mod hooks;
 mod inputs;
@@ -347,10 +348,15 @@ impl<'a> StepRunner<'a> {
             Ok(secrets) => secrets,
             Err(ran) => return *ran,
         };
-        let (outcome, tries) = match self.attempt(i, entry, &project.kind, &job, emit, &mut sink) {
-            Ok(done) => done,
-            Err(ran) => return *ran,
-        };
+        let (mut outcome, tries) =
+            match self.attempt(i, entry, &project.kind, &job, emit, &mut sink) {
+                Ok(done) => done,
+                Err(ran) => return *ran,
+            };
+        if let (Operation::Preview, Some(crate::engine::PlanFile::Save(plan))) = (op, &job.plan) {
+            let broken = self.broken_reads(&job, plan, &mut sink);
+            note_broken_reads(&mut outcome, &broken);
+        }
         if is_pulumi && !secrets.is_empty() {
             self.record_secret_hashes(&node.path, &secrets);
         }
@@ -389,6 +395,12 @@ impl<'a> StepRunner<'a> {
         let node = &self.ctx.plan.nodes[i];
         let is_pulumi = matches!(kind, ProjectKind::Pulumi { .. });
         let secrets = self.receive(&node.path, entry, is_pulumi, job, sink)?;
+        if self.ctx.op == Operation::Up
+            && is_pulumi
+            && let Some(approved) = self.review_projected(i, entry, kind, job, emit, sink)?
+        {
+            job.plan = Some(approved);
+        }
         if self.ctx.op == Operation::Up && is_pulumi && !node.rules.is_empty() {
             let plan = match &job.plan {
                 None => self.hold_to_rules(i, entry, kind, job, emit, sink)?,
@@ -435,6 +447,16 @@ impl<'a> StepRunner<'a> {
             ..Ran::new(Status::Succeeded, Some(message), None)
         }
     }
+}
+
+/// A preview's outcome with the reads its update would break: counted among its
+/// changes (for the rules) and named in its summary line.
+fn note_broken_reads(outcome: &mut crate::engine::Outcome, broken: &[String]) {
+    if broken.is_empty() {
+        return;
+    }
+    contracts::count_into(outcome.changes.get_or_insert_with(Default::default), broken);
+    outcome.summary = format!("{} · would break: {}", outcome.summary, broken.join("; "));
 }
 
 impl Executor for StepRunner<'_> {
