@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod export;
 pub mod files;
+pub mod gates;
 pub mod kube;
 pub mod pipeline;
 pub mod plan;

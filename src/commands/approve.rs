@@ -4,7 +4,7 @@
 //! `up` on any machine to apply.
 
 use crate::error::{Error, Result};
-use crate::run::approvals::{Approval, Gate, Held};
+use crate::gates::approvals::{Approval, Gate, Held};
 use crate::run::journal::{Journal, Record};
 use crate::settings::Settings;
 use crate::workspace::Target;

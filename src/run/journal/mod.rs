@@ -110,10 +110,10 @@ pub enum Record {
         pool: Option<String>,
         /// The `policy:` rule that denied what its preview planned.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        denied: Option<Box<crate::run::events::Denial>>,
+        denied: Option<Box<crate::gates::denial::Denial>>,
         /// The `approve:` rule that holds what its preview planned.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        awaiting: Option<Box<crate::run::events::Denial>>,
+        awaiting: Option<Box<crate::gates::denial::Denial>>,
     },
     /// How a run ended (its result as the bucket's record has it), written as it ends;
     /// a run without one is running, or was killed. `unchanged`: projects `--changed`

@@ -38,9 +38,9 @@ pub struct StepRecord {
     /// The concurrency pool it ran in.
     pub pool: Option<String>,
     /// The `policy:` rule that denied what its preview planned.
-    pub denied: Option<Box<crate::run::events::Denial>>,
+    pub denied: Option<Box<crate::gates::denial::Denial>>,
     /// The `approve:` rule that holds what its preview planned.
-    pub awaiting: Option<Box<crate::run::events::Denial>>,
+    pub awaiting: Option<Box<crate::gates::denial::Denial>>,
 }
 
 impl StepRecord {
