@@ -20,6 +20,7 @@ pub mod report;
 pub mod run;
 pub mod secrets;
 pub mod settings;
+pub mod state;
 pub mod trace;
 pub mod util;
 pub mod workspace;

@@ -8,9 +8,9 @@ use super::{Ran, StepRunner};
 use crate::engine::{Engine, Failure, Job, Outcome, Progress};
 use crate::gates::policy::{self, Gate, Policy, RetryNote};
 use crate::run::events::{RunEvent, Status};
-use crate::run::journal::Record;
 use crate::run::pools::{PoolChange, Pools};
 use crate::run::signals;
+use crate::state::journal::Record;
 use crate::util::{now_ms, rfc3339};
 use crate::workspace::{Entry, ProjectKind};
 

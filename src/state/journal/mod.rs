@@ -37,7 +37,7 @@ pub enum Record {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         host: String,
         /// An `up`: every project of the profile as it stood (not only those run), so
-        /// that a project later removed from it is still known (`run::orphans`).
+        /// that a project later removed from it is still known (`state::orphans`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         graph: Vec<KnownProject>,
     },
@@ -385,7 +385,7 @@ impl Journal {
     /// Rewrites the index from what readers see now, keeping only what they need: the
     /// last run of each operation, whole, for each project its last record of each
     /// operation and status, and the `up` record whose graph last had a project still
-    /// deployed (how `run::orphans` knows a project the profile lost). Atomic (a crash leaves the old index, which still describes
+    /// deployed (how `state::orphans` knows a project the profile lost). Atomic (a crash leaves the old index, which still describes
     /// the journal up to where it covered). Call it under the stack lock.
     ///
     /// Two passes over the records, one at a time (which to keep, then keeping them), so
