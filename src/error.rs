@@ -1,6 +1,9 @@
-//! The one error type of strata and the exit codes it maps to.
+//! The one error type of strata and the exit codes it maps to; how a run a signal
+//! stopped says so.
 
 use std::fmt;
+
+use signal_hook::consts::{SIGHUP, SIGTERM};
 
 /// Exit codes, as documented in DESIGN.md and the book (docs/book/src/commands.md).
 pub mod exit {
@@ -99,6 +102,33 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// How a run that a signal stopped says so: "stopped by SIGTERM", ...
+pub fn stopped_by(sig: i32) -> &'static str {
+    match sig {
+        SIGTERM => "stopped by SIGTERM",
+        SIGHUP => "stopped by SIGHUP (the terminal closed)",
+        _ => "interrupted",
+    }
+}
+
+/// A run stopped by `sig` before any project started (exit 128+n).
+pub fn stopped_before_start(sig: i32, stage: &str) -> Error {
+    Error::signal(
+        sig,
+        format!(
+            "{} {stage}: no project ran, and the stack lock is released.",
+            capitalized(stopped_by(sig))
+        ),
+    )
+}
+
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
 
 #[cfg(test)]
 impl Error {

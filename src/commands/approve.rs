@@ -4,9 +4,9 @@
 //! `up` on any machine to apply.
 
 use crate::error::{Error, Result};
-use crate::run::approvals::{Approval, Gate, Held};
-use crate::run::journal::{Journal, Record};
+use crate::gates::approvals::{Approval, Gate, Held};
 use crate::settings::Settings;
+use crate::state::journal::{Journal, Record};
 use crate::workspace::Target;
 
 pub fn run(target: &Target, settings: &Settings, project: &str, yes: bool) -> Result<i32> {
@@ -41,7 +41,7 @@ pub fn run(target: &Target, settings: &Settings, project: &str, yes: bool) -> Re
             settings.interactive,
         )?;
     }
-    let (user, host) = crate::run::lock::lease::who(&std::env::vars().collect())?;
+    let (user, host) = crate::state::lock::lease::who(&std::env::vars().collect())?;
     let approval = Approval {
         by: format!("{user}@{host}"),
         at: crate::util::rfc3339(crate::util::now_ms()),

@@ -3,9 +3,9 @@
 //! backend, what every machine recorded there; and this checkout's journal.
 
 use crate::error::Result;
-use crate::run::journal::Journal;
-use crate::run::records::{self, RunRecord};
 use crate::settings::Settings;
+use crate::state::journal::Journal;
+use crate::state::records::{self, RunRecord};
 use crate::workspace::Target;
 
 /// The order results are counted in.
@@ -18,7 +18,7 @@ pub fn run(target: &Target, settings: &Settings, last: usize) -> Result<i32> {
     };
     let shared = super::shared::read(&ws, &stack, last)?;
     let state_dir = ws.state_dir(&stack);
-    let held = crate::run::lock::StackLock::is_held(&state_dir);
+    let held = crate::state::lock::StackLock::is_held(&state_dir);
     let local = records::from_journal(&Journal::new(&state_dir).read_all(), held);
     let (backend, runs, lease) = match shared {
         Some(s) => {
@@ -55,7 +55,7 @@ pub fn run(target: &Target, settings: &Settings, last: usize) -> Result<i32> {
 /// The runs holding the stack's lease (on any machine) that no record shows yet: a run's
 /// record is written as it ends, so these are running. Put first (newest), or marked
 /// `running` where this checkout's journal already lists them.
-fn running_elsewhere(runs: &mut Vec<RunRecord>, holders: &[crate::run::lock::lease::Holder]) {
+fn running_elsewhere(runs: &mut Vec<RunRecord>, holders: &[crate::state::lock::lease::Holder]) {
     for h in holders.iter().rev() {
         match runs.iter_mut().find(|r| r.run_id == h.run_id) {
             Some(r) => r.status = "running".into(),

@@ -292,14 +292,14 @@ pub fn current_fingerprints(loaded: &Loaded, stack: &str) -> Option<BTreeMap<Str
         }
     };
     let cache_file = loaded.ws.state_dir(stack).join("fingerprint.cache");
-    let extra = crate::run::fingerprint::Extra {
+    let extra = crate::state::fingerprint::Extra {
         root: &loaded.ws.root,
         env: &loaded.ws.env_file.vars,
         // Read, never written: `status` takes no lock.
         cache: Some((&cache_file, false)),
     };
     let mut fps =
-        crate::run::fingerprint::of_plan(&loaded.plan, &loaded.profile, cfg, &hashes, &extra);
+        crate::state::fingerprint::of_plan(&loaded.plan, &loaded.profile, cfg, &hashes, &extra);
     if stale {
         let profile_wide = !loaded.profile.secrets.is_empty();
         fps.retain(|path, _| {

@@ -3,8 +3,8 @@
 
 use crate::backend::Where;
 use crate::error::Result;
-use crate::run::lock::lease::{self, Holder};
-use crate::run::records::{self, RunRecord};
+use crate::state::lock::lease::{self, Holder};
+use crate::state::records::{self, RunRecord};
 use crate::workspace::Workspace;
 
 /// The backend's view of a stack.

@@ -10,9 +10,9 @@ use crate::plan::select::Selector;
 use std::collections::BTreeMap;
 
 use super::shared::Shared;
-use crate::run::journal::{self, Journal, Record};
-use crate::run::{orphans, records};
 use crate::settings::Settings;
+use crate::state::journal::{self, Journal, Record};
+use crate::state::{orphans, records};
 use crate::util::human_duration;
 use crate::workspace::Target;
 

@@ -2,8 +2,8 @@
 //! once the stack's name is typed (or `--yes`).
 
 use crate::error::{Error, Result};
-use crate::run::lock::lease::{self, Where};
 use crate::settings::Settings;
+use crate::state::lock::lease::{self, Where};
 use crate::workspace::Target;
 
 pub fn run(target: &Target, settings: &Settings, yes: bool) -> Result<i32> {

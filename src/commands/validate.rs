@@ -438,7 +438,7 @@ fn check_profile(
     r: &mut Report,
 ) {
     let deployed = || {
-        !crate::run::journal::Journal::new(&ws.state_dir(stack))
+        !crate::state::journal::Journal::new(&ws.state_dir(stack))
             .last_success()
             .is_empty()
     };

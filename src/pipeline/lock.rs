@@ -8,9 +8,9 @@
 use signal_hook::iterator::Signals;
 
 use crate::error::{Error, Result};
-use crate::run::lock::StackLock;
-use crate::run::lock::lease::{self, Lease, Where};
 use crate::run::signals::{self, Caught};
+use crate::state::lock::StackLock;
+use crate::state::lock::lease::{self, Lease, Where};
 
 use super::resolve::Resolved;
 
@@ -181,7 +181,7 @@ fn acquire_waiting(
                     said = true;
                 }
                 if let Some(sig) = caught.signal() {
-                    return Err(crate::run::signals::stopped_before_start(
+                    return Err(crate::error::stopped_before_start(
                         sig,
                         &format!("while waiting for the lock of stack `{}`", r.stack()),
                     ));

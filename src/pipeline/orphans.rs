@@ -1,16 +1,16 @@
-//! The stack's orphans for a run or a command: found in the journal (`run::orphans`),
+//! The stack's orphans for a run or a command: found in the journal (`state::orphans`),
 //! looked up in the backend of the workspace's environment, and, for `destroy
 //! --orphans`, turned into a profile of their own whose programs are where
-//! `run::orphans::program` found them.
+//! `state::orphans::program` found them.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::error::Result;
 use crate::plan::Plan;
-use crate::run::journal::{Journal, Record};
-use crate::run::orphans::program::History;
-use crate::run::orphans::{self, Backend, Orphan};
+use crate::state::journal::{Journal, Record};
+use crate::state::orphans::program::History;
+use crate::state::orphans::{self, Backend, Orphan};
 use crate::workspace::profile::{Entry, Stage};
 use crate::workspace::{Profile, Project, Workspace, project};
 
@@ -77,7 +77,7 @@ pub fn find(
     let env = super::env::pulumi_env(ws);
     let records = records.unwrap_or_else(|| {
         let local = Journal::new(&ws.state_dir(stack)).read();
-        crate::run::records::merged(local, &shared_runs(&env, stack))
+        crate::state::records::merged(local, &shared_runs(&env, stack))
     });
     let current = orphans::Current::of(full, &ws.root);
     let mut found = orphans::find(&records, &current, &profile.projects_dir);
@@ -101,7 +101,7 @@ pub fn find(
 
 /// A project known by its path alone (deployed by another machine, or before strata kept
 /// graphs): its kind and name, from its folder where that is still there.
-fn learn_kind(ws: &Workspace, profile: &Profile, k: &mut crate::run::journal::KnownProject) {
+fn learn_kind(ws: &Workspace, profile: &Profile, k: &mut crate::state::journal::KnownProject) {
     if let Ok(p) = project::load(&ws.root, &k.dir, &profile.file) {
         k.kind = p.kind_str().to_string();
         k.name = p.name();
@@ -114,8 +114,8 @@ fn learn_kind(ws: &Workspace, profile: &Profile, k: &mut crate::run::journal::Kn
 fn shared_runs(
     env: &std::collections::BTreeMap<String, String>,
     stack: &str,
-) -> Vec<crate::run::records::RunRecord> {
-    use crate::run::records;
+) -> Vec<crate::state::records::RunRecord> {
+    use crate::state::records;
     let read = crate::engine::pulumi::shared_call(env, |b| {
         records::recent(b, stack, records::LIMIT, &mut |_| {})
     });
@@ -136,15 +136,15 @@ pub fn find_local(ws: &Workspace, profile: &Profile, full: &Plan, stack: &str) -
 fn refuse_another_program(
     o: &Orphan,
     p: &Project,
-    found: &crate::run::orphans::program::Found,
+    found: &crate::state::orphans::program::Found,
 ) -> Result<()> {
     let (recorded, now) = (&o.known, p.name());
     if recorded.name.is_empty() || (recorded.name == now && recorded.kind == p.kind_str()) {
         return Ok(());
     }
     let place = match found {
-        crate::run::orphans::program::Found::InPlace => format!("{} now", recorded.dir),
-        crate::run::orphans::program::Found::Revision(rev) => {
+        crate::state::orphans::program::Found::InPlace => format!("{} now", recorded.dir),
+        crate::state::orphans::program::Found::Revision(rev) => {
             format!("{} in revision {}", recorded.dir, &rev[..rev.len().min(12)])
         }
     };

@@ -82,7 +82,7 @@ fn orphan_notices(r: &Resolved) -> Vec<String> {
             found.len(),
             r.target_args()
         ))
-        .chain(found.iter().map(|o| format!("  orphan {}", crate::run::orphans::describe(o))))
+        .chain(found.iter().map(|o| format!("  orphan {}", crate::state::orphans::describe(o))))
         .collect(),
     }
 }

@@ -1,15 +1,15 @@
 //! Resolve: read the env file, the stack config, the profile and the project folders,
 //! build the graph, find the stack's orphans and select what runs. Reads only; asks
 //! nothing and writes nothing in the workspace (`destroy --orphans` copies a past
-//! revision's programs into a private temporary folder, see `run::orphans::program`).
+//! revision's programs into a private temporary folder, see `state::orphans::program`).
 
 use std::collections::BTreeSet;
 
 use crate::engine::Operation;
 use crate::error::{Error, Result};
 use crate::plan::{Plan, select};
-use crate::run::journal::{Journal, Record};
 use crate::settings::Settings;
+use crate::state::journal::{Journal, Record};
 use crate::util::display_path;
 use crate::workspace::profile::{ConfigItem, SecretItem};
 use crate::workspace::{self, Profile, StackConfig, Target, Workspace};
@@ -38,11 +38,11 @@ pub struct Resolved {
     pub bundle: Option<crate::bundle::Manifest>,
     /// `destroy --orphans`: the copies of past revisions some orphans' programs were
     /// taken from; they go when the run ends.
-    pub programs: Option<crate::run::orphans::program::History>,
+    pub programs: Option<crate::state::orphans::program::History>,
     /// The stack's orphans, found once for the run: for `up` and `preview` those this
     /// checkout's journal knows of (what they warn of and list), for `destroy --orphans`
     /// also those other machines recorded (what it destroys); none for other runs.
-    pub orphans: Vec<crate::run::orphans::Orphan>,
+    pub orphans: Vec<crate::state::orphans::Orphan>,
     /// The Pulumi backend of each project, as Pulumi chooses it.
     pub backends: crate::workspace::backend::Backends,
 }

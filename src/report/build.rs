@@ -12,7 +12,7 @@ use super::journal::Journal;
 use super::model::{Graph, Report, Retry, Step, Totals, epoch_ms};
 use super::tail::{TAIL_LINES, tail_of};
 use crate::plan::Plan;
-use crate::run::journal::Record;
+use crate::state::journal::Record;
 use crate::util::display_path;
 
 /// A journal line, as written, and as read.

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::run::journal::Record;
+use crate::state::journal::Record;
 use crate::util::display_path;
 
 /// The journal of a stack (`.strata/<stack>/journal.jsonl`), read for a report.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::run::journal::Record;
+use crate::state::journal::Record;
 
 /// A change of a concurrency pool's limit during the run.
 #[derive(Debug, Clone)]

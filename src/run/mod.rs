@@ -1,18 +1,11 @@
-//! Running many projects: the scheduler and its events, one step's life (`step/`: what
-//! it receives, how it runs, what it leaves, its hooks), the journal, the stack lock and
-//! fingerprints, the orphans the journal knows of. The events are rendered by
-//! [`crate::display`].
+//! Running a graph of projects: the scheduler and its events, one step's life (`step/`:
+//! what it receives, how it runs, what it leaves, its hooks), signals, pools and `exec`.
+//! What a run remembers is in [`crate::state`], what may go out is decided in
+//! [`crate::gates`]; the events are rendered by [`crate::display`].
 
-pub mod approvals;
 pub mod events;
 pub mod exec;
-pub mod fingerprint;
-pub mod journal;
-pub mod lock;
-pub mod orphans;
-pub mod policy;
 pub mod pools;
-pub mod records;
 pub mod scheduler;
 pub mod signals;
 pub mod step;

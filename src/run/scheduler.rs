@@ -32,9 +32,9 @@ pub struct StepResult {
     /// A preview that ran on projected inputs (never an appliable plan).
     pub projected: bool,
     /// The `policy:` rule that denies what its preview planned.
-    pub denied: Option<Box<super::events::Denial>>,
+    pub denied: Option<Box<crate::gates::denial::Denial>>,
     /// The `approve:` rule that holds what its preview planned.
-    pub awaiting: Option<Box<super::events::Denial>>,
+    pub awaiting: Option<Box<crate::gates::denial::Denial>>,
 }
 
 impl StepResult {

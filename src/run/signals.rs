@@ -13,7 +13,7 @@ use signal_hook::iterator::Signals;
 
 use super::events::RunEvent;
 use crate::engine::Control;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, stopped_before_start};
 
 /// Installs the handlers; strata no longer dies on Ctrl-C while they are installed.
 pub fn install() -> std::io::Result<Signals> {
@@ -100,33 +100,6 @@ impl Drop for Caught {
             signal_hook::low_level::unregister(id);
         }
     }
-}
-
-/// How a run that a signal stopped says so: "stopped by SIGTERM", ...
-pub fn stopped_by(sig: i32) -> &'static str {
-    match sig {
-        SIGTERM => "stopped by SIGTERM",
-        SIGHUP => "stopped by SIGHUP (the terminal closed)",
-        _ => "interrupted",
-    }
-}
-
-/// A run stopped by `sig` before any project started (exit 128+n).
-pub fn stopped_before_start(sig: i32, stage: &str) -> Error {
-    Error::signal(
-        sig,
-        format!(
-            "{} {stage}: no project ran, and the stack lock is released.",
-            capitalized(stopped_by(sig))
-        ),
-    )
-}
-
-fn capitalized(s: &str) -> String {
-    let mut c = s.chars();
-    c.next()
-        .map(|f| f.to_uppercase().chain(c).collect())
-        .unwrap_or_default()
 }
 
 /// How long a signalled (or timed-out) child has to stop before it is killed:

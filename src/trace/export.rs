@@ -176,7 +176,7 @@ impl Sink {
                     sig,
                     format!(
                         "{} while sending the run's trace to {endpoint}: the run had finished; its trace may be incomplete.",
-                        crate::run::signals::stopped_by(sig)
+                        crate::error::stopped_by(sig)
                     ),
                 ));
             }

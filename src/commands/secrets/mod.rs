@@ -8,9 +8,9 @@ use std::io::{IsTerminal, Read};
 
 use crate::cli::SecretsCommand;
 use crate::error::{Error, Result};
-use crate::run::lock::StackLock;
 use crate::secrets::{self, store};
 use crate::settings::Settings;
+use crate::state::lock::StackLock;
 use crate::util::display_path;
 use crate::workspace::{Target, Workspace};
 

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use crate::plan::{NodeKind, Plan};
-use crate::run::journal::{Journal, Record};
-use crate::run::records::{self, ProjectResult, RunRecord};
+use crate::state::journal::{Journal, Record};
+use crate::state::records::{self, ProjectResult, RunRecord};
 use crate::workspace::Profile;
 
 /// `--changed`'s decision for `plan`, from the last successes the journal and the shared

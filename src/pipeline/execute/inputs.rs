@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use crate::error::Result;
-use crate::run::fingerprint;
-use crate::run::journal::{Journal, Record};
-use crate::run::records::{self, RunRecord};
 use crate::run::signals::Caught;
 use crate::secrets::Gathered;
+use crate::state::fingerprint;
+use crate::state::journal::{Journal, Record};
+use crate::state::records::{self, RunRecord};
 use crate::util::now_ms;
 use crate::workspace::StackConfig;
 

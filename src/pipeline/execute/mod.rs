@@ -12,12 +12,12 @@ use crate::engine::{Control, Operation};
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::run::events::{ChildEnv, RunEvent, Status};
-use crate::run::journal::{Journal, Record};
 use crate::run::pools::Pools;
 use crate::run::scheduler::StepResult;
 use crate::run::signals::Caught;
 use crate::run::step::{Ctx, StepRecord, StepRunner};
 use crate::secrets::redact::Redactor;
+use crate::state::journal::{Journal, Record};
 use crate::trace::Trace;
 use crate::util::{now_ms, rfc3339};
 use crate::workspace::ProjectKind;
@@ -138,7 +138,7 @@ pub fn execute(
         ran: &ran,
     };
     // The journal says how the run ended: without it, `history` shows it running.
-    let end = crate::run::journal::Record::End {
+    let end = crate::state::journal::Record::End {
         run_id: ctx.run_id.clone(),
         status: shared::status(&ran).as_str().into(),
         ended_at: crate::util::rfc3339(crate::util::now_ms()),
@@ -254,7 +254,7 @@ fn announce(
     let journal_from = std::fs::metadata(journal.path())
         .map(|m| m.len())
         .unwrap_or(0);
-    let (user, host) = crate::run::lock::lease::who(&r.ws.env).unwrap_or_default();
+    let (user, host) = crate::state::lock::lease::who(&r.ws.env).unwrap_or_default();
     journal.append(&Record::Run {
         run_id: ctx.run_id.clone(),
         operation: op.as_str().into(),
@@ -266,7 +266,7 @@ fn announce(
         user,
         host,
         graph: if op == Operation::Up {
-            crate::run::orphans::known_graph(&r.full, &r.ws.root)
+            crate::state::orphans::known_graph(&r.full, &r.ws.root)
         } else {
             Vec::new()
         },

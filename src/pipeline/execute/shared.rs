@@ -1,4 +1,4 @@
-//! The run in a shared (s3://) backend beside its lease (`run::records`): its record,
+//! The run in a shared (s3://) backend beside its lease (`state::records`): its record,
 //! written at its end while the lease is still held (the next run, on any machine,
 //! finds it), and the records `--changed` reads back. A backend that cannot be reached
 //! costs a warning, never the run.
@@ -9,9 +9,9 @@ use std::sync::Arc;
 use crate::backend::{Backend, Where};
 use crate::error::Result;
 use crate::run::events::Status;
-use crate::run::journal::Journal;
-use crate::run::lock::lease;
-use crate::run::records::{self, ProjectResult, RunRecord};
+use crate::state::journal::Journal;
+use crate::state::lock::lease;
+use crate::state::records::{self, ProjectResult, RunRecord};
 use crate::util::{now_ms, rfc3339};
 
 use super::super::resolve::Resolved;
@@ -33,7 +33,7 @@ pub(super) fn salt(
     state_dir: &std::path::Path,
     locked: bool,
 ) -> (Vec<u8>, Option<String>) {
-    use crate::run::fingerprint;
+    use crate::state::fingerprint;
     let shared = bucket(r).and_then(|b| {
         b.map(|b| fingerprint::shared_salt(&b, r.stack(), state_dir, locked))
             .transpose()

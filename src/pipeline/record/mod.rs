@@ -347,7 +347,7 @@ fn stopped(r: &Resolved, done: &Executed) -> Error {
     }
     hint.push_str(&format!(" To continue: {}", resume_command(r)));
     let sig = done.signal.unwrap_or(libc::SIGINT);
-    let what = crate::run::signals::stopped_by(sig);
+    let what = crate::error::stopped_by(sig);
     Error::signal(sig, format!("{what}.{hint}"))
 }
 

@@ -58,7 +58,7 @@ pub(super) fn changes_exit(r: &Resolved, done: &Executed) -> i32 {
 /// and, for a command project (whose preview has no counts), when no `up` of it has
 /// succeeded since its last destroy (it would be created).
 fn pending_changes(r: &Resolved, done: &Executed) -> Vec<String> {
-    let deployed = crate::run::journal::Journal::new(&r.ws.state_dir(r.stack())).last_success();
+    let deployed = crate::state::journal::Journal::new(&r.ws.state_dir(r.stack())).last_success();
     let mut out = Vec::new();
     for &i in &done.plan.order {
         let (node, res) = (&done.plan.nodes[i], &done.results[i]);
@@ -123,7 +123,7 @@ fn orphans_markdown(r: &Resolved) -> String {
         r.stack()
     );
     for o in found {
-        out.push_str(&format!("- `{}`\n", crate::run::orphans::describe(o)));
+        out.push_str(&format!("- `{}`\n", crate::state::orphans::describe(o)));
     }
     out
 }

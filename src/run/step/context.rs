@@ -94,8 +94,8 @@ impl Ctx {
 
     /// The approval gate of project `path` (kept in the stack's bucket on a shared
     /// backend).
-    pub fn gate(&self, path: &str) -> crate::run::approvals::Gate {
-        crate::run::approvals::Gate::of(&self.state_dir, path).shared_in(
+    pub fn gate(&self, path: &str) -> crate::gates::approvals::Gate {
+        crate::gates::approvals::Gate::of(&self.state_dir, path).shared_in(
             self.shared.clone(),
             &self.stack,
             path,

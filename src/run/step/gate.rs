@@ -7,8 +7,9 @@ use std::path::Path;
 use super::{Ran, StepRunner};
 use crate::engine::digest::Changes;
 use crate::engine::{PlanFile, Progress};
-use crate::run::approvals::{Held, Summary};
-use crate::run::events::{Denial, Status};
+use crate::gates::approvals::{Held, Summary};
+use crate::gates::denial::Denial;
+use crate::run::events::Status;
 
 impl StepRunner<'_> {
     /// The approved plan to apply when the plan `saved` (of `changes`) is the one

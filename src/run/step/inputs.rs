@@ -153,7 +153,7 @@ impl StepRunner<'_> {
     /// True when this journal saw `path` come up and not go down since.
     fn journal_says_deployed(&self, path: &str) -> bool {
         let last = self.deployed_by_journal.get_or_init(|| {
-            crate::run::journal::last_success(&self.journal.read())
+            crate::state::journal::last_success(&self.journal.read())
                 .into_keys()
                 .map(|p| (p, true))
                 .collect()

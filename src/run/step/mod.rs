@@ -13,13 +13,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Map, Value};
 
-use super::events::{Denial, RunEvent, Status};
-use super::journal::Journal;
+use super::events::{RunEvent, Status};
 use super::scheduler::{Executor, StepResult, catch_panic};
 use crate::engine::command::CommandEngine;
 use crate::engine::pulumi::PulumiEngine;
 use crate::engine::{Control, Job, Operation, Progress};
+use crate::gates::denial::Denial;
 use crate::plan::NodeKind;
+use crate::state::journal::Journal;
 use crate::util::{display_path, now_ms, rfc3339, slug};
 use crate::workspace::{Entry, ProjectKind};
 

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::StepRunner;
 use crate::engine::{Operation, Outcome};
 use crate::run::events::Status;
-use crate::run::journal::Record;
+use crate::state::journal::Record;
 use crate::util::{now_ms, rfc3339, slug};
 
 /// Outputs of a project, and which of them are secret.
@@ -38,9 +38,9 @@ pub struct StepRecord {
     /// The concurrency pool it ran in.
     pub pool: Option<String>,
     /// The `policy:` rule that denied what its preview planned.
-    pub denied: Option<Box<crate::run::events::Denial>>,
+    pub denied: Option<Box<crate::gates::denial::Denial>>,
     /// The `approve:` rule that holds what its preview planned.
-    pub awaiting: Option<Box<crate::run::events::Denial>>,
+    pub awaiting: Option<Box<crate::gates::denial::Denial>>,
 }
 
 impl StepRecord {
@@ -165,7 +165,7 @@ impl StepRunner<'_> {
             text.push_str("\0masked secret output, run ");
             text.push_str(&self.ctx.run_id);
         }
-        crate::run::fingerprint::keyed_hash(&self.ctx.fingerprint_salt, "outputs", &text)
+        crate::state::fingerprint::keyed_hash(&self.ctx.fingerprint_salt, "outputs", &text)
     }
 
     /// The store's secret values, longest first (what [`Self::mask_secrets`] takes).

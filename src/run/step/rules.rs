@@ -6,7 +6,8 @@ use std::sync::Arc;
 use super::{Ran, StepRunner};
 use crate::engine::digest::{self, CHANGING, Changes};
 use crate::engine::{Job, Operation, PlanFile, Progress};
-use crate::run::events::{Denial, RunEvent, Status};
+use crate::gates::denial::Denial;
+use crate::run::events::{RunEvent, Status};
 use crate::workspace::ProjectKind;
 use crate::workspace::profile::{ChangeKind, Entry, Rule};
 

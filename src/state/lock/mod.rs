@@ -388,7 +388,7 @@ fn wait_for_orphans(
         }
         if let Some(sig) = stop() {
             // Not taken over: the lock still names that strata and its children.
-            return Err(crate::run::signals::stopped_before_start(
+            return Err(crate::error::stopped_before_start(
                 sig,
                 &format!(
                     "while waiting for the children of the strata that held stack `{stack}` ({who})"

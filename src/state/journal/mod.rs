@@ -37,7 +37,7 @@ pub enum Record {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         host: String,
         /// An `up`: every project of the profile as it stood (not only those run), so
-        /// that a project later removed from it is still known (`run::orphans`).
+        /// that a project later removed from it is still known (`state::orphans`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         graph: Vec<KnownProject>,
     },
@@ -110,10 +110,10 @@ pub enum Record {
         pool: Option<String>,
         /// The `policy:` rule that denied what its preview planned.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        denied: Option<Box<crate::run::events::Denial>>,
+        denied: Option<Box<crate::gates::denial::Denial>>,
         /// The `approve:` rule that holds what its preview planned.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        awaiting: Option<Box<crate::run::events::Denial>>,
+        awaiting: Option<Box<crate::gates::denial::Denial>>,
     },
     /// How a run ended (its result as the bucket's record has it), written as it ends;
     /// a run without one is running, or was killed. `unchanged`: projects `--changed`
@@ -385,7 +385,7 @@ impl Journal {
     /// Rewrites the index from what readers see now, keeping only what they need: the
     /// last run of each operation, whole, for each project its last record of each
     /// operation and status, and the `up` record whose graph last had a project still
-    /// deployed (how `run::orphans` knows a project the profile lost). Atomic (a crash leaves the old index, which still describes
+    /// deployed (how `state::orphans` knows a project the profile lost). Atomic (a crash leaves the old index, which still describes
     /// the journal up to where it covered). Call it under the stack lock.
     ///
     /// Two passes over the records, one at a time (which to keep, then keeping them), so

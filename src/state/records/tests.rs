@@ -6,7 +6,7 @@ use std::sync::Arc;
 use object_store::memory::InMemory;
 
 use super::*;
-use crate::run::journal;
+use crate::state::journal;
 
 fn backend(store: &Arc<InMemory>) -> Backend {
     Backend::new("s3://test/team".into(), store.clone(), "team/".into()).unwrap()

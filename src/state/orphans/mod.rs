@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::engine::{Job, Operation};
 use crate::plan::{NodeKind, NodeStage, Plan};
-use crate::run::journal::{self, KnownProject, Record};
+use crate::state::journal::{self, KnownProject, Record};
 use crate::util::slug;
 
 /// A project removed from the profile whose resources may still exist.

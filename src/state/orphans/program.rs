@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::{Error, Result};
-use crate::run::journal::KnownProject;
+use crate::state::journal::KnownProject;
 use crate::util::display_path;
 
 /// The copies of past revisions made for one run (removed when dropped).

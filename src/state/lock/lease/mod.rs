@@ -481,7 +481,7 @@ fn waited(
         return Err(refused());
     }
     if let Some(sig) = (waiting.stop)() {
-        return Err(crate::run::signals::stopped_before_start(
+        return Err(crate::error::stopped_before_start(
             sig,
             &format!("while waiting for the lease of stack `{}`", me.stack),
         ));
