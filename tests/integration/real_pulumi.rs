@@ -35,6 +35,8 @@ mod local_kube;
 mod orphans;
 /// strata's previews against the real CLI's own.
 mod previews;
+/// Issue 45: `up` asks like `pulumi up`; fresh bundles wave by wave; output contracts.
+mod reviews;
 /// Pulumi's spans in the run's trace.
 mod traces;
 

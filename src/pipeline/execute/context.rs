@@ -8,10 +8,10 @@ use serde_json::{Map, Value};
 
 use crate::engine::Operation;
 use crate::error::Result;
+use crate::gates::contracts::Read;
 use crate::plan::{NodeKind, Plan};
 use crate::run::events::ChildEnv;
 use crate::run::step::bundle::PlanBundle;
-use crate::run::step::contracts::Read;
 use crate::run::step::{Ctx, hooks};
 use crate::secrets::Gathered;
 use crate::secrets::redact::Redactor;

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 
 use super::{Ran, StepRunner};
 use crate::engine::{Engine, Failure, Job, Outcome, Progress};
-use crate::gates::policy::{self, Gate, Policy, RetryNote};
 use crate::run::events::{RunEvent, Status};
+use crate::run::policy::{self, Gate, Policy, RetryNote};
 use crate::run::pools::{PoolChange, Pools};
 use crate::run::signals;
 use crate::state::journal::Record;

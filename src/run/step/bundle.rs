@@ -191,7 +191,7 @@ impl StepRunner<'_> {
             "its reviewed plan was made on projected inputs: previewing it again on its upstreams' real outputs".into(),
         ));
         let (outcome, _) = self.attempt(i, entry, kind, &preview, emit, sink)?;
-        if crate::run::approvals::same_plan(reviewed, &fresh) {
+        if crate::gates::approvals::same_plan(reviewed, &fresh) {
             sink(Progress::Line(
                 "the same changes as the reviewed plan: applying the reviewed plan".into(),
             ));
@@ -204,12 +204,12 @@ impl StepRunner<'_> {
                 .unwrap_or_default()
         };
         let now = outcome.changes.unwrap_or_else(|| changes_of(&fresh));
-        let then = crate::run::approvals::Summary::of(&changes_of(reviewed));
-        let hold = crate::run::events::Denial {
+        let then = crate::gates::approvals::Summary::of(&changes_of(reviewed));
+        let hold = crate::gates::denial::Denial {
             rule: "its review".into(),
             reason: format!(
                 "its plan on its upstreams' real outputs is not the one reviewed on projected inputs ({})",
-                then.changed_to(&crate::run::approvals::Summary::of(&now))
+                then.changed_to(&crate::gates::approvals::Summary::of(&now))
             ),
             resources: Vec::new(),
         };

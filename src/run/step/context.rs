@@ -80,7 +80,7 @@ pub struct Ctx {
     /// Who reads each project's outputs (by the project read): `inputs:` and the outputs
     /// YAML programs read through StackReferences (`contracts`). Filled for a preview
     /// and for projects `policy:` rules hold.
-    pub readers: BTreeMap<String, Vec<super::contracts::Read>>,
+    pub readers: BTreeMap<String, Vec<crate::gates::contracts::Read>>,
     /// The stack's bucket, when its backend is one: what every machine on the stack sees
     /// (held and approved plans).
     pub shared: Option<std::sync::Arc<crate::backend::Backend>>,

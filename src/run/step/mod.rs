@@ -456,7 +456,10 @@ fn note_broken_reads(outcome: &mut crate::engine::Outcome, broken: &[String]) {
     if broken.is_empty() {
         return;
     }
-    contracts::count_into(outcome.changes.get_or_insert_with(Default::default), broken);
+    crate::gates::contracts::count_into(
+        outcome.changes.get_or_insert_with(Default::default),
+        broken,
+    );
     outcome.summary = format!("{} · would break: {}", outcome.summary, broken.join("; "));
 }
 
