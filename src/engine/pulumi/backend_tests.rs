@@ -386,3 +386,24 @@ fn no_key_is_derived_when_no_needed_output_is_secret() {
         "plain"
     ));
 }
+
+/// A stack's state is dated by its checkpoint's manifest time; an empty stack (what
+/// `stack init` or a preview of a new stack makes, or a destroyed one) has no
+/// deployment to date, whenever its checkpoint was written.
+#[test]
+fn an_empty_stack_has_no_deployment_to_date() {
+    let (_d, j) = backend_with(&[]);
+    assert_eq!(checkpoint_written_at(&j).as_deref(), Some(""));
+    let deployed = String::from_utf8_lossy(PLAIN).replace(
+        r#""latest":{"#,
+        r#""latest":{"manifest":{"time":"2026-12-02T18:00:00Z"},"#,
+    );
+    let (_d, j) = backend_with(&[("dev.json", deployed.as_bytes())]);
+    assert_eq!(
+        checkpoint_written_at(&j).as_deref(),
+        Some("2026-12-02T18:00:00Z")
+    );
+    let empty = br#"{"version":3,"checkpoint":{"stack":"organization/aws-vpc/dev","latest":{"manifest":{"time":"2026-12-02T17:56:59Z","magic":"m","version":"v3.274.1"},"secrets_providers":{"type":"passphrase","state":{"salt":"v1:x:y"}},"metadata":{}}}}"#;
+    let (_d, j) = backend_with(&[("dev.json", empty)]);
+    assert_eq!(checkpoint_written_at(&j).as_deref(), Some(""));
+}

@@ -127,6 +127,15 @@ pub fn checkpoint_written_at(job: &Job) -> Option<String> {
     let Some(doc) = checkpoint_doc(job)? else {
         return Some(String::new());
     };
+    // A stack `stack init` just made (a preview of a new stack makes one), or one
+    // destroyed: no deployment, whenever its empty checkpoint was written.
+    let resources = doc
+        .pointer("/checkpoint/latest/resources")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    if resources == 0 {
+        return Some(String::new());
+    }
     Some(
         doc.pointer("/checkpoint/latest/manifest/time")
             .and_then(Value::as_str)
