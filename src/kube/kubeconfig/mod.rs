@@ -4,7 +4,8 @@
 //! incoming context, its cluster and its user are renamed to the hook's name (generated
 //! kubeconfigs reuse names: pulumi-eks calls every cluster `kubernetes` and every user
 //! `aws`), entries of that name are replaced and all others kept, `current-context` is
-//! set to it. The file is chosen as kubectl does, written under kubectl's lock
+//! set to it (unless the hook says `current: false`); a destroy of the project removes
+//! them again. The file is chosen as kubectl does, written under kubectl's lock
 //! (`<file>.lock`), atomically, with mode 0600. Kubeconfigs hold credentials: errors
 //! never quote their contents.
 
@@ -32,7 +33,7 @@ pub struct MergeReport {
     pub path: PathBuf,
     /// Whether the file did not exist (or was empty) before.
     pub created: bool,
-    /// The context that is now `current-context`.
+    /// The context merged (made `current-context`, unless the hook says `current: false`).
     pub context: String,
     /// Names of entries added, by section (`clusters`, `users`, `contexts`).
     pub added: BTreeMap<String, Vec<String>>,
@@ -79,6 +80,61 @@ pub fn merge_kubeconfig(
     target: &Path,
     new_kubeconfig: &str,
     name: &str,
+) -> Result<MergeReport, KubeconfigError> {
+    merge(target, new_kubeconfig, name, true)
+}
+
+/// [`merge_kubeconfig`], but `current-context` is left as it was (a hook with
+/// `current: false`: a demo must not repoint the user's kubectl).
+pub fn merge_kubeconfig_keeping_current(
+    target: &Path,
+    new_kubeconfig: &str,
+    name: &str,
+) -> Result<MergeReport, KubeconfigError> {
+    merge(target, new_kubeconfig, name, false)
+}
+
+/// Removes the cluster, user and context called `name` from `target` (what a hook
+/// merged), under kubectl's lock; `current-context` is unset when it named them. True
+/// when anything was removed; a missing file removes nothing.
+pub fn forget_kubeconfig(target: &Path, name: &str) -> Result<bool, KubeconfigError> {
+    let target = fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
+    if !target.exists() {
+        return Ok(false);
+    }
+    let _lock = FileLock::take(&target, std::time::Duration::from_secs(60))?;
+    let (mut config, created) = read_target(&target)?;
+    if created {
+        return Ok(false);
+    }
+    let mut removed = false;
+    for section in SECTIONS {
+        if let Some(Value::Sequence(entries)) = config.get_mut(section) {
+            let before = entries.len();
+            entries.retain(|e| e.get("name").and_then(Value::as_str) != Some(name));
+            removed |= entries.len() != before;
+        }
+    }
+    if config.get("current-context").and_then(Value::as_str) == Some(name) {
+        config.remove("current-context");
+        removed = true;
+    }
+    if removed {
+        let text =
+            serde_yaml::to_string(&Value::Mapping(config)).map_err(|e| KubeconfigError::Write {
+                path: target.clone(),
+                source: io::Error::other(e.to_string()),
+            })?;
+        write_atomically(&target, text.as_bytes())?;
+    }
+    Ok(removed)
+}
+
+fn merge(
+    target: &Path,
+    new_kubeconfig: &str,
+    name: &str,
+    make_current: bool,
 ) -> Result<MergeReport, KubeconfigError> {
     let new = parse_new(new_kubeconfig)?;
     let (new, context) = rename_to(new, name)?;
@@ -130,7 +186,9 @@ pub fn merge_kubeconfig(
             }
         }
     }
-    merged.insert("current-context".into(), Value::String(context.clone()));
+    if make_current {
+        merged.insert("current-context".into(), Value::String(context.clone()));
+    }
 
     let text =
         serde_yaml::to_string(&Value::Mapping(merged)).map_err(|e| KubeconfigError::Write {
@@ -259,6 +317,40 @@ x-custom-extension: keep-me
             .iter()
             .map(|e| e["name"].as_str().unwrap().to_string())
             .collect()
+    }
+
+    /// A hook with `current: false` adds its entries and leaves the user's current
+    /// context; forgetting them (the project destroyed) removes exactly them, and unsets
+    /// `current-context` only when it named them.
+    #[test]
+    fn a_merge_that_keeps_current_and_its_removal_leave_the_users_own_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        fs::write(&target, EXISTING).unwrap();
+        let r = merge_kubeconfig_keeping_current(&target, NEW, "dev-cluster").unwrap();
+        assert_eq!(r.context, "dev-cluster");
+        let config = read(&target);
+        assert_eq!(config["current-context"], Value::from("kind"));
+        assert!(names(&config, "contexts").contains(&"dev-cluster".to_string()));
+        assert!(forget_kubeconfig(&target, "dev-cluster").unwrap());
+        let config = read(&target);
+        assert_eq!(config["current-context"], Value::from("kind"));
+        for section in SECTIONS {
+            assert!(
+                !names(&config, section).contains(&"dev-cluster".to_string()),
+                "{section}"
+            );
+        }
+        assert_eq!(config["x-custom-extension"], Value::from("keep-me"));
+        assert!(
+            !forget_kubeconfig(&target, "dev-cluster").unwrap(),
+            "nothing left"
+        );
+        // Made current, then forgotten: no current context names a removed one.
+        merge_kubeconfig(&target, NEW, "dev-cluster").unwrap();
+        assert!(forget_kubeconfig(&target, "dev-cluster").unwrap());
+        assert!(read(&target).get("current-context").is_none());
+        assert!(!forget_kubeconfig(&dir.path().join("none"), "x").unwrap());
     }
 
     fn named<'a>(config: &'a Value, section: &str, name: &str) -> &'a Value {

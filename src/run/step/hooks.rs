@@ -162,27 +162,74 @@ impl StepRunner<'_> {
                     Some(other) => other.to_string(),
                 };
                 let target = crate::kube::kubeconfig::default_target(env);
-                // Default `<stack>-<project folder>`: one stack never overwrites another's
-                // entries, nor the user's own.
-                let name = k.context.clone().unwrap_or_else(|| {
-                    format!(
-                        "{}-{}",
-                        self.ctx.stack,
-                        path.rsplit('/').next().unwrap_or(path)
-                    )
-                });
-                let report = crate::kube::kubeconfig::merge_kubeconfig(&target, &value, &name)
+                let name = self.kubeconfig_name(k, path);
+                let merge = if k.current {
+                    crate::kube::kubeconfig::merge_kubeconfig
+                } else {
+                    crate::kube::kubeconfig::merge_kubeconfig_keeping_current
+                };
+                let report = merge(&target, &value, &name)
                     .map_err(|e| format!("the kubeconfig hook of {path} failed: {e}"))?;
                 // The stack's cluster from now on, for `@secrets`: this context, whatever
                 // the file's current context becomes.
                 crate::kube::target::remember(&self.ctx.state_dir, path, &target, &report.context)
                     .map_err(|e| format!("the kubeconfig hook of {path} failed: {e}"))?;
-                on_line(format!(
-                    "merged kubeconfig into {} (current context {})",
-                    target.display(),
-                    report.context
-                ));
+                on_line(if k.current {
+                    format!(
+                        "merged kubeconfig into {} (current context {})",
+                        target.display(),
+                        report.context
+                    )
+                } else {
+                    format!(
+                        "merged kubeconfig into {} (context {}; the current context is left as it was)",
+                        target.display(),
+                        report.context
+                    )
+                });
                 Ok(())
+            }
+        }
+    }
+
+    /// The name a kubeconfig hook of `path` gives its entries: its `name:`, else
+    /// `<stack>-<project folder>` (one stack never overwrites another's, nor the user's).
+    fn kubeconfig_name(&self, k: &crate::workspace::profile::KubeconfigHook, path: &str) -> String {
+        k.context.clone().unwrap_or_else(|| {
+            format!(
+                "{}-{}",
+                self.ctx.stack,
+                path.rsplit('/').next().unwrap_or(path)
+            )
+        })
+    }
+
+    /// After a destroy of `path`: the kubeconfig entries its hooks merged are removed
+    /// (its cluster is gone), and said on its lines; a failure to remove them is said,
+    /// never the destroy's failure.
+    pub(super) fn forget_kubeconfigs(
+        &self,
+        hooks: &[Hook],
+        path: &str,
+        env: &BTreeMap<String, String>,
+        on_line: &mut dyn FnMut(String),
+    ) {
+        for k in hooks.iter().filter_map(|h| match h {
+            Hook::Kubeconfig(k) => Some(k),
+            Hook::Run(_) => None,
+        }) {
+            let target = crate::kube::kubeconfig::default_target(env);
+            let name = self.kubeconfig_name(k, path);
+            match crate::kube::kubeconfig::forget_kubeconfig(&target, &name) {
+                Ok(true) => on_line(format!(
+                    "removed context {name} from {} (its cluster was destroyed)",
+                    target.display()
+                )),
+                Ok(false) => {}
+                Err(e) => on_line(format!(
+                    "warning: could not remove context {name} from {}: {e}",
+                    target.display()
+                )),
             }
         }
     }

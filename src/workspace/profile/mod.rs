@@ -85,6 +85,14 @@ pub struct KubeconfigHook {
     /// default `<stack>-<project folder>`.
     #[serde(default, alias = "name")]
     pub context: Option<String>,
+    /// Whether the merged context becomes the kubeconfig's `current-context`
+    /// (`current:`, default true, as `aws eks update-kubeconfig` does).
+    #[serde(default = "yes")]
+    pub current: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `cluster:` of a profile: the stack's cluster as a kubeconfig file and a context in

@@ -76,7 +76,9 @@ fn the_kubeconfig_hook_merges_the_real_output_and_secrets_stay_secret() {
     };
     let kube = r.ws.read("home/.kube/config");
     assert!(kube.contains("server: https://10.77.0.1:6443"), "{kube}");
-    assert!(kube.contains("current-context: dev-cluster"), "{kube}");
+    assert!(kube.contains("name: dev-cluster"), "{kube}");
+    // The demo's hook says `current: false`: the user's kubectl is not repointed.
+    assert!(!kube.contains("current-context: dev-cluster"), "{kube}");
 
     // The store's secret reached lp-registry as a real Pulumi secret: a `secure:` value
     // in the config strata handed the CLI, which Pulumi itself decrypts.
@@ -145,6 +147,9 @@ fn destroy_runs_in_reverse_order_and_a_failing_delete_is_a_failure() {
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
+    // The cluster's kubeconfig entries went with it.
+    let kube = r.ws.read("home/.kube/config");
+    assert!(!kube.contains("dev-cluster"), "{kube}");
 
     // A Command whose delete exits 1: the destroy really fails, and says so.
     r.ws.profile(
