@@ -114,6 +114,16 @@ refresh_outputs() {
 
 # remove_project_dir NAME : destroy helper; removes this project's directory,
 # then local-env/ itself once the last local project is gone. Never anything else.
+# up_to_date DIR: true (and says so) when an `up` of this project left its outputs in DIR,
+# so a preview reports no change instead of "would create".
+up_to_date() {
+    if [ -f "$1/outputs.json" ]; then
+        log "no changes: deployed in $1 (an up writes the same again)"
+        return 0
+    fi
+    return 1
+}
+
 remove_project_dir() {
     _root=$(env_root)
     _dir="$_root/$1"

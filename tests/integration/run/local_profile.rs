@@ -33,6 +33,22 @@ fn the_local_profile_runs_end_to_end_without_pulumi() {
         );
     }
 
+    // The tour's preview after that up: every project says it is deployed, none
+    // "would create" what is there.
+    let p = ws.strata(&["preview", "--provider", "local", "--stack", "t"]);
+    assert_eq!(p.code, 0, "{p:?}");
+    for project in [
+        "network", "registry", "cluster", "ingress", "logstore", "app",
+    ] {
+        let row = p
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("local/{project} ")))
+            .unwrap_or_else(|| panic!("no row of local/{project}: {p:?}"));
+        assert!(row.contains("no changes: deployed"), "{row}");
+    }
+    assert!(!p.stdout.contains("would create"), "{p:?}");
+
     let r = ws.strata(&["destroy", "--provider", "local", "--stack", "t", "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
     let left = ws.files_under(".strata/t/local-env");
