@@ -205,6 +205,12 @@ impl Gate {
         Ok(())
     }
 
+    /// Whether this checkout holds a plan at the gate (its own copy: no request to a
+    /// bucket).
+    pub fn holds_here(&self) -> bool {
+        self.dir.join(HELD).is_file()
+    }
+
     /// The plan held, if any (on a shared gate, as the bucket has it).
     pub fn held(&self) -> Result<Option<Held>> {
         self.read(HELD)

@@ -465,7 +465,7 @@ fn saved_with_app_projected(ws: &Ws) -> Value {
 /// when `src`'s preview already knew that output, the same plan goes out as reviewed.
 /// When a mock stood in (`src` is a command project: its preview tells no outputs) and
 /// the real output differs, `app` waits (`awaiting`, exit 6) with its real plan held for
-/// `strata approve`, and the same bundle applied again then applies the approved plan.
+/// `strata approve`, and the next `up` applies the approved plan.
 #[test]
 fn a_fresh_bundle_goes_out_wave_by_wave_and_a_dependent_whose_real_plan_differs_waits() {
     let fresh = |src: &dyn Fn(&Ws)| {
@@ -534,7 +534,7 @@ fn a_fresh_bundle_goes_out_wave_by_wave_and_a_dependent_whose_real_plan_differs_
     );
     let approved = run(&ws, "approve", &["app", "--yes"]);
     assert_eq!(approved.code, 0, "{approved:?}");
-    let again = run(&ws, "up", &["--plan", "bundle", "--output", "json"]);
+    let again = run(&ws, "up", &["--output", "json"]);
     assert_eq!(again.code, 0, "{again:?}");
     expect_finished(&finished(&again), "app", "succeeded", &[]);
     let calls = app_calls(&ws);

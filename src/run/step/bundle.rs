@@ -167,8 +167,6 @@ impl StepRunner<'_> {
     pub(super) fn review_projected(
         &self,
         i: usize,
-        entry: &crate::workspace::Entry,
-        kind: &crate::workspace::ProjectKind,
         job: &crate::engine::Job,
         emit: &(dyn Fn(crate::run::events::RunEvent) + Sync),
         sink: &mut dyn FnMut(Progress),
@@ -183,28 +181,21 @@ impl StepRunner<'_> {
             return Ok(None);
         }
         let fresh = job.scratch_dir.join("real-outputs-plan.json");
-        let _ = crate::files::private_dir(&job.scratch_dir);
-        let mut preview = job.clone();
-        preview.op = crate::engine::Operation::Preview;
-        preview.plan = Some(PlanFile::Save(fresh.clone()));
         sink(Progress::Line(
             "its reviewed plan was made on projected inputs: previewing it again on its upstreams' real outputs".into(),
         ));
-        let (outcome, _) = self.attempt(i, entry, kind, &preview, emit, sink)?;
+        let now = self.preview_saving(i, job, &fresh, emit, sink)?;
         if crate::gates::approvals::same_plan(reviewed, &fresh) {
             sink(Progress::Line(
                 "the same changes as the reviewed plan: applying the reviewed plan".into(),
             ));
             return Ok(None);
         }
-        let changes_of = |p: &std::path::Path| {
-            std::fs::read_to_string(p)
-                .ok()
-                .and_then(|t| crate::engine::digest::plan_changes(&t))
-                .unwrap_or_default()
-        };
-        let now = outcome.changes.unwrap_or_else(|| changes_of(&fresh));
-        let then = crate::gates::approvals::Summary::of(&changes_of(reviewed));
+        let reviewed_changes = std::fs::read_to_string(reviewed)
+            .ok()
+            .and_then(|t| crate::engine::digest::plan_changes(&t))
+            .unwrap_or_default();
+        let then = crate::gates::approvals::Summary::of(&reviewed_changes);
         let hold = crate::gates::denial::Denial {
             rule: "its review".into(),
             reason: format!(

@@ -1,6 +1,7 @@
-//! A project an `approve:` rule holds: its plan kept at the gate until someone approves
-//! it (`strata approve`), then applied as approved while a fresh preview plans the same
-//! changes; the gate is cleared once the update went out.
+//! A project whose plan waits at its gate — one an `approve:` rule holds, or one an
+//! `up --plan` held because its real plan was not the one reviewed: its plan kept until
+//! someone approves it (`strata approve`), then applied as approved while a fresh
+//! preview plans the same changes; the gate is cleared once the update went out.
 
 use std::path::Path;
 
@@ -75,6 +76,70 @@ impl StepRunner<'_> {
                 )),
                 None,
             )
+        }))
+    }
+
+    /// A project without rules whose plan waits at its gate in this checkout (an `up
+    /// --plan` held it: its plan on real outputs was not the one reviewed): previewed
+    /// again, and its approved plan applied when the fresh preview plans the same, else
+    /// held again. `None` when nothing waits there.
+    pub(super) fn hold_at_its_gate(
+        &self,
+        i: usize,
+        job: &crate::engine::Job,
+        emit: &(dyn Fn(crate::run::events::RunEvent) + Sync),
+        sink: &mut dyn FnMut(Progress),
+    ) -> Result<Option<PlanFile>, Box<Ran>> {
+        let gate = self.ctx.gate(&job.path);
+        if !gate.holds_here() {
+            return Ok(None);
+        }
+        let Ok(Some(held)) = gate.held() else {
+            return Ok(None);
+        };
+        sink(Progress::Line(format!(
+            "a plan of it waits at its gate ({}): previewing it again",
+            held.reason
+        )));
+        let file = job.scratch_dir.join("gate-plan.json");
+        let changes = self.preview_saving(i, job, &file, emit, sink)?;
+        let hold = Denial {
+            rule: held.rule,
+            reason: held.reason,
+            resources: Vec::new(),
+        };
+        self.at_the_gate(i, &file, changes, hold, sink).map(Some)
+    }
+
+    /// A preview of step `i`'s `job` that saves its update plan at `file`: the changes it
+    /// plans (as it printed them, else as the plan says).
+    pub(super) fn preview_saving(
+        &self,
+        i: usize,
+        job: &crate::engine::Job,
+        file: &Path,
+        emit: &(dyn Fn(crate::run::events::RunEvent) + Sync),
+        sink: &mut dyn FnMut(Progress),
+    ) -> Result<Changes, Box<Ran>> {
+        let node = &self.ctx.plan.nodes[i];
+        let (Some(entry), Some(project)) = (&node.entry, &node.project) else {
+            return Err(Box::new(Ran::new(
+                Status::Failed,
+                Some("not a project".into()),
+                None,
+            )));
+        };
+        let (entry, kind) = (entry, &project.kind);
+        let _ = crate::files::private_dir(&job.scratch_dir);
+        let mut preview = job.clone();
+        preview.op = crate::engine::Operation::Preview;
+        preview.plan = Some(PlanFile::Save(file.to_path_buf()));
+        let (outcome, _) = self.attempt(i, entry, kind, &preview, emit, sink)?;
+        Ok(outcome.changes.unwrap_or_else(|| {
+            std::fs::read_to_string(file)
+                .ok()
+                .and_then(|t| crate::engine::digest::plan_changes(&t))
+                .unwrap_or_default()
         }))
     }
 

@@ -361,8 +361,13 @@ impl<'a> StepRunner<'a> {
         if is_pulumi && !secrets.is_empty() {
             self.record_secret_hashes(&node.path, &secrets);
         }
-        if op == Operation::Up && !node.rules.is_empty() {
+        if op == Operation::Up && (!node.rules.is_empty() || self.ctx.gate(&node.path).holds_here())
+        {
             self.clear_gate(&node.path);
+        }
+        if op == Operation::Destroy {
+            let mut said = |l: String| sink(Progress::Line(l));
+            self.forget_kubeconfigs(&entry.on_success, &node.path, &job.env, &mut said);
         }
         if op == Operation::Up {
             if let Err(msg) = self.leave_outputs(&node.path, is_pulumi, &outcome) {
@@ -398,7 +403,15 @@ impl<'a> StepRunner<'a> {
         let secrets = self.receive(&node.path, entry, is_pulumi, job, sink)?;
         if self.ctx.op == Operation::Up
             && is_pulumi
-            && let Some(approved) = self.review_projected(i, entry, kind, job, emit, sink)?
+            && let Some(approved) = self.review_projected(i, job, emit, sink)?
+        {
+            job.plan = Some(approved);
+        }
+        if self.ctx.op == Operation::Up
+            && is_pulumi
+            && node.rules.is_empty()
+            && job.plan.is_none()
+            && let Some(approved) = self.hold_at_its_gate(i, job, emit, sink)?
         {
             job.plan = Some(approved);
         }

@@ -146,7 +146,7 @@ fn a_fresh_real_bundle_whose_mock_was_wrong_waits_for_an_approval() {
     let approved = r.on("wired", &["approve", "down1", "--yes"]);
     assert_eq!(approved.code, 0, "{approved:?}");
     r.take_calls();
-    let again = r.on("wired", &["up", "--plan", "bundle", "--output", "json"]);
+    let again = r.on("wired", &["up", "--output", "json"]);
     assert_eq!(again.code, 0, "{again:?}");
     assert_statuses(&again, &[("down1", "succeeded")]);
     let calls = r.take_calls();
@@ -168,8 +168,8 @@ fn a_read_output_removed_is_named_by_the_real_preview_and_denied_by_a_rule() {
     // The network stops exporting `cidr`, which the cluster's program reads.
     r.edit(
         "projects/local-pulumi/network/Pulumi.yaml",
-        "  cidr:",
-        "  old_cidr:",
+        "  cidr: ${cidr}",
+        "  old_cidr: ${cidr}",
     );
     let named = lp(&r, &["preview"]);
     assert_eq!(named.code, 0, "{named:?}");
