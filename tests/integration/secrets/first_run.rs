@@ -75,6 +75,10 @@ fn terminal_first_run_prompts_and_writes_env_file_stack_config_and_store() {
     term.expect("Repeat");
     term.type_secret(SECRET);
 
+    // `up` on a terminal previews first (the answers above are its), then asks once.
+    term.expect("Do you want to perform this update?");
+    term.type_line("yes");
+
     let (code, raw) = term.wait();
     let text = strip_ansi(&raw);
     assert_eq!(code, 0, "the run after the prompts failed:\n{text}");
