@@ -405,6 +405,8 @@ impl Actions {
                 "-",
             ])
             .args(["--no-skip-checkout", "--no-cache-server"])
+            // act's default is the host's CPU count; GitHub starts every ready job.
+            .args(["--concurrent-jobs", "4"])
             .arg("--action-cache-path")
             .arg(d.join("act-cache"))
             .arg("--env-file")
