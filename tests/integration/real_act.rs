@@ -218,7 +218,7 @@ impl Actions {
             KillLeftovers(r.ws.root.clone()),
             KillLeftovers(dir.path().to_path_buf()),
         ];
-        for d in ["artifacts", "github/pulls", "act-cache"] {
+        for d in ["artifacts", "github/pulls", "act-cache", "cloud"] {
             std::fs::create_dir_all(dir.path().join(d)).unwrap();
         }
         std::fs::write(dir.path().join("github/runs.json"), "[]").unwrap();
@@ -352,6 +352,8 @@ impl Actions {
                 "STRATA_ACT_PULUMI_DIR",
                 self.pulumi_dir.display().to_string(),
             ),
+            // The profile's "cloud", one folder every runner reaches (its README).
+            ("LOCAL_PULUMI_ENV", self.cloud().display().to_string()),
             // The release's server is trusted as a runner trusts a public one.
             ("CURL_CA_BUNDLE", ca.display().to_string()),
             ("SSL_CERT_FILE", ca.display().to_string()),
@@ -549,6 +551,11 @@ impl Actions {
             }
         }
         out
+    }
+
+    /// Where the jobs' `local-pulumi` resources are (`LOCAL_PULUMI_ENV`).
+    pub(crate) fn cloud(&self) -> PathBuf {
+        self.dir.path().join("cloud")
     }
 
     /// The language hosts still running in the workspace or under act's folder.
