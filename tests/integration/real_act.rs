@@ -214,6 +214,14 @@ impl Actions {
         let mut r = Real::with_local_pulumi(test)?;
         on_s3(&mut r, &s, bucket);
         let dir = tempfile::tempdir().expect("tempdir");
+        // The registry's password comes from the committed store only; the resources of
+        // a run here (the first deployment of a stack) go where the jobs' go.
+        r.ws.env
+            .retain(|(k, _)| k != "STRATA_SECRET_LP_REGISTRY_PASSWORD");
+        r.ws.set_env(
+            "LOCAL_PULUMI_ENV",
+            dir.path().join("cloud").to_str().unwrap(),
+        );
         let _guards = [
             KillLeftovers(r.ws.root.clone()),
             KillLeftovers(dir.path().to_path_buf()),
@@ -352,8 +360,6 @@ impl Actions {
                 "STRATA_ACT_PULUMI_DIR",
                 self.pulumi_dir.display().to_string(),
             ),
-            // The profile's "cloud", one folder every runner reaches (its README).
-            ("LOCAL_PULUMI_ENV", self.cloud().display().to_string()),
             // The release's server is trusted as a runner trusts a public one.
             ("CURL_CA_BUNDLE", ca.display().to_string()),
             ("SSL_CERT_FILE", ca.display().to_string()),
@@ -366,6 +372,8 @@ impl Actions {
             "AWS_ACCESS_KEY_ID",
             "AWS_SECRET_ACCESS_KEY",
             "AWS_REGION",
+            // The profile's "cloud", one folder every runner reaches (its README).
+            "LOCAL_PULUMI_ENV",
             "PULUMI_HOME",
             "PULUMI_SKIP_UPDATE_CHECK",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION",
