@@ -26,7 +26,6 @@ pub(crate) fn language_hosts(root: &Path) -> Vec<(i32, String)> {
 pub(crate) struct Proc {
     pub exe: PathBuf,
     pub cwd: PathBuf,
-    pub pgid: i32,
 }
 
 /// The live processes (not zombies) `pick` takes: (pid, what `ps` would say of it: state,
@@ -43,7 +42,6 @@ pub(crate) fn processes(pick: impl Fn(&Proc) -> bool) -> Vec<(i32, String)> {
             let p = Proc {
                 exe: std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default(),
                 cwd: std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?,
-                pgid: fields[2].parse().ok()?,
             };
             if fields[0] == "Z" || !pick(&p) {
                 return None;

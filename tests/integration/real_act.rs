@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::leftovers::{KillLeftovers, leftover_language_hosts};
+use crate::leftovers::leftover_language_hosts;
 use crate::real_pulumi::Real;
 use crate::real_s3::pulumi::on_s3;
 use crate::real_s3::{Server, server};
@@ -195,7 +195,6 @@ pub(crate) struct Actions {
     release: Release,
     /// act's cache and host workspaces, the artifacts, the GitHub stand-in's records.
     dir: tempfile::TempDir,
-    _guards: [KillLeftovers; 2],
 }
 
 /// The registry password in strata's store, committed encrypted (config/secrets/dev.age).
@@ -222,10 +221,6 @@ impl Actions {
             "LOCAL_PULUMI_ENV",
             dir.path().join("cloud").to_str().unwrap(),
         );
-        let _guards = [
-            KillLeftovers(r.ws.root.clone()),
-            KillLeftovers(dir.path().to_path_buf()),
-        ];
         for d in ["artifacts", "github/pulls", "act-cache", "cloud"] {
             std::fs::create_dir_all(dir.path().join(d)).unwrap();
         }
@@ -238,7 +233,6 @@ impl Actions {
             act,
             pulumi_dir,
             dir,
-            _guards,
         };
         a.store_registry_password();
         a.r.ws.write(
@@ -456,22 +450,21 @@ impl Actions {
             .env("HOME", self.r.ws.path("home"));
         let log = d.join(format!("act-{run_id}.jsonl"));
         let err = d.join(format!("act-{run_id}.stderr"));
-        use std::os::unix::process::CommandExt;
+        // act stays in the test's process group: a Ctrl-C reaches it too, and it cancels
+        // its jobs.
         let t0 = Instant::now();
         let mut child = c
-            .process_group(0)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(std::fs::File::create(&err).unwrap())
             .spawn()
             .expect("run act");
-        let group = Group(child.id() as i32);
         let status = loop {
             if let Some(s) = child.try_wait().expect("wait for act") {
                 break s;
             }
             if t0.elapsed() > BOUND {
-                drop(group);
+                let _ = child.kill();
                 let _ = child.wait();
                 panic!(
                     "act ran the workflow for more than {BOUND:?}; killed. Its log: {}",
@@ -481,7 +474,7 @@ impl Actions {
             std::thread::sleep(Duration::from_millis(200));
         };
         let elapsed = t0.elapsed();
-        let left = group.members_after(Duration::from_secs(10));
+        let left = self.processes_left(Duration::from_secs(10));
         assert!(
             left.is_empty(),
             "act's run left running:\n{}",
@@ -573,36 +566,42 @@ impl Actions {
         left
     }
 
+    /// The processes working in the repository or under act's folder (the jobs' steps,
+    /// strata, Pulumi and its plugins): (pid, what `ps` would say of it).
+    fn processes_here(&self) -> Vec<(i32, String)> {
+        let roots: Vec<PathBuf> = [self.r.ws.root.as_path(), self.dir.path()]
+            .iter()
+            .map(|r| r.canonicalize().unwrap_or_else(|_| r.to_path_buf()))
+            .collect();
+        crate::leftovers::processes(|p| roots.iter().any(|r| p.cwd.starts_with(r)))
+    }
+
+    /// Those still running once `grace` has passed (or none are left).
+    fn processes_left(&self, grace: Duration) -> Vec<String> {
+        let t0 = Instant::now();
+        loop {
+            let left = self.processes_here();
+            if left.is_empty() || t0.elapsed() > grace {
+                return left.into_iter().map(|(_, d)| d).collect();
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
     /// Pulumi's own updates of `project` (a Pulumi project name) in the bucket.
     pub(crate) fn updates(&self, project: &str) -> Vec<(i64, i64)> {
         crate::real_s3::two_machines::updates(&self.s, &self.bucket, project)
     }
 }
 
-/// act's process group: killed when dropped, so a failed test leaves nothing running.
-struct Group(i32);
-
-impl Group {
-    /// The processes still in the group once `grace` has passed (or none are left).
-    fn members_after(&self, grace: Duration) -> Vec<String> {
-        let t0 = Instant::now();
-        loop {
-            let left: Vec<String> = crate::leftovers::processes(|p| p.pgid == self.0)
-                .into_iter()
-                .map(|(_, d)| d)
-                .collect();
-            if left.is_empty() || t0.elapsed() > grace {
-                return left;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-}
-
-impl Drop for Group {
+impl Drop for Actions {
+    /// A failed test leaves nothing of its runs behind: what works in its folders is
+    /// killed, by pid.
     fn drop(&mut self) {
-        // SAFETY: kill(2) of the process group act was started in.
-        unsafe { libc::kill(-self.0, libc::SIGKILL) };
+        for (pid, _) in self.processes_here() {
+            // SAFETY: kill(2) of a process working in this test's own folders.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
     }
 }
 
