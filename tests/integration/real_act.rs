@@ -185,7 +185,7 @@ impl Drop for Release {
 /// A workspace of the `local-pulumi` profile as a git repository with its state in a
 /// bucket of the S3 server, its exported workflow, and what act needs to run it: the
 /// stand-ins, the release, the artifact folder, the secrets and the runner's
-/// environment (files, so no value is on a command line).
+/// environment (files, so no secret is on a command line).
 pub(crate) struct Actions {
     pub s: Arc<Server>,
     pub r: Real,
@@ -630,6 +630,14 @@ impl ActRun {
             .map(|j| (j.to_string(), "success".to_string()))
             .collect();
         assert_eq!(self.results(), want, "{self:?}");
+    }
+
+    /// Whether any line of act's log (every job's) holds `text`.
+    pub(crate) fn mentions(&self, text: &str) -> bool {
+        self.lines
+            .iter()
+            .any(|l| l["msg"].as_str().is_some_and(|m| m.contains(text)))
+            || self.stderr.contains(text)
     }
 
     /// What job `job`'s steps printed.

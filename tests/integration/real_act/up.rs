@@ -106,6 +106,11 @@ fn the_exported_workflow_brings_local_pulumi_up_under_act() {
     assert_eq!(app, "registry.local/dev x1 at https://app.dev.local/\n");
     let log = std::fs::read_to_string(cloud.join("logstore/logs/app.log")).unwrap_or_default();
     assert_eq!(log, "started\n");
+    // No secret reached the log in clear: act masks the repository secrets, strata
+    // the store's.
+    for secret in [super::REGISTRY_PASSWORD, crate::support::PASSPHRASE] {
+        assert!(!run.mentions(secret), "{secret:?} in act's log");
+    }
     let left = a.leftover_language_hosts();
     assert!(left.is_empty(), "left running:\n{}", left.join("\n"));
 }
