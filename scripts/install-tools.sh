@@ -5,13 +5,15 @@
 #   tools_bin=$(bash scripts/install-tools.sh) && export PATH="$tools_bin:$PATH"
 #
 # From Debian's packages: age, age-keygen (age), ssh-keygen (openssh-client), dot
-# (graphviz), chromium (+ fonts-liberation), shellcheck (actionlint runs it), python3;
+# (graphviz), chromium (+ fonts-liberation), shellcheck (actionlint runs it), python3, jq;
 # the Python modules the validators import (jsonschema, yaml) from Debian's packages
 # for Debian's python3, else from PyPI with that python3's pip. kubectl is built from the
 # Go module proxy (bookworm has only kubernetes-client 1.20) into
 # ${STRATA_TOOLS_DIR:-$HOME/.cache/strata/tools}/kubectl-<version>/ and reused from there;
 # mdBook (the manual under docs/book/) likewise from crates.io with cargo, without its
-# server and watch features, into .../mdbook-<version>/.
+# server and watch features, into .../mdbook-<version>/; nektos/act (runs the exported
+# GitHub Actions workflow's jobs on this host, tests/integration/real_act.rs) from the Go
+# module proxy into .../act-<version>/.
 #
 # Idempotent: installs only what is missing (`apt-get update` only then). Progress goes
 # to stderr; stdout is one line, the folder of built tools to put first on PATH. Exits
@@ -20,6 +22,7 @@ set -euo pipefail
 
 KUBECTL_VERSION=v0.34.4 # k8s.io/kubectl: the release of scripts/install-kube.sh's API server (v1.34.4), so a cold build shares its compiled packages
 MDBOOK_VERSION=0.5.4 # mdbook on crates.io; tests/integration/book.rs names it in its install hint
+ACT_VERSION=v0.2.89 # github.com/nektos/act; tests/integration/real_act.rs names it in its install hint
 TOOLS_DIR=${STRATA_TOOLS_DIR:-$HOME/.cache/strata/tools}
 
 say() { printf 'install-tools: %s\n' "$*" >&2; }
@@ -28,6 +31,11 @@ fail() {
     exit 1
 }
 have() { command -v "$1" >/dev/null 2>&1; }
+put_in_place() { # put_in_place DIR TOOL START: DIR.part, just built, becomes DIR
+    rm -rf "$1"
+    mv "$1.part" "$1"
+    say "built $2 in $((SECONDS - $3))s"
+}
 
 # --- Debian packages: command -> package(s) -------------------------------------------
 declare -a apt_pkgs=() apt_for=()
@@ -50,6 +58,7 @@ if ! have chromium && ! have chromium-browser; then
 fi
 need shellcheck shellcheck
 need python3 python3
+need jq jq # the review/apply workflow's gh stand-in (tests/integration/real_act) runs its --jq filters
 
 py_modules_ok() { python3 -c 'import jsonschema, yaml' >/dev/null 2>&1; }
 pip_needed=0 py_ok=0
@@ -88,7 +97,7 @@ if [ "$py_ok" = 0 ] && { [ "$pip_needed" = 1 ] || ! py_modules_ok; }; then
     hash -r
 fi
 
-for cmd in age age-keygen ssh-keygen dot shellcheck python3; do
+for cmd in age age-keygen ssh-keygen dot shellcheck python3 jq; do
     have "$cmd" || fail "$cmd: not on PATH after installing its package"
 done
 have chromium || have chromium-browser || fail "chromium: not on PATH after apt-get install chromium"
@@ -161,12 +170,25 @@ if [ ! -x "$md_dir/bin/mdbook" ]; then
     cargo install mdbook --locked --version "$MDBOOK_VERSION" --no-default-features \
         --root "$md_dir.part" >&2 ||
         fail "mdbook: cargo install mdbook --version $MDBOOK_VERSION failed (see above)"
-    rm -rf "$md_dir"
-    mv "$md_dir.part" "$md_dir"
-    say "built mdbook in $((SECONDS - start))s"
+    put_in_place "$md_dir" mdbook "$start"
 fi
 ln -sfn "$md_dir/bin/mdbook" "$bin_dir/mdbook"
 md_version=$("$bin_dir/mdbook" --version 2>&1) || fail "mdbook: $bin_dir/mdbook does not run: $md_version"
+
+# --- act, built from the Go module proxy -----------------------------------------------
+act_dir=$TOOLS_DIR/act-$ACT_VERSION
+if [ ! -x "$act_dir/act" ]; then
+    have go || fail "act: cannot build it: go is not installed (Go >= 1.25 needed)"
+    say "building act (github.com/nektos/act $ACT_VERSION) into $act_dir; a few minutes the first time"
+    start=$SECONDS
+    rm -rf "$act_dir.part"
+    mkdir -p "$act_dir.part"
+    GOTOOLCHAIN=local GOBIN="$act_dir.part" go install "github.com/nektos/act@$ACT_VERSION" >&2 ||
+        fail "act: go install github.com/nektos/act@$ACT_VERSION failed (see above)"
+    put_in_place "$act_dir" act "$start"
+fi
+ln -sfn "$act_dir/act" "$bin_dir/act"
+act_version=$("$bin_dir/act" --version 2>&1) || fail "act: $bin_dir/act does not run: $act_version"
 
 # --- what the tests take from ../shared/tools (cannot be installed from here) ------------
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -176,5 +198,5 @@ for f in actionlint validate_mermaid.py mermaid.min.js argo-schema.json pulumi.c
     [ -e "$shared/$f" ] || say "warning: $shared/$f is absent: the tests that use it fail under CI=true"
 done
 
-say "ready: age dot chromium shellcheck python3 (jsonschema, yaml) ssh-keygen, kubectl ($kube_version), $md_version"
+say "ready: age dot chromium shellcheck python3 (jsonschema, yaml) jq ssh-keygen, kubectl ($kube_version), $md_version, $act_version"
 echo "$bin_dir"

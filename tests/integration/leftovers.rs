@@ -14,22 +14,38 @@ use crate::support::*;
 /// would say of it: state, parent, group, folder, command line).
 pub(crate) fn language_hosts(root: &Path) -> Vec<(i32, String)> {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    processes(|p| {
+        p.exe
+            .file_name()
+            .is_some_and(|n| n == "pulumi-language-yaml")
+            && p.cwd.starts_with(&root)
+    })
+}
+
+/// What /proc says of a live process.
+pub(crate) struct Proc {
+    pub exe: PathBuf,
+    pub cwd: PathBuf,
+}
+
+/// The live processes (not zombies) `pick` takes: (pid, what `ps` would say of it: state,
+/// parent, group, folder, command line).
+pub(crate) fn processes(pick: impl Fn(&Proc) -> bool) -> Vec<(i32, String)> {
     let Ok(rd) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     rd.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| {
-            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
-            if exe.file_name()? != "pulumi-language-yaml" {
-                return None;
-            }
-            let cwd: PathBuf = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
-            if !cwd.starts_with(&root) {
-                return None;
-            }
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+            let p = Proc {
+                exe: std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default(),
+                cwd: std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?,
+            };
+            if fields[0] == "Z" || !pick(&p) {
+                return None;
+            }
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
                 .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
                 .unwrap_or_default();
@@ -40,11 +56,10 @@ pub(crate) fn language_hosts(root: &Path) -> Vec<(i32, String)> {
                     fields[0],
                     fields[1],
                     fields[2],
-                    cwd.display()
+                    p.cwd.display()
                 ),
             ))
         })
-        .filter(|(_, d)| !d.contains(" state Z "))
         .collect()
 }
 

@@ -31,6 +31,7 @@ mod pipeline;
 mod policy;
 mod pools;
 mod preview;
+mod real_act;
 mod real_kube;
 mod real_pulumi;
 mod real_s3;

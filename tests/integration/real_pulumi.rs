@@ -46,7 +46,7 @@ const BINARIES: [&str; 3] = ["pulumi", "pulumi-language-yaml", "pulumi-resource-
 const REGISTRY_PASSWORD: &str = "reg-Pa55-9f1c2e77";
 
 /// The folder holding the real binaries, or `None` (skipped) outside CI.
-fn real_bin_dir(test: &str) -> Option<PathBuf> {
+pub(crate) fn real_bin_dir(test: &str) -> Option<PathBuf> {
     crate::support::real_bin_dir(
         test,
         "the real Pulumi",

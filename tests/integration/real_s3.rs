@@ -22,12 +22,12 @@ use crate::real_kube::service::{self, Kind, Service};
 /// The stack's lease in the object store, two checkouts playing two machines.
 mod lease;
 /// Pulumi's CLI with its state in the object store.
-mod pulumi;
+pub(crate) mod pulumi;
 /// What runs leave in the backend, read by another machine: status, history, --changed.
 mod records;
 /// Two checkouts of the real-Pulumi profile on one bucket: one run at a time, what the
 /// other sees, the backend gone.
-mod two_machines;
+pub(crate) mod two_machines;
 
 const S3_SERVER: Kind = Kind {
     what: "the S3-compatible server",

@@ -7,7 +7,7 @@ use crate::leftovers::{KillLeftovers, leftover_language_hosts};
 use crate::real_pulumi::{ALL, Real, calls_for, status_of, up, wired_projects};
 
 /// The workspace's Pulumi calls go to `bucket` (created here) on the server.
-pub(super) fn on_s3(r: &mut Real, s: &Server, bucket: &str) {
+pub(crate) fn on_s3(r: &mut Real, s: &Server, bucket: &str) {
     s.bucket(bucket);
     r.ws.set_env("PULUMI_BACKEND_URL", &s.backend_url(bucket))
         .set_env("AWS_ACCESS_KEY_ID", s.var("AWS_ACCESS_KEY_ID"))

@@ -80,7 +80,7 @@ fn lease(s: &Server, bucket: &str) -> Value {
 
 /// Pulumi's own update history of `project`'s stack in `bucket`: (start, end) of each
 /// update in seconds, in order of start.
-fn updates(s: &Server, bucket: &str, project: &str) -> Vec<(i64, i64)> {
+pub(crate) fn updates(s: &Server, bucket: &str, project: &str) -> Vec<(i64, i64)> {
     let prefix = format!(".pulumi/history/{project}/{STACK}/");
     let mut out: Vec<(i64, i64)> = s
         .list(bucket, &prefix)
