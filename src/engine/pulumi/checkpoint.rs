@@ -78,6 +78,18 @@ fn checkpoint_outputs(job: &Job) -> Option<(Value, Map<String, Value>)> {
     Some((doc, outputs))
 }
 
+/// On a `file://` or `s3://` backend, the passphrase salt state the stack's checkpoint
+/// records (`secrets_providers.state.salt`, what a stack config's `encryptionsalt:`
+/// holds), when the stack uses the passphrase secrets provider; `None` otherwise.
+pub fn checkpoint_passphrase_salt(job: &Job) -> Option<String> {
+    let doc = checkpoint_doc(job)??;
+    let provider = doc.pointer("/checkpoint/latest/secrets_providers")?;
+    if provider["type"].as_str()? != "passphrase" {
+        return None;
+    }
+    Some(provider.pointer("/state/salt")?.as_str()?.to_string())
+}
+
 /// The job's stack checkpoint, read and parsed: `Some(None)` when it has none; `None` when
 /// strata cannot tell, or the checkpoint is of a version it does not read.
 fn checkpoint_doc(job: &Job) -> Option<Option<Value>> {

@@ -30,7 +30,8 @@ use super::events::EventState;
 use super::process::{Captured, Control, Exit, Stream, run_captured, run_streaming_tagged};
 use super::{Engine, Failure, Job, Operation, Outcome, Progress};
 pub use checkpoint::{
-    checkpoint_resources_and_outputs, checkpoint_stack_missing, checkpoint_written_at,
+    checkpoint_passphrase_salt, checkpoint_resources_and_outputs, checkpoint_stack_missing,
+    checkpoint_written_at,
 };
 use failure::{call_failed, cancel_command, failure};
 pub use invoke::Calls;

@@ -250,8 +250,7 @@ impl StepRunner<'_> {
             // is given when that has none (truncate and write, comments dropped), so
             // projects started at once must never share one, and the user's file stays
             // as they wrote it.
-            let at = (&job.env, job.dir.as_path());
-            match self.project_config(path, entry, &plain_inputs, &secrets, at) {
+            match self.project_config(path, entry, &plain_inputs, &secrets, job) {
                 Ok((file, to_set)) => {
                     job.config_file = file;
                     job.secret_config = to_set;
@@ -388,15 +387,15 @@ impl StepRunner<'_> {
     /// the file it is given when that has none), keeping `secure:` values of secrets
     /// that did not change (so they are not re-encrypted every run). A new or changed
     /// secret is encrypted here as Pulumi would when the copy names a passphrase salt
-    /// that the child's passphrase (`at`: its environment and folder) opens. Returns the
-    /// file and the secrets that still need `pulumi config set --secret`.
+    /// that the child's passphrase (`job`'s environment, in its folder) opens. Returns
+    /// the file and the secrets that still need `pulumi config set --secret`.
     fn project_config(
         &self,
         path: &str,
         entry: &Entry,
         plain: &[(String, Value)],
         secrets: &BTreeMap<String, String>,
-        at: (&BTreeMap<String, String>, &std::path::Path),
+        job: &Job,
     ) -> Result<(PathBuf, BTreeMap<String, String>), String> {
         let dir = self.ctx.state_dir.join("config");
         let file = dir.join(format!("{}.yaml", slug(path)));
@@ -425,6 +424,16 @@ impl StepRunner<'_> {
         {
             cfg.take_secrets_provider(p);
         }
+        // A checkout with no copy yet (another machine, a CI job) of a stack that exists:
+        // the stack's own passphrase salt, from its checkpoint, as Pulumi takes it with
+        // PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER, so every checkout encrypts with the
+        // stack's key (a new salt would make another key: a plan saved on one machine
+        // would not decrypt on another, and the state would be re-encrypted each time).
+        if !cfg.names_secrets_provider()
+            && let Some(salt) = crate::engine::pulumi::checkpoint_passphrase_salt(job)
+        {
+            cfg.set_top("encryptionsalt", serde_yaml::Value::from(salt));
+        }
         let hashes = self.read_secret_hashes(path);
         let mut to_set = BTreeMap::new();
         for (k, v) in secrets {
@@ -438,7 +447,7 @@ impl StepRunner<'_> {
                 }
             }
         }
-        encrypt_as_pulumi_would(&mut cfg, &mut to_set, at);
+        encrypt_as_pulumi_would(&mut cfg, &mut to_set, (&job.env, job.dir.as_path()));
         cfg.save_to(&file).map_err(|e| e.message)?;
         Ok((file, to_set))
     }

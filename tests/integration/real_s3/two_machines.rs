@@ -469,3 +469,43 @@ fn an_approval_given_on_one_machine_lets_another_apply_that_plan() {
     let again = b.strata(&approve);
     assert_eq!(again.code, 3, "nothing awaits on B either: {again:?}");
 }
+
+/// A CI job is a fresh checkout: machine B, with no config copy of its own, brings up
+/// the ingress alone, whose input is the cluster's secret admin token. B's copy takes the
+/// stack's own passphrase salt from its checkpoint in the bucket, so the secret is
+/// encrypted in-process with the stack's key: one Pulumi process, no `pulumi config`,
+/// and the stack keeps its salt (a plan saved on one machine decrypts on another).
+#[test]
+fn a_fresh_checkout_brings_up_a_project_with_a_secret_input_in_one_process() {
+    let bucket = "two-machines-fresh-secret";
+    // Held whole: its server handle, dropped, would stop the shared server.
+    let Some(two) = Two::deployed_by_a("real_s3::two_machines_fresh_secret", bucket) else {
+        return;
+    };
+    let b = &two.b;
+    let ingress = "local-pulumi/ingress";
+    b.take_calls();
+    let run = b.strata(&up_args(&["--project", ingress]));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(status_of(&run, ingress), "succeeded");
+    let calls = b.take_calls();
+    let mine: Vec<&String> = calls
+        .iter()
+        .filter(|c| c.contains(&format!("projects/{ingress} ")))
+        .collect();
+    assert_eq!(mine.len(), 1, "{calls:#?}");
+    assert!(mine[0].starts_with("up "), "{calls:#?}");
+    let copy = b.ws.read(".strata/dev/config/local-pulumi_2fingress.yaml");
+    let got = two.s.request(
+        "GET",
+        &format!("/{bucket}/.pulumi/stacks/lp-ingress/{STACK}.json"),
+        &[],
+        None,
+    );
+    let checkpoint: Value =
+        serde_json::from_str(&got.body).unwrap_or_else(|e| panic!("{e}: {got:?}"));
+    let salt = checkpoint["checkpoint"]["latest"]["secrets_providers"]["state"]["salt"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{checkpoint}"));
+    assert!(copy.contains(salt), "the stack's salt: {copy}");
+}
