@@ -33,7 +33,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    util::limit_malloc_arenas();
+    util::tune_malloc();
     util::raise_open_files_limit();
     let cli = match cli::Cli::try_parse_from(args) {
         Ok(cli) => cli,

@@ -109,12 +109,20 @@ pub fn children_open_files_limit() -> Option<u64> {
 /// two arenas serve them.
 pub const MALLOC_ARENAS: i32 = 2;
 
-/// Caps glibc's malloc arenas at [`MALLOC_ARENAS`] (nothing elsewhere). Call it early.
-pub fn limit_malloc_arenas() {
+/// Blocks of at least this many bytes are mapped apart and unmapped when freed (glibc's
+/// `M_MMAP_THRESHOLD`), never left in the heap. Left to glibc, the threshold rises to the
+/// largest block freed, and the megabytes a large estate's journal lines and graphs take
+/// for a moment stay in the heap, where what is allocated after them keeps the pages.
+pub const MALLOC_MMAP_THRESHOLD: i32 = 128 * 1024;
+
+/// Caps glibc's malloc arenas at [`MALLOC_ARENAS`] and fixes its mmap threshold at
+/// [`MALLOC_MMAP_THRESHOLD`] (nothing elsewhere). Call it early.
+pub fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets a tunable of the allocator; any value is valid.
+    // SAFETY: mallopt only sets tunables of the allocator; any value is valid.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
     }
 }
 

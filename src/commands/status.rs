@@ -48,7 +48,7 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
         &loaded.profile,
         &loaded.plan,
         &stack,
-        Some(records.clone()),
+        Some(&records),
     );
     let last = journal::last_by_project(&records, &[]);
     let last_up = journal::last_success(&records);

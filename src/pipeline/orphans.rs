@@ -72,15 +72,31 @@ pub fn find(
     profile: &Profile,
     full: &Plan,
     stack: &str,
-    records: Option<Vec<Record>>,
+    records: Option<&[Record]>,
 ) -> Vec<Orphan> {
     let env = super::env::pulumi_env(ws);
-    let records = records.unwrap_or_else(|| {
-        let local = Journal::new(&ws.state_dir(stack)).read();
-        crate::state::records::merged(local, &shared_runs(&env, stack))
-    });
     let current = orphans::Current::of(full, &ws.root);
-    let mut found = orphans::find(&records, &current, &profile.projects_dir);
+    let found = match records {
+        Some(records) => orphans::find(records, &current, &profile.projects_dir),
+        None => {
+            let local = Journal::new(&ws.state_dir(stack)).read();
+            let records = crate::state::records::merged(local, &shared_runs(&env, stack));
+            orphans::find(&records, &current, &profile.projects_dir)
+        }
+    };
+    look(ws, profile, stack, &env, &current, found)
+}
+
+/// The orphans `find` found, each with its kind learnt where only its path was known,
+/// those a current entry uses left out, and their stacks and outputs read.
+fn look(
+    ws: &Workspace,
+    profile: &Profile,
+    stack: &str,
+    env: &std::collections::BTreeMap<String, String>,
+    current: &orphans::Current,
+    mut found: Vec<Orphan>,
+) -> Vec<Orphan> {
     if found.is_empty() {
         return found;
     }
@@ -90,7 +106,7 @@ pub fn find(
     // Known by path alone until now: what it ran may be a current entry's.
     found.retain(|o| !current.uses(&o.known));
     Backend {
-        env: &env,
+        env,
         stack,
         root: &ws.root,
         state_dir: &ws.state_dir(stack),
@@ -125,9 +141,21 @@ fn shared_runs(
 /// The orphans this checkout's journal knows of, without asking a shared backend: what
 /// `up` warns of and `preview` lists before anything runs (a bucket's run records would
 /// cost round trips on every run).
+/// The journal is streamed, never held whole: a run's estate may have thousands of
+/// projects, each with records in it.
 pub fn find_local(ws: &Workspace, profile: &Profile, full: &Plan, stack: &str) -> Vec<Orphan> {
-    let local = Journal::new(&ws.state_dir(stack)).read();
-    find(ws, profile, full, stack, Some(local))
+    let current = orphans::Current::of(full, &ws.root);
+    let mut finder = orphans::Finder::new(&current, &profile.projects_dir);
+    Journal::new(&ws.state_dir(stack)).each(&mut |r| finder.note(&r));
+    let found = finder.finish();
+    look(
+        ws,
+        profile,
+        stack,
+        &super::env::pulumi_env(ws),
+        &current,
+        found,
+    )
 }
 
 /// `destroy --orphans` destroys what the journal recorded, and nothing else: a program

@@ -6,9 +6,6 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::Value;
-
 use crate::error::{Error, Result};
 use crate::state::journal::Record;
 use crate::util::display_path;
@@ -92,14 +89,16 @@ impl Journal {
             if raw.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let parsed = serde_json::from_slice::<Value>(raw).ok().and_then(|v| {
-                let record = without_unread(Record::deserialize(&v).ok()?);
+            // Straight into a record, not through a `Value`: an `up`'s record holds the
+            // graph of every project, megabytes as a `Value` for thousands of them.
+            let parsed = serde_json::from_slice::<Record>(raw).ok().map(|r| {
+                let record = without_unread(r);
                 let kept = if text {
                     Arc::from(String::from_utf8_lossy(raw).trim())
                 } else {
                     empty.clone()
                 };
-                Some((kept, record))
+                (kept, record)
             });
             match parsed {
                 Some(pair) => lines.push(pair),
@@ -196,18 +195,22 @@ impl Journal {
 }
 
 /// `record` without what no report reads of it (its text keeps all of it): the
-/// fingerprint and outputs hashes are most of a project record's memory.
+/// fingerprint and outputs hashes are most of a project record's memory, the graph of
+/// the whole profile most of an `up`'s.
 fn without_unread(mut record: Record) -> Record {
-    if let Record::Project {
-        fingerprint,
-        outputs_hash,
-        upstream_outputs,
-        ..
-    } = &mut record
-    {
-        *fingerprint = None;
-        *outputs_hash = None;
-        *upstream_outputs = None;
+    match &mut record {
+        Record::Project {
+            fingerprint,
+            outputs_hash,
+            upstream_outputs,
+            ..
+        } => {
+            *fingerprint = None;
+            *outputs_hash = None;
+            *upstream_outputs = None;
+        }
+        Record::Run { graph, .. } => *graph = Vec::new(),
+        _ => {}
     }
     record
 }
@@ -216,6 +219,7 @@ fn without_unread(mut record: Record) -> Record {
 mod tests {
     use super::*;
     use crate::report::tests::{journal_of, project_line, run_line};
+    use serde_json::Value;
 
     #[test]
     fn the_last_run_is_the_default_and_ids_can_be_shortened() {
@@ -272,6 +276,20 @@ mod tests {
         };
         assert_eq!((status.as_str(), *duration_ms), ("succeeded", 5));
         assert!(fingerprint.is_none() && outputs_hash.is_none() && upstream_outputs.is_none());
+        // An `up`'s graph of the whole profile likewise: its text keeps it.
+        let mut g = v.clone();
+        g["graph"] = serde_json::json!([{"project": "a", "dir": "projects/a", "needs": []}]);
+        let j = journal_of(&[g.to_string()]);
+        let (text, record) = &j.lines[0];
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), g);
+        let Record::Run {
+            graph, projects, ..
+        } = record
+        else {
+            panic!("{record:?}")
+        };
+        assert!(graph.is_empty(), "{graph:?}");
+        assert_eq!(projects, &["a"]);
     }
 
     #[test]

@@ -264,15 +264,15 @@ impl Journal {
         self.path.with_file_name("journal.index.jsonl")
     }
 
-    /// Streams the records the index holds to `each` and returns the journal offset it
-    /// covers, when it describes this journal (same file, not longer than it); `None`
-    /// (nothing streamed) when it does not.
+    /// Streams the lines of records the index holds to `each` and returns the journal
+    /// offset it covers, when it describes this journal (same file, not longer than it);
+    /// `None` (nothing streamed) when it does not.
     fn scan_index(
         &self,
         journal: &mut std::fs::File,
         journal_len: u64,
         inode: u64,
-        each: &mut dyn FnMut(Record),
+        each: &mut dyn FnMut(&[u8]),
     ) -> Option<u64> {
         use std::io::BufRead;
         let file = std::fs::File::open(self.index_path()).ok()?;
@@ -286,7 +286,7 @@ impl Journal {
         {
             return None;
         }
-        scan_lines(&mut lines, u64::MAX, each);
+        scan_raw_lines(&mut lines, u64::MAX, each);
         Some(head.covers)
     }
 
@@ -297,6 +297,12 @@ impl Journal {
         let mut out = Vec::new();
         self.scan(None, &mut |r| out.push(r));
         out
+    }
+
+    /// What [`Journal::read`] returns, streamed to `each` one record at a time: the
+    /// journal is never held whole in memory.
+    pub fn each(&self, each: &mut dyn FnMut(Record)) {
+        self.scan(None, each);
     }
 
     /// Each project's last successful `up`, unless a successful `destroy` came after it
@@ -354,6 +360,16 @@ impl Journal {
     /// the journal up to byte `until` at most; returns the journal offset read to, its
     /// inode and the hash of the bytes before that offset (see [`IndexHead`]).
     fn scan(&self, until: Option<u64>, each: &mut dyn FnMut(Record)) -> (u64, u64, String) {
+        self.scan_raw(until, &mut |line| {
+            if let Ok(r) = serde_json::from_slice(line) {
+                each(r);
+            }
+        })
+    }
+
+    /// [`Journal::scan`], streaming each line (without its newline) as it is, parsed or
+    /// not.
+    fn scan_raw(&self, until: Option<u64>, each: &mut dyn FnMut(&[u8])) -> (u64, u64, String) {
         use std::io::{Seek, SeekFrom};
         use std::os::unix::fs::MetadataExt;
         let Ok(mut f) = std::fs::File::open(&self.path) else {
@@ -368,7 +384,7 @@ impl Journal {
         let mut read = 0;
         if f.seek(SeekFrom::Start(from)).is_ok() {
             let limit = until.map_or(u64::MAX, |u| u.saturating_sub(from));
-            read = scan_lines(&mut std::io::BufReader::new(&mut f), limit, each);
+            read = scan_raw_lines(&mut std::io::BufReader::new(&mut f), limit, each);
         }
         let end = from + read;
         let before = window_hash(&mut f, end).unwrap_or_default();
@@ -389,41 +405,39 @@ impl Journal {
     /// the journal up to where it covered). Call it under the stack lock.
     ///
     /// Two passes over the records, one at a time (which to keep, then keeping them), so
-    /// memory does not grow with the journal.
+    /// memory does not grow with the journal. Each record is read only as far as choosing
+    /// needs ([`Head`]; an `up`'s graph as its paths alone) and a kept one is copied as
+    /// its line: an estate of thousands of projects has records of megabytes.
     pub fn update_index(&self) -> Result<()> {
         let mut last_runs: BTreeMap<String, String> = BTreeMap::new();
         let mut last: BTreeMap<(String, String, String), usize> = BTreeMap::new();
         let mut graph_of: BTreeMap<String, String> = BTreeMap::new();
-        let mut deployed: BTreeMap<String, ()> = BTreeMap::new();
+        let mut deployed: std::collections::BTreeSet<String> = Default::default();
         let mut i = 0;
-        let (end, inode, before) = self.scan(None, &mut |r| {
-            if is_success(&r) {
-                note_success(&mut deployed, r.clone(), &|_| ());
-            }
-            match r {
-                Record::Run {
-                    run_id,
-                    operation,
-                    graph,
-                    ..
-                } => {
-                    for k in graph {
-                        graph_of.insert(k.project, run_id.clone());
+        let (end, inode, before) = self.scan_raw(None, &mut |line| {
+            let Ok(h) = serde_json::from_slice::<Head>(line) else {
+                return;
+            };
+            match h.record.as_str() {
+                "run" => {
+                    if let Ok(g) = serde_json::from_slice::<GraphPaths>(line) {
+                        for k in g.graph {
+                            graph_of.insert(k.project, h.run_id.clone());
+                        }
                     }
-                    last_runs.insert(operation, run_id);
+                    last_runs.insert(h.operation, h.run_id);
                 }
-                Record::Project {
-                    project,
-                    operation,
-                    status,
-                    ..
-                } => {
-                    last.insert((project, operation, status), i);
+                "project" => {
+                    if h.is_success() {
+                        if h.operation == "up" {
+                            deployed.insert(h.project.clone());
+                        } else {
+                            deployed.remove(&h.project);
+                        }
+                    }
+                    last.insert((h.project, h.operation, h.status), i);
                 }
-                Record::Retry { .. }
-                | Record::PoolLimit { .. }
-                | Record::End { .. }
-                | Record::Approval { .. } => {}
+                _ => {}
             }
             i += 1;
         });
@@ -434,7 +448,7 @@ impl Journal {
         // Only the record of such a run (its graph), not the rest of the run.
         let graph_runs: std::collections::BTreeSet<String> = graph_of
             .into_iter()
-            .filter(|(p, _)| deployed.contains_key(p))
+            .filter(|(p, _)| deployed.contains(p))
             .map(|(_, run)| run)
             .collect();
         let lasts: std::collections::BTreeSet<usize> = last.into_values().collect();
@@ -449,14 +463,16 @@ impl Journal {
             let (mut i, mut written) = (0, writeln!(out, "{head}"));
             // The same records again: the journal as far as the first pass read it
             // (another strata may have appended since).
-            self.scan(Some(end), &mut |r| {
+            self.scan_raw(Some(end), &mut |line| {
+                let Ok(h) = serde_json::from_slice::<Head>(line) else {
+                    return;
+                };
                 if written.is_ok()
                     && (lasts.contains(&i)
-                        || kept_runs.contains(r.run_id())
-                        || matches!(&r, Record::Run { run_id, .. } if graph_runs.contains(run_id)))
-                    && let Ok(line) = serde_json::to_string(&r)
+                        || kept_runs.contains(&h.run_id)
+                        || (h.record == "run" && graph_runs.contains(&h.run_id)))
                 {
-                    written = writeln!(out, "{line}");
+                    written = out.write_all(line).and_then(|()| out.write_all(b"\n"));
                 }
                 i += 1;
             });
@@ -465,9 +481,59 @@ impl Journal {
     }
 }
 
+/// What [`Journal::update_index`] reads of a record to choose whether the index keeps it.
+/// A line that is not one (torn by a crash) is left out; a record of a kind this strata
+/// does not know is kept, as it is, with its run.
+#[derive(Deserialize)]
+struct Head {
+    record: String,
+    run_id: String,
+    #[serde(default)]
+    project: String,
+    #[serde(default)]
+    operation: String,
+    #[serde(default)]
+    status: String,
+}
+
+impl Head {
+    /// See [`is_success`].
+    fn is_success(&self) -> bool {
+        self.record == "project"
+            && self.status == "succeeded"
+            && matches!(self.operation.as_str(), "up" | "destroy")
+    }
+}
+
+/// The paths of an `up`'s graph (see [`Record::Run`]).
+#[derive(Deserialize)]
+struct GraphPaths {
+    #[serde(default)]
+    graph: Vec<GraphPath>,
+}
+
+#[derive(Deserialize)]
+struct GraphPath {
+    project: String,
+}
+
 /// Streams the records of the lines of `reader` (at most `limit` bytes) to `each`,
 /// skipping every line that is not a whole record; returns the bytes read.
 fn scan_lines(reader: &mut dyn std::io::BufRead, limit: u64, each: &mut dyn FnMut(Record)) -> u64 {
+    scan_raw_lines(reader, limit, &mut |line| {
+        if let Ok(r) = serde_json::from_slice(line) {
+            each(r);
+        }
+    })
+}
+
+/// Streams the lines of `reader` (at most `limit` bytes), each without its newline, to
+/// `each`; returns the bytes read.
+fn scan_raw_lines(
+    reader: &mut dyn std::io::BufRead,
+    limit: u64,
+    each: &mut dyn FnMut(&[u8]),
+) -> u64 {
     use std::io::{BufRead, Read};
     let mut reader = std::io::BufReader::new(reader.take(limit));
     let mut line = Vec::new();
@@ -478,10 +544,7 @@ fn scan_lines(reader: &mut dyn std::io::BufRead, limit: u64, each: &mut dyn FnMu
             Ok(0) | Err(_) => break,
             Ok(n) => read += n as u64,
         }
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        if let Ok(r) = serde_json::from_slice(text) {
-            each(r);
-        }
+        each(line.strip_suffix(b"\n").unwrap_or(&line));
     }
     read
 }
@@ -559,7 +622,7 @@ pub fn note_settled<T>(
 }
 
 /// A successful `up` or `destroy` of a project.
-fn is_success(r: &Record) -> bool {
+pub(crate) fn is_success(r: &Record) -> bool {
     matches!(r, Record::Project { operation, status, .. }
         if status == "succeeded" && matches!(operation.as_str(), "up" | "destroy"))
 }

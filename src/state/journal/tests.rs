@@ -110,6 +110,29 @@ mod index {
         assert_eq!(j.last_success(), streamed);
     }
 
+    /// The index copies a kept record's line as the journal has it (it reads no more of
+    /// a record than choosing needs), leaves out a torn line, and keeps a record of a
+    /// kind this strata does not know with its run.
+    #[test]
+    fn the_index_copies_kept_lines_as_written() {
+        let (_d, j) = journal();
+        run(&j, "u0", Operation::Up, &[("a", "succeeded")]);
+        let newer = r#"{"record":"from_a_newer_strata","run_id":"u0","x":[1,2]}"#;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(j.path.clone())
+            .unwrap();
+        writeln!(f, "{newer}").unwrap();
+        writeln!(f, r#"{{"record":"project","run_id":"u0","proj"#).unwrap();
+        j.update_index().unwrap();
+        let index = std::fs::read_to_string(j.index_path()).unwrap();
+        let journal = std::fs::read_to_string(&j.path).unwrap();
+        let kept: Vec<&str> = index.lines().skip(1).collect();
+        let whole: Vec<&str> = journal.lines().filter(|l| !l.ends_with("\"proj")).collect();
+        assert_eq!(kept, whole, "{index}");
+        assert_eq!(j.read(), j.read_all(), "{index}");
+    }
+
     #[test]
     fn the_index_keeps_what_readers_need_and_the_journal_keeps_everything() {
         let (_d, j) = journal();

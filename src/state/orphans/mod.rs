@@ -112,46 +112,100 @@ impl Current {
 /// A project deployed before strata kept graphs is known by its path alone: its folder
 /// is taken to be `<projects_dir>/<path>`, its needs unknown.
 pub fn find(records: &[Record], current: &Current, projects_dir: &str) -> Vec<Orphan> {
-    let deployed = journal::last_success(records);
-    // The last graph each project appears in, and who needed it there.
-    let mut known: BTreeMap<&str, (&KnownProject, &[KnownProject])> = BTreeMap::new();
+    let mut finder = Finder::new(current, projects_dir);
     for r in records {
-        if let Record::Run { graph, .. } = r {
-            for k in graph {
-                known.insert(k.project.as_str(), (k, graph.as_slice()));
-            }
-        }
+        finder.note(r);
     }
-    deployed
-        .iter()
-        .filter(|(path, _)| !current.paths.contains(path.as_str()))
-        .map(|(path, last)| {
-            let (k, needed_by) = match known.get(path.as_str()) {
-                Some((k, graph)) => ((*k).clone(), dependents(graph, path)),
-                None => (unknown(path, projects_dir), Vec::new()),
-            };
-            let deployed_at = match last {
-                Record::Project { ended_at, .. } => ended_at.clone(),
-                _ => String::new(),
-            };
-            Orphan {
-                known: k,
-                deployed_at,
-                needed_by,
-                resources: None,
-                outputs: None,
-            }
-        })
-        .filter(|o| !current.uses(&o.known))
-        .collect()
+    finder.finish()
 }
 
-fn dependents(graph: &[KnownProject], path: &str) -> Vec<String> {
-    graph
-        .iter()
-        .filter(|k| k.needs.iter().any(|n| n == path))
-        .map(|k| k.project.clone())
-        .collect()
+/// [`find`], fed one record at a time (a journal streamed, never held whole): keeps only
+/// what concerns the projects the profile no longer has, so a run whose profile still has
+/// every project it deployed holds next to nothing, however large its estate.
+pub struct Finder<'a> {
+    current: &'a Current,
+    projects_dir: &'a str,
+    /// Each project gone from the profile whose last success is an `up`: when it ended.
+    deployed: BTreeMap<String, String>,
+    /// The last graph each project gone from the profile appears in: the project as that
+    /// graph knew it, and who needed it there.
+    known: BTreeMap<String, (KnownProject, Vec<String>)>,
+}
+
+impl<'a> Finder<'a> {
+    pub fn new(current: &'a Current, projects_dir: &'a str) -> Finder<'a> {
+        Finder {
+            current,
+            projects_dir,
+            deployed: BTreeMap::new(),
+            known: BTreeMap::new(),
+        }
+    }
+
+    /// Takes in the next record, in journal order.
+    pub fn note(&mut self, r: &Record) {
+        match r {
+            Record::Run { graph, .. } => self.note_graph(graph),
+            Record::Project {
+                project,
+                operation,
+                ended_at,
+                ..
+            } if journal::is_success(r) && !self.current.paths.contains(project) => {
+                if operation == "up" {
+                    self.deployed.insert(project.clone(), ended_at.clone());
+                } else {
+                    self.deployed.remove(project);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn note_graph(&mut self, graph: &[KnownProject]) {
+        let gone = |p: &str| !self.current.paths.contains(p);
+        if !graph.iter().any(|k| gone(&k.project)) {
+            return;
+        }
+        let mut needed_by: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for k in graph {
+            for n in k.needs.iter().filter(|n| gone(n)) {
+                let by = needed_by.entry(n.as_str()).or_default();
+                if by.last() != Some(&k.project) {
+                    by.push(k.project.clone());
+                }
+            }
+        }
+        for k in graph.iter().filter(|k| gone(&k.project)) {
+            let by = needed_by
+                .get(k.project.as_str())
+                .cloned()
+                .unwrap_or_default();
+            self.known.insert(k.project.clone(), (k.clone(), by));
+        }
+    }
+
+    /// The orphans the records noted show.
+    pub fn finish(mut self) -> Vec<Orphan> {
+        let deployed = std::mem::take(&mut self.deployed);
+        deployed
+            .into_iter()
+            .map(|(path, deployed_at)| {
+                let (known, needed_by) = self
+                    .known
+                    .remove(&path)
+                    .unwrap_or_else(|| (unknown(&path, self.projects_dir), Vec::new()));
+                Orphan {
+                    known,
+                    deployed_at,
+                    needed_by,
+                    resources: None,
+                    outputs: None,
+                }
+            })
+            .filter(|o| !self.current.uses(&o.known))
+            .collect()
+    }
 }
 
 fn unknown(path: &str, projects_dir: &str) -> KnownProject {
