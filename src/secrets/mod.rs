@@ -41,6 +41,9 @@ pub fn key(ws: &Workspace, stack: &str, interactive: bool) -> Result<store::Key>
         return Ok(store::Key::Passphrase(SecretString::from(p.clone())));
     }
     let path = store_path(ws, stack);
+    if let Some(typed) = typed_before(&path) {
+        return Ok(store::Key::Passphrase(SecretString::from(typed)));
+    }
     if !interactive {
         return Err(Error::config(format!(
             "the secrets of stack `{stack}` ({}) need a key and this run cannot prompt: set STRATA_PASSPHRASE, or STRATA_AGE_IDENTITY to an age identity file (age-keygen), in the environment or {}.",
@@ -57,7 +60,23 @@ pub fn key(ws: &Workspace, stack: &str, interactive: bool) -> Result<store::Key>
         prompt = prompt.with_confirmation("Repeat the passphrase", "the two entries differ");
     }
     let pass = prompt.interact().map_err(Error::prompt)?;
+    remember_typed(&path, &pass);
     Ok(store::Key::Passphrase(SecretString::from(pass)))
+}
+
+/// Passphrases typed in this process, by store: an `up` on a terminal runs its preview
+/// and then its update, and asks once (kept in memory only, never written).
+static TYPED: std::sync::OnceLock<std::sync::Mutex<BTreeMap<PathBuf, String>>> =
+    std::sync::OnceLock::new();
+
+fn typed_before(path: &std::path::Path) -> Option<String> {
+    TYPED.get()?.lock().ok()?.get(path).cloned()
+}
+
+fn remember_typed(path: &std::path::Path, pass: &str) {
+    if let Ok(mut m) = TYPED.get_or_init(Default::default).lock() {
+        m.insert(path.to_path_buf(), pass.to_string());
+    }
 }
 
 /// The content of a store: the secrets, and the key of their digests (none in a store
