@@ -304,6 +304,8 @@ impl<'a> StepRunner<'a> {
         // A warning a project repeats word for word (Pulumi's "using
         // pulumi-resource-command from $PATH", once per plugin load) is shown once.
         let mut warned = std::collections::HashSet::new();
+        // The log is text a person reads: the lines shown (and the debug ones hidden), the
+        // calls and what the children printed; the engine's JSON events go beside it.
         let mut sink = |p: Progress| match p {
             Progress::Raw(l) => {
                 if ctx.verbose && !l.trim_start().starts_with('{') {
@@ -315,11 +317,13 @@ impl<'a> StepRunner<'a> {
                 if !l.starts_with("warning: ") || warned.insert(l.clone()) {
                     self.show(i, &l, emit);
                 }
+                log(&l)
             }
             Progress::Debug(l) => {
                 if ctx.verbose {
                     self.show(i, &l, emit);
                 }
+                log(&l)
             }
             Progress::Resources {
                 done,
@@ -463,6 +467,13 @@ impl<'a> StepRunner<'a> {
     }
 }
 
+/// Where the engine's JSON events of the step logged at `log` go: `<log>.events.jsonl`.
+pub fn events_path(log: &std::path::Path) -> PathBuf {
+    let mut name = log.as_os_str().to_owned();
+    name.push(".events.jsonl");
+    PathBuf::from(name)
+}
+
 /// A preview's outcome with the reads its update would break: counted among its
 /// changes (for the rules) and named in its summary line.
 fn note_broken_reads(outcome: &mut crate::engine::Outcome, broken: &[String]) {
@@ -528,10 +539,23 @@ impl Executor for StepRunner<'_> {
         }
         let started = now_ms();
         let log_path = self.log_path(i);
-        // The file `prepare` created, still open.
+        // The file `prepare` created, still open; the engine's JSON events (one per line,
+        // as Pulumi streams them) go to `<log>.events.jsonl` beside it, opened at the
+        // first one, so the log itself reads as text.
         let mut file = self.log_files.lock().ok().and_then(|mut f| f.remove(&i));
+        let mut events: Option<std::fs::File> = None;
         let mut log = |line: &str| {
-            if let Some(f) = file.as_mut() {
+            let to = if line.starts_with("{\"sequence\"") {
+                if events.is_none() {
+                    events = log_path
+                        .as_ref()
+                        .and_then(|p| crate::files::open_private_append(&events_path(p)).ok());
+                }
+                events.as_mut()
+            } else {
+                file.as_mut()
+            };
+            if let Some(f) = to {
                 let _ = writeln!(f, "{}", ctx.redact(line));
             }
         };

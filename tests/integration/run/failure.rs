@@ -52,7 +52,17 @@ fn a_failure_stops_its_dependents_and_the_summary_names_it_and_its_log() {
     );
     assert!(
         log.contains("fake:index:Thing"),
-        "the log holds the child's engine events: {log}"
+        "the log holds the child's engine events, as lines: {log}"
+    );
+    // Text to read: Pulumi's JSON events are beside it, one per line.
+    assert!(!log.contains("{\"sequence\""), "{log}");
+    let events = ws.read(&format!("{rel}.events.jsonl"));
+    assert!(
+        !events.is_empty()
+            && events
+                .lines()
+                .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()),
+        "{events}"
     );
 }
 
