@@ -137,18 +137,19 @@ impl StepRunner<'_> {
         let stack = &self.ctx.stack;
         // First what no projection can help: the backend read, a need with no input.
         for up in undeployed {
-            let by_reference = match self.ctx.reads_backend.get(path) {
-                Some(None) => true,
-                Some(Some(targets)) => targets.contains(up),
-                None => false,
+            let why = match self.ctx.reads_backend.get(path) {
+                Some(Some(targets)) if targets.contains(up) => Some(format!(
+                    "reads {up} through a StackReference, and {up} has never been deployed on stack `{stack}`: the backend has nothing to read yet (a StackReference cannot be projected)"
+                )),
+                // A reference whose stack the scanner cannot read may read any stack:
+                // said as such, not as a read of this one.
+                Some(None) => Some(format!(
+                    "has a StackReference whose stack strata cannot tell (it may read {up}), and {up} has never been deployed on stack `{stack}`: a StackReference cannot be projected (`reads:` on its entry names what it reads)"
+                )),
+                _ => None,
             };
-            if by_reference {
-                return Err(Box::new(Ran::blocked_because(
-                    up,
-                    format!(
-                        "reads {up} through a StackReference, and {up} has never been deployed on stack `{stack}`: the backend has nothing to read yet (a StackReference cannot be projected)"
-                    ),
-                )));
+            if let Some(why) = why {
+                return Err(Box::new(Ran::blocked_because(up, why)));
             }
             let declared = self
                 .ctx
