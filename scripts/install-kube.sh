@@ -35,24 +35,11 @@ ETCD_VERSION=3.6.4  # go.etcd.io/etcd/server/v3; the etcd k8s.io/kubernetes v1.3
 cache="${STRATA_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/kube}"
 dest="$cache/kube-apiserver-v$KUBE_VERSION-etcd-v$ETCD_VERSION"
 
-if [ "${1:-}" = "--print-dir" ]; then
-    echo "$dest"
-    exit 0
-fi
-
-log() { echo "install-kube: $*" >&2; }
-fail() {
-    log "error: $*"
-    exit 1
-}
-command -v go >/dev/null 2>&1 ||
-    fail "Go is not installed; it builds kube-apiserver and etcd from their modules (Go 1.24+: apt-get install golang, or https://go.dev/dl)"
-
-mkdir -p "$dest"
-started=$(date +%s)
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -mod=mod"
+NAME=install-kube
+# shellcheck source=scripts/lib/install.sh
+. "$(dirname "$0")/lib/install.sh"
+print_dir_if_asked "$@"
+begin_go_build "kube-apiserver and etcd from their modules" 1.24
 
 # --- kube-apiserver and kube-controller-manager -----------------------------------------
 # (Each version is read whole before it is compared: `grep -q` on a pipe would stop
@@ -96,10 +83,7 @@ kube_wrapper() {
         for c in $KUBE_COMMANDS; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
         printf ')\n'
     } >"$src/tools.go"
-    (cd "$src" && go mod tidy >"$work/tidy.log" 2>&1) || {
-        cat "$work/tidy.log" >&2
-        fail "go mod tidy of the Kubernetes wrapper failed (see above)"
-    }
+    tidy_wrapper "$src" "the Kubernetes wrapper"
 }
 
 # The version stamps hack/lib/version.sh sets (gitCommit is not in the module zip).
@@ -150,10 +134,7 @@ require (
 EOF
     # The server module's root package is etcd's main (server/main.go).
     printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$src/tools.go"
-    (cd "$src" && go mod tidy >"$work/tidy.log" 2>&1) || {
-        cat "$work/tidy.log" >&2
-        fail "go mod tidy of the etcd wrapper failed (see above)"
-    }
+    tidy_wrapper "$src" "the etcd wrapper"
     (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
         -o "$dest/etcd.tmp" go.etcd.io/etcd/server/v3) ||
         fail "go build of go.etcd.io/etcd/server/v3 v$ETCD_VERSION failed (see above)"

@@ -31,16 +31,10 @@ SEAWEEDFS_COMMIT=${SEAWEEDFS_VERSION##*-}
 cache="${STRATA_S3_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/s3}"
 dest="$cache/seaweedfs-$SEAWEEDFS_VERSION"
 
-if [ "${1:-}" = "--print-dir" ]; then
-    echo "$dest"
-    exit 0
-fi
-
-log() { echo "install-s3: $*" >&2; }
-fail() {
-    log "error: $*"
-    exit 1
-}
+NAME=install-s3
+# shellcheck source=scripts/lib/install.sh
+. "$(dirname "$0")/lib/install.sh"
+print_dir_if_asked "$@"
 
 # `weed version` prints "version 30GB 4.53 <commit> linux amd64"; the commit is stamped
 # below, so it tells the pinned build from any other. (Read whole before it is compared:
@@ -53,14 +47,7 @@ if [[ "$(built_version)" == *" $SEAWEEDFS_COMMIT "* ]]; then
     exit 0
 fi
 
-command -v go >/dev/null 2>&1 ||
-    fail "Go is not installed; it builds SeaweedFS from its module (Go 1.26.6+: apt-get install golang, or https://go.dev/dl)"
-
-mkdir -p "$dest"
-started=$(date +%s)
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -mod=mod"
+begin_go_build "SeaweedFS from its module" 1.26.6
 
 # The wrapper module (see the top of this file).
 wrapper() {
@@ -89,10 +76,7 @@ wrapper() {
         echo "$replaces"
     } >"$src/go.mod"
     printf '//go:build tools\n\npackage tools\n\nimport _ "%s/weed"\n' "$SEAWEEDFS_MODULE" >"$src/tools.go"
-    (cd "$src" && go mod tidy >"$work/tidy.log" 2>&1) || {
-        cat "$work/tidy.log" >&2
-        fail "go mod tidy of the SeaweedFS wrapper failed (see above)"
-    }
+    tidy_wrapper "$src" "the SeaweedFS wrapper"
 }
 
 log "building SeaweedFS weed ($SEAWEEDFS_VERSION; cold: several minutes on 2 cores)"

@@ -23,6 +23,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Provider profile (providers/NAME.yaml); default: the stack's kubernetes:infra_type
     #[arg(
@@ -31,19 +32,12 @@ pub struct GlobalArgs {
         env = "STRATA_PROVIDER",
         hide_env_values = true,
         global = true,
-        value_name = "NAME",
-        help_heading = "Global options"
+        value_name = "NAME"
     )]
     pub provider: Option<String>,
 
     /// Stack name [default: PULUMI_STACK of config/pulumi/environment, else of the environment]
-    #[arg(
-        short = 's',
-        long,
-        global = true,
-        value_name = "NAME",
-        help_heading = "Global options"
-    )]
+    #[arg(short = 's', long, global = true, value_name = "NAME")]
     pub stack: Option<String>,
 
     /// Workspace root [default: nearest ancestor with a providers/ folder]
@@ -53,27 +47,20 @@ pub struct GlobalArgs {
         env = "STRATA_ROOT",
         hide_env_values = true,
         global = true,
-        value_name = "DIR",
-        help_heading = "Global options"
+        value_name = "DIR"
     )]
     pub root: Option<PathBuf>,
 
     /// Never prompt (implied when stdin is not a terminal or CI is set)
-    #[arg(long, global = true, help_heading = "Global options")]
+    #[arg(long, global = true)]
     pub non_interactive: bool,
 
     /// Print only warnings, errors and the final line of a run
-    #[arg(short = 'q', long, global = true, help_heading = "Global options")]
+    #[arg(short = 'q', long, global = true)]
     pub quiet: bool,
 
     /// Plain lines (no progress bars) with every line the projects print
-    #[arg(
-        short = 'v',
-        long,
-        global = true,
-        conflicts_with = "quiet",
-        help_heading = "Global options"
-    )]
+    #[arg(short = 'v', long, global = true, conflicts_with = "quiet")]
     pub verbose: bool,
 
     /// Output format: human, or json (JSON Lines events on stdout)
@@ -81,8 +68,7 @@ pub struct GlobalArgs {
         long,
         value_enum,
         default_value_t = OutputFormat::Human,
-        global = true,
-        help_heading = "Global options"
+        global = true
     )]
     pub output: OutputFormat,
 }

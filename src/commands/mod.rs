@@ -229,15 +229,12 @@ pub fn load(target: &Target, read_stack_config: bool) -> Result<Loaded> {
         (Some(s), true) => StackConfig::load(&ws.stack_config_path(s))?,
         _ => None,
     };
-    let provider = ws.select_provider(
+    let (profile, plan, backends) = crate::pipeline::resolve::planned(
+        &ws,
         target.provider.as_deref(),
         stack.as_deref(),
         stack_config.as_ref(),
     )?;
-    let profile = ws.profile(&provider)?;
-    let projects = ws.projects(&profile)?;
-    let backends = crate::pipeline::env::backends(&ws, &projects);
-    let plan = crate::plan::build(&profile, projects)?;
     Ok(Loaded {
         ws,
         stack,

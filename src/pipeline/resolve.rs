@@ -57,6 +57,22 @@ pub fn open_workspace(target: &Target) -> Result<Workspace> {
     Workspace::open(root, process_env)
 }
 
+/// The profile to use ([`Workspace::select_provider`]), the plan of its projects, and
+/// each Pulumi project's backend: what a run and every read-only command plan with.
+pub fn planned(
+    ws: &Workspace,
+    provider: Option<&str>,
+    stack: Option<&str>,
+    stack_config: Option<&StackConfig>,
+) -> Result<(Profile, Plan, crate::workspace::backend::Backends)> {
+    let provider = ws.select_provider(provider, stack, stack_config)?;
+    let profile = ws.profile(&provider)?;
+    let projects = ws.projects(&profile)?;
+    let backends = super::env::backends(ws, &projects);
+    let plan = crate::plan::build(&profile, projects)?;
+    Ok((profile, plan, backends))
+}
+
 /// Resolves a run for `stack` (or the stack the flags and files name).
 pub fn resolve(
     target: &Target,
@@ -76,15 +92,12 @@ pub fn resolve(
         Some(s) => StackConfig::load(&ws.stack_config_path(s))?,
         None => None,
     };
-    let provider = ws.select_provider(
+    let (profile, full, backends) = planned(
+        &ws,
         target.provider.as_deref(),
         stack.as_deref(),
         stack_config.as_ref(),
     )?;
-    let profile = ws.profile(&provider)?;
-    let projects = ws.projects(&profile)?;
-    let backends = super::env::backends(&ws, &projects);
-    let full = crate::plan::build(&profile, projects)?;
     let super::orphans::OfRun {
         profile,
         full,

@@ -30,12 +30,14 @@ const CHATTY: &str =
 const MUTE_PREVIEW: &str =
     "case \"$1\" in preview) \"$REAL\" \"$@\" >/dev/null; exit $?;; esac\nexec \"$REAL\" \"$@\"";
 
-#[test]
-fn a_chatty_wrapper_does_not_let_a_denied_delete_through() {
+/// alpha up under `keep-data`, its second resource then dropped from its program, and
+/// pulumi behind `wrapper`: the next `up` is denied by that rule (exit 5) and deletes
+/// nothing.
+fn up_denied_behind(wrapper: &str) -> Ws {
     let ws = gated(KEEP_ALPHA);
     ok(&ws, "up", &[]);
     drop_second(&ws);
-    wrap_pulumi(&ws, CHATTY);
+    wrap_pulumi(&ws, wrapper);
     let r = run(&ws, "up", &["--output", "json"]);
     assert_eq!(r.code, 5, "{r:?}");
     let alpha = finished(&r.events(), "alpha").clone();
@@ -45,6 +47,12 @@ fn a_chatty_wrapper_does_not_let_a_denied_delete_through() {
         alpha_state(&ws).contains("second"),
         "the delete was applied"
     );
+    ws
+}
+
+#[test]
+fn a_chatty_wrapper_does_not_let_a_denied_delete_through() {
+    let ws = up_denied_behind(CHATTY);
     let p = run(&ws, "preview", &["--output", "json"]);
     assert_eq!(p.code, 5, "{p:?}");
     assert_eq!(
@@ -66,19 +74,8 @@ fn a_chatty_wrapper_does_not_skip_an_approval_hold() {
 
 #[test]
 fn an_unreadable_preview_is_judged_by_its_saved_plan_or_refused() {
-    let ws = gated(KEEP_ALPHA);
-    ok(&ws, "up", &[]);
-    drop_second(&ws);
-    wrap_pulumi(&ws, MUTE_PREVIEW);
     // up: the plan file it saved is judged.
-    let r = run(&ws, "up", &["--output", "json"]);
-    assert_eq!(r.code, 5, "{r:?}");
-    let alpha = finished(&r.events(), "alpha").clone();
-    assert_eq!(alpha["status"], "denied", "{alpha}");
-    assert!(
-        alpha_state(&ws).contains("second"),
-        "the delete was applied"
-    );
+    let ws = up_denied_behind(MUTE_PREVIEW);
     // preview: no plan to read, so the project is refused, never "no changes".
     let p = run(&ws, "preview", &["--output", "json"]);
     assert_eq!(p.code, 5, "{p:?}");

@@ -18,7 +18,8 @@ fn adopted_repo() -> Ws {
     repo_copy(&fixture("repo"))
 }
 
-fn fixture(name: &str) -> std::path::PathBuf {
+/// tests/fixtures/init/NAME.
+pub(crate) fn fixture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/init")
         .join(name)
@@ -26,7 +27,7 @@ fn fixture(name: &str) -> std::path::PathBuf {
 
 /// A workspace folder holding a copy of the repository `from`, and none of strata's
 /// folders yet (the fake pulumi on PATH).
-fn repo_copy(from: &Path) -> Ws {
+pub(crate) fn repo_copy(from: &Path) -> Ws {
     let ws = Ws::new();
     for d in ["providers", "projects", "config"] {
         std::fs::remove_dir_all(ws.path(d)).unwrap();
@@ -144,13 +145,21 @@ fn init_writes_a_workspace_around_the_projects_where_they_are() {
 /// apps/web's second reference reads a `cache` stack no project here is: the user says
 /// so (`reads: []`), and strata then runs it.
 fn declare_web_reads(ws: &Ws) {
-    let profile = ws.read("providers/main.yaml");
-    let declared = profile.replace(
+    ws.replace_in(
+        "providers/main.yaml",
         "    needs: [infra/aws/eks]\n    # strata init: apps/web",
         "    needs: [infra/aws/eks]\n    reads: []\n    # strata init: apps/web",
     );
-    assert_ne!(declared, profile, "{profile}");
-    ws.write("providers/main.yaml", &declared);
+}
+
+/// In tests/fixtures/init/estate adopted: apps/reports reads platform/network's stack
+/// through a name strata cannot resolve; the user says so (`reads:`).
+pub(crate) fn declare_reports_reads(ws: &Ws) {
+    ws.replace_in(
+        "providers/main.yaml",
+        "  - path: apps/reports\n    needs: []\n",
+        "  - path: apps/reports\n    needs: []\n    reads: [platform/network]\n",
+    );
 }
 
 #[test]
@@ -194,11 +203,11 @@ fn update_adds_and_drops_projects_and_keeps_the_users_edits() {
     let ws = adopted_repo();
     ok(ws.strata(&["init"]));
     // The user edits the profile: a comment, a description, a need strata could not see.
-    let edited = ws.read("providers/main.yaml").replace(
+    ws.replace_in(
+        "providers/main.yaml",
         "  - path: apps/web\n",
         "  # the storefront, owned by the web team\n  - path: apps/web\n    description: storefront\n",
     );
-    ws.write("providers/main.yaml", &edited);
     // The repository moves on: a new Python project reads the API; the seed tool goes.
     ws.write("apps/worker/Pulumi.yaml", "name: worker\nruntime: python\n");
     ws.write(
@@ -347,12 +356,7 @@ fn a_platform_repository_is_adopted_in_the_order_its_code_needs() {
             .contains("apps/reports reads stacks strata cannot resolve"),
         "{v:?}"
     );
-    let declared = profile.replace(
-        "  - path: apps/reports\n    needs: []\n",
-        "  - path: apps/reports\n    needs: []\n    reads: [platform/network]\n",
-    );
-    assert_ne!(declared, profile, "{profile}");
-    ws.write("providers/main.yaml", &declared);
+    declare_reports_reads(&ws);
     let v = ws.strata(&["validate", "-s", "dev"]);
     assert!(!v.all().contains("cannot resolve"), "{v:?}");
 }

@@ -115,6 +115,14 @@ impl Ws {
         std::fs::read_to_string(self.root.join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
     }
 
+    /// Replaces `from` with `to` in the file, as a user's edit would; panics when `from`
+    /// is not there (the edit would silently do nothing).
+    pub fn replace_in(&self, rel: &str, from: &str, to: &str) -> &Self {
+        let text = self.read(rel);
+        assert!(text.contains(from), "no {from:?} in {rel}:\n{text}");
+        self.write(rel, &text.replace(from, to))
+    }
+
     /// The file's text, or empty when it does not exist (yet).
     pub fn read_opt(&self, rel: &str) -> String {
         std::fs::read_to_string(self.root.join(rel)).unwrap_or_default()

@@ -306,6 +306,17 @@ current-context: kind
 x-custom-extension: keep-me
 ";
 
+    /// A kubeconfig's path in a fresh folder (kept while the folder lives), the file
+    /// holding `text` when given, else not there yet.
+    fn config_holding(text: Option<&str>) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("config");
+        if let Some(text) = text {
+            fs::write(&target, text).unwrap();
+        }
+        (dir, target)
+    }
+
     fn read(path: &Path) -> Value {
         serde_yaml::from_str(&fs::read_to_string(path).unwrap()).unwrap()
     }
@@ -324,9 +335,7 @@ x-custom-extension: keep-me
     /// `current-context` only when it named them.
     #[test]
     fn a_merge_that_keeps_current_and_its_removal_leave_the_users_own_entries() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
-        fs::write(&target, EXISTING).unwrap();
+        let (dir, target) = config_holding(Some(EXISTING));
         let r = merge_kubeconfig_keeping_current(&target, NEW, "dev-cluster").unwrap();
         assert_eq!(r.context, "dev-cluster");
         let config = read(&target);
@@ -382,9 +391,7 @@ x-custom-extension: keep-me
 
     #[test]
     fn keeps_existing_entries_and_replaces_same_names() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
-        fs::write(&target, EXISTING).unwrap();
+        let (_dir, target) = config_holding(Some(EXISTING));
         let report = merge_kubeconfig(&target, NEW, "eks-dev").unwrap();
         assert!(!report.created);
         assert_eq!(report.replaced["clusters"], ["eks-dev"]);
@@ -419,9 +426,7 @@ x-custom-extension: keep-me
 
     #[test]
     fn merging_twice_is_stable() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
-        fs::write(&target, EXISTING).unwrap();
+        let (_dir, target) = config_holding(Some(EXISTING));
         merge_kubeconfig(&target, NEW, "eks-dev").unwrap();
         let once = fs::read_to_string(&target).unwrap();
         let report = merge_kubeconfig(&target, NEW, "eks-dev").unwrap();
@@ -431,8 +436,7 @@ x-custom-extension: keep-me
 
     #[test]
     fn base64_input() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
+        let (_dir, target) = config_holding(None);
         let encoded = base64::engine::general_purpose::STANDARD.encode(NEW);
         // Wrapped like `base64` prints it.
         let wrapped: Vec<String> = encoded
@@ -451,8 +455,7 @@ x-custom-extension: keep-me
         let json = serde_json::to_string(&value).unwrap();
         let quoted = serde_json::to_string(NEW).unwrap();
         for input in [json, quoted] {
-            let dir = tempfile::tempdir().unwrap();
-            let target = dir.path().join("config");
+            let (_dir, target) = config_holding(None);
             let report = merge_kubeconfig(&target, &input, "eks-dev").unwrap();
             assert_eq!(report.context, "eks-dev", "{input}");
         }
@@ -460,9 +463,7 @@ x-custom-extension: keep-me
 
     #[test]
     fn the_name_renames_context_cluster_and_user() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
-        fs::write(&target, EXISTING).unwrap();
+        let (_dir, target) = config_holding(Some(EXISTING));
         let report = merge_kubeconfig(&target, NEW, "dev").unwrap();
         assert_eq!(report.context, "dev");
         let config = read(&target);
@@ -489,9 +490,7 @@ x-custom-extension: keep-me
                 "clusters:\n- name: kubernetes\n  cluster: {{server: {server}}}\nusers:\n- name: aws\n  user: {{token: t}}\ncontexts:\n- name: aws\n  context: {{cluster: kubernetes, user: aws}}\ncurrent-context: aws\n"
             )
         };
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
-        fs::write(&target, eks("https://mine")).unwrap();
+        let (_dir, target) = config_holding(Some(&eks("https://mine")));
         merge_kubeconfig(&target, &eks("https://dev"), "dev-eks").unwrap();
         merge_kubeconfig(&target, &eks("https://prod"), "prod-eks").unwrap();
         let config = read(&target);
@@ -514,8 +513,7 @@ x-custom-extension: keep-me
     /// Hooks that run in parallel all keep their entries (kubectl's lock file).
     #[test]
     fn parallel_merges_keep_every_entry() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
+        let (dir, target) = config_holding(None);
         std::thread::scope(|s| {
             for i in 0..16 {
                 let target = &target;
@@ -532,8 +530,7 @@ x-custom-extension: keep-me
 
     #[test]
     fn single_context_without_current_is_chosen() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
+        let (_dir, target) = config_holding(None);
         let text = NEW.replace("current-context: eks-dev\n", "");
         assert_eq!(
             merge_kubeconfig(&target, &text, "eks-dev").unwrap().context,
@@ -545,9 +542,7 @@ x-custom-extension: keep-me
     #[test]
     fn mode_is_0600_and_no_temp_files_remain() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
-        fs::write(&target, EXISTING).unwrap();
+        let (dir, target) = config_holding(Some(EXISTING));
         fs::set_permissions(&target, fs::Permissions::from_mode(0o644)).unwrap();
         merge_kubeconfig(&target, NEW, "eks-dev").unwrap();
         let mode = fs::metadata(&target).unwrap().permissions().mode() & 0o777;
@@ -576,8 +571,7 @@ x-custom-extension: keep-me
 
     #[test]
     fn invalid_new_kubeconfig_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
+        let (_dir, target) = config_holding(None);
         let err = merge_kubeconfig(&target, "clusters: [\n  - {name: a\n", "eks-dev").unwrap_err();
         assert!(matches!(err, KubeconfigError::InvalidNew { .. }), "{err:?}");
         let message = err.to_string();
@@ -615,8 +609,7 @@ x-custom-extension: keep-me
 
     #[test]
     fn empty_new_kubeconfig_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
+        let (_dir, target) = config_holding(None);
         for empty in ["", "   \n", "{}", "~", "\"\""] {
             let err = merge_kubeconfig(&target, empty, "eks-dev").unwrap_err();
             assert!(matches!(err, KubeconfigError::Empty), "{empty:?}: {err:?}");
@@ -627,9 +620,7 @@ x-custom-extension: keep-me
 
     #[test]
     fn invalid_target_is_an_error_and_left_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
-        fs::write(&target, "clusters: [oops\n").unwrap();
+        let (_dir, target) = config_holding(Some("clusters: [oops\n"));
         let err = merge_kubeconfig(&target, NEW, "eks-dev").unwrap_err();
         assert!(
             matches!(err, KubeconfigError::InvalidTarget { .. }),
@@ -651,8 +642,7 @@ x-custom-extension: keep-me
 
     #[test]
     fn errors_never_quote_credentials() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("config");
+        let (_dir, target) = config_holding(None);
         let broken = NEW.replace("token: NEW-TOKEN-abc", "token: NEW-TOKEN-abc: [");
         let err = merge_kubeconfig(&target, &broken, "eks-dev").unwrap_err();
         let shown = format!("{err} {err:?}");

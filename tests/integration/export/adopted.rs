@@ -5,8 +5,6 @@
 //! runtime, in the project's folder, before `strata up`; actionlint (with shellcheck)
 //! passes every form.
 
-use std::path::Path;
-
 use serde_yaml::Value as Yaml;
 
 use super::*;
@@ -15,21 +13,10 @@ use crate::handoff::{actionlint_passes, require_actionlint};
 /// tests/fixtures/init/estate adopted with `strata init`, its one unresolved reference
 /// declared, and the lock files a real repository commits.
 fn adopted_estate() -> Ws {
-    let ws = Ws::new();
-    for d in ["providers", "projects", "config"] {
-        std::fs::remove_dir_all(ws.path(d)).unwrap();
-    }
-    let estate = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/init/estate");
-    copy_path(&estate, &ws.root);
+    let ws = crate::init::repo_copy(&crate::init::fixture("estate"));
     let r = ws.strata(&["init"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let profile = ws.read("providers/main.yaml");
-    let declared = profile.replace(
-        "  - path: apps/reports\n    needs: []\n",
-        "  - path: apps/reports\n    needs: []\n    reads: [platform/network]\n",
-    );
-    assert_ne!(declared, profile, "{profile}");
-    ws.write("providers/main.yaml", &declared);
+    crate::init::declare_reports_reads(&ws);
     ws.write("platform/dns/package.json", "{}\n");
     ws.write("platform/dns/package-lock.json", "{}\n");
     ws.write("platform/edge/package.json", "{}\n");
@@ -74,26 +61,24 @@ fn an_adopted_repository_s_workflow_installs_strata_from_a_pinned_source_and_eac
         assert!(r.stderr.contains(said), "no {said:?}: {r:?}");
     }
     assert!(r.stdout.is_empty(), "{r:?}");
+    // `export -s dev --format FORMAT --strata-from SOURCE`, then `more`.
+    let export_from = |format: &str, source: &str, more: &[&str]| {
+        let mut args = vec![
+            "export",
+            "-s",
+            "dev",
+            "--format",
+            format,
+            "--strata-from",
+            source,
+        ];
+        args.extend(more);
+        ws.strata(&args)
+    };
     // A source that is not pinned is refused before anything is read.
-    let r = ws.strata(&[
-        "export",
-        "-s",
-        "dev",
-        "--format",
-        "github-actions",
-        "--strata-from",
-        "crate:latest",
-    ]);
+    let r = export_from("github-actions", "crate:latest", &[]);
     assert_eq!(r.code, 2, "{r:?}");
-    let r = ws.strata(&[
-        "export",
-        "-s",
-        "dev",
-        "--format",
-        "argo",
-        "--strata-from",
-        "crate:1.0.0",
-    ]);
+    let r = export_from("argo", "crate:1.0.0", &[]);
     assert_eq!(r.code, 2, "{r:?}");
 
     let actionlint = require_actionlint();
@@ -117,20 +102,12 @@ fn an_adopted_repository_s_workflow_installs_strata_from_a_pinned_source_and_eac
         .flat_map(|ra| sources.iter().map(move |s| (ra, s)))
     {
         let f = ws.path("wf.yml");
-        let mut args = vec![
-            "export",
-            "-s",
-            "dev",
-            "--format",
-            "github-actions",
-            "--strata-from",
-            source,
-        ];
+        let mut more = Vec::new();
         if review_apply {
-            args.push("--review-apply");
+            more.push("--review-apply");
         }
-        args.extend(["-o", f.to_str().unwrap()]);
-        let r = ws.strata(&args);
+        more.extend(["-o", f.to_str().unwrap()]);
+        let r = export_from("github-actions", source, &more);
         assert_eq!(r.code, 0, "{source}: {r:?}");
         let text = std::fs::read_to_string(&f).unwrap();
         assert!(
