@@ -22,10 +22,15 @@ fn up_starts_no_project_before_what_it_needs_has_succeeded() {
         let (dep_start, _) = span(&calls, dependent);
         assert!(need_ok <= dep_start, "{dependent} before {need} succeeded");
     }
-    // Every child's full output goes to .strata/<stack>/logs/<project>/<op>-<time>.log.
+    // Every child's full output goes to .strata/<stack>/logs/<project>/<op>-<time>.log,
+    // its engine events beside it (`.log.events.jsonl`).
     for p in DIAMOND_PATHS {
-        let logs = ws.files_under(&format!(".strata/dev/logs/{p}"));
+        let files = ws.files_under(&format!(".strata/dev/logs/{p}"));
+        let (logs, events): (Vec<_>, Vec<_>) = files
+            .into_iter()
+            .partition(|(f, _)| f.to_string_lossy().ends_with(".log"));
         assert_eq!(logs.len(), 1, "{p}: one log: {logs:?}");
+        assert_eq!(events.len(), 1, "{p}: its events: {events:?}");
         let (file, bytes) = &logs[0];
         let fname = file.file_name().unwrap().to_string_lossy().to_string();
         assert!(
