@@ -127,7 +127,8 @@ pub fn execute(
     };
     let opened = announce(r, &ctx, &journal, &caught, notices, &unchanged, &emit)?;
     let ran = schedule::run(&r.req.args, &ctx, signals, &pools, &runner, &control, &emit);
-    let bundle_mark = close(r, &ctx, &journal, &runner, &ran, lock.is_some(), &emit);
+    let kept = Kept::take(runner, ctx.plan.nodes.len());
+    let bundle_mark = close(r, &ctx, &journal, &kept, &ran, lock.is_some(), &emit);
     // While the lease is still held: the next run, on any machine, finds the record.
     let done = shared::Done {
         run_id: &ctx.run_id,
@@ -154,7 +155,6 @@ pub fn execute(
     }
     drop(lease);
     drop(lock);
-    let kept = Kept::take(runner, ctx.plan.nodes.len());
     Ok(executed(
         ctx,
         ran,
@@ -300,12 +300,14 @@ fn announce(
 
 /// Closes the run while the lock (if `locked`) is still held: a journal record for each
 /// step that never ran, the journal's index, and, for `up --plan`, the bundle's applied
-/// mark (why it could not be written, if it could not).
+/// mark (why it could not be written, if it could not). Called with what the runner
+/// `kept`, the runner gone: its per-project maps (megabytes at thousands of projects)
+/// are freed before the index is rewritten, the run's peak.
 fn close(
     r: &Resolved,
     ctx: &Ctx,
     journal: &Journal,
-    runner: &StepRunner,
+    kept: &Kept,
     ran: &Ran,
     locked: bool,
     emit: &dyn Fn(RunEvent),
@@ -313,7 +315,7 @@ fn close(
     let op = ctx.op;
     // Journal records for the steps that never ran.
     for (i, res) in ran.results.iter().enumerate() {
-        if runner.log_path(i).is_none() {
+        if kept.logs[i].is_none() {
             let record = StepRecord::not_run(res.status, res.message.clone());
             let _ = journal.append(&record.into_record(&ctx.run_id, &ctx.plan.nodes[i].path, op));
         }

@@ -545,9 +545,17 @@ fn scan_raw_lines(
             Ok(n) => read += n as u64,
         }
         each(line.strip_suffix(b"\n").unwrap_or(&line));
+        // An `up`'s record (its graph) is a megabyte at thousands of projects: its
+        // buffer is not kept for the thousands of short lines after it.
+        if line.capacity() > LINE_BUFFER_KEPT {
+            line = Vec::new();
+        }
     }
     read
 }
+
+/// The largest line buffer [`scan_raw_lines`] keeps from one line to the next.
+const LINE_BUFFER_KEPT: usize = 64 * 1024;
 
 /// The records in `bytes`, skipping every line that is not a whole record.
 pub fn parse(bytes: &[u8]) -> Vec<Record> {

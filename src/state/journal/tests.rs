@@ -314,6 +314,57 @@ mod records {
         assert_eq!(mode, 0o600);
     }
 
+    /// A line longer than the buffer the reader keeps (an `up`'s graph at thousands of
+    /// projects), then short ones: every record is read back whole, in order, and the
+    /// index rewritten over them keeps the long one as written.
+    #[test]
+    fn a_long_line_then_short_ones_are_read_whole() {
+        let (_d, j) = journal();
+        let graph: Vec<KnownProject> = (0..2000)
+            .map(|i| KnownProject {
+                project: format!("infra/p{i:04}"),
+                dir: format!("projects/infra/p{i:04}"),
+                kind: "command".into(),
+                name: format!("p{i:04}"),
+                stage: "infrastructure".into(),
+                needs: vec![format!("infra/p{:04}", i / 2)],
+            })
+            .collect();
+        let run = Record::Run {
+            run_id: "r1".into(),
+            operation: "up".into(),
+            provider: "p".into(),
+            stack: "dev".into(),
+            projects: vec!["a".into()],
+            started_at: String::new(),
+            command: "strata up".into(),
+            user: String::new(),
+            host: String::new(),
+            graph,
+        };
+        let long = serde_json::to_string(&run).unwrap();
+        assert!(long.len() > 2 * LINE_BUFFER_KEPT, "{}", long.len());
+        j.append(&run).unwrap();
+        j.append(&project("r1", "succeeded")).unwrap();
+        j.append(&project("r2", "failed")).unwrap();
+        let whole = j.read();
+        assert_eq!(whole.len(), 3);
+        assert_eq!(whole[0], run);
+        assert!(
+            matches!(&whole[1], Record::Project { run_id, status, .. } if run_id == "r1" && status == "succeeded")
+        );
+        assert!(
+            matches!(&whole[2], Record::Project { run_id, status, .. } if run_id == "r2" && status == "failed")
+        );
+        j.update_index().unwrap();
+        let index = std::fs::read_to_string(j.index_path()).unwrap();
+        assert!(
+            index.lines().any(|l| l == long),
+            "the up's line is not kept as written"
+        );
+        assert_eq!(j.read(), whole);
+    }
+
     proptest::proptest! {
         /// Whatever bytes a crash left at the end of the journal, a record appended after
         /// them is read back.
