@@ -202,12 +202,11 @@ fn reads_backend(
 ) -> BTreeMap<String, Option<BTreeSet<String>>> {
     found
         .iter()
-        .map(|(path, refs)| (path.clone(), refs.clone()))
         .filter(|(_, refs)| !refs.is_empty())
         .map(|(path, refs)| {
-            let reads = r.profile.entry(&path).and_then(|e| e.reads.as_ref());
-            let targets = crate::plan::references::read_targets(&refs, reads);
-            (path, targets)
+            let reads = r.profile.entry(path).and_then(|e| e.reads.as_ref());
+            let targets = crate::plan::references::read_targets(refs, reads);
+            (path.clone(), targets)
         })
         .collect()
 }
@@ -251,10 +250,14 @@ fn readers(
             .to_string()
     };
     let mut out: BTreeMap<String, Vec<Read>> = BTreeMap::new();
-    for e in &r.profile.entries {
-        let text = std::fs::read_to_string(&e.file).unwrap_or_default();
+    // Each profile file read and indexed once (an estate's entries share a few files).
+    let mut files: BTreeMap<&std::path::Path, ProfileText> = BTreeMap::new();
+    for e in r.profile.entries.iter().filter(|e| !e.inputs.is_empty()) {
+        let text = files
+            .entry(e.file.as_path())
+            .or_insert_with(|| ProfileText::read(&e.file));
         for i in &e.inputs {
-            let at = match input_line(&text, &e.path, &format!("{}:{}", i.project, i.output)) {
+            let at = match text.input_line(&e.path, &format!("{}:{}", i.project, i.output)) {
                 Some(line) => format!("{}:{line}", root(&e.file)),
                 None => root(&e.file),
             };
@@ -294,15 +297,38 @@ fn readers(
     out
 }
 
-/// The line (1-based) of the profile `text` where entry `path` takes `source`
-/// (`project:output`) as an input: the first line naming it after the entry's `path:`.
-fn input_line(text: &str, path: &str, source: &str) -> Option<usize> {
-    let lines: Vec<&str> = text.lines().collect();
-    let entry = lines.iter().position(|l| {
-        l.trim_start().trim_start_matches("- ").trim_start() == format!("path: {path}")
-    })?;
-    lines[entry..]
-        .iter()
-        .position(|l| l.contains(source))
-        .map(|i| entry + i + 1)
+/// A profile file's lines, and where each entry's `path:` is written.
+struct ProfileText {
+    lines: Vec<String>,
+    entries: BTreeMap<String, usize>,
+}
+
+impl ProfileText {
+    fn read(file: &std::path::Path) -> ProfileText {
+        let lines: Vec<String> = std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect();
+        let mut entries = BTreeMap::new();
+        for (i, l) in lines.iter().enumerate() {
+            let l = l.trim_start().trim_start_matches("- ").trim_start();
+            if let Some(path) = l.strip_prefix("path: ") {
+                entries.entry(path.trim().to_string()).or_insert(i);
+            }
+        }
+        ProfileText { lines, entries }
+    }
+
+    /// The line (1-based) where entry `path` takes `source` (`project:output`) as an
+    /// input: the first line naming it after the entry's `path:`, before the next entry.
+    fn input_line(&self, path: &str, source: &str) -> Option<usize> {
+        let start = *self.entries.get(path)?;
+        self.lines[start..]
+            .iter()
+            .enumerate()
+            .take_while(|(k, l)| *k == 0 || !l.trim_start().starts_with("- path: "))
+            .find(|(_, l)| l.contains(source))
+            .map(|(k, _)| start + k + 1)
+    }
 }
