@@ -178,6 +178,7 @@ fn preview_options(a: &PreviewOptions) -> pipeline::PreviewOptions {
         refresh: a.refresh,
         summary_file: a.summary_file.clone(),
         save_plan: a.save_plan.as_deref().map(absolute),
+        for_up: false,
     }
 }
 

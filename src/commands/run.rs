@@ -65,6 +65,7 @@ fn up_as_pulumi_does(target: &Target, settings: &Settings, req: Request) -> Resu
         },
         preview: crate::pipeline::PreviewOptions {
             save_plan: Some(dir.clone()),
+            for_up: true,
             ..Default::default()
         },
         ..req.clone()

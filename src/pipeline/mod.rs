@@ -66,4 +66,6 @@ pub struct PreviewOptions {
     pub summary_file: Option<PathBuf>,
     /// `--save-plan`: where to write a plan bundle.
     pub save_plan: Option<PathBuf>,
+    /// The preview of an `up` on a terminal, whose bundle that `up` applies on "yes".
+    pub for_up: bool,
 }

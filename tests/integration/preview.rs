@@ -115,6 +115,14 @@ fn a_fresh_stack_previews_its_roots_and_blocks_the_rest() {
         human.stdout
     );
     assert!(human.stdout.contains("2 blocked"), "{}", human.stdout);
+    // A bundle of that preview says what it holds no plan of, and why its apply would
+    // be refused.
+    let saved = preview_json(&ws, &["--save-plan", "bundle"]);
+    assert_eq!(saved.code, 0, "{saved:?}");
+    saved.expect_stderr(&[
+        "the bundle holds no plan for bravo, charlie (blocked",
+        "`strata up --plan` will refuse it",
+    ]);
 }
 
 #[test]

@@ -21,15 +21,42 @@ pub(super) fn write(r: &Resolved, done: &Executed, rows: &[Row]) -> Option<Error
     {
         let git = crate::bundle::git_state(&r.ws.root);
         match super::super::bundle::write(r, dir, done, &text, git) {
-            Ok(()) => eprintln!(
-                "wrote the plan bundle {} (apply exactly it: strata up --plan {})",
-                display_path(dir),
-                display_path(dir)
-            ),
+            // The `up` that asked for this preview applies the bundle itself.
+            Ok(()) if r.req.preview.for_up => {}
+            Ok(()) => {
+                eprintln!(
+                    "wrote the plan bundle {} (apply exactly it: strata up --plan {})",
+                    display_path(dir),
+                    display_path(dir)
+                );
+                if let Some(note) = unplanned_note(done) {
+                    eprintln!("{note}");
+                }
+            }
             Err(e) => failed = failed.or(Some(e)),
         }
     }
     failed
+}
+
+/// What a bundle holds no plan of, said as it is written: the projects its preview could
+/// not preview (`blocked` behind a project never deployed), which `up --plan` refuses
+/// (a pull request's review is green, its apply would not be).
+fn unplanned_note(done: &Executed) -> Option<String> {
+    let blocked: Vec<&str> = done
+        .plan
+        .nodes
+        .iter()
+        .zip(&done.results)
+        .filter(|(_, res)| res.status == Status::Blocked)
+        .map(|(n, _)| n.path.as_str())
+        .collect();
+    (!blocked.is_empty()).then(|| {
+        format!(
+            "note: the bundle holds no plan for {} (blocked: what it needs was never deployed), so `strata up --plan` will refuse it. Deploy what they need first (or run `strata up` on a terminal, which brings them up without a plan, as its table says), then preview again.",
+            crate::util::list_some(&blocked, 5)
+        )
+    })
 }
 
 /// `--expect-no-changes`: exit 4 (and say which) when a project would change.
