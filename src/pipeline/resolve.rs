@@ -105,10 +105,11 @@ pub fn resolve(
         programs,
     } = super::orphans::of_run(&ws, profile, full, stack.as_deref(), req)?;
     let op = req.op;
+    let full = std::sync::Arc::new(full);
     let base = if op == Operation::Destroy {
         std::borrow::Cow::Owned(full.reversed())
     } else {
-        std::borrow::Cow::Borrowed(&full)
+        std::borrow::Cow::Borrowed(full.as_ref())
     };
     // The selector reads the forward graph; destroy runs what it picks in reverse.
     let git = select::Git::new(&ws.root);
@@ -121,7 +122,14 @@ pub fn resolve(
             changes: &git,
         },
     )?;
-    let mut plan = base.subplan(&chosen.keep);
+    // A run of the whole profile forward runs the graph itself: not a copy of it (a
+    // plan of thousands of projects is megabytes).
+    let whole = op != Operation::Destroy && chosen.keep.iter().all(|k| *k);
+    let mut plan = if whole {
+        full.clone()
+    } else {
+        std::sync::Arc::new(base.subplan(&chosen.keep))
+    };
     let mut nothing_to_do = chosen.empty_because;
     if req.orphans && stack.is_some() && plan.nodes.is_empty() {
         nothing_to_do = Some(format!(
@@ -138,7 +146,7 @@ pub fn resolve(
                 .iter()
                 .map(|n| m.steps.contains_key(&n.path))
                 .collect();
-            plan = base.subplan(&keep);
+            plan = std::sync::Arc::new(base.subplan(&keep));
             Some(m)
         }
         None => None,
@@ -149,7 +157,7 @@ pub fn resolve(
                 "nothing to resume: no stack is named, so no `strata up` is recorded. Run `strata up --stack NAME`.",
             ));
         };
-        plan = resume_plan(&full, &Journal::new(&ws.state_dir(s)), s)?;
+        plan = std::sync::Arc::new(resume_plan(&full, &Journal::new(&ws.state_dir(s)), s)?);
     }
     // A destroy that cannot ask needs --yes: said before anything else is looked at.
     if op == Operation::Destroy && !req.args.yes && !settings.interactive && nothing_to_do.is_none()
@@ -195,8 +203,8 @@ pub fn resolve(
         stack,
         stack_config,
         profile: std::sync::Arc::new(profile),
-        full: full.into(),
-        plan: plan.into(),
+        full,
+        plan,
         nothing_to_do,
         bundle,
         programs,

@@ -348,7 +348,12 @@ fn graph_of(
         .iter()
         .map(|n| wanted.contains(n.path.as_str()))
         .collect();
-    let sub = base.subplan(&keep);
+    // The run kept every project (a whole `up`): its graph is the plan's own.
+    let sub = if keep.iter().all(|k| *k) {
+        std::borrow::Cow::Borrowed(base)
+    } else {
+        std::borrow::Cow::Owned(base.subplan(&keep))
+    };
     let index: BTreeMap<&str, usize> = paths
         .iter()
         .enumerate()
