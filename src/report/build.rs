@@ -29,7 +29,8 @@ struct RunLines<'a> {
     stack: String,
     command: String,
     started_at: String,
-    listed: Vec<String>,
+    /// The projects its run record lists (borrowed: thousands of paths).
+    listed: &'a [String],
     /// The last record of each step, and the order steps were first recorded in.
     records: BTreeMap<&'a str, Line<'a>>,
     order: Vec<&'a str>,
@@ -58,7 +59,7 @@ impl<'a> RunLines<'a> {
                     run.stack = stack.clone();
                     run.command = command.clone();
                     run.started_at = started_at.clone();
-                    run.listed = projects.clone();
+                    run.listed = projects;
                 }
                 Record::Retry { project, .. } => {
                     run.retries.entry(project).or_default().push((text, line));
@@ -78,8 +79,8 @@ impl<'a> RunLines<'a> {
     }
 
     /// Every step the run listed, then any it recorded without listing it.
-    fn paths(&self) -> Vec<String> {
-        let mut paths: Vec<String> = Vec::new();
+    fn paths(&self) -> Vec<&'a str> {
+        let mut paths: Vec<&'a str> = Vec::new();
         let mut listed: BTreeSet<&str> = BTreeSet::new();
         for p in self
             .listed
@@ -88,7 +89,7 @@ impl<'a> RunLines<'a> {
             .chain(self.order.iter().copied())
         {
             if listed.insert(p) {
-                paths.push(p.to_string());
+                paths.push(p);
             }
         }
         paths
@@ -242,7 +243,7 @@ fn place_on_graph(
     steps: &mut [Step],
     plan: std::result::Result<&Plan, String>,
     operation: &str,
-    paths: &[String],
+    paths: &[&str],
 ) -> Graph {
     match plan.and_then(|p| graph_of(p, operation, paths)) {
         Ok((waves, needs)) => {
@@ -324,7 +325,7 @@ fn status_of(steps: &[Step]) -> &'static str {
 fn graph_of(
     full: &Plan,
     operation: &str,
-    paths: &[String],
+    paths: &[&str],
 ) -> std::result::Result<(Vec<usize>, Vec<Vec<usize>>), String> {
     // Not copied for an up: the plan of thousands of projects is large.
     let reversed;
@@ -337,12 +338,12 @@ fn graph_of(
     let missing: Vec<&str> = paths
         .iter()
         .filter(|p| base.index_of(p).is_none())
-        .map(String::as_str)
+        .copied()
         .collect();
     if !missing.is_empty() {
         return Err(format!("the profile no longer has {}", missing.join(", ")));
     }
-    let wanted: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
+    let wanted: BTreeSet<&str> = paths.iter().copied().collect();
     let keep: Vec<bool> = base
         .nodes
         .iter()
@@ -358,7 +359,7 @@ fn graph_of(
         .iter()
         .enumerate()
         .rev()
-        .map(|(i, p)| (p.as_str(), i))
+        .map(|(i, p)| (*p, i))
         .collect();
     let at = |path: &str| index.get(path).copied();
     let mut waves = vec![0; paths.len()];
