@@ -103,7 +103,7 @@ pkg_mod=$(cd "$work" && go mod download -json "github.com/pulumi/pulumi/pkg/v3@v
 
 # The CLI, as Pulumi's release config builds it.
 if [ ! -x "$dest/pulumi" ] || ! "$dest/pulumi" version 2>/dev/null | grep -qx "v$PULUMI_VERSION"; then
-    log "building pulumi v$PULUMI_VERSION (cold: 15-20 minutes on 2 cores)"
+    log "building pulumi v$PULUMI_VERSION (cold: about 4 minutes on 2 idle cores)"
     wrapper "$work/cli" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
     (cd "$work/cli" && CGO_ENABLED=0 go build -trimpath -tags "$PULUMI_TAGS" \
         -ldflags "-w -s -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
@@ -115,7 +115,7 @@ fi
 # the CLI's newer pair it does not compile: pkg's plugin API moved), so a cold build
 # compiles that part of Pulumi a second time.
 if [ ! -x "$dest/pulumi-language-yaml" ] || [ "$(cat "$dest/.yaml-version" 2>/dev/null)" != "$PULUMI_YAML_VERSION" ]; then
-    log "building pulumi-language-yaml v$PULUMI_YAML_VERSION (cold: 10-15 minutes on 2 cores)"
+    log "building pulumi-language-yaml v$PULUMI_YAML_VERSION (cold: about a minute on 2 idle cores)"
     mkdir -p "$work/yaml-bin"
     (cd "$work" && GOBIN="$work/yaml-bin" CGO_ENABLED=0 go install -trimpath -tags "$PULUMI_TAGS" \
         -ldflags "-w -s -X github.com/pulumi/pulumi-yaml/pkg/version.Version=v$PULUMI_YAML_VERSION" \
@@ -139,7 +139,7 @@ fi
 # does not apply: each step says `|| return 1`.
 build_kubernetes() {
     local dir="$work/kubernetes" mod
-    log "building pulumi-resource-kubernetes $KUBERNETES_VERSION (cold: 20-25 minutes on 2 cores)"
+    log "building pulumi-resource-kubernetes $KUBERNETES_VERSION (cold: about 8 minutes on 2 idle cores)"
     cp -r "$kubernetes_src" "$dir" || return 1
     mod=$(cd "$dir" && go mod download -json "$KUBERNETES_MODULE@$KUBERNETES_MODULE_VERSION" |
         sed -n 's/.*"Dir": "\(.*\)".*/\1/p') || return 1

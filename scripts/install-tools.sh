@@ -164,7 +164,7 @@ kube_version=${kube_version%%$'\n'*}
 md_dir=$TOOLS_DIR/mdbook-$MDBOOK_VERSION
 if [ ! -x "$md_dir/bin/mdbook" ]; then
     have cargo || fail "mdbook: cannot build it: cargo is not installed"
-    say "building mdbook $MDBOOK_VERSION into $md_dir; about 14 minutes the first time on 2 busy cores"
+    say "building mdbook $MDBOOK_VERSION into $md_dir; about a minute and a half the first time on 2 idle cores"
     start=$SECONDS
     rm -rf "$md_dir.part"
     cargo install mdbook --locked --version "$MDBOOK_VERSION" --no-default-features \
