@@ -232,7 +232,7 @@ pub fn destroy_profile(
 fn entry_of(o: &Orphan, orphans: &BTreeSet<&str>, profile: &Profile) -> Entry {
     Entry {
         path: o.known.project.clone(),
-        description: Some("orphan: no longer in the profile".into()),
+        description: Some("orphan: no longer in the profile".to_string()).into(),
         stage: if o.known.stage == "kubernetes" {
             Stage::Kubernetes
         } else {
@@ -246,19 +246,20 @@ fn entry_of(o: &Orphan, orphans: &BTreeSet<&str>, profile: &Profile) -> Entry {
                 .cloned()
                 .collect(),
         ),
-        inputs: Vec::new(),
-        secrets: Vec::new(),
-        on_success: Vec::new(),
+        inputs: Default::default(),
+        secrets: Default::default(),
+        on_success: Default::default(),
         timeout: None,
-        retry: None,
-        watch: Vec::new(),
+        retry: Default::default(),
+        watch: Default::default(),
         mock_outputs: Default::default(),
-        mock_outputs_allowed_commands: Vec::new(),
+        // An orphan's mocks serve nothing (it has none).
+        mock_outputs_allowed_commands: Some(Vec::new()).into(),
         pool: None,
-        tags: Vec::new(),
+        tags: Default::default(),
         config: Default::default(),
-        stack: None,
-        reads: None,
+        stack: Default::default(),
+        reads: Default::default(),
         file: profile.file.clone(),
     }
 }

@@ -122,7 +122,7 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
                 _ => node
                     .entry
                     .as_ref()
-                    .and_then(|e| e.description.clone())
+                    .and_then(|e| (*e.description).clone())
                     .unwrap_or_default(),
             };
             let marker = match node.kind {

@@ -155,14 +155,9 @@ fn mocks(profile: &Profile, op: Operation) -> BTreeMap<String, Map<String, Value
     profile
         .entries
         .iter()
-        .filter(|e| {
-            !e.mock_outputs.is_empty()
-                && e.mock_outputs_allowed_commands
-                    .iter()
-                    .any(|c| c == op.as_str())
-        })
+        .filter(|e| !e.mock_outputs.is_empty() && e.mocks_serve(op.as_str()))
         .map(|e| {
-            let m = e.mock_outputs.clone().into_iter().collect();
+            let m = (*e.mock_outputs).clone().into_iter().collect();
             (e.path.clone(), m)
         })
         .collect()

@@ -180,32 +180,39 @@ fn entry(
         .transpose()?;
     let watch =
         check_watch(&raw.watch).map_err(|why| Error::config(format!("{at}: `watch:` {why}")))?;
-    let mock_outputs_allowed_commands =
-        check_mock_commands(raw.mock_outputs_allowed_commands.as_deref()).map_err(|why| {
+    let mock_outputs_allowed_commands = match raw.mock_outputs_allowed_commands.as_deref() {
+        None => None,
+        Some(list) => Some(check_mock_commands(list).map_err(|why| {
             Error::config(format!("{at}: `mock_outputs_allowed_commands:` {why}."))
-        })?;
+        })?),
+    };
     let mock_outputs = mock_outputs(raw, &at)?;
     let entry = Entry {
         path,
-        description: raw.description.clone(),
+        description: raw.description.clone().into(),
         stage,
         needs: raw
             .needs
             .as_ref()
             .map(|n| n.iter().map(|s| s.trim_matches('/').to_string()).collect()),
-        inputs,
-        secrets: raw.secrets.clone(),
-        on_success: raw.on_success.clone(),
+        inputs: inputs.into(),
+        secrets: raw.secrets.clone().into(),
+        on_success: raw.on_success.clone().into(),
         timeout,
-        retry,
-        watch,
-        mock_outputs,
-        mock_outputs_allowed_commands,
+        retry: retry.into(),
+        watch: watch.into(),
+        mock_outputs: mock_outputs.into(),
+        mock_outputs_allowed_commands: mock_outputs_allowed_commands.into(),
         pool: raw.pool.as_ref().map(|p| p.trim().to_string()),
-        tags: raw.tags.iter().map(|t| t.trim().to_string()).collect(),
-        config: entry_config(raw, &at)?,
-        stack: entry_stack(raw, &at)?,
-        reads: raw.reads.clone(),
+        tags: raw
+            .tags
+            .iter()
+            .map(|t| t.trim().to_string())
+            .collect::<Vec<_>>()
+            .into(),
+        config: entry_config(raw, &at)?.into(),
+        stack: entry_stack(raw, &at)?.into(),
+        reads: raw.reads.clone().into(),
         file: file.to_path_buf(),
     };
     Ok((entry, placement))

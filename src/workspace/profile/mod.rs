@@ -3,6 +3,7 @@
 
 mod check;
 mod compose;
+mod rare;
 mod raw;
 mod rules;
 
@@ -13,6 +14,7 @@ use serde_yaml::Value;
 
 use crate::error::{Error, Result};
 use crate::util::display_path;
+pub use rare::Rare;
 use raw::{RawProfile, check_watch, read_yaml};
 pub use rules::{ChangeKind, Rule};
 
@@ -220,51 +222,62 @@ pub struct Input {
     pub output: String,
 }
 
-/// A resolved entry of a composed list.
+/// A resolved entry of a composed list. What most entries leave unset is [`Rare`]: read
+/// as the value, 8 bytes when unset (a plan shares its entries for the whole run).
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub path: String,
-    pub description: Option<String>,
+    pub description: Rare<Option<String>>,
     pub stage: Stage,
     /// `None`: the previous entry of the composed list.
     pub needs: Option<Vec<String>>,
-    pub inputs: Vec<Input>,
-    pub secrets: Vec<SecretItem>,
-    pub on_success: Vec<Hook>,
+    pub inputs: Rare<Vec<Input>>,
+    pub secrets: Rare<Vec<SecretItem>>,
+    pub on_success: Rare<Vec<Hook>>,
     /// `timeout:`: the operation is cancelled like Ctrl-C after this long, and fails.
     pub timeout: Option<std::time::Duration>,
-    pub retry: Option<Retry>,
+    pub retry: Rare<Option<Retry>>,
     /// `watch:`: files or folders outside the project folder that it reads (paths from
     /// the workspace root), part of its fingerprint.
-    pub watch: Vec<String>,
+    pub watch: Rare<Vec<String>>,
     /// `mock_outputs:` (Terragrunt's name): stand-ins for this project's outputs, by
     /// output name, that a `preview` passes to its dependents while it has never been
     /// deployed and its own preview cannot tell the value. Never used by `up`.
-    pub mock_outputs: std::collections::BTreeMap<String, serde_json::Value>,
-    /// `mock_outputs_allowed_commands:` (default `[preview]`, the only one allowed).
-    pub mock_outputs_allowed_commands: Vec<String>,
+    pub mock_outputs: Rare<std::collections::BTreeMap<String, serde_json::Value>>,
+    /// `mock_outputs_allowed_commands:` as written (`None`: left out, which is
+    /// `[preview]`, the only command allowed); see [`Entry::mocks_serve`].
+    pub mock_outputs_allowed_commands: Rare<Option<Vec<String>>>,
     /// The concurrency pool it runs in: its `pool:`, else its stage's default, else the
     /// profile's (`pool:` at the top); `None`: only `-j` limits it.
     pub pool: Option<String>,
     /// `tags:`: names a selector picks entries by (`--filter tag:NAME`).
-    pub tags: Vec<String>,
+    pub tags: Rare<Vec<String>>,
     /// `config:`: stack config keys the profile sets for this project, laid over its own
     /// `Pulumi.<stack>.yaml` for the run (never written into it).
-    pub config: serde_yaml::Mapping,
+    pub config: Rare<serde_yaml::Mapping>,
     /// `stack:`: the project's own name of the run's stack, `${stack}` standing for the
     /// run's (`applications.${stack}`); `None`: the run's stack.
-    pub stack: Option<String>,
+    pub stack: Rare<Option<String>>,
     /// `reads:`: what the stack references of its code that strata cannot resolve read
     /// (needs, declared); `None`: not declared.
-    pub reads: Option<Reads>,
+    pub reads: Rare<Option<Reads>>,
     /// The file the entry was written in (profile or fragment).
     pub file: PathBuf,
 }
 
 impl Entry {
+    /// Whether the entry's `mock_outputs:` serve the command `op`
+    /// (`mock_outputs_allowed_commands:`, `[preview]` when left out).
+    pub fn mocks_serve(&self, op: &str) -> bool {
+        match &*self.mock_outputs_allowed_commands {
+            Some(list) => list.iter().any(|c| c == op),
+            None => op == "preview",
+        }
+    }
+
     /// The project's own stack name for the run's `stack`.
     pub fn stack_name(&self, stack: &str) -> String {
-        match &self.stack {
+        match &*self.stack {
             Some(t) => t.replace("${stack}", stack),
             None => stack.to_string(),
         }

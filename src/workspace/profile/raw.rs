@@ -465,14 +465,10 @@ pub(super) fn check_watch(paths: &[String]) -> std::result::Result<Vec<String>, 
         .collect()
 }
 
-/// The commands `mock_outputs:` may serve: only `preview` (a mock must never reach
-/// what is deployed), which is also the default.
-pub(super) fn check_mock_commands(
-    commands: Option<&[String]>,
-) -> std::result::Result<Vec<String>, String> {
-    let Some(commands) = commands else {
-        return Ok(vec!["preview".into()]);
-    };
+/// The commands a `mock_outputs_allowed_commands:` list may name: only `preview` (a mock
+/// must never reach what is deployed). Left out, it is `[preview]`
+/// ([`super::Entry::mocks_serve`]).
+pub(super) fn check_mock_commands(commands: &[String]) -> std::result::Result<Vec<String>, String> {
     for c in commands {
         match c.trim() {
             "preview" => {}

@@ -112,7 +112,7 @@ fn parses_credentials_timeout_and_retry() {
     assert_eq!((r.attempts, r.delay.as_secs()), (3, 30));
     assert_eq!(r.on.len(), 2);
     assert_eq!(
-        (p.entries[1].timeout, p.entries[1].retry.clone()),
+        (p.entries[1].timeout, (*p.entries[1].retry).clone()),
         (None, None)
     );
 }
@@ -252,7 +252,9 @@ fn mock_outputs_default_to_preview_and_other_commands_are_refused() {
         p.entries[0].mock_outputs.get("port"),
         Some(&serde_json::json!(80))
     );
-    assert_eq!(p.entries[0].mock_outputs_allowed_commands, ["preview"]);
+    // Left out: `[preview]`.
+    assert_eq!(*p.entries[0].mock_outputs_allowed_commands, None);
+    assert!(p.entries[0].mocks_serve("preview") && !p.entries[0].mocks_serve("up"));
     assert!(p.entries[1].mock_outputs.is_empty());
     for (list, needle) in [
         ("[up]", "lists `up`: mocks are used only by `preview`"),
@@ -286,7 +288,7 @@ fn pools_defaults_and_entry_pools_resolve_in_that_order() {
         of,
         [Some("aws-us-east-1"), Some("harbor"), Some("cluster-api")]
     );
-    assert_eq!(p.entries[0].tags, ["network", "aws"]);
+    assert_eq!(*p.entries[0].tags, ["network", "aws"]);
     assert_eq!(p.throttle.attempts, 3);
     assert_eq!(p.throttle.delay, std::time::Duration::from_secs(2));
     assert!(p.throttle.patterns.iter().any(|x| x == "SlowDown"));
