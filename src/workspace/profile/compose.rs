@@ -180,12 +180,12 @@ fn entry(
         .transpose()?;
     let watch =
         check_watch(&raw.watch).map_err(|why| Error::config(format!("{at}: `watch:` {why}")))?;
-    let mock_outputs_allowed_commands = match raw.mock_outputs_allowed_commands.as_deref() {
-        None => None,
-        Some(list) => Some(check_mock_commands(list).map_err(|why| {
-            Error::config(format!("{at}: `mock_outputs_allowed_commands:` {why}."))
-        })?),
-    };
+    let mock_outputs_allowed_commands = raw
+        .mock_outputs_allowed_commands
+        .as_deref()
+        .map(check_mock_commands)
+        .transpose()
+        .map_err(|why| Error::config(format!("{at}: `mock_outputs_allowed_commands:` {why}.")))?;
     let mock_outputs = mock_outputs(raw, &at)?;
     let entry = Entry {
         path,
