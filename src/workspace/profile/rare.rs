@@ -6,7 +6,7 @@ use std::ops::Deref;
 /// the value's own size (an estate of thousands of entries otherwise holds megabytes of
 /// empty fields for the whole run). Read as the value (`Deref`), its empty form when
 /// unset; an empty value is never boxed.
-#[derive(Clone, PartialEq)]
+#[derive(Clone)]
 pub struct Rare<T>(Option<Box<T>>);
 
 /// A value with an empty form that lives for the whole program.
