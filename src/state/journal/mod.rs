@@ -2,13 +2,15 @@
 //! operation. Never holds a secret value.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+
+mod append;
 
 /// One line of the journal. Read leniently (strata's own readers and `strata report`
 /// alike): unknown fields are ignored and every field but `run_id` and `project` has a
@@ -185,7 +187,11 @@ impl Record {
 pub struct Journal {
     path: PathBuf,
     /// The file, opened (and its folder created) on the first append, kept for the rest.
-    file: Mutex<Option<std::fs::File>>,
+    file: Mutex<Option<Arc<std::fs::File>>>,
+    /// Appends written so far (counted under `file`'s lock, after the write).
+    written: AtomicU64,
+    /// Appends known to be on disk; held while one `fdatasync` runs for all of them.
+    synced: Mutex<u64>,
 }
 
 impl Journal {
@@ -193,45 +199,13 @@ impl Journal {
         Journal {
             path: state_dir.join("journal.jsonl"),
             file: Mutex::new(None),
+            written: AtomicU64::new(0),
+            synced: Mutex::new(0),
         }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// Appends one record: one `write(2)` of one line on an `O_APPEND` file (mode 0600).
-    /// When the file does not end with a newline (a crash tore the last record), the
-    /// write starts with one, so the new record is never glued to the torn line.
-    /// The record is on disk when this returns (one `fdatasync`): a record that was
-    /// reported survives a power cut, not only a crash.
-    pub fn append(&self, record: &Record) -> Result<()> {
-        let json = serde_json::to_string(record)
-            .map_err(|e| Error::failed(format!("cannot encode a journal record: {e}")))?;
-        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.is_none() {
-            if let Some(dir) = self.path.parent() {
-                crate::files::private_dir(dir)?;
-            }
-            *guard = Some(
-                crate::files::open_private_append(&self.path)
-                    .map_err(|e| Error::io("open", &self.path, e))?,
-            );
-        }
-        let Some(f) = guard.as_mut() else {
-            return Err(Error::failed("the journal is not open"));
-        };
-        let mut line = String::with_capacity(json.len() + 2);
-        // Another strata (a preview beside an up) may append too, and may have crashed
-        // in the middle of a line.
-        if !ends_with_newline(f) {
-            line.push('\n');
-        }
-        line.push_str(&json);
-        line.push('\n');
-        f.write_all(line.as_bytes())
-            .and_then(|()| f.sync_data())
-            .map_err(|e| Error::io("append to", &self.path, e))
     }
 }
 
@@ -563,19 +537,6 @@ pub fn parse(bytes: &[u8]) -> Vec<Record> {
         .split(|b| *b == b'\n')
         .filter_map(|l| serde_json::from_slice(l).ok())
         .collect()
-}
-
-/// Whether the (append-mode) file is empty or ends with `\n`.
-fn ends_with_newline(f: &mut std::fs::File) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(len) = f.seek(SeekFrom::End(0)) else {
-        return true;
-    };
-    if len == 0 || f.seek(SeekFrom::Start(len - 1)).is_err() {
-        return true;
-    }
-    let mut last = [0u8; 1];
-    f.read_exact(&mut last).is_err() || last[0] == b'\n'
 }
 
 /// The last record of each project, among the given operations (all when empty).

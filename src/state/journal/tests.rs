@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::engine::Operation;
+use std::io::Write;
+use std::sync::atomic::Ordering;
 
 /// An empty journal in a temporary folder (kept while the folder lives).
 fn journal() -> (tempfile::TempDir, Journal) {
@@ -376,6 +378,41 @@ mod records {
             let records = j.read();
             let found = records.iter().any(|r| matches!(r, Record::Project { run_id, .. } if run_id == "after"));
             proptest::prop_assert!(found, "lost the record after {:?}", garbage);
+        }
+    }
+
+    /// Steps appending at once: every record whole and in the file, and each append
+    /// returned only once an `fdatasync` covered it (one may cover several).
+    #[test]
+    fn appends_at_once_are_all_kept_and_each_is_synced_before_it_returns() {
+        let (_d, j) = journal();
+        std::thread::scope(|s| {
+            for t in 0..6 {
+                let j = &j;
+                s.spawn(move || {
+                    for n in 0..25 {
+                        let before = j.written.load(Ordering::SeqCst);
+                        j.append(&project(&format!("t{t}-{n}"), "succeeded"))
+                            .unwrap();
+                        // This append is numbered after `before`, and synced.
+                        assert!(*j.synced.lock().unwrap() > before);
+                    }
+                });
+            }
+        });
+        let records = j.read();
+        assert_eq!(records.len(), 150);
+        assert_eq!(*j.synced.lock().unwrap(), 150);
+        for t in 0..6 {
+            for n in 0..25 {
+                let id = format!("t{t}-{n}");
+                assert!(
+                    records
+                        .iter()
+                        .any(|r| matches!(r, Record::Project { run_id, .. } if *run_id == id)),
+                    "{id} lost"
+                );
+            }
         }
     }
 
