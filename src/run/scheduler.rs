@@ -6,7 +6,10 @@
 use std::sync::mpsc;
 
 mod panics;
+mod workers;
+
 pub use panics::Panic;
+use workers::Workers;
 
 use super::events::{RunEvent, Status};
 use super::pools::Pools;
@@ -124,6 +127,7 @@ pub fn run(
 
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel::<Msg>();
+        let mut workers = Workers::new(scope, exec, emit, tx.clone());
         let waker = tx.clone();
         pools.set_waker(Some(Box::new(move || {
             let _ = waker.send(Msg::Wake);
@@ -184,7 +188,7 @@ pub fn run(
                         pool: pool_of(i).map(str::to_string),
                     });
                     match prepared {
-                        Ok(_) => start(scope, exec, i, emit, tx.clone()),
+                        Ok(_) => workers.run(i, running),
                         Err(p) => {
                             let _ = tx.send(Msg::Finished(i, failed_by(exec, &p)));
                         }
@@ -210,6 +214,9 @@ pub fn run(
             results[i] = Some(r);
         }
         pools.set_waker(None);
+        // Dropping `workers` closes its queue: idle step threads end, and the scope
+        // joins them.
+        drop(workers);
     });
 
     // What never started.
@@ -231,31 +238,6 @@ pub fn run(
         .into_iter()
         .map(|r| r.unwrap_or_else(|| StepResult::not_run(Status::Skipped, "")))
         .collect()
-}
-
-/// Runs step `i` on a thread of its own, which always says how it ended: a panic is a
-/// failed step, and a thread that cannot be started fails the step at once.
-fn start<'scope>(
-    scope: &'scope std::thread::Scope<'scope, '_>,
-    exec: &'scope dyn Executor,
-    i: usize,
-    emit: &'scope (dyn Fn(RunEvent) + Sync),
-    tx: mpsc::Sender<Msg>,
-) {
-    let reply = tx.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!("step {i}"))
-        .spawn_scoped(scope, move || {
-            let r = panics::catch(|| exec.execute(i, emit)).unwrap_or_else(|p| failed_by(exec, &p));
-            let _ = reply.send(Msg::Finished(i, r));
-        });
-    if let Err(e) = spawned {
-        let r = StepResult::not_run(
-            Status::Failed,
-            format!("strata could not start a thread for this step: {e}"),
-        );
-        let _ = tx.send(Msg::Finished(i, r));
-    }
 }
 
 /// A step that panicked: failed, saying what and where.
@@ -619,5 +601,79 @@ mod tests {
             message.contains("panicked at src/run/scheduler.rs:") && message.contains("a broke"),
             "{message}"
         );
+    }
+
+    /// The step threads of a run: which thread ran each step.
+    struct Threads {
+        plan: Plan,
+        panic_in: &'static str,
+        seen: Mutex<BTreeMap<String, std::thread::ThreadId>>,
+    }
+
+    impl Executor for Threads {
+        fn prepare(&self, _i: usize) -> Option<String> {
+            None
+        }
+        fn execute(&self, i: usize, _emit: &(dyn Fn(RunEvent) + Sync)) -> StepResult {
+            let path = self.plan.nodes[i].path.clone();
+            self.seen
+                .lock()
+                .unwrap()
+                .insert(path.clone(), std::thread::current().id());
+            if path == self.panic_in {
+                panic!("{path} broke");
+            }
+            StepResult::not_run(Status::Succeeded, "")
+        }
+    }
+
+    fn threads_of(yaml: &str, parallel: usize, panic_in: &'static str) -> (Vec<Status>, usize) {
+        let t = Threads {
+            plan: plan(yaml),
+            panic_in,
+            seen: Mutex::new(BTreeMap::new()),
+        };
+        let r = run(
+            &t.plan,
+            opts(parallel, true),
+            &Pools::none(),
+            &t,
+            &Control::new(),
+            &|_| {},
+        );
+        let seen = t.seen.lock().unwrap();
+        let distinct: std::collections::HashSet<_> = seen.values().collect();
+        (r.iter().map(|r| r.status).collect(), distinct.len())
+    }
+
+    #[test]
+    fn steps_share_at_most_parallel_threads() {
+        let yaml = format!(
+            "infrastructure:\n{}",
+            (0..40)
+                .map(|n| format!("  - path: p{n}\n    needs: []\n"))
+                .collect::<String>()
+        );
+        let (st, threads) = threads_of(&yaml, 3, "");
+        assert!(st.iter().all(|s| *s == Status::Succeeded), "{st:?}");
+        assert!(
+            (1..=3).contains(&threads),
+            "40 steps ran on {threads} threads"
+        );
+    }
+
+    #[test]
+    fn a_panic_fails_its_step_and_the_thread_runs_the_next() {
+        // One thread: the step after the panicking one can only run if it survived.
+        let (st, threads) = threads_of(
+            "infrastructure:\n  - path: a\n  - path: b\n    needs: []\n  - path: c\n    needs: []\n",
+            1,
+            "a",
+        );
+        assert_eq!(
+            st,
+            vec![Status::Failed, Status::Succeeded, Status::Succeeded]
+        );
+        assert_eq!(threads, 1);
     }
 }
