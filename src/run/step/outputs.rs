@@ -97,17 +97,22 @@ impl StepRunner<'_> {
     }
 
     /// Keeps a command project's outputs where its dependents and later runs read them,
-    /// written in place (the same file every run: no new file, no fsync). The journal
-    /// record that follows is synced; a file torn by a crash before it reads as "not
-    /// deployed", and that project has no success record either, so it runs again.
+    /// written in place (the same file every run: no new file, no fsync), and only when
+    /// they changed: rewriting a file frees and takes a disk block, which costs more
+    /// than reading it (a synchronous discard on ext4 mounted with `discard`). The
+    /// journal record that follows is synced; a file torn by a crash before it reads as
+    /// "not deployed", and that project has no success record either, so it runs again.
     fn keep_outputs(&self, path: &str, outputs: &Map<String, Value>) -> Result<(), String> {
         let file = self.outputs_file(path);
+        let text =
+            serde_json::to_string_pretty(&Value::Object(outputs.clone())).unwrap_or_default();
+        if std::fs::read(&file).ok().as_deref() == Some(text.as_bytes()) {
+            return Ok(());
+        }
         let dir = file.parent().unwrap_or(&file);
         if !dir.is_dir() {
             crate::files::private_dir(dir).map_err(|e| e.message)?;
         }
-        let text =
-            serde_json::to_string_pretty(&Value::Object(outputs.clone())).unwrap_or_default();
         crate::files::write_private(&file, text.as_bytes()).map_err(|e| e.message)
     }
 

@@ -201,3 +201,41 @@ fn command_project_outputs_flow_into_a_pulumi_project_also_piecemeal() {
         "img-1.2.3"
     );
 }
+
+/// A command project's kept outputs are written again only when they changed: a no-op
+/// `up` leaves the file as it was (its time too), a changed output replaces it.
+#[test]
+fn kept_outputs_are_rewritten_only_when_they_change() {
+    let ws = workspace("infrastructure:\n  - path: tools/image\n");
+    let tag = ws.path("tag.txt");
+    std::fs::write(&tag, "v1").unwrap();
+    ws.command_project(
+        "tools/image",
+        &format!(
+            "printf '{{\"tag\":\"%s\"}}' \"$(cat {})\" > \"$STRATA_OUTPUTS_FILE\"",
+            tag.display()
+        ),
+        "true",
+    );
+    ws.strata_ok(&["up"]);
+    let kept = ws.path(".strata/dev/outputs/tools_2fimage.json");
+    let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    let set_old = || {
+        std::fs::File::options()
+            .write(true)
+            .open(&kept)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap()
+    };
+    let modified = || std::fs::metadata(&kept).unwrap().modified().unwrap();
+    set_old();
+    ws.strata_ok(&["up"]);
+    assert_eq!(modified(), long_ago, "unchanged outputs were written again");
+    std::fs::write(&tag, "v2").unwrap();
+    ws.strata_ok(&["up"]);
+    assert_ne!(modified(), long_ago);
+    let v: Value =
+        serde_json::from_str(&ws.read(".strata/dev/outputs/tools_2fimage.json")).unwrap();
+    assert_eq!(v["tag"], "v2");
+}
