@@ -556,7 +556,10 @@ impl Executor for StepRunner<'_> {
                 file.as_mut()
             };
             if let Some(f) = to {
-                let _ = writeln!(f, "{}", ctx.redact(line));
+                // One write a line: a line is never split by a crash or a reader.
+                let mut text = ctx.redact(line);
+                text.push('\n');
+                let _ = f.write_all(text.as_bytes());
             }
         };
         log(&format!(
