@@ -47,17 +47,7 @@ fn a_panicking_step_is_a_failed_step_and_the_run_ends() {
         ws.command_project(p, OK, "true");
     }
     ws.set_env("STRATA_TEST_PANIC_IN_STEP", "a");
-    let args = [
-        "up",
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "--keep-going",
-        "--output",
-        "json",
-    ];
-    let r = Background::start(&ws, &args).wait(Duration::from_secs(60));
+    let r = Background::start(&ws, &UP_KEEP_GOING_JSON).wait(Duration::from_secs(60));
     r.expect_code(1);
     let finished = |p: &str| {
         r.events()

@@ -420,16 +420,7 @@ fn keep_going_runs_kubernetes_steps_that_do_not_need_the_failure() {
     for p in ["dns", "app", "db"] {
         ws.command_project(p, "true", "true");
     }
-    let r = ws.strata(&[
-        "up",
-        "-p",
-        "t",
-        "-s",
-        "dev",
-        "--keep-going",
-        "--output",
-        "json",
-    ]);
+    let r = ws.strata(&UP_KEEP_GOING_JSON);
     assert_eq!(r.code, 1, "{r:?}");
     assert_eq!(r.finished_with("succeeded"), ["app", "dns"], "{r:?}");
     assert_eq!(r.finished_with("skipped"), ["db"], "db needs net: {r:?}");

@@ -320,6 +320,18 @@ pub fn repo(args: &[&str]) -> Run {
 /// A profile header.
 pub const HEAD: &str = "description: test profile\ninfra_type: test\n";
 
+/// `up` of profile `t`, stack `dev`, going on past a failure, in JSON events.
+pub const UP_KEEP_GOING_JSON: [&str; 8] = [
+    "up",
+    "-p",
+    "t",
+    "-s",
+    "dev",
+    "--keep-going",
+    "--output",
+    "json",
+];
+
 /// Whether this is CI's run (`CI=true`, as `.ci/run` is run): there a test whose tool is
 /// missing fails instead of skipping.
 pub fn under_ci() -> bool {
