@@ -426,17 +426,9 @@ pub fn dot_svg(ws: &Ws, text: &str) -> Option<String> {
     }
     let f = ws.path("plan.dot");
     std::fs::write(&f, text).unwrap();
-    let out = std::process::Command::new("dot")
-        .arg("-Tsvg")
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "dot: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    Some(stdout_of(
+        std::process::Command::new("dot").arg("-Tsvg").arg(&f),
+    ))
 }
 
 /// Whether python3 is on PATH, else see [`missing`].
