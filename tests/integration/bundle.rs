@@ -11,6 +11,14 @@ fn manifest(ws: &Ws, dir: &str) -> Value {
     serde_json::from_str(&ws.read(&format!("{dir}/manifest.json"))).expect("a manifest")
 }
 
+/// `up` of `ws`, then alpha's `x` goes from 1 to 2 and a preview saves the plan bundle
+/// `b` of that change.
+fn deploy_then_save_a_plan_of_x_2(ws: &Ws) {
+    ok(ws, "up", &[]);
+    ws.pulumi_project("alpha", &name("alpha"), &BODY.replace("x: 1", "x: 2"));
+    ok(ws, "preview", &["--save-plan", "b"]);
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     sha2::Sha256::digest(bytes)
@@ -24,9 +32,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 #[test]
 fn a_plan_pulumi_refuses_fails_with_its_reason_and_stops_the_dependents() {
     let ws = workspace(CHAIN, CHAIN_PATHS);
-    ok(&ws, "up", &[]);
-    ws.pulumi_project("alpha", &name("alpha"), &BODY.replace("x: 1", "x: 2"));
-    ok(&ws, "preview", &["--save-plan", "b"]);
+    deploy_then_save_a_plan_of_x_2(&ws);
     // The plan says x becomes 2; the program now says 3, but in a place the fingerprint
     // does not see: the plan file itself is edited, and its digest in the manifest with
     // it (strata's own check would refuse the bundle first: `bundle_trust`).
@@ -52,9 +58,7 @@ fn a_plan_pulumi_refuses_fails_with_its_reason_and_stops_the_dependents() {
 #[test]
 fn a_silent_plan_failure_is_explained() {
     let mut ws = workspace("  - path: alpha\n", &["alpha"]);
-    ok(&ws, "up", &[]);
-    ws.pulumi_project("alpha", &name("alpha"), &BODY.replace("x: 1", "x: 2"));
-    ok(&ws, "preview", &["--save-plan", "b"]);
+    deploy_then_save_a_plan_of_x_2(&ws);
     // At apply time the program registers an output the plan does not have.
     ws.set_env(
         &format!("FAKE_PULUMI_OUTPUTS_{}", crate::run::hook_key("alpha")),
@@ -149,9 +153,7 @@ fn folders_that_are_not_bundles_and_flags_that_do_not_mix_are_refused() {
 #[test]
 fn a_stack_changed_since_the_preview_is_refused_by_up_plan() {
     let ws = workspace(CHAIN, CHAIN_PATHS);
-    ok(&ws, "up", &[]);
-    ws.pulumi_project("alpha", &name("alpha"), &BODY.replace("x: 1", "x: 2"));
-    ok(&ws, "preview", &["--save-plan", "b"]);
+    deploy_then_save_a_plan_of_x_2(&ws);
     let m = manifest(&ws, "b");
     let state = m["steps"]["alpha"]["state"].as_str().unwrap_or_default();
     assert!(!state.is_empty(), "the bundle names alpha's state: {m}");
