@@ -6,8 +6,7 @@ use super::*;
 #[test]
 fn plain_list_runs_in_written_order() {
     // Written c, a, b on purpose: the order is the list's, not alphabetical.
-    let ws = abc("infrastructure:\n  - path: c\n  - path: a\n  - path: b\n");
-    let j = graph(&ws, &[]);
+    let j = graph_of("infrastructure:\n  - path: c\n  - path: a\n  - path: b\n");
     assert_eq!(order(&j), ["c", "a", "b"]);
     assert_eq!((wave(&j, "c"), wave(&j, "a"), wave(&j, "b")), (1, 2, 3));
     assert_eq!(needs(&j, "c"), Vec::<String>::new());
@@ -17,8 +16,7 @@ fn plain_list_runs_in_written_order() {
 
 #[test]
 fn empty_needs_runs_beside() {
-    let ws = abc("infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n");
-    let j = graph(&ws, &[]);
+    let j = graph_of("infrastructure:\n  - path: a\n  - path: b\n  - path: c\n    needs: []\n");
     assert_eq!(needs(&j, "c"), Vec::<String>::new());
     assert_eq!(wave(&j, "a"), 1);
     assert_eq!(wave(&j, "c"), 1, "needs: [] runs in the first wave");
@@ -27,10 +25,9 @@ fn empty_needs_runs_beside() {
 
 #[test]
 fn explicit_needs_replace_the_previous_entry() {
-    let ws = abc(
+    let j = graph_of(
         "infrastructure:\n  - path: a\n  - path: b\n    needs: []\n  - path: c\n    needs: [a]\n",
     );
-    let j = graph(&ws, &[]);
     assert_eq!(
         needs(&j, "c"),
         ["a"],
@@ -42,18 +39,16 @@ fn explicit_needs_replace_the_previous_entry() {
 
 #[test]
 fn inputs_imply_needs() {
-    let ws = abc(
+    let j = graph_of(
         "infrastructure:\n  - path: a\n  - path: b\n    needs: []\n  - path: c\n    needs: []\n    inputs:\n      c-proj:vpc: a:vpc_id\n",
     );
-    let j = graph(&ws, &[]);
     assert_eq!(needs(&j, "c"), ["a"]);
     assert!(pos(&j, "c") > pos(&j, "a"));
     assert_eq!(wave(&j, "c"), 2);
     // Inputs add to explicit needs, they do not replace them.
-    let ws = abc(
+    let j = graph_of(
         "infrastructure:\n  - path: a\n  - path: b\n    needs: []\n  - path: c\n    needs: [b]\n    inputs:\n      c-proj:vpc: a:vpc_id\n",
     );
-    let j = graph(&ws, &[]);
     assert_eq!(needs(&j, "c"), ["a", "b"]);
 }
 
@@ -97,10 +92,9 @@ fn secrets_step_sits_between_stages_only_when_secrets_are_declared() {
     let body =
         "infrastructure:\n  - path: a\n  - path: b\n    needs: []\nkubernetes:\n  - path: c\n";
     // With profile-level secrets.
-    let ws = abc(&format!(
+    let j = graph_of(&format!(
         "cluster: {{kubeconfig: kubeconfig, context: dev}}\nsecrets:\n  - key: app:token\n    prompt: Token\n{body}"
     ));
-    let j = graph(&ws, &[]);
     let s = project(&j, "@secrets");
     assert_eq!(s["stage"], "secrets");
     assert_eq!(
@@ -115,15 +109,13 @@ fn secrets_step_sits_between_stages_only_when_secrets_are_declared() {
     assert_eq!(wave(&j, "c"), 3);
 
     // Only an entry's own secrets: still the step.
-    let ws = abc(
+    let j = graph_of(
         "cluster: {kubeconfig: kubeconfig, context: dev}\ninfrastructure:\n  - path: a\n  - path: b\n    needs: []\nkubernetes:\n  - path: c\n    secrets:\n      - key: c:pass\n        prompt: Pass\n",
     );
-    let j = graph(&ws, &[]);
     assert!(has_project(&j, "@secrets"), "{j:#}");
 
     // No secrets: no step, the kubernetes stage needs the infrastructure directly.
-    let ws = abc(body);
-    let j = graph(&ws, &[]);
+    let j = graph_of(body);
     assert!(!has_project(&j, "@secrets"), "{j:#}");
     assert!(!order(&j).iter().any(|p| p == "@secrets"));
     assert_eq!(needs(&j, "c"), ["a", "b"]);

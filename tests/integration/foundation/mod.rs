@@ -89,6 +89,12 @@ pub(super) fn assert_says_what_to_do(r: &Run) {
     );
 }
 
+/// [`graph`] of [`abc`]`(body)`.
+#[track_caller]
+pub(super) fn graph_of(body: &str) -> Value {
+    graph(&abc(body), &[])
+}
+
 /// `show --format json` of profile `t` (no stack) with the `extra` arguments, parsed.
 #[track_caller]
 pub(super) fn graph(ws: &Ws, extra: &[&str]) -> Value {
