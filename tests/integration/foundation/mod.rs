@@ -167,6 +167,17 @@ pub(super) fn pos(j: &Value, path: &str) -> usize {
         .unwrap_or_else(|| panic!("{path} is not in the order {:?}", order(j)))
 }
 
+/// `after` runs right after `before` in the order of `j`.
+#[track_caller]
+pub(super) fn assert_right_after(j: &Value, before: &str, after: &str) {
+    assert_eq!(
+        pos(j, after),
+        pos(j, before) + 1,
+        "{after} right after {before}: {:?}",
+        order(j)
+    );
+}
+
 pub(super) fn paths_of_stage(j: &Value, stage: &str) -> Vec<String> {
     j["projects"]
         .as_array()

@@ -189,21 +189,12 @@ fn repo_do_inserts_registry_credentials_and_dns_record() {
     let j = show_json(&repo(&[
         "show", "-p", "do", "-s", "dev", "--format", "json",
     ]));
-    let o = order(&j);
     let ns = "kubernetes/nginx/ingress-controller-namespace";
     let creds = "kubernetes/digitalocean/container-registry-credentials";
     let ic = "kubernetes/nginx/ingress-controller";
     let dns = "kubernetes/digitalocean/dns-record";
-    assert_eq!(
-        pos(&j, creds),
-        pos(&j, ns) + 1,
-        "credentials right after the namespace: {o:?}"
-    );
-    assert_eq!(
-        pos(&j, dns),
-        pos(&j, ic) + 1,
-        "dns-record right after the controller: {o:?}"
-    );
+    assert_right_after(&j, ns, creds);
+    assert_right_after(&j, ic, dns);
     assert!(needs(&j, creds).contains(&ns.to_string()));
     assert!(
         needs(&j, ic).contains(&creds.to_string()),
@@ -232,19 +223,9 @@ fn repo_linode_has_harbor_first_in_the_kubernetes_stage() {
     assert!(pos(&j, "@secrets") < pos(&j, "kubernetes/linode/harbor"));
     assert!(needs(&j, "utility/kic-image-build").contains(&"kubernetes/linode/harbor".to_string()));
     let hc = "kubernetes/linode/harbor-configuration";
-    assert_eq!(
-        pos(&j, hc),
-        pos(&j, "utility/kic-image-build") + 1,
-        "{:?}",
-        order(&j)
-    );
+    assert_right_after(&j, "utility/kic-image-build", hc);
     let creds = "kubernetes/linode/container-registry-credentials";
-    assert_eq!(
-        pos(&j, creds),
-        pos(&j, "kubernetes/nginx/ingress-controller-namespace") + 1,
-        "{:?}",
-        order(&j)
-    );
+    assert_right_after(&j, "kubernetes/nginx/ingress-controller-namespace", creds);
 }
 
 #[test]
