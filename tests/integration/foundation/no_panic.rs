@@ -3,21 +3,26 @@
 
 use super::*;
 
-#[test]
-fn empty_profile_file_is_a_config_error() {
+/// `show` of profile `t` whose whole file is `text` (no header): refused as a
+/// configuration error naming the file; returns the run for what else to check.
+#[track_caller]
+fn profile_file_refused(text: &str) -> Run {
     let ws = abc("");
-    ws.write("providers/t.yaml", "");
+    ws.write("providers/t.yaml", text);
     let r = ws.strata(&["-p", "t", "show"]);
     assert_config_error(&r, &["providers/t.yaml"]);
+    r
+}
+
+#[test]
+fn empty_profile_file_is_a_config_error() {
+    let r = profile_file_refused("");
     assert!(r.stderr.contains("description"), "what is missing\n{r:?}");
 }
 
 #[test]
 fn profile_that_is_a_yaml_list_is_a_config_error() {
-    let ws = abc("");
-    ws.write("providers/t.yaml", "- path: a\n- path: b\n");
-    let r = ws.strata(&["-p", "t", "show"]);
-    assert_config_error(&r, &["providers/t.yaml"]);
+    let r = profile_file_refused("- path: a\n- path: b\n");
     // The message is about the user's file, not about strata's internal Rust types.
     assert!(
         !r.stderr.contains("RawProfile") && !r.stderr.contains("struct "),
