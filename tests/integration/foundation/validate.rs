@@ -17,11 +17,16 @@ fn validate_ws() -> Ws {
     ws
 }
 
+/// [`validate_ws`] with `text` as the dev stack's config file.
+fn validate_ws_with_stack_config(text: &str) -> Ws {
+    let ws = validate_ws();
+    ws.write("config/pulumi/Pulumi.dev.yaml", text);
+    ws
+}
+
 #[test]
 fn validate_passes_on_a_good_workspace_and_says_what_it_checked() {
-    let ws = validate_ws();
-    ws.write(
-        "config/pulumi/Pulumi.dev.yaml",
+    let ws = validate_ws_with_stack_config(
         "config:\n  kubernetes:infra_type: test\n  t:region: eu-west-1\n  t:zone: b\n",
     );
     let before = ws.files_under("");
@@ -75,9 +80,7 @@ fn validate_lists_every_missing_required_key_when_non_interactive() {
 
 #[test]
 fn validate_changes_nothing_even_when_things_are_wrong() {
-    let ws = validate_ws();
-    ws.write(
-        "config/pulumi/Pulumi.dev.yaml",
+    let ws = validate_ws_with_stack_config(
         "# keep this comment\nconfig:\n  kubernetes:infra_type: test\n  t:region: eu-west-1\n  t:secret:\n    secure: v1:AAAA\n",
     );
     let before = ws.files_under("");
