@@ -218,20 +218,7 @@ fn approve_refuses_what_is_not_awaiting_and_a_silent_terminal() {
 #[test]
 fn the_github_actions_export_holds_an_approved_project_on_an_environment() {
     let ws = gated(REVIEW_ALPHA);
-    ok(
-        &ws,
-        "export",
-        &[
-            "--format",
-            "github-actions",
-            "--strata-from",
-            "path",
-            "-o",
-            "wf.yml",
-        ],
-    );
-    let text = ws.read("wf.yml");
-    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let (text, doc) = ws.github_workflow();
     let jobs = doc["jobs"].as_mapping().unwrap();
     let job = |name: &str| {
         jobs.values()

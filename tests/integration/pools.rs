@@ -260,19 +260,7 @@ fn pooled_for_export() -> Ws {
 #[test]
 fn github_actions_export_chains_a_pools_jobs_into_as_many_lanes_as_its_limit() {
     let ws = pooled_for_export();
-    ws.run_ok(
-        "export",
-        &[
-            "--format",
-            "github-actions",
-            "--strata-from",
-            "path",
-            "--out",
-            "wf.yml",
-        ],
-    );
-    let text = ws.read("wf.yml");
-    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let (text, doc) = ws.github_workflow();
     let needs = |job: &str| -> Vec<String> {
         doc["jobs"][job]["needs"]
             .as_sequence()

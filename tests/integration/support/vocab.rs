@@ -46,6 +46,24 @@ impl Ws {
         r.expect_code(0);
         r
     }
+
+    /// The GitHub Actions workflow of the test profile and stack, exported to `wf.yml`
+    /// (strata built from this checkout's path): its text and its YAML.
+    #[track_caller]
+    pub fn github_workflow(&self) -> (String, serde_yaml::Value) {
+        let args = [
+            "--format",
+            "github-actions",
+            "--strata-from",
+            "path",
+            "-o",
+            "wf.yml",
+        ];
+        self.run_ok("export", &args);
+        let text = self.read("wf.yml");
+        let doc = serde_yaml::from_str(&text).unwrap();
+        (text, doc)
+    }
 }
 
 impl From<Output> for Run {
