@@ -183,6 +183,16 @@ impl Real {
         text.lines().map(str::to_string).collect()
     }
 
+    /// The one `pulumi destroy` among the calls [`Real::take_calls`] takes (asserting it
+    /// is the only one), and all those calls for a message.
+    #[track_caller]
+    pub(crate) fn take_the_one_destroy(&self) -> (String, Vec<String>) {
+        let calls = self.take_calls();
+        let destroys: Vec<&String> = calls.iter().filter(|c| c.starts_with("destroy")).collect();
+        assert_eq!(destroys.len(), 1, "{calls:?}");
+        (destroys[0].clone(), calls)
+    }
+
     /// The project's own copy of the stack config, which strata hands the CLI.
     fn config_copy(&self, project: &str) -> PathBuf {
         let file = project.replace('/', "_2f");

@@ -370,13 +370,8 @@ fn another_machine_lists_and_destroys_what_its_profile_lost() {
         "--yes",
     ]);
     assert_eq!(destroyed.code, 0, "{destroyed:?}");
-    let calls = b.take_calls();
-    let destroys: Vec<&String> = calls.iter().filter(|c| c.starts_with("destroy")).collect();
-    assert_eq!(destroys.len(), 1, "{calls:?}");
-    assert!(
-        destroys[0].contains("projects/local-pulumi/app"),
-        "{calls:?}"
-    );
+    let (destroy, calls) = b.take_the_one_destroy();
+    assert!(destroy.contains("projects/local-pulumi/app"), "{calls:?}");
 
     let st = status_json(a);
     let app = st["projects"]
