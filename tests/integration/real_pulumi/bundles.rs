@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The app's program, whose replicas a test changes to review.
+const APP: &str = "projects/local-pulumi/app/Pulumi.yaml";
+
 // ---------------------------------------------------------------------------------
 // Plan bundles (issue 24): `preview --save-plan`, then `up --plan`, with the real CLI
 // ---------------------------------------------------------------------------------
@@ -13,12 +16,9 @@ use super::*;
 /// preview saw stops its dependents.
 #[test]
 fn a_plan_bundle_is_saved_applied_once_and_refused_when_anything_moved() {
-    let Some((r, _)) = Real::deployed("a_plan_bundle_is_saved_applied_once") else {
+    let Some(r) = deployed_then_changed("a_plan_bundle_is_saved_applied_once") else {
         return;
     };
-    // A change to review: the app's replicas.
-    let app = "projects/local-pulumi/app/Pulumi.yaml";
-    r.edit(app, "default: 1", "default: 2");
     r.take_calls();
     save_plan(&r, "bundle", &[]);
     assert_a_bundle_of_real_plans(&r, "bundle");
@@ -59,7 +59,7 @@ fn a_plan_bundle_is_saved_applied_once_and_refused_when_anything_moved() {
 
     // A code change after the preview.
     let code = "local-pulumi/app: its code, inputs or secrets changed since the preview";
-    refused_after_a_change(&r, "b-code", app, "\n# reviewed? no\n", &[code]);
+    refused_after_a_change(&r, "b-code", APP, "\n# reviewed? no\n", &[code]);
     // A stack-config change after the preview.
     let config = "config/pulumi/Pulumi.dev.yaml";
     let why = [
@@ -119,6 +119,14 @@ fn starting(calls: &[String], prefix: &str) -> usize {
 }
 
 /// `preview --save-plan BUNDLE` (with `extra`), which must succeed.
+/// [`Real::deployed`] (`None`: skipped), then a change to review: the app's replicas,
+/// 1 to 2.
+fn deployed_then_changed(test: &str) -> Option<Real> {
+    let (r, _) = Real::deployed(test)?;
+    r.edit(APP, "default: 1", "default: 2");
+    Some(r)
+}
+
 fn save_plan(r: &Real, bundle: &str, extra: &[&str]) {
     let saved = lp(r, &[&["preview", "--save-plan", bundle], extra].concat());
     assert_eq!(saved.code, 0, "{saved:?}");
@@ -185,11 +193,9 @@ fn refused_after_a_change(r: &Real, bundle: &str, rel: &str, added: &str, why: &
 /// while the stacks nobody touched are applied.
 #[test]
 fn a_stack_changed_by_hand_after_the_review_is_refused_by_up_plan() {
-    let Some((r, _)) = Real::deployed("a_stack_changed_by_hand_after_the_review") else {
+    let Some(r) = deployed_then_changed("a_stack_changed_by_hand_after_the_review") else {
         return;
     };
-    let app = "projects/local-pulumi/app/Pulumi.yaml";
-    r.edit(app, "default: 1", "default: 2");
     save_plan(&r, "bundle", &[]);
     let ingress = "local-pulumi/ingress";
     let by_hand = r.pulumi(ingress, &["refresh", "--yes", "--stack", "dev"]);
