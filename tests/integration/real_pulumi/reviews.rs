@@ -76,9 +76,13 @@ fn up_on_a_terminal_asks_once_and_applies_exactly_the_real_plans_shown() {
     assert!(left.is_empty(), "left running:\n{}", left.join("\n"));
 }
 
-/// Two wired projects on a fresh stack, `up1`'s `value` from a command's stdout (not
-/// known until it runs) unless `known`; `up1`'s entry mocks it as `mocked`.
-fn wired_fresh(r: &Real, known: bool) {
+/// A [`Real`] for `test` (`None`: skipped), with a guard that kills what a failure leaves
+/// running: two wired projects on a fresh stack, `up1`'s `value` from a command's stdout
+/// (not known until it runs) unless `known`; `up1`'s entry mocks it as `mocked`. Their
+/// preview saved the plan bundle `bundle`.
+fn wired_fresh(test: &str, known: bool) -> Option<(Real, crate::leftovers::KillLeftovers)> {
+    let r = Real::new(test)?;
+    let guard = crate::leftovers::KillLeftovers(r.ws.root.clone());
     r.ws.profile(
         "wired",
         "description: two wired projects\ninfra_type: test\ninfrastructure:\n  - path: up1\n    mock_outputs: { value: mocked }\n  - path: down1\n    inputs:\n      rp-down1:v: up1:value\n",
@@ -98,16 +102,15 @@ fn wired_fresh(r: &Real, known: bool) {
     assert_eq!(saved.code, 0, "{saved:?}");
     let m = r.ws.read("bundle/manifest.json");
     assert!(m.contains("\"projected\""), "down1 projected: {m}");
+    Some((r, guard))
 }
 
 #[test]
 fn a_fresh_real_bundle_goes_out_wave_by_wave_or_waits_when_the_real_plan_differs() {
-    let Some(r) = Real::new("a_fresh_real_bundle_goes_out_wave_by_wave") else {
+    // up1's preview knew the value: down1's real plan is the one reviewed.
+    let Some((r, _guard)) = wired_fresh("a_fresh_real_bundle_goes_out_wave_by_wave", true) else {
         return;
     };
-    let _guard = crate::leftovers::KillLeftovers(r.ws.root.clone());
-    // up1's preview knew the value: down1's real plan is the one reviewed.
-    wired_fresh(&r, true);
     r.take_calls();
     let up = r.on("wired", &["up", "--plan", "bundle", "--output", "json"]);
     assert_eq!(up.code, 0, "{up:?}");
@@ -130,11 +133,9 @@ fn a_fresh_real_bundle_goes_out_wave_by_wave_or_waits_when_the_real_plan_differs
 
 #[test]
 fn a_fresh_real_bundle_whose_mock_was_wrong_waits_for_an_approval() {
-    let Some(r) = Real::new("a_fresh_real_bundle_whose_mock_was_wrong") else {
+    let Some((r, _guard)) = wired_fresh("a_fresh_real_bundle_whose_mock_was_wrong", false) else {
         return;
     };
-    let _guard = crate::leftovers::KillLeftovers(r.ws.root.clone());
-    wired_fresh(&r, false);
     let up = r.on("wired", &["up", "--plan", "bundle", "--output", "json"]);
     assert_eq!(up.code, 6, "{up:?}");
     assert_statuses(&up, &[("up1", "succeeded"), ("down1", "awaiting")]);
