@@ -79,6 +79,14 @@ impl LocalKube {
         Some(lk)
     }
 
+    /// [`LocalKube::new`], brought up by a first `up --yes` (which must succeed); that run.
+    fn deployed(test: &str) -> Option<(LocalKube, Run)> {
+        let lk = LocalKube::new(test)?;
+        let first = lk.strata("up", &["--yes"]);
+        assert_eq!(first.code, 0, "{first:?}");
+        Some((lk, first))
+    }
+
     /// `strata secrets set lk-app:api_key`, the value piped on stdin.
     fn secrets_set(&self, value: &str) -> Run {
         let args = ["secrets", "set", "lk-app:api_key", "--stack", "dev"];
@@ -205,11 +213,9 @@ fn changing(run: &Run) -> Vec<(String, Value)> {
 #[test]
 fn local_kube_comes_up_stays_steady_follows_changes_and_goes_away() {
     let test = "real_pulumi::local_kube_lifecycle";
-    let Some(lk) = LocalKube::new(test) else {
+    let Some((lk, first)) = LocalKube::deployed(test) else {
         return;
     };
-    let first = lk.strata("up", &["--yes"]);
-    assert_eq!(first.code, 0, "{first:?}");
     for p in INFRA.iter().chain(&KUBE).chain(&["@secrets"]) {
         assert_eq!(status_of(&first, p), "succeeded", "{p}: {first:?}");
     }
@@ -546,11 +552,9 @@ fn signal(pid: i32, sig: i32) {
 #[test]
 fn a_cluster_that_is_gone_fails_in_words_and_a_hung_one_answers_ctrl_c() {
     let test = "real_pulumi::local_kube_cluster_gone";
-    let Some(lk) = LocalKube::new(test) else {
+    let Some((lk, first)) = LocalKube::deployed(test) else {
         return;
     };
-    let first = lk.strata("up", &["--yes"]);
-    assert_eq!(first.code, 0, "{first:?}");
     let apiserver = pid_of(&lk, "APISERVER");
 
     signal(apiserver, libc::SIGSTOP);
