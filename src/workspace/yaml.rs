@@ -93,6 +93,18 @@ impl Budget {
     }
 }
 
+/// The visits of scalars that weigh only their node: each charges 0. (A macro: these are
+/// the trait's own methods, one per type.)
+macro_rules! charge_nothing_but_the_node {
+    ($($visit:ident: $t:ty),* $(,)?) => {
+        $(
+            fn $visit<E: serde::de::Error>(self, _: $t) -> std::result::Result<(), E> {
+                self.0.charge(0)
+            }
+        )*
+    };
+}
+
 /// Visits every node of a document, charging the budget.
 #[derive(Clone, Copy)]
 struct Walk<'a>(&'a Budget);
@@ -109,23 +121,13 @@ impl<'de> serde::de::Visitor<'de> for Walk<'_> {
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("any YAML value")
     }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> std::result::Result<(), E> {
-        self.0.charge(0)
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> std::result::Result<(), E> {
-        self.0.charge(0)
-    }
-    fn visit_i128<E: serde::de::Error>(self, _: i128) -> std::result::Result<(), E> {
-        self.0.charge(0)
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> std::result::Result<(), E> {
-        self.0.charge(0)
-    }
-    fn visit_u128<E: serde::de::Error>(self, _: u128) -> std::result::Result<(), E> {
-        self.0.charge(0)
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> std::result::Result<(), E> {
-        self.0.charge(0)
+    charge_nothing_but_the_node! {
+        visit_bool: bool,
+        visit_i64: i64,
+        visit_i128: i128,
+        visit_u64: u64,
+        visit_u128: u128,
+        visit_f64: f64,
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<(), E> {
         self.0.charge(v.len())
