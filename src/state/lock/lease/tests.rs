@@ -23,6 +23,13 @@ fn holder(host: &str, ttl_ms: u64) -> Holder {
     Holder::me(&env, "prod", &format!("run-{host}"), "strata up").unwrap()
 }
 
+/// Drops `lease`, which releases it: no holder of `prod` is left on `b`.
+#[track_caller]
+fn assert_released_on_drop(lease: Lease, b: &Backend) {
+    drop(lease);
+    assert!(read(b, "prod").unwrap().unwrap().holders.is_empty());
+}
+
 /// `host`'s lease of stack `prod` (of `ttl_ms`), waiting up to `timeout`; a loss ignored.
 fn take(
     store: &Arc<InMemory>,
@@ -64,9 +71,7 @@ fn a_held_lease_refuses_naming_its_holder_and_is_free_once_released() {
     ] {
         assert!(e.message.contains(part), "{part}: {}", e.message);
     }
-    drop(a);
-    let found = read(&backend(&store), "prod").unwrap().unwrap();
-    assert!(found.holders.is_empty());
+    assert_released_on_drop(a, &backend(&store));
     // Released: taken at once, no takeover notice.
     let b = take(&store, "host-b", 3000, Duration::ZERO, &mut w);
     assert!(b.is_ok());
@@ -316,8 +321,7 @@ fn a_renewal_answered_late_is_recognised_as_ours_and_the_run_goes_on() {
     );
     let h = read(&b, "prod").unwrap().unwrap().holders[0].clone();
     assert!(h.renewals >= 3, "{h:?}");
-    drop(lease);
-    assert!(read(&b, "prod").unwrap().unwrap().holders.is_empty());
+    assert_released_on_drop(lease, &b);
 }
 
 /// Issue 43, 3: the first create applied but answered late is ours too: the run takes
@@ -329,8 +333,7 @@ fn a_create_answered_late_takes_the_lease_it_made() {
     let mut w = Vec::new();
     let lease = take_on(&b, "host-a", &mut w).expect("the lease it created is its own");
     assert!(w.is_empty(), "no takeover: {w:?}");
-    drop(lease);
-    assert!(read(&b, "prod").unwrap().unwrap().holders.is_empty());
+    assert_released_on_drop(lease, &b);
 }
 
 /// Issue 43, 3: a take that fails after its create was applied unanswered (the store
