@@ -52,6 +52,13 @@ fn saved(dir: &Path, key: &Key) -> PathBuf {
     path
 }
 
+/// The store saved in `dir` under the passphrase `pw`: the key and the file.
+fn saved_under_pw(dir: &Path) -> (Key, PathBuf) {
+    let key = passphrase("pw");
+    let path = saved(dir, &key);
+    (key, path)
+}
+
 /// The store saved in `dir` under each kind of key in turn: the key and the file, saved
 /// as its turn comes (both keys write the same file).
 fn saved_under_each_kind_of_key(dir: &Path) -> impl Iterator<Item = (Key, PathBuf)> + '_ {
@@ -200,8 +207,7 @@ fn identity_file_opened_with_passphrase() {
 #[test]
 fn truncated_file() {
     let dir = tempfile::tempdir().unwrap();
-    let key = passphrase("pw");
-    let path = saved(dir.path(), &key);
+    let (key, path) = saved_under_pw(dir.path());
     let full = fs::read(&path).unwrap();
     // Cut at several places: inside the armour, right before the end
     // marker, and to nothing at all.
@@ -289,8 +295,7 @@ fn file_mode_is_0600_even_over_a_public_file() {
 #[test]
 fn save_is_atomic_and_leaves_no_temp_files() {
     let dir = tempfile::tempdir().unwrap();
-    let key = passphrase("pw");
-    let path = saved(dir.path(), &key);
+    let (key, path) = saved_under_pw(dir.path());
     let mut more = values();
     more.insert("extra:key".into(), "v".into());
     save_with_work_factor(&path, &key, &more, FAST).unwrap();
@@ -305,8 +310,7 @@ fn save_is_atomic_and_leaves_no_temp_files() {
 #[test]
 fn failed_save_leaves_old_file() {
     let dir = tempfile::tempdir().unwrap();
-    let key = passphrase("pw");
-    let path = saved(dir.path(), &key);
+    let (_, path) = saved_under_pw(dir.path());
     let before = fs::read(&path).unwrap();
     let missing = Key::Identity(dir.path().join("no-such-identity.txt"));
     let err = save_with_work_factor(&path, &missing, &values(), FAST).unwrap_err();
