@@ -4,6 +4,8 @@
 //! cannot be read at all is refused for a project rules hold, never taken for "no
 //! changes".
 
+use serde_json::Value;
+
 use crate::gates::{KEEP_ALPHA, alpha_state, drop_second, finished, gated};
 use crate::run::{BODY, name, ok, run};
 use crate::support::*;
@@ -29,6 +31,13 @@ const CHATTY: &str =
 /// A wrapper that loses a preview's stdout (the plan file it saves stays).
 const MUTE_PREVIEW: &str =
     "case \"$1\" in preview) \"$REAL\" \"$@\" >/dev/null; exit $?;; esac\nexec \"$REAL\" \"$@\"";
+
+/// alpha's `project_finished` event in `r`, and its message (empty without one).
+fn alpha_finished(r: &Run) -> (Value, String) {
+    let alpha = finished(&r.events(), "alpha").clone();
+    let msg = alpha["message"].as_str().unwrap_or_default().to_string();
+    (alpha, msg)
+}
 
 /// alpha up under `keep-data`, its second resource then dropped from its program, and
 /// pulumi behind `wrapper`: the next `up` is denied by that rule (exit 5) and deletes
@@ -79,8 +88,7 @@ fn an_unreadable_preview_is_judged_by_its_saved_plan_or_refused() {
     // preview: no plan to read, so the project is refused, never "no changes".
     let p = run(&ws, "preview", &["--output", "json"]);
     assert_eq!(p.code, 5, "{p:?}");
-    let alpha = finished(&p.events(), "alpha").clone();
-    let msg = alpha["message"].as_str().unwrap_or_default();
+    let (alpha, msg) = alpha_finished(&p);
     assert!(
         msg.contains("alpha") && msg.contains("could not be read"),
         "{alpha}"
@@ -142,12 +150,10 @@ fn a_preview_says_it_created_a_missing_stack() {
     let ws = gated(KEEP_ALPHA);
     let r = run(&ws, "preview", &["--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let alpha = finished(&r.events(), "alpha").clone();
-    let msg = alpha["message"].as_str().unwrap_or_default();
+    let (alpha, msg) = alpha_finished(&r);
     assert!(msg.contains("created the missing stack dev"), "{alpha}");
     let again = run(&ws, "preview", &["--output", "json"]);
-    let alpha = finished(&again.events(), "alpha").clone();
-    let msg = alpha["message"].as_str().unwrap_or_default();
+    let (alpha, msg) = alpha_finished(&again);
     assert!(!msg.contains("created"), "{alpha}");
 }
 
