@@ -3,6 +3,15 @@
 
 use super::*;
 
+/// `validate` on stack dev of a one-project profile whose dev stack config is `text`:
+/// the workspace and the run.
+fn validate_with_stack_config(text: &str) -> (Ws, Run) {
+    let ws = abc("infrastructure:\n  - path: a\n");
+    ws.write("config/pulumi/Pulumi.dev.yaml", text);
+    let r = ws.strata(&["-p", "t", "-s", "dev", "validate"]);
+    (ws, r)
+}
+
 #[test]
 fn invalid_yaml_in_profile_names_file_and_line() {
     // line 5 opens a flow sequence that never closes.
@@ -161,9 +170,7 @@ fn env_file_line_that_is_not_key_value_names_file_and_line() {
 
 #[test]
 fn stack_config_without_config_map_is_refused() {
-    let ws = abc("infrastructure:\n  - path: a\n");
-    ws.write("config/pulumi/Pulumi.dev.yaml", "encryptionsalt: v1:abc\n");
-    let r = ws.strata(&["-p", "t", "-s", "dev", "validate"]);
+    let (ws, r) = validate_with_stack_config("encryptionsalt: v1:abc\n");
     assert_config_error_says_what_to_do(&r, &["config/pulumi/Pulumi.dev.yaml", "config:"]);
     // And the file is left as it was.
     assert_eq!(
@@ -174,9 +181,7 @@ fn stack_config_without_config_map_is_refused() {
 
 #[test]
 fn stack_config_with_invalid_yaml_names_file_and_line() {
-    let ws = abc("infrastructure:\n  - path: a\n");
-    ws.write("config/pulumi/Pulumi.dev.yaml", "config:\n  t:a: [1, 2\n");
-    let r = ws.strata(&["-p", "t", "-s", "dev", "validate"]);
+    let (_, r) = validate_with_stack_config("config:\n  t:a: [1, 2\n");
     assert_config_error(&r, &["config/pulumi/Pulumi.dev.yaml", "line "]);
 }
 
