@@ -110,10 +110,17 @@ pub fn render(plan: &Plan, ctx: &ExportContext) -> Result<String> {
         .iter()
         .filter_map(|&i| install::deps_of(&plan.nodes[i], ctx.projects_dir))
         .collect();
+    // The runner set up (an AWS session named `session`), the dependencies installed,
+    // then strata's `command` as the step `name`.
+    let strata_run = |session: &str, name: &str, command: String| {
+        let mut steps = runner_setup(pulumi, aws.then(|| session.into()));
+        steps.extend(install::dependency_steps(&deps));
+        steps.push(run_step(name, command));
+        steps
+    };
     let mut preview = strata_steps();
-    preview.extend(runner_setup(pulumi, aws.then(|| "strata-preview".into())));
-    preview.extend(install::dependency_steps(&deps));
-    preview.push(run_step(
+    preview.extend(strata_run(
+        "strata-preview",
         "Preview the whole environment and save the plan bundle",
         format!(
             "strata preview --provider {provider} --stack {stack} --save-plan {BUNDLE_DIR} --summary-file {SUMMARY_FILE} --non-interactive"
@@ -151,9 +158,8 @@ pub fn render(plan: &Plan, ctx: &ExportContext) -> Result<String> {
         ])),
         ..Default::default()
     });
-    apply.extend(runner_setup(pulumi, aws.then(|| "strata-apply".into())));
-    apply.extend(install::dependency_steps(&deps));
-    apply.push(run_step(
+    apply.extend(strata_run(
+        "strata-apply",
         "Apply exactly the reviewed plan bundle",
         format!(
             "strata up --provider {provider} --stack {stack} --plan {BUNDLE_DIR} --non-interactive"
