@@ -3,6 +3,11 @@
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// The plural ending of a count in a message: `""` for 1, else `"s"`.
+pub fn plural<N: PartialEq + From<u8>>(n: N) -> &'static str {
+    if n == N::from(1) { "" } else { "s" }
+}
+
 /// A path as shown in messages: relative to the current directory when under it.
 pub fn display_path(path: &Path) -> String {
     if let Ok(cwd) = std::env::current_dir()

@@ -16,7 +16,7 @@ use crate::run::exec::{ExecJob, ExecRunner, not_found, resolve_program};
 use crate::run::pools::Pools;
 use crate::run::{scheduler, signals};
 use crate::settings::{Display, Settings};
-use crate::util::{display_path, human_duration, now_ms, rfc3339};
+use crate::util::{display_path, human_duration, now_ms, plural, rfc3339};
 use crate::workspace::Target;
 
 /// What `exec` was asked, past the selection.
@@ -250,7 +250,7 @@ impl Show<'_> {
             } if !quiet => format!(
                 "strata exec · provider {provider} · stack {stack} · {} project{} · up to {parallel} at once · $ {}",
                 projects.len(),
-                if projects.len() == 1 { "" } else { "s" },
+                plural(projects.len()),
                 self.runner.command_shown()
             ),
             RunEvent::ProjectStarted { project, .. } if !quiet => format!("[{project}] started"),

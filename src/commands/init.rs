@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use crate::adopt::{Adoption, update, write};
 use crate::error::{Error, Result};
 use crate::settings::Settings;
-use crate::util::display_path;
+use crate::util::{display_path, plural};
 use crate::workspace::Target;
 
 /// What the user asked of `init`.
@@ -131,7 +131,7 @@ fn summary(a: &Adoption, backends: &crate::workspace::backend::Backends) -> Stri
     let mut out = format!(
         "strata init: {} project{} under {} (the profile's projects: folder is `{}`)\n\n",
         a.found.len(),
-        if a.found.len() == 1 { "" } else { "s" },
+        plural(a.found.len()),
         display_path(&a.root),
         a.projects_dir
     );
@@ -227,9 +227,9 @@ fn secrets(a: &Adoption) -> String {
     format!(
         "\nsecrets: {} secure: value{} in {} stack config{} stay in Pulumi config, each decrypted by its stack's own secrets provider ({}). Nothing was copied; `strata secrets import` takes those you want in strata's store.\n",
         c.secure_count(),
-        if c.secure_count() == 1 { "" } else { "s" },
+        plural(c.secure_count()),
         c.secure.len(),
-        if c.secure.len() == 1 { "" } else { "s" },
+        plural(c.secure.len()),
         providers
             .iter()
             .map(|(p, n)| format!("{p}: {n}"))
@@ -284,7 +284,7 @@ fn unknowns(a: &Adoption) -> String {
     let mut out = format!(
         "\nleft for you: {} stack reference{} strata could not resolve (add what each reads to the project's needs:):\n",
         u.len(),
-        if u.len() == 1 { "" } else { "s" }
+        plural(u.len())
     );
     for x in u {
         out.push_str(&format!("  {}   `{}`: {}\n", x.at, x.name, x.why));

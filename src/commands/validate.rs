@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::settings::Settings;
-use crate::util::display_path;
+use crate::util::{display_path, plural};
 use crate::workspace::Target;
 use crate::workspace::{self, StackConfig, profile::ValueType};
 
@@ -84,14 +84,14 @@ pub fn run(target: &Target, settings: &Settings, strict: bool) -> Result<i32> {
         return Err(Error::config(format!(
             "validate found {} problem{} (marked ✗ above).",
             r.problems,
-            if r.problems == 1 { "" } else { "s" }
+            plural(r.problems)
         )));
     }
     if strict && r.warnings > 0 {
         return Err(Error::config(format!(
             "validate --strict: {} warning{} (marked ! above).",
             r.warnings,
-            if r.warnings == 1 { "" } else { "s" }
+            plural(r.warnings)
         )));
     }
     if !settings.json {
@@ -236,7 +236,7 @@ fn check_references(
             "references",
             format!(
                 "{count} stack reference{} in the code, all ordered",
-                if count == 1 { "" } else { "s" }
+                plural(count)
             ),
         );
     }
@@ -524,7 +524,7 @@ fn check_own_configs(plan: &Plan, shared: Option<&StackConfig>, stack: &str, r: 
             "own config",
             format!(
                 "{read} project stack config{} read, none overridden",
-                if read == 1 { "" } else { "s" }
+                plural(read)
             ),
         );
     }

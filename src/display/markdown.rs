@@ -4,6 +4,7 @@
 
 use crate::engine::digest::{self, Changes};
 use crate::run::events::Status;
+use crate::util::plural;
 
 /// One project of the summary.
 pub struct Line<'a> {
@@ -90,7 +91,7 @@ pub fn preview_summary(stack: &str, provider: &str, lines: &[Line]) -> String {
         total[2],
         total[3],
         lines.len(),
-        if lines.len() == 1 { "" } else { "s" }
+        plural(lines.len())
     ));
     for l in lines {
         let listed: Vec<String> = match l.changes {

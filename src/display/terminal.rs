@@ -7,7 +7,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::Reporter;
 use crate::run::events::{RunEvent, Status};
-use crate::util::human_duration;
+use crate::util::{human_duration, plural};
 
 fn symbol(s: Status) -> &'static str {
     match s {
@@ -210,7 +210,7 @@ fn header(e: &RunEvent) -> String {
             "strata {} · provider {provider} · stack {stack} · {} step{} · up to {parallel} at once",
             operation.as_str(),
             projects.len(),
-            if projects.len() == 1 { "" } else { "s" }
+            plural(projects.len())
         ),
         _ => String::new(),
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::denial::Denial;
 use crate::engine::digest::{self, CHANGING, Changes};
+use crate::util::plural;
 use crate::workspace::profile::{ChangeKind, Rule};
 
 /// The denial of a project rules hold whose preview's changes could not be read (a
@@ -132,10 +133,6 @@ fn named(changes: &Changes, pick: impl Fn(&str) -> bool) -> Vec<String> {
     let mut some = all[..NAMED].to_vec();
     some.push(format!("and {} more", all.len() - NAMED));
     some
-}
-
-fn plural(n: u64) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::graph::{NodeKind, NodeStage, Plan};
+use crate::util::plural;
 
 /// What the header of a drawing says about the run.
 pub struct Header<'a> {
@@ -74,9 +75,9 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
         },
         h.stack.unwrap_or("(none)"),
         steps,
-        if steps == 1 { "" } else { "s" },
+        plural(steps),
         plan.wave_count(),
-        if plan.wave_count() == 1 { "" } else { "s" },
+        plural(plan.wave_count()),
     );
     if !h.pools.is_empty() {
         let _ = writeln!(out, "pools: {}", pools_text(h.pools));
@@ -116,7 +117,7 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
                 NodeKind::Builtin => format!(
                     "built-in: write {} secret{} into Secret `{}`",
                     h.secret_keys.len(),
-                    if h.secret_keys.len() == 1 { "" } else { "s" },
+                    plural(h.secret_keys.len()),
                     h.secret_name
                 ),
                 _ => node

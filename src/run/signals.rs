@@ -14,6 +14,7 @@ use signal_hook::iterator::Signals;
 use super::events::RunEvent;
 use crate::engine::Control;
 use crate::error::{Error, Result, stopped_before_start};
+use crate::util::plural;
 
 /// Installs the handlers; strata no longer dies on Ctrl-C while they are installed.
 pub fn install() -> std::io::Result<Signals> {
@@ -130,7 +131,7 @@ pub fn watch(
                     message: format!(
                         "Interrupted: no new project starts. Sent one SIGINT to {} running project{}{} so each stops gracefully (Pulumi saves its state). Waiting up to {}s; press Ctrl-C again to kill {}.",
                         running.len(),
-                        if running.len() == 1 { "" } else { "s" },
+                        plural(running.len()),
                         if running.is_empty() {
                             String::new()
                         } else {

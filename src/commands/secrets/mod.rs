@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::secrets::{self, store};
 use crate::settings::Settings;
 use crate::state::lock::StackLock;
-use crate::util::display_path;
+use crate::util::{display_path, plural};
 use crate::workspace::{Target, Workspace};
 
 pub fn run(target: &Target, settings: &Settings, cmd: &SecretsCommand) -> Result<i32> {
@@ -102,7 +102,7 @@ pub fn run(target: &Target, settings: &Settings, cmd: &SecretsCommand) -> Result
             eprintln!(
                 "stored {} secret{} in {}: {}",
                 names.len(),
-                if names.len() == 1 { "" } else { "s" },
+                plural(names.len()),
                 display_path(&path),
                 names.join(", ")
             );
