@@ -135,7 +135,7 @@ impl<'a> Reader<'a> {
     /// `show_secrets`.
     pub fn read(&self, path: &str, show_secrets: bool) -> Result<Option<Map<String, Value>>> {
         let loaded = self.loaded;
-        let Some(node) = loaded.plan.nodes.iter().find(|n| n.path == path) else {
+        let Some(node) = loaded.plan.node(path) else {
             return Ok(None);
         };
         let Some(project) = &node.project else {

@@ -67,9 +67,7 @@ fn from_root(loaded: &super::Loaded, by_project: ByPath) -> ByPath {
         .map(|(path, ats)| {
             let dir = loaded
                 .plan
-                .nodes
-                .iter()
-                .find(|n| n.path == path)
+                .node(&path)
                 .and_then(|n| n.project.as_ref())
                 .map(|p| {
                     p.dir

@@ -325,12 +325,7 @@ pub(crate) fn fit_dns(base: &str, extra: usize) -> String {
 /// (`.strata/<stack>/outputs/`), not in the Pulumi backend, so a distributed run must
 /// carry them from one machine to the next.
 pub(crate) fn command_output_sources(plan: &Plan) -> BTreeSet<String> {
-    let commands: BTreeSet<&str> = plan
-        .nodes
-        .iter()
-        .filter(|n| n.kind == NodeKind::Command)
-        .map(|n| n.path.as_str())
-        .collect();
+    let commands = plan.paths_of(NodeKind::Command);
     plan.nodes
         .iter()
         .flat_map(|n| n.entry.iter().flat_map(|e| e.inputs.iter()))

@@ -3,7 +3,7 @@
 //! backend's layout (never Pulumi's legacy one), and the provider's credentials. Every
 //! problem is reported at once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::engine::process::find_program;
@@ -157,13 +157,7 @@ pub fn backend_problems(ws: &Workspace, given: &Given) -> Vec<String> {
 
 /// The Pulumi projects the run runs or reads the outputs of, by path.
 fn pulumi_projects(given: &Given) -> Vec<String> {
-    let pulumi: BTreeSet<&str> = given
-        .full
-        .nodes
-        .iter()
-        .filter(|n| n.kind == NodeKind::Pulumi)
-        .map(|n| n.path.as_str())
-        .collect();
+    let pulumi = given.full.paths_of(NodeKind::Pulumi);
     let mut out: Vec<String> = Vec::new();
     for n in &given.plan.nodes {
         let read = n
@@ -210,12 +204,7 @@ fn backend_notice(backends: &Backends, paths: &[String]) -> Vec<String> {
 
 /// Whether the plan runs a Pulumi project or reads one's outputs.
 pub fn plan_needs_pulumi(plan: &Plan, full: &Plan) -> bool {
-    let pulumi_paths: BTreeSet<&str> = full
-        .nodes
-        .iter()
-        .filter(|n| n.kind == NodeKind::Pulumi)
-        .map(|n| n.path.as_str())
-        .collect();
+    let pulumi_paths = full.paths_of(NodeKind::Pulumi);
     plan.nodes.iter().any(|n| {
         n.kind == NodeKind::Pulumi
             || n.entry
@@ -307,9 +296,7 @@ fn project_uses_passphrase(ws: &Workspace, given: &Given, path: &str) -> bool {
         .map_or_else(|| stack.to_string(), |e| e.stack_name(stack));
     let own = given
         .full
-        .nodes
-        .iter()
-        .find(|n| n.path == path)
+        .node(path)
         .and_then(|n| n.project.as_ref())
         .and_then(|p| p.own_stack_config(&name))
         .and_then(|f| StackConfig::load_project(&f).ok().flatten());

@@ -403,6 +403,20 @@ impl Plan {
         self.nodes.iter().position(|n| n.path == path)
     }
 
+    /// The node of `path`.
+    pub fn node(&self, path: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.path == path)
+    }
+
+    /// The paths of the nodes of one kind (Pulumi or command projects).
+    pub fn paths_of(&self, kind: NodeKind) -> std::collections::BTreeSet<&str> {
+        self.nodes
+            .iter()
+            .filter(|n| n.kind == kind)
+            .map(|n| n.path.as_str())
+            .collect()
+    }
+
     /// Finds a node by path, or by Pulumi project name when that is unambiguous.
     pub fn resolve(&self, wanted: &str) -> Result<usize> {
         let trimmed = wanted.trim_matches('/');
