@@ -9,7 +9,7 @@ use crate::plan::NodeKind;
 use crate::run::events::{Counts, RunEvent, Status};
 use crate::settings::Settings;
 use crate::trace::Trace;
-use crate::util::{display_path, human_duration, now_ms};
+use crate::util::{display_path, human_duration, now_ms, plural};
 
 use super::execute::Executed;
 use super::resolve::Resolved;
@@ -253,22 +253,17 @@ fn exit_code(
 
 /// Exit 5 when a `policy:` rule denied a project (and nothing failed), saying which.
 fn denied_exit(done: &Executed) -> Option<i32> {
-    let denied: Vec<String> = done
-        .plan
-        .order
-        .iter()
-        .filter_map(|&i| {
-            let d = done.results[i].denied.as_ref()?;
-            Some(format!("{} ({})", done.plan.nodes[i].path, d.rule))
-        })
-        .collect();
+    let denied = in_run_order(done, |i| {
+        let d = done.results[i].denied.as_ref()?;
+        Some(format!("{} ({})", done.plan.nodes[i].path, d.rule))
+    });
     if denied.is_empty() {
         return None;
     }
     eprintln!(
         "policy: {} project{} denied by a rule: {}",
         denied.len(),
-        if denied.len() == 1 { "" } else { "s" },
+        plural(denied.len()),
         denied.join(", ")
     );
     Some(exit::DENIED)
@@ -277,29 +272,26 @@ fn denied_exit(done: &Executed) -> Option<i32> {
 /// Exit 6 when an `approve:` rule holds a project (and nothing failed or was denied),
 /// saying how to approve each.
 fn awaiting_exit(r: &Resolved, done: &Executed) -> Option<i32> {
-    let held: Vec<String> = done
-        .plan
-        .order
-        .iter()
-        .filter(|&&i| done.results[i].status == Status::Awaiting)
-        .map(|&i| {
-            let rule = done.results[i].awaiting.as_ref().map(|h| h.rule.as_str());
-            format!(
-                "  {} (held by {}): strata approve {} {}",
-                done.plan.nodes[i].path,
-                rule.unwrap_or("an approve rule"),
-                done.plan.nodes[i].path,
-                r.target_args()
-            )
-        })
-        .collect();
+    let held = in_run_order(done, |i| {
+        let step = &done.results[i];
+        if step.status != Status::Awaiting {
+            return None;
+        }
+        let rule = step.awaiting.as_ref().map(|h| h.rule.as_str());
+        let path = &done.plan.nodes[i].path;
+        Some(format!(
+            "  {path} (held by {}): strata approve {path} {}",
+            rule.unwrap_or("an approve rule"),
+            r.target_args()
+        ))
+    });
     if held.is_empty() {
         return None;
     }
     eprintln!(
         "policy: {} project{} await{} an approval (nothing of {} was changed); approve, then run `strata up` again:\n{}",
         held.len(),
-        if held.len() == 1 { "" } else { "s" },
+        plural(held.len()),
         if held.len() == 1 { "s" } else { "" },
         if held.len() == 1 { "it" } else { "them" },
         held.join("\n")
@@ -307,21 +299,24 @@ fn awaiting_exit(r: &Resolved, done: &Executed) -> Option<i32> {
     Some(exit::AWAITING)
 }
 
+/// What `say` says of each step of the run (by its index), in run order, where it says
+/// anything.
+fn in_run_order<T>(done: &Executed, say: impl FnMut(usize) -> Option<T>) -> Vec<T> {
+    done.plan.order.iter().copied().filter_map(say).collect()
+}
+
 /// A run a signal stopped: what it stopped (killed, or cancelled gracefully), and the
 /// command that continues it.
 fn stopped(r: &Resolved, done: &Executed) -> Error {
     let stack = r.stack();
     let cancelled = |kind: NodeKind| -> Vec<String> {
-        done.plan
-            .order
-            .iter()
-            .filter(|&&i| {
-                done.results[i].status == Status::Cancelled
-                    && done.plan.nodes[i].kind == kind
-                    && done.logs[i].is_some()
-            })
-            .map(|&i| done.plan.nodes[i].path.clone())
-            .collect()
+        in_run_order(done, |i| {
+            let n = &done.plan.nodes[i];
+            (done.results[i].status == Status::Cancelled
+                && n.kind == kind
+                && done.logs[i].is_some())
+            .then(|| n.path.clone())
+        })
     };
     let (pulumi, commands) = (cancelled(NodeKind::Pulumi), cancelled(NodeKind::Command));
     let mut hint = String::new();
