@@ -19,13 +19,27 @@ pub(super) fn decide(
     fps: &BTreeMap<String, String>,
     at: &crate::plan::references::Context,
 ) -> Changed {
+    let last = records::last_success(journal.last_settled_as(&LastUp::of), runs, &LastUp::of);
+    let reads = reads(full, profile, at);
     changed_plan(
         plan,
-        &records::last_success(journal.last_settled_as(&LastUp::of), runs, &LastUp::of),
-        last_outputs,
-        fps,
-        &reads(full, profile, at),
+        Evidence {
+            last: &last,
+            last_outputs,
+            fps,
+            reads: &reads,
+        },
     )
+}
+
+/// What `--changed` weighs each step against: its last success, the outputs hash each
+/// project left then, the fingerprints of now, and what each Pulumi project reads.
+#[derive(Clone, Copy)]
+struct Evidence<'a> {
+    last: &'a BTreeMap<String, LastUp>,
+    last_outputs: &'a BTreeMap<String, String>,
+    fps: &'a BTreeMap<String, String>,
+    reads: &'a BTreeMap<String, Reads>,
 }
 
 /// What a Pulumi project reads, as far as its `inputs:` and the stack references in
@@ -122,19 +136,14 @@ pub(super) struct Changed {
 /// when some of what it needs runs, it is kept, conditionally (see [`Changed`]). A
 /// project that may read anything ([`Reads::Anything`]) is never kept conditionally, and
 /// is dropped only when no other Pulumi project runs.
-fn changed_plan(
-    plan: &Plan,
-    last: &BTreeMap<String, LastUp>,
-    last_outputs: &BTreeMap<String, String>,
-    fps: &BTreeMap<String, String>,
-    reads: &BTreeMap<String, Reads>,
-) -> Changed {
+fn changed_plan(plan: &Plan, seen: Evidence) -> Changed {
+    let reads = seen.reads;
     let anything = |i: usize| reads.get(&plan.nodes[i].path) == Some(&Reads::Anything);
     // Projects that may read anything, kept because some other Pulumi project runs;
     // keeping one may keep its dependents, so decide again until nothing changes.
     let mut forced = std::collections::BTreeSet::new();
     loop {
-        let (skip, out) = changed_once(plan, last, last_outputs, fps, reads, &forced);
+        let (skip, out) = changed_once(plan, seen, &forced);
         let runs = |i: usize| !skip[i] && plan.nodes[i].kind == NodeKind::Pulumi;
         let more: Vec<usize> = (0..plan.nodes.len())
             .filter(|&i| skip[i] && anything(i))
@@ -151,12 +160,15 @@ fn changed_plan(
 /// skipped, and the decision.
 fn changed_once(
     plan: &Plan,
-    last: &BTreeMap<String, LastUp>,
-    last_outputs: &BTreeMap<String, String>,
-    fps: &BTreeMap<String, String>,
-    reads: &BTreeMap<String, Reads>,
+    seen: Evidence,
     forced: &std::collections::BTreeSet<usize>,
 ) -> (Vec<bool>, Changed) {
+    let Evidence {
+        last,
+        last_outputs,
+        fps,
+        reads,
+    } = seen;
     let mut skip = vec![false; plan.nodes.len()];
     let mut out = Changed::default();
     for &i in &plan.order {
