@@ -108,7 +108,7 @@ pub fn children_open_files_limit() -> Option<u64> {
     Some(STARTED_WITH_SOFT.load(std::sync::atomic::Ordering::SeqCst)).filter(|s| *s != 0)
 }
 
-/// At most this many malloc arenas (glibc). Every step runs on a thread of its own;
+/// At most this many malloc arenas (glibc). Steps run on up to `-j` step threads;
 /// glibc gives threads up to 8 arenas per core, each keeping what its threads freed,
 /// so a long run's peak memory grew with `-j` and the estate. Steps allocate little:
 /// two arenas serve them.
