@@ -4,13 +4,12 @@
 //! projects plus `STRATA_PROJECT` and `STRATA_STACK`; its output goes to its own log.
 //! No lock, journal or stack is touched: nothing but logs is written.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use crate::engine::{Control, Operation};
 use crate::error::{Error, Result, exit};
 use crate::pipeline::env;
 use crate::plan::Plan;
 use crate::plan::select::Selector;
+use crate::run::done::Done;
 use crate::run::events::{Counts, RunEvent, Status};
 use crate::run::exec::{ExecJob, ExecRunner, not_found, resolve_program};
 use crate::run::pools::Pools;
@@ -197,25 +196,17 @@ fn under_signals<T>(
     let signals = signals::install()
         .map_err(|e| Error::failed(format!("cannot install the signal handlers: {e}")))?;
     let handle = signals.handle();
-    let done = AtomicBool::new(false);
+    let done = Done::new();
     let out = std::thread::scope(|s| {
         s.spawn(|| signals::watch(signals, control, &done, grace, emit));
         // Set however `f` ends, so the watcher (and the scope) always ends.
-        let _done = SetOnDrop(&done);
+        let _done = done.on_drop();
         f()
     });
     handle.close();
     // Nothing may outlive the run.
     control.kill();
     Ok(out)
-}
-
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
 }
 
 /// How the run is shown: JSON Lines events (operation `exec`), or a line per project

@@ -4,6 +4,7 @@
 //! What a run remembers is in [`crate::state`], what may go out is decided in
 //! [`crate::gates`]; the events are rendered by [`crate::display`].
 
+pub mod done;
 pub mod events;
 pub mod exec;
 pub mod policy;

@@ -6,9 +6,9 @@
 //! is also retried when its output says it was throttled (its [`Gate`]): the pool
 //! adapts, and the next try waits for a slot of it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::done::Done;
 use crate::engine::{Control, Engine, Failure, Job, Outcome, Progress};
 use crate::workspace::profile::{MAX_DELAY, Retry};
 
@@ -178,7 +178,7 @@ fn one_try(
     let Some(limit) = policy.timeout else {
         return engine.run(job, control, sink);
     };
-    let done = AtomicBool::new(false);
+    let done = Done::new();
     let result = std::thread::scope(|s| {
         let watcher = std::thread::Builder::new()
             .name("timeout".into())
@@ -191,7 +191,7 @@ fn one_try(
             });
         }
         // Set however the run ends (a panic too), so the watcher never outlives it.
-        let _done = SetOnDrop(&done);
+        let _done = done.on_drop();
         engine.run(job, control, sink)
     });
     let timed_out = control.project_stopped(&job.path);
@@ -213,10 +213,10 @@ fn one_try(
 }
 
 /// Until `done`: past `limit`, cancels the project like Ctrl-C; `grace` after, kills it.
-fn watch(limit: Duration, grace: Duration, job: &Job, control: &Control, done: &AtomicBool) {
+fn watch(limit: Duration, grace: Duration, job: &Job, control: &Control, done: &Done) {
     let t0 = Instant::now();
     let mut sent: Option<Instant> = None;
-    while !done.load(Ordering::SeqCst) {
+    loop {
         if sent.is_none() && t0.elapsed() >= limit {
             control.cancel_project(&job.path);
             sent = Some(Instant::now());
@@ -225,16 +225,9 @@ fn watch(limit: Duration, grace: Duration, job: &Job, control: &Control, done: &
             control.kill_project(&job.path);
             return;
         }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-/// Sets its flag when dropped.
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
+        if done.wait(Duration::from_millis(25)) {
+            return;
+        }
     }
 }
 

@@ -4,13 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use signal_hook::SigId;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+use super::done::Done;
 use super::events::RunEvent;
 use crate::engine::Control;
 use crate::error::{Error, Result, stopped_before_start};
@@ -117,7 +118,7 @@ pub fn grace(env: &BTreeMap<String, String>) -> Duration {
 pub fn watch(
     mut signals: Signals,
     control: &Control,
-    done: &AtomicBool,
+    done: &Done,
     grace: Duration,
     notify: &(dyn Fn(RunEvent) + Sync),
 ) {
@@ -158,10 +159,9 @@ pub fn watch(
                 message: kill_message(&killed, "Grace period over"),
             });
         }
-        if done.load(Ordering::SeqCst) {
+        if done.wait(Duration::from_millis(25)) {
             return;
         }
-        std::thread::sleep(Duration::from_millis(25));
     }
 }
 

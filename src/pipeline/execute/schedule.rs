@@ -2,12 +2,12 @@
 //! with no order), and the signal watcher on a thread beside it.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use signal_hook::iterator::Signals;
 
 use crate::engine::{Control, Operation};
 use crate::plan::Plan;
+use crate::run::done::Done;
 use crate::run::events::RunEvent;
 use crate::run::pools::Pools;
 use crate::run::scheduler::{self, StepResult};
@@ -38,7 +38,7 @@ pub(super) fn run(
     emit: &(dyn Fn(RunEvent) + Sync),
 ) -> Ran {
     let grace = signals::grace(&ctx.env);
-    let done = AtomicBool::new(false);
+    let done = Done::new();
     // A preview changes nothing, so it needs no order: every project starts at once
     // (bounded by -j), reading its upstreams' outputs as they are now, and one failed
     // preview does not hide what the others would change. The one order a preview
@@ -64,7 +64,7 @@ pub(super) fn run(
         s.spawn(|| signals::watch(signals, control, &done, grace, emit));
         // Set however the scheduler's thread ends: were it to unwind (a panic while an
         // event is shown), the watcher must end too, or the scope waits for it forever.
-        let _done = SetOnDrop(&done);
+        let _done = done.on_drop();
         scheduler::run(&sched_plan, opts, pools, runner, control, emit)
     });
     handle.close();
@@ -86,13 +86,4 @@ fn unordered(plan: &Plan) -> Plan {
         n.needs.clear();
     }
     flat
-}
-
-/// Sets its flag when dropped, on a normal return or an unwind alike.
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
 }
