@@ -240,6 +240,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn plural_is_empty_for_one_only() {
+        assert_eq!(plural(1usize), "");
+        assert_eq!(plural(1u64), "");
+        for n in [0usize, 2, 40] {
+            assert_eq!(plural(n), "s");
+        }
+    }
+
+    #[test]
     fn env_key_upper_cases_and_replaces_separators() {
         assert_eq!(env_key("lab:token"), "LAB_TOKEN");
         assert_eq!(env_key("my-ns:db-pass.word"), "MY_NS_DB_PASS_WORD");
