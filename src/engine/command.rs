@@ -232,7 +232,7 @@ fn outcome(op: Operation, last_line: String, outputs: Map<String, Value>) -> Out
             format!(
                 "{} output{}",
                 outputs.len(),
-                if outputs.len() == 1 { "" } else { "s" }
+                crate::util::plural(outputs.len())
             )
         },
         outputs,

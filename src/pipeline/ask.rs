@@ -171,7 +171,7 @@ fn missing_error(r: &Resolved, config: &[String], secrets: &[String]) -> Error {
         parts.push(format!(
             "stack `{stack}` is missing {} config value{} and this run cannot prompt (non-interactive):\n{}\n  Set them in {} as shown, or run strata on a terminal to be asked.",
             config.len(),
-            if config.len() == 1 { "" } else { "s" },
+            crate::util::plural(config.len()),
             config.join("\n"),
             display_path(&r.ws.stack_config_path(stack))
         ));
@@ -180,7 +180,7 @@ fn missing_error(r: &Resolved, config: &[String], secrets: &[String]) -> Error {
         parts.push(format!(
             "{} secret{} of stack `{stack}` {} missing and this run cannot prompt:\n{}",
             secrets.len(),
-            if secrets.len() == 1 { "" } else { "s" },
+            crate::util::plural(secrets.len()),
             if secrets.len() == 1 { "is" } else { "are" },
             secrets.join("\n")
         ));

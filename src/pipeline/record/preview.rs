@@ -70,7 +70,7 @@ pub(super) fn changes_exit(r: &Resolved, done: &Executed) -> i32 {
         eprintln!(
             "--expect-no-changes: {} project{} would change: {}",
             changing.len(),
-            if changing.len() == 1 { "" } else { "s" },
+            crate::util::plural(changing.len()),
             changing.join(", ")
         );
         return exit::CHANGES;

@@ -405,7 +405,7 @@ impl Plan {
 
     /// The node of `path`.
     pub fn node(&self, path: &str) -> Option<&Node> {
-        self.nodes.iter().find(|n| n.path == path)
+        self.index_of(path).map(|i| &self.nodes[i])
     }
 
     /// The paths of the nodes of one kind (Pulumi or command projects).
