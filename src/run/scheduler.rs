@@ -5,9 +5,11 @@
 
 use std::sync::mpsc;
 
+mod board;
 mod panics;
 mod workers;
 
+use board::Board;
 pub use panics::Panic;
 use workers::Workers;
 
@@ -84,13 +86,6 @@ pub struct Options {
     pub operation: Operation,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
-    Pending,
-    Running,
-    Done(Status),
-}
-
 /// What the scheduler waits for.
 enum Msg {
     Finished(usize, StepResult),
@@ -109,22 +104,7 @@ pub fn run(
     control: &Control,
     emit: &(dyn Fn(RunEvent) + Sync),
 ) -> Vec<StepResult> {
-    let n = plan.nodes.len();
-    let mut state = vec![State::Pending; n];
-    // Succeeded, or skipped by `--changed` because nothing it reads changed.
-    let mut satisfied = vec![false; n];
-    let mut results: Vec<Option<StepResult>> = vec![None; n];
-    let mut running = 0usize;
-    let mut stopped_by_failure = false;
-    let parallel = opts.parallel.max(1);
-    let op = opts.operation;
-    let pool_of = |i: usize| plan.nodes[i].pool();
-    // `--keep-going`: a step that waits for `j` only because of the stage barrier runs
-    // once `j` has ended, however it ended: it does not need what failed.
-    let passes = |i: usize, j: usize| {
-        opts.keep_going && op != Operation::Destroy && plan.waits_only_for_the_barrier(i, j)
-    };
-
+    let mut board = Board::new(plan, opts);
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel::<Msg>();
         let mut workers = Workers::new(scope, exec, emit, tx.clone());
@@ -133,69 +113,11 @@ pub fn run(
             let _ = waker.send(Msg::Wake);
         })));
         loop {
-            // Steps whose prerequisite did not succeed can never run.
-            for &i in &plan.order {
-                if state[i] != State::Pending {
-                    continue;
-                }
-                let blocked = plan.nodes[i].needs.iter().find(|&&j| {
-                    matches!(state[j], State::Done(_)) && !satisfied[j] && !passes(i, j)
-                });
-                if let Some(&j) = blocked {
-                    let s = match state[j] {
-                        State::Done(s) => s,
-                        _ => Status::Skipped,
-                    };
-                    let status = if s == Status::Cancelled || control.is_cancelled() {
-                        Status::Cancelled
-                    } else {
-                        Status::Skipped
-                    };
-                    let r = StepResult::not_run(
-                        status,
-                        format!(
-                            "not run: needs {}, which {}",
-                            plan.nodes[j].path,
-                            describe(s)
-                        ),
-                    );
-                    finish(emit, plan, i, op, &r);
-                    state[i] = State::Done(r.status);
-                    results[i] = Some(r);
-                }
+            board.end_unreachable(control, emit);
+            if !board.stopped(control) {
+                start_ready(&mut board, plan, opts, pools, &mut workers);
             }
-            let stop = control.is_cancelled() || (stopped_by_failure && !opts.keep_going);
-            if !stop {
-                for &i in &plan.order {
-                    if running >= parallel {
-                        break;
-                    }
-                    let ready = state[i] == State::Pending
-                        && plan.nodes[i].needs.iter().all(|&j| {
-                            satisfied[j] || (passes(i, j) && matches!(state[j], State::Done(_)))
-                        });
-                    if !ready || !pools.try_acquire(pool_of(i)) {
-                        continue;
-                    }
-                    state[i] = State::Running;
-                    running += 1;
-                    // Step code too, though on this thread: a panic fails the step.
-                    let prepared = panics::catch(|| exec.prepare(i));
-                    emit(RunEvent::ProjectStarted {
-                        project: plan.nodes[i].path.clone(),
-                        operation: op,
-                        log: prepared.clone().unwrap_or_default(),
-                        pool: pool_of(i).map(str::to_string),
-                    });
-                    match prepared {
-                        Ok(_) => workers.run(i, running),
-                        Err(p) => {
-                            let _ = tx.send(Msg::Finished(i, failed_by(exec, &p)));
-                        }
-                    }
-                }
-            }
-            if running == 0 {
+            if board.running() == 0 {
                 break;
             }
             let (i, r) = match rx.recv() {
@@ -203,41 +125,36 @@ pub fn run(
                 Ok(Msg::Wake) => continue,
                 Err(_) => break,
             };
-            pools.release(pool_of(i), false);
-            running -= 1;
-            if r.status == Status::Failed {
-                stopped_by_failure = true;
-            }
-            finish(emit, plan, i, op, &r);
-            satisfied[i] = r.status == Status::Succeeded || r.unchanged;
-            state[i] = State::Done(r.status);
-            results[i] = Some(r);
+            pools.release(plan.nodes[i].pool(), false);
+            board.ended(i, r, emit);
         }
         pools.set_waker(None);
         // Dropping `workers` closes its queue: idle step threads end, and the scope
         // joins them.
         drop(workers);
     });
+    board.into_results(control, emit)
+}
 
-    // What never started.
+/// Starts, in the plan's order, every ready step there is room for: fewer than
+/// `--parallel` running, and a slot in its pool.
+fn start_ready(
+    board: &mut Board,
+    plan: &Plan,
+    opts: Options,
+    pools: &Pools,
+    workers: &mut Workers,
+) {
     for &i in &plan.order {
-        if results[i].is_none() {
-            let r = if control.is_cancelled() {
-                StepResult::not_run(Status::Cancelled, "not started: the run was interrupted")
-            } else {
-                StepResult::not_run(
-                    Status::Skipped,
-                    "not started: the run stopped after a failure (use --keep-going to run independent projects)",
-                )
-            };
-            finish(emit, plan, i, op, &r);
-            results[i] = Some(r);
+        if board.running() >= opts.parallel.max(1) {
+            break;
         }
+        if !board.is_ready(i) || !pools.try_acquire(plan.nodes[i].pool()) {
+            continue;
+        }
+        board.start(i);
+        workers.start(plan, i, opts.operation, board.running());
     }
-    results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| StepResult::not_run(Status::Skipped, "")))
-        .collect()
 }
 
 /// A step that panicked: failed, saying what and where.

@@ -4,6 +4,8 @@
 use std::sync::{Arc, Mutex, mpsc};
 
 use super::{Executor, Msg, StepResult, failed_by, panics};
+use crate::engine::Operation;
+use crate::plan::Plan;
 use crate::run::events::{RunEvent, Status};
 
 /// The step threads: started as the steps running at once need them (never more than
@@ -38,10 +40,28 @@ impl<'scope, 'env> Workers<'scope, 'env> {
         }
     }
 
+    /// Starts step `i`, one of `running` steps now started: prepared on this thread (its
+    /// log; a panic there fails the step), announced, then run on a step thread.
+    pub(super) fn start(&mut self, plan: &Plan, i: usize, op: Operation, running: usize) {
+        let prepared = panics::catch(|| self.exec.prepare(i));
+        (self.emit)(RunEvent::ProjectStarted {
+            project: plan.nodes[i].path.clone(),
+            operation: op,
+            log: prepared.clone().unwrap_or_default(),
+            pool: plan.nodes[i].pool().map(str::to_string),
+        });
+        match prepared {
+            Ok(_) => self.run(i, running),
+            Err(p) => {
+                let _ = self.tx.send(Msg::Finished(i, failed_by(self.exec, &p)));
+            }
+        }
+    }
+
     /// Runs step `i`, one of `running` steps now started, on a step thread, which always
     /// says how it ended: a panic is a failed step. A thread that cannot be started
     /// fails the step at once when no other thread is there to take it.
-    pub(super) fn run(&mut self, i: usize, running: usize) {
+    fn run(&mut self, i: usize, running: usize) {
         if self.started < running {
             match self.start_thread() {
                 Ok(()) => self.started += 1,
