@@ -99,121 +99,11 @@ echo "Applying the plan bundle of pull request #$number, previewed in run $run_i
 "#;
 
 pub fn render(plan: &Plan, ctx: &ExportContext) -> Result<String> {
-    let (bundle_prefix, applied_prefix) = artifact_prefixes(ctx.stack);
-    let pulumi = (0..plan.nodes.len()).any(|i| needs_pulumi_cli(plan, i));
-    let aws = uses_aws_oidc(ctx);
-    let (provider, stack) = (shell_word(ctx.provider), shell_word(ctx.stack));
-
-    // Both jobs run the whole profile: every project's dependencies.
-    let deps: Vec<_> = plan
-        .order
-        .iter()
-        .filter_map(|&i| install::deps_of(&plan.nodes[i], ctx.projects_dir))
-        .collect();
-    // The runner set up (an AWS session named `session`), the dependencies installed,
-    // then strata's `command` as the step `name`.
-    let strata_run = |session: &str, name: &str, command: String| {
-        let mut steps = runner_setup(pulumi, aws.then(|| session.into()));
-        steps.extend(install::dependency_steps(&deps));
-        steps.push(run_step(name, command));
-        steps
-    };
-    let mut preview = strata_steps();
-    preview.extend(strata_run(
-        "strata-preview",
-        "Preview the whole environment and save the plan bundle",
-        format!(
-            "strata preview --provider {provider} --stack {stack} --save-plan {BUNDLE_DIR} --summary-file {SUMMARY_FILE} --non-interactive"
-        ),
-    ));
-    preview.push(upload_step(
-        "Keep the plan bundle for the apply after the merge",
-        &format!("{bundle_prefix}${{{{ github.event.pull_request.head.sha }}}}"),
-        BUNDLE_DIR,
-        BUNDLE_DAYS,
-    ));
-
-    let mut apply = strata_steps();
-    apply.push(Step {
-        name: Some("Find the plan bundle the merged pull request reviewed".into()),
-        id: Some("bundle".into()),
-        env: Some(map(&[
-            ("GH_TOKEN", "${{ github.token }}"),
-            ("APPLIED_PREFIX", &applied_prefix),
-        ])),
-        run: Some(FIND_BUNDLE.into()),
-        ..Default::default()
-    });
-    apply.push(Step {
-        name: Some("Get the plan bundle".into()),
-        uses: Some("actions/download-artifact@v4".into()),
-        with: Some(map(&[
-            (
-                "name",
-                &format!("{bundle_prefix}${{{{ steps.bundle.outputs.head-sha }}}}"),
-            ),
-            ("path", BUNDLE_DIR),
-            ("run-id", "${{ steps.bundle.outputs.run-id }}"),
-            ("github-token", "${{ github.token }}"),
-        ])),
-        ..Default::default()
-    });
-    apply.extend(strata_run(
-        "strata-apply",
-        "Apply exactly the reviewed plan bundle",
-        format!(
-            "strata up --provider {provider} --stack {stack} --plan {BUNDLE_DIR} --non-interactive"
-        ),
-    ));
-    apply.push(upload_step(
-        "Mark the plan bundle applied",
-        &format!("{applied_prefix}${{{{ steps.bundle.outputs.head-sha }}}}"),
-        BUNDLE_DIR,
-        APPLIED_DAYS,
-    ));
-
+    let runner = Runner::of(plan, ctx);
     let jobs: Vec<(&str, Job)> = vec![
         (BUILD_JOB, build_job(ctx.strata_from)),
-        (
-            PREVIEW_JOB,
-            Job {
-                name: format!("preview {} {} into a plan bundle", ctx.provider, ctx.stack),
-                condition: Some("github.event_name == 'pull_request'".into()),
-                runs_on: "ubuntu-latest",
-                needs: vec![BUILD_JOB.into()],
-                concurrency: Some(Concurrency {
-                    // A newer commit of the pull request makes this preview's bundle stale.
-                    group: format!(
-                        "strata-{}-{}-preview-${{{{ github.event.pull_request.number }}}}",
-                        ctx.provider, ctx.stack
-                    ),
-                    cancel_in_progress: true,
-                }),
-                steps: preview,
-                ..Default::default()
-            },
-        ),
-        (
-            APPLY_JOB,
-            Job {
-                name: format!("apply the reviewed plan bundle to {}", ctx.stack),
-                condition: Some("github.event_name == 'push'".into()),
-                runs_on: "ubuntu-latest",
-                environment: None,
-                needs: vec![BUILD_JOB.into()],
-                permissions: Some(permissions(
-                    ctx,
-                    &[("actions", "read"), ("pull-requests", "read")],
-                )),
-                // The per-project export's group: one `up` of the stack at a time, never
-                // cancelled half-way.
-                concurrency: Some(Concurrency {
-                    group: format!("strata-{}-{}", ctx.provider, ctx.stack),
-                    cancel_in_progress: false,
-                }),
-                steps: apply,
-            },
-        ),
+        (PREVIEW_JOB, preview_job(ctx, preview_steps(ctx, &runner))),
+        (APPLY_JOB, apply_job(ctx, apply_steps(ctx, &runner))),
     ];
     let mut job_map = Mapping::new();
     for (id, job) in jobs {
@@ -236,6 +126,149 @@ pub fn render(plan: &Plan, ctx: &ExportContext) -> Result<String> {
     let mut text = super::super::header(Format::GithubActionsReviewApply, ctx, &notes(ctx));
     text.push_str(&super::super::to_yaml(&[workflow])?);
     Ok(text)
+}
+
+/// What both jobs set up before strata runs: the Pulumi CLI when a project needs it,
+/// an AWS session when the profile uses OIDC, and every project's dependencies (both
+/// jobs run the whole profile).
+struct Runner {
+    pulumi: bool,
+    aws: bool,
+    deps: Vec<install::Deps>,
+}
+
+impl Runner {
+    fn of(plan: &Plan, ctx: &ExportContext) -> Runner {
+        Runner {
+            pulumi: (0..plan.nodes.len()).any(|i| needs_pulumi_cli(plan, i)),
+            aws: uses_aws_oidc(ctx),
+            deps: plan
+                .order
+                .iter()
+                .filter_map(|&i| install::deps_of(&plan.nodes[i], ctx.projects_dir))
+                .collect(),
+        }
+    }
+
+    /// The runner set up (an AWS session named `session`), the dependencies installed,
+    /// then strata's `command` as the step `name`.
+    fn then_run(&self, session: &str, name: &str, command: String) -> Vec<Step> {
+        let mut steps = runner_setup(self.pulumi, self.aws.then(|| session.into()));
+        steps.extend(install::dependency_steps(&self.deps));
+        steps.push(run_step(name, command));
+        steps
+    }
+}
+
+/// The pull request's path: preview everything into a plan bundle, kept as an artifact
+/// named after the head commit.
+fn preview_steps(ctx: &ExportContext, runner: &Runner) -> Vec<Step> {
+    let (bundle_prefix, _) = artifact_prefixes(ctx.stack);
+    let (provider, stack) = (shell_word(ctx.provider), shell_word(ctx.stack));
+    let mut steps = strata_steps();
+    steps.extend(runner.then_run(
+        "strata-preview",
+        "Preview the whole environment and save the plan bundle",
+        format!(
+            "strata preview --provider {provider} --stack {stack} --save-plan {BUNDLE_DIR} --summary-file {SUMMARY_FILE} --non-interactive"
+        ),
+    ));
+    steps.push(upload_step(
+        "Keep the plan bundle for the apply after the merge",
+        &format!("{bundle_prefix}${{{{ github.event.pull_request.head.sha }}}}"),
+        BUNDLE_DIR,
+        BUNDLE_DAYS,
+    ));
+    steps
+}
+
+/// The merge's path: find the bundle the merged pull request reviewed, apply exactly
+/// it, and mark it applied.
+fn apply_steps(ctx: &ExportContext, runner: &Runner) -> Vec<Step> {
+    let (bundle_prefix, applied_prefix) = artifact_prefixes(ctx.stack);
+    let (provider, stack) = (shell_word(ctx.provider), shell_word(ctx.stack));
+    let mut steps = strata_steps();
+    steps.push(Step {
+        name: Some("Find the plan bundle the merged pull request reviewed".into()),
+        id: Some("bundle".into()),
+        env: Some(map(&[
+            ("GH_TOKEN", "${{ github.token }}"),
+            ("APPLIED_PREFIX", &applied_prefix),
+        ])),
+        run: Some(FIND_BUNDLE.into()),
+        ..Default::default()
+    });
+    steps.push(Step {
+        name: Some("Get the plan bundle".into()),
+        uses: Some("actions/download-artifact@v4".into()),
+        with: Some(map(&[
+            (
+                "name",
+                &format!("{bundle_prefix}${{{{ steps.bundle.outputs.head-sha }}}}"),
+            ),
+            ("path", BUNDLE_DIR),
+            ("run-id", "${{ steps.bundle.outputs.run-id }}"),
+            ("github-token", "${{ github.token }}"),
+        ])),
+        ..Default::default()
+    });
+    steps.extend(runner.then_run(
+        "strata-apply",
+        "Apply exactly the reviewed plan bundle",
+        format!(
+            "strata up --provider {provider} --stack {stack} --plan {BUNDLE_DIR} --non-interactive"
+        ),
+    ));
+    steps.push(upload_step(
+        "Mark the plan bundle applied",
+        &format!("{applied_prefix}${{{{ steps.bundle.outputs.head-sha }}}}"),
+        BUNDLE_DIR,
+        APPLIED_DAYS,
+    ));
+    steps
+}
+
+/// The preview job, on pull requests only; a newer commit cancels it.
+fn preview_job(ctx: &ExportContext, steps: Vec<Step>) -> Job {
+    Job {
+        name: format!("preview {} {} into a plan bundle", ctx.provider, ctx.stack),
+        condition: Some("github.event_name == 'pull_request'".into()),
+        runs_on: "ubuntu-latest",
+        needs: vec![BUILD_JOB.into()],
+        concurrency: Some(Concurrency {
+            // A newer commit of the pull request makes this preview's bundle stale.
+            group: format!(
+                "strata-{}-{}-preview-${{{{ github.event.pull_request.number }}}}",
+                ctx.provider, ctx.stack
+            ),
+            cancel_in_progress: true,
+        }),
+        steps,
+        ..Default::default()
+    }
+}
+
+/// The apply job, on pushes to the default branch: reads the runs' artifacts, one at a
+/// time per stack.
+fn apply_job(ctx: &ExportContext, steps: Vec<Step>) -> Job {
+    Job {
+        name: format!("apply the reviewed plan bundle to {}", ctx.stack),
+        condition: Some("github.event_name == 'push'".into()),
+        runs_on: "ubuntu-latest",
+        environment: None,
+        needs: vec![BUILD_JOB.into()],
+        permissions: Some(permissions(
+            ctx,
+            &[("actions", "read"), ("pull-requests", "read")],
+        )),
+        // The per-project export's group: one `up` of the stack at a time, never
+        // cancelled half-way.
+        concurrency: Some(Concurrency {
+            group: format!("strata-{}-{}", ctx.provider, ctx.stack),
+            cancel_in_progress: false,
+        }),
+        steps,
+    }
 }
 
 /// The header: what the two paths do, when apply refuses, then the setup.
