@@ -3,7 +3,9 @@
 //! nothing and writes nothing in the workspace (`destroy --orphans` copies a past
 //! revision's programs into a private temporary folder, see `state::orphans::program`).
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::engine::Operation;
 use crate::error::{Error, Result};
@@ -25,12 +27,12 @@ pub struct Resolved {
     /// The stack config as it is on disk (`None`: not created yet).
     pub stack_config: Option<StackConfig>,
     /// Shared with the thread that fingerprints the projects (see `execute`).
-    pub profile: std::sync::Arc<Profile>,
+    pub profile: Arc<Profile>,
     /// The whole graph of the profile.
     /// (Shared, like `plan`, with the run's steps and its fingerprinting thread.)
-    pub full: std::sync::Arc<Plan>,
+    pub full: Arc<Plan>,
     /// What this run executes (selection, `--resume` applied; reversed for destroy).
-    pub plan: std::sync::Arc<Plan>,
+    pub plan: Arc<Plan>,
     /// Set when there is nothing to do, with the reason (a destroy of a stack that was
     /// never brought up).
     pub nothing_to_do: Option<String>,
@@ -104,33 +106,14 @@ pub fn resolve(
         orphans,
         programs,
     } = super::orphans::of_run(&ws, profile, full, stack.as_deref(), req)?;
-    let op = req.op;
-    let full = std::sync::Arc::new(full);
-    let base = if op == Operation::Destroy {
-        std::borrow::Cow::Owned(full.reversed())
-    } else {
-        std::borrow::Cow::Borrowed(full.as_ref())
-    };
+    let full = Arc::new(full);
     // The selector reads the forward graph; destroy runs what it picks in reverse.
-    let git = select::Git::new(&ws.root);
-    let chosen = req.args.selector.evaluate(
-        &full,
-        &select::Context {
-            order: &base.order,
-            root: &ws.root,
-            watch: &profile.watch,
-            changes: &git,
-        },
-    )?;
-    // A run of the whole profile forward runs the graph itself: not a copy of it (a
-    // plan of thousands of projects is megabytes).
-    let whole = op != Operation::Destroy && chosen.keep.iter().all(|k| *k);
-    let mut plan = if whole {
-        full.clone()
+    let base = if req.op == Operation::Destroy {
+        Cow::Owned(full.reversed())
     } else {
-        std::sync::Arc::new(base.subplan(&chosen.keep))
+        Cow::Borrowed(full.as_ref())
     };
-    let mut nothing_to_do = chosen.empty_because;
+    let (mut plan, mut nothing_to_do) = selected(&ws, &profile, &full, &base, req)?;
     if req.orphans && stack.is_some() && plan.nodes.is_empty() {
         nothing_to_do = Some(format!(
             "stack `{}` has no orphans: every project an `up` deployed on it is still in profile `{}` (or was destroyed).",
@@ -146,63 +129,28 @@ pub fn resolve(
                 .iter()
                 .map(|n| m.steps.contains_key(&n.path))
                 .collect();
-            plan = std::sync::Arc::new(base.subplan(&keep));
+            plan = Arc::new(base.subplan(&keep));
             Some(m)
         }
         None => None,
     };
     if req.resume {
-        let Some(s) = &stack else {
-            return Err(Error::config(
-                "nothing to resume: no stack is named, so no `strata up` is recorded. Run `strata up --stack NAME`.",
-            ));
-        };
-        plan = std::sync::Arc::new(resume_plan(&full, &Journal::new(&ws.state_dir(s)), s)?);
+        plan = Arc::new(resumed(&ws, &full, stack.as_deref())?);
     }
-    // A destroy that cannot ask needs --yes: said before anything else is looked at.
-    if op == Operation::Destroy && !req.args.yes && !settings.interactive && nothing_to_do.is_none()
+    if nothing_to_do.is_none() {
+        destroy_may_go_on(req, settings, &plan, stack.as_deref())?;
+    }
+    if let Some(s) = &stack
+        && let Some(why) = stack_checked(&ws, &profile, s, stack_config.as_ref(), req.op)?
     {
-        return Err(Error::usage(format!(
-            "destroy needs --yes when it cannot ask (non-interactive run). Nothing was destroyed.\n  To destroy {} {}project(s) of stack `{}`: strata destroy {}--yes",
-            plan.nodes.len(),
-            if req.orphans { "orphan " } else { "" },
-            stack.as_deref().unwrap_or("<stack>"),
-            if req.orphans { "--orphans " } else { "" }
-        )));
-    }
-    if let Some(s) = &stack {
-        ws.check_profile(&profile, s, stack_config.as_ref(), &|| {
-            !Journal::new(&ws.state_dir(s)).last_success().is_empty()
-        })?;
-        let path = ws.stack_config_path(s);
-        // A profile that records an infra_type writes the stack config on its first
-        // `up`: without one, nothing was brought up. (Another profile's stacks may exist
-        // without it: Pulumi says so, project by project.)
-        let shared_config_first = !profile.infra_type.is_empty();
-        match (&stack_config, op) {
-            (Some(_), _) => {}
-            (None, _) if !shared_config_first => {}
-            (None, Operation::Destroy) => {
-                nothing_to_do = Some(format!(
-                    "stack `{s}` has no stack config ({}): nothing was brought up on it, nothing to destroy.",
-                    display_path(&path)
-                ));
-            }
-            (None, Operation::Refresh) => {
-                return Err(Error::config(format!(
-                    "stack `{s}` has no stack config ({}): nothing has been brought up on it. Run `strata up --stack {s}` first.",
-                    display_path(&path)
-                )));
-            }
-            (None, _) => {}
-        }
+        nothing_to_do = Some(why);
     }
     Ok(Resolved {
         ws,
         req: req.clone(),
         stack,
         stack_config,
-        profile: std::sync::Arc::new(profile),
+        profile: Arc::new(profile),
         full,
         plan,
         nothing_to_do,
@@ -211,6 +159,97 @@ pub fn resolve(
         orphans,
         backends,
     })
+}
+
+/// What the selector picks of `base` (the graph in the run's order), and why nothing,
+/// when it picks nothing.
+fn selected(
+    ws: &Workspace,
+    profile: &Profile,
+    full: &Arc<Plan>,
+    base: &Plan,
+    req: &Request,
+) -> Result<(Arc<Plan>, Option<String>)> {
+    let git = select::Git::new(&ws.root);
+    let chosen = req.args.selector.evaluate(
+        full,
+        &select::Context {
+            order: &base.order,
+            root: &ws.root,
+            watch: &profile.watch,
+            changes: &git,
+        },
+    )?;
+    // A run of the whole profile forward runs the graph itself: not a copy of it (a
+    // plan of thousands of projects is megabytes).
+    let whole = req.op != Operation::Destroy && chosen.keep.iter().all(|k| *k);
+    let plan = if whole {
+        full.clone()
+    } else {
+        Arc::new(base.subplan(&chosen.keep))
+    };
+    Ok((plan, chosen.empty_because))
+}
+
+/// `up --resume`: what the stack's last `up` did not finish.
+fn resumed(ws: &Workspace, full: &Plan, stack: Option<&str>) -> Result<Plan> {
+    let Some(s) = stack else {
+        return Err(Error::config(
+            "nothing to resume: no stack is named, so no `strata up` is recorded. Run `strata up --stack NAME`.",
+        ));
+    };
+    resume_plan(full, &Journal::new(&ws.state_dir(s)), s)
+}
+
+/// A destroy that cannot ask needs --yes: said before anything else is looked at.
+fn destroy_may_go_on(
+    req: &Request,
+    settings: &Settings,
+    plan: &Plan,
+    stack: Option<&str>,
+) -> Result<()> {
+    if req.op != Operation::Destroy || req.args.yes || settings.interactive {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "destroy needs --yes when it cannot ask (non-interactive run). Nothing was destroyed.\n  To destroy {} {}project(s) of stack `{}`: strata destroy {}--yes",
+        plan.nodes.len(),
+        if req.orphans { "orphan " } else { "" },
+        stack.unwrap_or("<stack>"),
+        if req.orphans { "--orphans " } else { "" }
+    )))
+}
+
+/// The profile checked against stack `s`, and what a stack without its stack config
+/// means for `op`: nothing to destroy (returned), no refresh (an error), else nothing.
+fn stack_checked(
+    ws: &Workspace,
+    profile: &Profile,
+    s: &str,
+    stack_config: Option<&StackConfig>,
+    op: Operation,
+) -> Result<Option<String>> {
+    ws.check_profile(profile, s, stack_config, &|| {
+        !Journal::new(&ws.state_dir(s)).last_success().is_empty()
+    })?;
+    let path = ws.stack_config_path(s);
+    // A profile that records an infra_type writes the stack config on its first
+    // `up`: without one, nothing was brought up. (Another profile's stacks may exist
+    // without it: Pulumi says so, project by project.)
+    if stack_config.is_some() || profile.infra_type.is_empty() {
+        return Ok(None);
+    }
+    match op {
+        Operation::Destroy => Ok(Some(format!(
+            "stack `{s}` has no stack config ({}): nothing was brought up on it, nothing to destroy.",
+            display_path(&path)
+        ))),
+        Operation::Refresh => Err(Error::config(format!(
+            "stack `{s}` has no stack config ({}): nothing has been brought up on it. Run `strata up --stack {s}` first.",
+            display_path(&path)
+        ))),
+        _ => Ok(None),
+    }
 }
 
 impl Resolved {
