@@ -25,24 +25,12 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
     if let Some(why) = empty_because {
         eprintln!("{why}");
     }
-    let state_dir = loaded.ws.state_dir(&stack);
-    let shared = match super::shared::read(&loaded.ws, &stack, records::LIMIT) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!(
-                "warning: the shared backend could not be read, so this shows only this checkout's journal: {}",
-                e.message
-            );
-            None
-        }
-    };
+    let shared = read_shared(&loaded.ws, &stack);
     let runs = shared
         .as_ref()
         .map(|s| s.runs.as_slice())
         .unwrap_or_default();
-    // Who ran each run the backend knows of.
-    let by: BTreeMap<&str, String> = runs.iter().map(|r| (r.run_id.as_str(), r.who())).collect();
-    let records = records::merged(Journal::new(&state_dir).read(), runs);
+    let records = records::merged(Journal::new(&loaded.ws.state_dir(&stack)).read(), runs);
     let orphans = crate::pipeline::orphans::find(
         &loaded.ws,
         &loaded.profile,
@@ -50,75 +38,19 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
         &stack,
         Some(&records),
     );
-    let last = journal::last_by_project(&records, &[]);
-    let last_up = journal::last_success(&records);
-    let current = super::current_fingerprints(&loaded, &stack);
     let (backend_of, backend_why) = loaded.shown_backends();
-    let mut rows = Vec::new();
-    for &i in &selected.order {
-        let path = selected.nodes[i].path.clone();
-        let changed = match (last_up.get(&path), &current) {
-            (
-                Some(Record::Project {
-                    fingerprint: Some(f),
-                    status,
-                    operation,
-                    ..
-                }),
-                Some(cur),
-            ) if operation == "up" && status == "succeeded" => cur.get(&path).map(|c| c != f),
-            _ => None,
-        };
-        // What is deployed: the last successful `up` (unless a destroy came after it),
-        // apart from the last operation (a preview after an `up` hides nothing).
-        let deployed = match last_up.get(&path) {
-            Some(Record::Project {
-                run_id, ended_at, ..
-            }) => serde_json::json!({
-                "at": ended_at,
-                "run_id": run_id,
-                "by": by.get(run_id.as_str()),
-            }),
-            _ => serde_json::Value::Null,
-        };
-        let row = match last.get(&path) {
-            Some(Record::Project {
-                run_id,
-                operation,
-                status,
-                ended_at,
-                duration_ms,
-                log,
-                ..
-            }) => serde_json::json!({
-                "path": path,
-                "operation": operation,
-                "status": status,
-                "at": ended_at,
-                "duration_ms": duration_ms,
-                "inputs_changed": changed,
-                "log": log,
-                "run_id": run_id,
-                "by": by.get(run_id.as_str()),
-                "backend": backend_of.get(&path),
-                "deployed": deployed,
-            }),
-            _ => serde_json::json!({
-                "path": path,
-                "operation": null,
-                "status": "never run",
-                "at": null,
-                "duration_ms": null,
-                "inputs_changed": null,
-                "log": null,
-                "run_id": null,
-                "by": null,
-                "backend": backend_of.get(&path),
-                "deployed": deployed,
-            }),
-        };
-        rows.push(row);
-    }
+    let known = Known {
+        by: runs.iter().map(|r| (r.run_id.as_str(), r.who())).collect(),
+        last: journal::last_by_project(&records, &[]),
+        last_up: journal::last_success(&records),
+        current: super::current_fingerprints(&loaded, &stack),
+        backend_of,
+    };
+    let rows: Vec<_> = selected
+        .order
+        .iter()
+        .map(|&i| known.row(&selected.nodes[i].path))
+        .collect();
     if settings.json {
         let doc = serde_json::json!({
             "provider": loaded.profile.name,
@@ -136,17 +68,126 @@ pub fn run(target: &Target, settings: &Settings, sel: &Selector) -> Result<i32> 
         out.find('\n').map_or(0, |i| i + 1),
         &backend_lines(&backend_why, &rows),
     );
-    if !orphans.is_empty() {
-        out.push_str(&format!(
-            "\norphans: {} project(s) deployed on this stack are no longer in the profile (`strata destroy --orphans` destroys them)\n",
-            orphans.len()
-        ));
-        for o in &orphans {
-            out.push_str(&format!("  {}\n", orphans::describe(o)));
-        }
-    }
+    out.push_str(&orphan_lines(&orphans));
     super::print(&out)?;
     Ok(0)
+}
+
+/// What the shared backend recorded of the stack; `None` (with a warning) when it
+/// cannot be read: the checkout's own journal is still shown.
+fn read_shared(ws: &crate::workspace::Workspace, stack: &str) -> Option<Shared> {
+    match super::shared::read(ws, stack, records::LIMIT) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "warning: the shared backend could not be read, so this shows only this checkout's journal: {}",
+                e.message
+            );
+            None
+        }
+    }
+}
+
+/// What the records say of the projects, to make their rows of.
+struct Known<'r> {
+    /// Who ran each run the backend knows of.
+    by: BTreeMap<&'r str, String>,
+    /// Each project's last operation.
+    last: BTreeMap<String, Record>,
+    /// Each project's last successful `up` (unless a destroy came after it).
+    last_up: BTreeMap<String, Record>,
+    /// Each project's fingerprint now (`None` without a stack config).
+    current: Option<BTreeMap<String, String>>,
+    /// Each Pulumi project's backend, as shown.
+    backend_of: BTreeMap<String, String>,
+}
+
+impl Known<'_> {
+    /// Whether `path`'s inputs changed since its last successful `up` (unknown: `None`).
+    fn inputs_changed(&self, path: &str) -> Option<bool> {
+        match (self.last_up.get(path), &self.current) {
+            (
+                Some(Record::Project {
+                    fingerprint: Some(f),
+                    status,
+                    operation,
+                    ..
+                }),
+                Some(cur),
+            ) if operation == "up" && status == "succeeded" => cur.get(path).map(|c| c != f),
+            _ => None,
+        }
+    }
+
+    /// What is deployed: the last successful `up` (unless a destroy came after it),
+    /// apart from the last operation (a preview after an `up` hides nothing).
+    fn deployed(&self, path: &str) -> serde_json::Value {
+        match self.last_up.get(path) {
+            Some(Record::Project {
+                run_id, ended_at, ..
+            }) => serde_json::json!({
+                "at": ended_at,
+                "run_id": run_id,
+                "by": self.by.get(run_id.as_str()),
+            }),
+            _ => serde_json::Value::Null,
+        }
+    }
+
+    /// The row of project `path`: its last operation, or "never run".
+    fn row(&self, path: &str) -> serde_json::Value {
+        match self.last.get(path) {
+            Some(Record::Project {
+                run_id,
+                operation,
+                status,
+                ended_at,
+                duration_ms,
+                log,
+                ..
+            }) => serde_json::json!({
+                "path": path,
+                "operation": operation,
+                "status": status,
+                "at": ended_at,
+                "duration_ms": duration_ms,
+                "inputs_changed": self.inputs_changed(path),
+                "log": log,
+                "run_id": run_id,
+                "by": self.by.get(run_id.as_str()),
+                "backend": self.backend_of.get(path),
+                "deployed": self.deployed(path),
+            }),
+            _ => serde_json::json!({
+                "path": path,
+                "operation": null,
+                "status": "never run",
+                "at": null,
+                "duration_ms": null,
+                "inputs_changed": null,
+                "log": null,
+                "run_id": null,
+                "by": null,
+                "backend": self.backend_of.get(path),
+                "deployed": self.deployed(path),
+            }),
+        }
+    }
+}
+
+/// The orphans, after the table: how many, how to destroy them, one line each.
+fn orphan_lines(orphans: &[orphans::Orphan]) -> String {
+    if orphans.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\norphans: {} project(s) deployed on this stack are no longer in the profile (`strata destroy --orphans` destroys them)\n",
+        orphans.len()
+    );
+    for o in orphans {
+        out.push_str(&format!("  {}\n", orphans::describe(o)));
+    }
+    out
 }
 
 /// Where the projects' stacks are: `projects' backend: URL (why)`, or with several, one
