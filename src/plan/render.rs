@@ -57,6 +57,48 @@ fn reference_only(plan: &Plan, h: &Header, i: usize) -> Vec<usize> {
 
 /// The tree: waves in order, each step with its needs, inputs and hooks.
 pub fn tree(plan: &Plan, h: &Header) -> String {
+    let mut out = tree_heading(plan, h);
+    let width = plan
+        .nodes
+        .iter()
+        .map(|n| n.path.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(20);
+    let mut last_stage = None;
+    for (w, wave) in plan.waves().iter().enumerate() {
+        let stage = plan.nodes[wave[0]].stage;
+        if last_stage != Some(stage) {
+            let _ = writeln!(out, "\n{}", stage.as_str());
+            last_stage = Some(stage);
+        }
+        let parallel = if wave.len() > 1 {
+            format!("  ({} in parallel)", wave.len())
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "  wave {}{parallel}", w + 1);
+        for (k, &i) in wave.iter().enumerate() {
+            let (branch, cont) = if k + 1 == wave.len() {
+                ("└─", "   ")
+            } else {
+                ("├─", "│  ")
+            };
+            let _ = writeln!(
+                out,
+                "    {branch} {:<width$}  {}",
+                plan.nodes[i].path,
+                step_label(plan, h, i),
+                width = width
+            );
+            step_details(&mut out, plan, h, i, &format!("    {cont}    "));
+        }
+    }
+    out
+}
+
+/// The tree's first lines: the order, provider, stack and size, the pools, the backends.
+fn tree_heading(plan: &Plan, h: &Header) -> String {
     let mut out = String::new();
     let steps = plan.nodes.len();
     let _ = writeln!(
@@ -85,106 +127,82 @@ pub fn tree(plan: &Plan, h: &Header) -> String {
     for (url, why) in h.backend_why {
         let _ = writeln!(out, "backend: {url} ({why})");
     }
-    let width = plan
-        .nodes
-        .iter()
-        .map(|n| n.path.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(20);
-    let mut last_stage = None;
-    for (w, wave) in plan.waves().iter().enumerate() {
-        let stage = plan.nodes[wave[0]].stage;
-        if last_stage != Some(stage) {
-            let _ = writeln!(out, "\n{}", stage.as_str());
-            last_stage = Some(stage);
-        }
-        let parallel = if wave.len() > 1 {
-            format!("  ({} in parallel)", wave.len())
-        } else {
-            String::new()
-        };
-        let _ = writeln!(out, "  wave {}{parallel}", w + 1);
-        for (k, &i) in wave.iter().enumerate() {
-            let node = &plan.nodes[i];
-            let last = k + 1 == wave.len();
-            let (branch, cont) = if last {
-                ("└─", "   ")
-            } else {
-                ("├─", "│  ")
-            };
-            let desc = match node.kind {
-                NodeKind::Builtin => format!(
-                    "built-in: write {} secret{} into Secret `{}`",
-                    h.secret_keys.len(),
-                    plural(h.secret_keys.len()),
-                    h.secret_name
-                ),
-                _ => node
-                    .entry
-                    .as_ref()
-                    .and_then(|e| (*e.description).clone())
-                    .unwrap_or_default(),
-            };
-            let marker = match node.kind {
-                NodeKind::Pulumi => format!("[{}]", node.name),
-                NodeKind::Command => "[command]".to_string(),
-                NodeKind::Builtin => "◆".to_string(),
-            };
-            let _ = writeln!(
-                out,
-                "    {branch} {:<width$}  {marker} {desc}",
-                node.path,
-                width = width
-            );
-            let needs = plan.needs_paths(i);
-            let pad = format!("    {cont}    ");
-            if !needs.is_empty() {
-                let _ = writeln!(out, "{pad}needs   {}", needs.join(", "));
-            }
-            // What it reads: the projects, then `? (file:line)` for each reference the
-            // scanner cannot read.
-            let reads: Vec<String> = h
-                .references
+    out
+}
+
+/// What step `i` is, after its path: `[name]`, `[command]` or `◆`, and its description.
+fn step_label(plan: &Plan, h: &Header, i: usize) -> String {
+    let node = &plan.nodes[i];
+    let desc = match node.kind {
+        NodeKind::Builtin => format!(
+            "built-in: write {} secret{} into Secret `{}`",
+            h.secret_keys.len(),
+            plural(h.secret_keys.len()),
+            h.secret_name
+        ),
+        _ => node
+            .entry
+            .as_ref()
+            .and_then(|e| (*e.description).clone())
+            .unwrap_or_default(),
+    };
+    let marker = match node.kind {
+        NodeKind::Pulumi => format!("[{}]", node.name),
+        NodeKind::Command => "[command]".to_string(),
+        NodeKind::Builtin => "◆".to_string(),
+    };
+    format!("{marker} {desc}")
+}
+
+/// Step `i`'s lines under it, each after `pad`: needs, reads, keys, pool, tags, inputs
+/// and hooks, those it has.
+fn step_details(out: &mut String, plan: &Plan, h: &Header, i: usize, pad: &str) {
+    let node = &plan.nodes[i];
+    let needs = plan.needs_paths(i);
+    if !needs.is_empty() {
+        let _ = writeln!(out, "{pad}needs   {}", needs.join(", "));
+    }
+    // What it reads: the projects, then `? (file:line)` for each reference the
+    // scanner cannot read.
+    let reads: Vec<String> = h
+        .references
+        .get(&node.path)
+        .into_iter()
+        .flatten()
+        .cloned()
+        .chain(
+            h.unreadable
                 .get(&node.path)
                 .into_iter()
                 .flatten()
-                .cloned()
-                .chain(
-                    h.unreadable
-                        .get(&node.path)
-                        .into_iter()
-                        .flatten()
-                        .map(|at| format!("? ({at})")),
-                )
-                .collect();
-            if !reads.is_empty() {
-                let _ = writeln!(out, "{pad}reads   {}", reads.join(", "));
-            }
-            if node.kind == NodeKind::Builtin && !h.secret_keys.is_empty() {
-                let _ = writeln!(out, "{pad}keys    {}", h.secret_keys.join(", "));
-            }
-            if let Some(entry) = &node.entry {
-                if let Some(pool) = &entry.pool {
-                    let _ = writeln!(out, "{pad}pool    {pool}");
-                }
-                if !entry.tags.is_empty() {
-                    let _ = writeln!(out, "{pad}tags    {}", entry.tags.join(", "));
-                }
-                for input in &entry.inputs {
-                    let _ = writeln!(
-                        out,
-                        "{pad}input   {} ← {}:{}",
-                        input.key, input.project, input.output
-                    );
-                }
-                for hook in &entry.on_success {
-                    let _ = writeln!(out, "{pad}hook    {}", hook.describe());
-                }
-            }
-        }
+                .map(|at| format!("? ({at})")),
+        )
+        .collect();
+    if !reads.is_empty() {
+        let _ = writeln!(out, "{pad}reads   {}", reads.join(", "));
     }
-    out
+    if node.kind == NodeKind::Builtin && !h.secret_keys.is_empty() {
+        let _ = writeln!(out, "{pad}keys    {}", h.secret_keys.join(", "));
+    }
+    let Some(entry) = &node.entry else {
+        return;
+    };
+    if let Some(pool) = &entry.pool {
+        let _ = writeln!(out, "{pad}pool    {pool}");
+    }
+    if !entry.tags.is_empty() {
+        let _ = writeln!(out, "{pad}tags    {}", entry.tags.join(", "));
+    }
+    for input in &entry.inputs {
+        let _ = writeln!(
+            out,
+            "{pad}input   {} ← {}:{}",
+            input.key, input.project, input.output
+        );
+    }
+    for hook in &entry.on_success {
+        let _ = writeln!(out, "{pad}hook    {}", hook.describe());
+    }
 }
 
 /// A DOT ID: always a quoted string, so no project name (`node`, `edge`, `graph`,
