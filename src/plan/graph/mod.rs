@@ -126,120 +126,13 @@ impl Plan {
     /// Builds the graph of `profile`; `projects` are its entries' projects, in order.
     /// Without the policy rules that hold each node: [`crate::plan::build`] adds them.
     pub fn build_graph(profile: &Profile, projects: Vec<Project>) -> Result<Plan> {
-        let mut nodes: Vec<Node> = Vec::with_capacity(profile.entries.len() + 1);
-        let projects: Vec<Arc<Project>> = projects.into_iter().map(Arc::new).collect();
-        let stage_entries = |s: Stage| {
-            profile
-                .entries
-                .iter()
-                .zip(projects.iter())
-                .filter(move |(e, _)| e.stage == s)
-        };
-        let push = |nodes: &mut Vec<Node>, e: &Arc<Entry>, p: &Arc<Project>| {
-            let rank = nodes.len();
-            nodes.push(Node::of_entry(e, p, rank));
-        };
-        for (e, p) in stage_entries(Stage::Infrastructure) {
-            push(&mut nodes, e, p);
-        }
-        let infra_count = nodes.len();
-        let secrets_idx = if !profile.writes_cluster_secret() {
-            None
-        } else {
-            let rank = nodes.len();
-            nodes.push(Node::secrets_step(rank));
-            Some(rank)
-        };
-        let k8s_start = nodes.len();
-        for (e, p) in stage_entries(Stage::Kubernetes) {
-            push(&mut nodes, e, p);
-        }
-
-        let by_path: std::collections::HashMap<&str, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.path.as_str(), i))
-            .collect();
-        let index_of = |path: &str| by_path.get(path).copied();
-        // In-stage needs: explicit, or the previous entry of the same list; plus inputs.
-        let mut needs: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); nodes.len()];
-        for (i, node) in nodes.iter().enumerate() {
-            let Some(entry) = &node.entry else { continue };
-            match &entry.needs {
-                Some(list) => {
-                    for n in list {
-                        if let Some(j) = index_of(n) {
-                            needs[i].insert(j);
-                        }
-                    }
-                }
-                None => {
-                    let first_of_list = i == 0 || i == k8s_start;
-                    if !first_of_list {
-                        needs[i].insert(i - 1);
-                    }
-                }
-            }
-            // `reads:` declares what its unresolved stack references read: needs too.
-            for r in entry.reads.iter().flat_map(|r| r.projects()) {
-                if let Some(j) = index_of(&r) {
-                    needs[i].insert(j);
-                }
-            }
-            for input in &entry.inputs {
-                if let Some(j) = index_of(&input.project) {
-                    needs[i].insert(j);
-                }
-            }
-        }
+        let (mut nodes, stages) = Stages::lay_out(profile, projects);
+        let mut needs = declared_needs(&nodes, stages.k8s_start);
         // `infer_needs: true`: the stacks a program references are needs too.
         if profile.infer_needs {
-            let by_name: std::collections::HashMap<&str, usize> = nodes
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| n.kind == NodeKind::Pulumi)
-                .map(|(i, n)| (n.name.as_str(), i))
-                .collect();
-            for (i, node) in nodes.iter().enumerate() {
-                let Some(p) = node
-                    .project
-                    .as_ref()
-                    .filter(|_| node.kind == NodeKind::Pulumi)
-                else {
-                    continue;
-                };
-                for r in super::references::in_project(&p.dir, &node.name) {
-                    if let Some(super::references::Part::Literal(name)) = &r.project
-                        && let Some(&j) = by_name.get(name.as_str())
-                        && j != i
-                    {
-                        needs[i].insert(j);
-                    }
-                }
-            }
+            add_referenced_needs(&nodes, &mut needs);
         }
-        // The stage barrier: infrastructure sinks -> secrets step -> kubernetes roots.
-        let mut needed_by_infra = vec![false; infra_count];
-        for set in needs.iter().take(infra_count) {
-            for &j in set {
-                if j < infra_count {
-                    needed_by_infra[j] = true;
-                }
-            }
-        }
-        let infra_sinks: Vec<usize> = (0..infra_count).filter(|&i| !needed_by_infra[i]).collect();
-        let barrier: Vec<usize> = match secrets_idx {
-            Some(s) => {
-                needs[s].extend(infra_sinks.iter().copied());
-                vec![s]
-            }
-            None => infra_sinks,
-        };
-        for set in needs.iter_mut().skip(k8s_start) {
-            if !set.iter().any(|&j| j >= k8s_start) {
-                set.extend(barrier.iter().copied());
-            }
-        }
+        stages.add_barrier(&mut needs);
         for (node, set) in nodes.iter_mut().zip(needs) {
             node.needs = set.into_iter().collect();
         }
@@ -559,6 +452,129 @@ impl Plan {
             finish[i] = start + weight(i);
         }
         finish.into_iter().max().unwrap_or(0)
+    }
+}
+
+/// Where each stage's nodes are: infrastructure first, then the secrets step (when the
+/// profile writes a cluster secret), then kubernetes.
+struct Stages {
+    infra_count: usize,
+    secrets_idx: Option<usize>,
+    k8s_start: usize,
+}
+
+impl Stages {
+    /// The nodes of `profile`'s entries (and its secrets step) in stage order.
+    fn lay_out(profile: &Profile, projects: Vec<Project>) -> (Vec<Node>, Stages) {
+        let mut nodes: Vec<Node> = Vec::with_capacity(profile.entries.len() + 1);
+        let projects: Vec<Arc<Project>> = projects.into_iter().map(Arc::new).collect();
+        let push_stage = |nodes: &mut Vec<Node>, s: Stage| {
+            for (e, p) in profile.entries.iter().zip(projects.iter()) {
+                if e.stage == s {
+                    let rank = nodes.len();
+                    nodes.push(Node::of_entry(e, p, rank));
+                }
+            }
+        };
+        push_stage(&mut nodes, Stage::Infrastructure);
+        let infra_count = nodes.len();
+        let secrets_idx = profile.writes_cluster_secret().then(|| {
+            let rank = nodes.len();
+            nodes.push(Node::secrets_step(rank));
+            rank
+        });
+        let k8s_start = nodes.len();
+        push_stage(&mut nodes, Stage::Kubernetes);
+        let stages = Stages {
+            infra_count,
+            secrets_idx,
+            k8s_start,
+        };
+        (nodes, stages)
+    }
+
+    /// The stage barrier: infrastructure sinks -> secrets step -> kubernetes roots.
+    fn add_barrier(&self, needs: &mut [BTreeSet<usize>]) {
+        let mut needed_by_infra = vec![false; self.infra_count];
+        for set in needs.iter().take(self.infra_count) {
+            for &j in set {
+                if j < self.infra_count {
+                    needed_by_infra[j] = true;
+                }
+            }
+        }
+        let infra_sinks: Vec<usize> = (0..self.infra_count)
+            .filter(|&i| !needed_by_infra[i])
+            .collect();
+        let barrier: Vec<usize> = match self.secrets_idx {
+            Some(s) => {
+                needs[s].extend(infra_sinks.iter().copied());
+                vec![s]
+            }
+            None => infra_sinks,
+        };
+        for set in needs.iter_mut().skip(self.k8s_start) {
+            if !set.iter().any(|&j| j >= self.k8s_start) {
+                set.extend(barrier.iter().copied());
+            }
+        }
+    }
+}
+
+/// In-stage needs: explicit, or the previous entry of the same list; plus what its
+/// `reads:` and inputs name.
+fn declared_needs(nodes: &[Node], k8s_start: usize) -> Vec<BTreeSet<usize>> {
+    let by_path: std::collections::HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.path.as_str(), i))
+        .collect();
+    let index_of = |path: &str| by_path.get(path).copied();
+    let mut needs: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        let Some(entry) = &node.entry else { continue };
+        match &entry.needs {
+            Some(list) => needs[i].extend(list.iter().filter_map(|n| index_of(n))),
+            None => {
+                let first_of_list = i == 0 || i == k8s_start;
+                if !first_of_list {
+                    needs[i].insert(i - 1);
+                }
+            }
+        }
+        // `reads:` declares what its unresolved stack references read: needs too.
+        for r in entry.reads.iter().flat_map(|r| r.projects()) {
+            needs[i].extend(index_of(&r));
+        }
+        needs[i].extend(entry.inputs.iter().filter_map(|x| index_of(&x.project)));
+    }
+    needs
+}
+
+/// Adds, to each Pulumi node, the Pulumi projects its program's stack references name.
+fn add_referenced_needs(nodes: &[Node], needs: &mut [BTreeSet<usize>]) {
+    let by_name: std::collections::HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.kind == NodeKind::Pulumi)
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+    for (i, node) in nodes.iter().enumerate() {
+        let Some(p) = node
+            .project
+            .as_ref()
+            .filter(|_| node.kind == NodeKind::Pulumi)
+        else {
+            continue;
+        };
+        for r in super::references::in_project(&p.dir, &node.name) {
+            if let Some(super::references::Part::Literal(name)) = &r.project
+                && let Some(&j) = by_name.get(name.as_str())
+                && j != i
+            {
+                needs[i].insert(j);
+            }
+        }
     }
 }
 
