@@ -235,99 +235,26 @@ impl StackLock {
         stop: &dyn Fn() -> Option<i32>,
         warn: &mut dyn FnMut(String),
     ) -> Result<StackLock> {
-        // `.strata/` and the stack's state folders hold child output: owner only (0700).
-        if let Some(top) = state_dir.parent() {
-            crate::files::private_dir(top)?;
-        }
-        for sub in ["", "logs", "outputs", "work", "config"] {
-            crate::files::private_dir(&state_dir.join(sub))?;
-        }
+        private_state_dirs(state_dir)?;
         let path = state_dir.join("lock");
-        let pid = std::process::id();
-        let me = Owner {
-            pid,
-            host: hostname(),
-            started: start_time(pid),
-            command: command.to_string(),
-            since: crate::util::rfc3339(crate::util::now_ms()),
-            children: Vec::new(),
-        };
+        let me = Owner::me(command);
         // More than once only when a holder removed the file between our open and our
         // lock (it releases that way).
         for _ in 0..100 {
-            // Never created anew to be taken: whoever holds the kernel lock on the file
-            // at this path holds the stack.
-            let mut file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                // Read first: it names whoever held it last.
-                .truncate(false)
-                .mode(0o600)
-                .open(&path)
-                .map_err(|e| Error::io("open", &path, e))?;
-            if !try_flock(&file).map_err(|e| {
-                Error::failed(format!(
-                    "could not lock {} (strata needs a filesystem with flock(2) for .strata/): {e}",
-                    display_path(&path)
-                ))
-            })? {
-                return Err(held_by_another(stack, &path, &me.host));
-            }
-            if !still_linked(&file, &path) {
+            let Some(mut file) = take_kernel_lock(&path, stack, &me.host)? else {
                 continue;
-            }
-            // Ours. What the file says is only who held it last.
-            let text = description(&mut file);
-            let (gone, hint) = if text.trim().is_empty() {
-                (None, None)
-            } else {
-                match serde_json::from_str::<Owner>(&text) {
-                    // Another host's strata cannot be checked from here; a live one on this
-                    // host that holds no kernel lock is a strata from before the kernel lock.
-                    Ok(owner) if owner.host != me.host || owner_alive(&owner, &me.host) => {
-                        return Err(in_use(
-                            stack,
-                            &owner,
-                            &format!(" If that process is gone, remove {}.", display_path(&path)),
-                        ));
-                    }
-                    Ok(owner) => {
-                        let who = format!("pid {}, `{}`", owner.pid, owner.command);
-                        let notice = format!(
-                            "taking over the lock of stack `{stack}`: its owner (pid {}, `{}` since {}) is gone",
-                            owner.pid, owner.command, owner.since
-                        );
-                        let children = recorded_children(&path).unwrap_or(owner.children);
-                        (Some((who, children)), Some(notice))
-                    }
-                    Err(_) => (
-                        Some((
-                            "a strata whose lock description is unreadable".to_string(),
-                            recorded_children(&path).unwrap_or_default(),
-                        )),
-                        Some(format!(
-                            "taking over the lock of stack `{stack}`: its description ({}) is unreadable, and no process holds it",
-                            display_path(&path)
-                        )),
-                    ),
-                }
             };
+            // Ours. What the file says is only who held it last.
+            let (gone, notice) = last_holder(&description(&mut file), stack, &path, &me.host)?;
+            // An empty description (a holder killed while writing it) with children.
+            let gone = gone.or_else(|| {
+                recorded_children(&path)
+                    .map(|c| ("a strata that never wrote its name".to_string(), c))
+            });
             if let Some((who, children)) = &gone {
                 wait_for_orphans(stack, who, children, &path, orphan_wait, stop, warn)?;
-            } else if let Some(children) = recorded_children(&path) {
-                // An empty description (a holder killed while writing it) with children.
-                wait_for_orphans(
-                    stack,
-                    "a strata that never wrote its name",
-                    &children,
-                    &path,
-                    orphan_wait,
-                    stop,
-                    warn,
-                )?;
             }
-            if let Some(notice) = hint {
+            if let Some(notice) = notice {
                 warn(notice);
             }
             // The children of an earlier owner are not ours.
@@ -346,6 +273,102 @@ impl StackLock {
             "could not take the lock of stack `{stack}` ({}); another strata keeps taking it.",
             display_path(&path)
         )))
+    }
+}
+
+impl Owner {
+    /// This process, running `command`, from now.
+    fn me(command: &str) -> Owner {
+        let pid = std::process::id();
+        Owner {
+            pid,
+            host: hostname(),
+            started: start_time(pid),
+            command: command.to_string(),
+            since: crate::util::rfc3339(crate::util::now_ms()),
+            children: Vec::new(),
+        }
+    }
+}
+
+/// `.strata/` and the stack's state folders hold child output: owner only (0700).
+fn private_state_dirs(state_dir: &Path) -> Result<()> {
+    if let Some(top) = state_dir.parent() {
+        crate::files::private_dir(top)?;
+    }
+    for sub in ["", "logs", "outputs", "work", "config"] {
+        crate::files::private_dir(&state_dir.join(sub))?;
+    }
+    Ok(())
+}
+
+/// The lock file at `path`, opened and kernel-locked; `None` when its holder removed it
+/// meanwhile (open it again); an error naming the holder when another process holds it.
+fn take_kernel_lock(path: &Path, stack: &str, host: &str) -> Result<Option<std::fs::File>> {
+    // Never created anew to be taken: whoever holds the kernel lock on the file at this
+    // path holds the stack.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        // Read first: it names whoever held it last.
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))?;
+    if !try_flock(&file).map_err(|e| {
+        Error::failed(format!(
+            "could not lock {} (strata needs a filesystem with flock(2) for .strata/): {e}",
+            display_path(path)
+        ))
+    })? {
+        return Err(held_by_another(stack, path, host));
+    }
+    Ok(still_linked(&file, path).then_some(file))
+}
+
+/// A holder that is gone: who it was, and the children it recorded.
+type Holder = (String, Vec<(i32, String)>);
+
+/// Who held the lock last, from its description `text`, now that no process holds it:
+/// who that was and the children it recorded (to wait for), and the takeover notice;
+/// neither for an empty description. A live holder (or another host's) is an error.
+fn last_holder(
+    text: &str,
+    stack: &str,
+    path: &Path,
+    host: &str,
+) -> Result<(Option<Holder>, Option<String>)> {
+    if text.trim().is_empty() {
+        return Ok((None, None));
+    }
+    match serde_json::from_str::<Owner>(text) {
+        // Another host's strata cannot be checked from here; a live one on this host
+        // that holds no kernel lock is a strata from before the kernel lock.
+        Ok(owner) if owner.host != host || owner_alive(&owner, host) => Err(in_use(
+            stack,
+            &owner,
+            &format!(" If that process is gone, remove {}.", display_path(path)),
+        )),
+        Ok(owner) => {
+            let who = format!("pid {}, `{}`", owner.pid, owner.command);
+            let notice = format!(
+                "taking over the lock of stack `{stack}`: its owner (pid {}, `{}` since {}) is gone",
+                owner.pid, owner.command, owner.since
+            );
+            let children = recorded_children(path).unwrap_or(owner.children);
+            Ok((Some((who, children)), Some(notice)))
+        }
+        Err(_) => Ok((
+            Some((
+                "a strata whose lock description is unreadable".to_string(),
+                recorded_children(path).unwrap_or_default(),
+            )),
+            Some(format!(
+                "taking over the lock of stack `{stack}`: its description ({}) is unreadable, and no process holds it",
+                display_path(path)
+            )),
+        )),
     }
 }
 
