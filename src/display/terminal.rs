@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::Reporter;
+use super::{Bars, Reporter};
 use crate::run::events::{RunEvent, Status};
 use crate::util::{human_duration, plural};
 
@@ -72,40 +72,10 @@ impl Reporter {
     pub(super) fn progress(&self, e: &RunEvent) {
         let Ok(mut b) = self.bars.lock() else { return };
         match e {
-            RunEvent::RunStarted { projects, .. } => {
-                let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-                let overall = multi.add(ProgressBar::new(projects.len() as u64));
-                overall.set_style(
-                    ProgressStyle::with_template(
-                        "{prefix:.bold} [{bar:30}] {pos}/{len} projects · {elapsed}",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-                );
-                overall.set_prefix("strata");
-                let _ = multi.println(header(e));
-                b.multi = Some(multi);
-                b.overall = Some(overall);
-            }
-            RunEvent::ProjectStarted { project, .. } => {
-                if let Some(m) = &b.multi {
-                    let bar = m.add(ProgressBar::new_spinner());
-                    bar.set_style(
-                        ProgressStyle::with_template(
-                            "  {spinner} {prefix} {elapsed:>4} {wide_msg}",
-                        )
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                    );
-                    bar.set_prefix(project.clone());
-                    bar.enable_steady_tick(Duration::from_millis(120));
-                    b.running.insert(project.clone(), bar);
-                }
-            }
+            RunEvent::RunStarted { projects, .. } => b.start(projects.len(), header(e)),
+            RunEvent::ProjectStarted { project, .. } => b.add_spinner(project),
             RunEvent::ProjectOutput { project, line } => {
-                if let Some(bar) = b.running.get(project) {
-                    let short: String = line.chars().take(100).collect();
-                    bar.set_message(short);
-                }
+                b.set_message(project, line.chars().take(100).collect())
             }
             RunEvent::ProjectRetry { .. } => {}
             RunEvent::ProjectProgress {
@@ -113,17 +83,16 @@ impl Reporter {
                 done,
                 started,
                 current,
-            } => {
-                if let Some(bar) = b.running.get(project) {
-                    bar.set_message(format!(
-                        "{done}/{started} resources{}",
-                        current
-                            .as_ref()
-                            .map(|c| format!(" · {c}"))
-                            .unwrap_or_default()
-                    ));
-                }
-            }
+            } => b.set_message(
+                project,
+                format!(
+                    "{done}/{started} resources{}",
+                    current
+                        .as_ref()
+                        .map(|c| format!(" · {c}"))
+                        .unwrap_or_default()
+                ),
+            ),
             RunEvent::ProjectFinished {
                 project,
                 status,
@@ -131,16 +100,8 @@ impl Reporter {
                 message,
                 ..
             } => {
-                if let Some(bar) = b.running.remove(project) {
-                    bar.finish_and_clear();
-                    if let Some(m) = &b.multi {
-                        m.remove(&bar);
-                    }
-                }
-                if let Some(o) = &b.overall {
-                    o.inc(1);
-                }
-                let line = format!(
+                b.finish_project(project);
+                b.println(format!(
                     "{} {project} {}{}",
                     symbol(*status),
                     if *duration_ms > 0 {
@@ -149,32 +110,15 @@ impl Reporter {
                         status.as_str().to_string()
                     },
                     message_tail(message)
-                );
-                if let Some(m) = &b.multi {
-                    let _ = m.println(line);
-                }
+                ));
             }
             RunEvent::HookFinished {
                 project,
                 hook,
                 status,
                 ..
-            } => {
-                if let Some(m) = &b.multi {
-                    let _ = m.println(format!("  {} {project}: hook {hook}", symbol(*status)));
-                }
-            }
-            RunEvent::RunFinished { .. } => {
-                if let Some(o) = b.overall.take() {
-                    o.finish_and_clear();
-                }
-                for (_, bar) in std::mem::take(&mut b.running) {
-                    bar.finish_and_clear();
-                }
-                if let Some(m) = b.multi.take() {
-                    let _ = m.clear();
-                }
-            }
+            } => b.println(format!("  {} {project}: hook {hook}", symbol(*status))),
+            RunEvent::RunFinished { .. } => b.clear(),
             RunEvent::Notice { message } => {
                 drop(b);
                 self.println(message);
@@ -183,6 +127,78 @@ impl Reporter {
                 drop(b);
                 self.println(&pool_line(e));
             }
+        }
+    }
+}
+
+impl Bars {
+    /// The overall bar for `projects` projects, under the run's `header`.
+    fn start(&mut self, projects: usize, header: String) {
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let overall = multi.add(ProgressBar::new(projects as u64));
+        overall.set_style(
+            ProgressStyle::with_template(
+                "{prefix:.bold} [{bar:30}] {pos}/{len} projects · {elapsed}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        overall.set_prefix("strata");
+        let _ = multi.println(header);
+        self.multi = Some(multi);
+        self.overall = Some(overall);
+    }
+
+    /// A spinner for `project`, now running.
+    fn add_spinner(&mut self, project: &str) {
+        let Some(m) = &self.multi else { return };
+        let bar = m.add(ProgressBar::new_spinner());
+        bar.set_style(
+            ProgressStyle::with_template("  {spinner} {prefix} {elapsed:>4} {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_prefix(project.to_string());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        self.running.insert(project.to_string(), bar);
+    }
+
+    /// The message beside a running project's spinner.
+    fn set_message(&self, project: &str, message: String) {
+        if let Some(bar) = self.running.get(project) {
+            bar.set_message(message);
+        }
+    }
+
+    /// A finished project: its spinner gone, the overall bar one further.
+    fn finish_project(&mut self, project: &str) {
+        if let Some(bar) = self.running.remove(project) {
+            bar.finish_and_clear();
+            if let Some(m) = &self.multi {
+                m.remove(&bar);
+            }
+        }
+        if let Some(o) = &self.overall {
+            o.inc(1);
+        }
+    }
+
+    /// A line above the bars.
+    fn println(&self, line: String) {
+        if let Some(m) = &self.multi {
+            let _ = m.println(line);
+        }
+    }
+
+    /// The run is over: every bar cleared.
+    fn clear(&mut self) {
+        if let Some(o) = self.overall.take() {
+            o.finish_and_clear();
+        }
+        for (_, bar) in std::mem::take(&mut self.running) {
+            bar.finish_and_clear();
+        }
+        if let Some(m) = self.multi.take() {
+            let _ = m.clear();
         }
     }
 }

@@ -6,7 +6,6 @@
 //! the hooks after it (`hooks`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -32,11 +31,13 @@ pub mod contracts;
 mod gate;
 pub mod hooks;
 mod inputs;
+mod log;
 mod outputs;
 mod projection;
 mod rules;
 
 pub use context::Ctx;
+pub use log::events_path;
 use outputs::Outputs;
 pub use outputs::StepRecord;
 
@@ -301,41 +302,7 @@ impl<'a> StepRunner<'a> {
         let Some(mut job) = self.job_for(&node.path, op) else {
             return Ran::new(Status::Failed, Some("unknown project".into()), None);
         };
-        // A warning a project repeats word for word (Pulumi's "using
-        // pulumi-resource-command from $PATH", once per plugin load) is shown once.
-        let mut warned = std::collections::HashSet::new();
-        // The log is text a person reads: the lines shown (and the debug ones hidden), the
-        // calls and what the children printed; the engine's JSON events go beside it.
-        let mut sink = |p: Progress| match p {
-            Progress::Raw(l) => {
-                if ctx.verbose && !l.trim_start().starts_with('{') {
-                    self.show(i, &l, emit);
-                }
-                log(&l)
-            }
-            Progress::Line(l) => {
-                if !l.starts_with("warning: ") || warned.insert(l.clone()) {
-                    self.show(i, &l, emit);
-                }
-                log(&l)
-            }
-            Progress::Debug(l) => {
-                if ctx.verbose {
-                    self.show(i, &l, emit);
-                }
-                log(&l)
-            }
-            Progress::Resources {
-                done,
-                started,
-                current,
-            } => emit(RunEvent::ProjectProgress {
-                project: node.path.clone(),
-                done,
-                started,
-                current,
-            }),
-        };
+        let mut sink = self.progress_sink(i, emit, log);
 
         let projected =
             match self.before_preview(&node.path, entry, &project.kind, &mut job, &mut sink) {
@@ -373,6 +340,8 @@ impl<'a> StepRunner<'a> {
             let mut said = |l: String| sink(Progress::Line(l));
             self.forget_kubeconfigs(&entry.on_success, &node.path, &job.env, &mut said);
         }
+        // What follows logs through `log` itself.
+        drop(sink);
         if op == Operation::Up {
             if let Err(msg) = self.leave_outputs(&node.path, is_pulumi, &outcome) {
                 return Ran::new(Status::Failed, Some(msg), None);
@@ -388,6 +357,51 @@ impl<'a> StepRunner<'a> {
             self.forget_outputs(&node.path);
         }
         self.succeeded(i, outcome, tries, projected)
+    }
+
+    /// What a project's engine reports, shown and logged: the lines shown (a repeated
+    /// warning once), the debug ones only with `--verbose`, resource counts as events.
+    fn progress_sink<'s>(
+        &'s self,
+        i: usize,
+        emit: &'s (dyn Fn(RunEvent) + Sync),
+        log: &'s mut dyn FnMut(&str),
+    ) -> impl FnMut(Progress) + 's {
+        // A warning a project repeats word for word (Pulumi's "using
+        // pulumi-resource-command from $PATH", once per plugin load) is shown once.
+        let mut warned = std::collections::HashSet::new();
+        // The log is text a person reads: the lines shown (and the debug ones hidden), the
+        // calls and what the children printed; the engine's JSON events go beside it.
+        move |p: Progress| match p {
+            Progress::Raw(l) => {
+                if self.ctx.verbose && !l.trim_start().starts_with('{') {
+                    self.show(i, &l, emit);
+                }
+                log(&l)
+            }
+            Progress::Line(l) => {
+                if !l.starts_with("warning: ") || warned.insert(l.clone()) {
+                    self.show(i, &l, emit);
+                }
+                log(&l)
+            }
+            Progress::Debug(l) => {
+                if self.ctx.verbose {
+                    self.show(i, &l, emit);
+                }
+                log(&l)
+            }
+            Progress::Resources {
+                done,
+                started,
+                current,
+            } => emit(RunEvent::ProjectProgress {
+                project: self.ctx.plan.nodes[i].path.clone(),
+                done,
+                started,
+                current,
+            }),
+        }
     }
 
     /// Readies a project's job for its attempts: given its inputs and secrets (returned,
@@ -467,13 +481,6 @@ impl<'a> StepRunner<'a> {
     }
 }
 
-/// Where the engine's JSON events of the step logged at `log` go: `<log>.events.jsonl`.
-pub fn events_path(log: &std::path::Path) -> PathBuf {
-    let mut name = log.as_os_str().to_owned();
-    name.push(".events.jsonl");
-    PathBuf::from(name)
-}
-
 /// A preview's outcome with the reads its update would break: counted among its
 /// changes (for the rules) and named in its summary line.
 fn note_broken_reads(outcome: &mut crate::engine::Outcome, broken: &[String]) {
@@ -507,16 +514,7 @@ impl Executor for StepRunner<'_> {
             .state_dir
             .join("logs")
             .join(node.path.trim_start_matches('@'));
-        let mut path = dir.join(format!("{}-{stamp}.log", self.ctx.op.as_str()));
-        let mut n = 1;
-        while path.exists() {
-            n += 1;
-            path = dir.join(format!("{}-{stamp}-{n}.log", self.ctx.op.as_str()));
-        }
-        if !dir.is_dir() {
-            crate::files::private_dir(&dir).ok()?;
-        }
-        let file = crate::files::open_private_append(&path).ok()?;
+        let (path, file) = log::create(&dir, self.ctx.op.as_str(), &stamp)?;
         if let Ok(mut l) = self.logs.lock() {
             l.insert(i, path.clone());
         }
@@ -539,29 +537,10 @@ impl Executor for StepRunner<'_> {
         }
         let started = now_ms();
         let log_path = self.log_path(i);
-        // The file `prepare` created, still open; the engine's JSON events (one per line,
-        // as Pulumi streams them) go to `<log>.events.jsonl` beside it, opened at the
-        // first one, so the log itself reads as text.
-        let mut file = self.log_files.lock().ok().and_then(|mut f| f.remove(&i));
-        let mut events: Option<std::fs::File> = None;
-        let mut log = |line: &str| {
-            let to = if line.starts_with("{\"sequence\"") {
-                if events.is_none() {
-                    events = log_path
-                        .as_ref()
-                        .and_then(|p| crate::files::open_private_append(&events_path(p)).ok());
-                }
-                events.as_mut()
-            } else {
-                file.as_mut()
-            };
-            if let Some(f) = to {
-                // One write a line: a line is never split by a crash or a reader.
-                let mut text = ctx.redact(line);
-                text.push('\n');
-                let _ = f.write_all(text.as_bytes());
-            }
-        };
+        // The file `prepare` created, still open.
+        let file = self.log_files.lock().ok().and_then(|mut f| f.remove(&i));
+        let mut step_log = log::StepLog::new(log_path.clone(), file);
+        let mut log = |line: &str| step_log.write(ctx.redact(line));
         log(&format!(
             "# strata {} of {} · stack {} · provider {} · run {} · {}",
             ctx.op.as_str(),
