@@ -4,6 +4,7 @@
 
 mod import;
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read};
 
 use crate::cli::SecretsCommand;
@@ -26,59 +27,7 @@ pub fn run(target: &Target, settings: &Settings, cmd: &SecretsCommand) -> Result
     };
     let path = secrets::store_path(&ws, &stack);
     match cmd {
-        SecretsCommand::List => {
-            // Which project declares each key, when the profile can be told.
-            let owners: std::collections::BTreeMap<String, String> = super::load(target, true)
-                .ok()
-                .map(|l| {
-                    l.profile
-                        .all_secrets()
-                        .into_iter()
-                        .map(|(s, o)| (s.key.clone(), o.unwrap_or("(every project)").to_string()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let keys: Vec<String> = if store::exists(&path) {
-                let key = secrets::key(&ws, &stack, settings.interactive)?;
-                secrets::load_store(&ws, &stack, &key)?
-                    .values
-                    .into_keys()
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            if settings.json {
-                let v: Vec<serde_json::Value> = keys
-                    .iter()
-                    .map(|k| serde_json::json!({"key": k, "declared_by": owners.get(k)}))
-                    .collect();
-                super::print(&format!("{}\n", serde_json::Value::Array(v)))?;
-                return Ok(0);
-            }
-            let mut out = format!("secrets of stack {stack} ({})\n", display_path(&path));
-            if keys.is_empty() {
-                out.push_str("  (none stored)\n");
-            }
-            let w = keys.iter().map(|k| k.len()).max().unwrap_or(0);
-            for k in &keys {
-                out.push_str(&format!(
-                    "  {k:<w$}  {}\n",
-                    owners
-                        .get(k)
-                        .map(|o| format!("declared by {o}"))
-                        .unwrap_or_else(|| "not declared by the profile".into())
-                ));
-            }
-            for (k, o) in &owners {
-                if !keys.contains(k) {
-                    out.push_str(&format!(
-                        "  {k:<w$}  missing (declared by {o}): strata secrets set {k}\n"
-                    ));
-                }
-            }
-            super::print(&out)?;
-            Ok(0)
-        }
+        SecretsCommand::List => list(target, settings, &ws, &stack, &path),
         SecretsCommand::Set { key: name } => {
             check_key(name)?;
             // Ask first, lock after: a Ctrl-C at a prompt must not leave the lock behind.
@@ -127,6 +76,78 @@ pub fn run(target: &Target, settings: &Settings, cmd: &SecretsCommand) -> Result
             Ok(0)
         }
     }
+}
+
+/// `secrets list`: the stored keys (never their values), each with the project that
+/// declares it, and the declared keys that are missing.
+fn list(
+    target: &Target,
+    settings: &Settings,
+    ws: &Workspace,
+    stack: &str,
+    path: &std::path::Path,
+) -> Result<i32> {
+    // Which project declares each key, when the profile can be told.
+    let owners: BTreeMap<String, String> = super::load(target, true)
+        .ok()
+        .map(|l| {
+            l.profile
+                .all_secrets()
+                .into_iter()
+                .map(|(s, o)| (s.key.clone(), o.unwrap_or("(every project)").to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let keys: Vec<String> = if store::exists(path) {
+        let key = secrets::key(ws, stack, settings.interactive)?;
+        secrets::load_store(ws, stack, &key)?
+            .values
+            .into_keys()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if settings.json {
+        let v: Vec<serde_json::Value> = keys
+            .iter()
+            .map(|k| serde_json::json!({"key": k, "declared_by": owners.get(k)}))
+            .collect();
+        super::print(&format!("{}\n", serde_json::Value::Array(v)))?;
+        return Ok(0);
+    }
+    super::print(&list_text(stack, path, &keys, &owners))?;
+    Ok(0)
+}
+
+/// `secrets list` for people: a line per stored key, then one per missing declared key.
+fn list_text(
+    stack: &str,
+    path: &std::path::Path,
+    keys: &[String],
+    owners: &BTreeMap<String, String>,
+) -> String {
+    let mut out = format!("secrets of stack {stack} ({})\n", display_path(path));
+    if keys.is_empty() {
+        out.push_str("  (none stored)\n");
+    }
+    let w = keys.iter().map(|k| k.len()).max().unwrap_or(0);
+    for k in keys {
+        out.push_str(&format!(
+            "  {k:<w$}  {}\n",
+            owners
+                .get(k)
+                .map(|o| format!("declared by {o}"))
+                .unwrap_or_else(|| "not declared by the profile".into())
+        ));
+    }
+    for (k, o) in owners {
+        if !keys.contains(k) {
+            out.push_str(&format!(
+                "  {k:<w$}  missing (declared by {o}): strata secrets set {k}\n"
+            ));
+        }
+    }
+    out
 }
 
 /// Changes the stack's store under the stack's lock (taken at once, in `command`'s
