@@ -16,25 +16,8 @@ pub(super) fn run(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> Ran {
 }
 
 fn apply(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
-    match ctx.op {
-        Operation::Up => {}
-        Operation::Destroy => {
-            return (
-                Status::Succeeded,
-                Some("left to the cluster's own teardown".into()),
-            );
-        }
-        Operation::Preview => {
-            return (
-                Status::Succeeded,
-                Some(format!(
-                    "would write {} secret(s) into Secret `{}`",
-                    ctx.secrets.len(),
-                    ctx.secret_name
-                )),
-            );
-        }
-        Operation::Refresh => return (Status::Succeeded, Some("nothing to refresh".into())),
+    if let Some(done) = not_up(ctx) {
+        return done;
     }
     let target = match stacks_cluster(ctx) {
         Ok(t) => t,
@@ -46,51 +29,8 @@ fn apply(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
         ctx.secret_name,
     ));
     let state_file = ctx.state_dir.join("kubernetes-namespaces.json");
-    let (previous, note) = Written::previous(
-        std::fs::read_to_string(&state_file).ok().as_deref(),
-        &target,
-    );
-    if let Some(note) = note {
-        log(&note);
-    }
-    let wanted: BTreeSet<String> = ctx
-        .secrets
-        .keys()
-        .filter_map(|k| k.split_once(':').map(|(ns, _)| ns.to_string()))
-        .collect();
-    let stale: Vec<String> = previous
-        .into_iter()
-        .filter(|ns| !wanted.contains(ns))
-        .collect();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            return (
-                Status::Failed,
-                Some(format!("cannot start the Kubernetes client: {e}")),
-            );
-        }
-    };
-    let result = rt.block_on(async {
-        let client = crate::kube::secrets::client::client_from_kubeconfig(
-            Some(&target.kubeconfig),
-            Some(&target.context),
-            &ctx.env,
-        )
-        .await?;
-        crate::kube::secrets::apply::apply_secrets(
-            client,
-            &ctx.secret_name,
-            &ctx.secrets,
-            &stale,
-            ctx.force_conflicts,
-        )
-        .await
-    });
-    match result {
+    let stale = stale_namespaces(ctx, &target, &state_file, log);
+    match write_secrets(ctx, &target, &stale) {
         Ok(report) => {
             let namespaces = report.namespaces();
             let written = Written {
@@ -122,11 +62,77 @@ fn apply(ctx: &Ctx, log: &mut dyn FnMut(&str)) -> (Status, Option<String>) {
             log(&line);
             (Status::Succeeded, Some(line))
         }
-        Err(e) => (
-            Status::Failed,
-            Some(format!("writing secrets into the cluster failed: {e}")),
-        ),
+        Err(e) => (Status::Failed, Some(e)),
     }
+}
+
+/// What the step says for an operation other than `up`, which writes nothing.
+fn not_up(ctx: &Ctx) -> Option<(Status, Option<String>)> {
+    let message = match ctx.op {
+        Operation::Up => return None,
+        Operation::Destroy => "left to the cluster's own teardown".to_string(),
+        Operation::Preview => format!(
+            "would write {} secret(s) into Secret `{}`",
+            ctx.secrets.len(),
+            ctx.secret_name
+        ),
+        Operation::Refresh => "nothing to refresh".to_string(),
+    };
+    Some((Status::Succeeded, Some(message)))
+}
+
+/// The namespaces strata wrote the Secret into before (recorded in `state_file`, for the
+/// same cluster) that no secret names now: the Secret is removed from them.
+fn stale_namespaces(
+    ctx: &Ctx,
+    target: &ClusterTarget,
+    state_file: &std::path::Path,
+    log: &mut dyn FnMut(&str),
+) -> Vec<String> {
+    let (previous, note) =
+        Written::previous(std::fs::read_to_string(state_file).ok().as_deref(), target);
+    if let Some(note) = note {
+        log(&note);
+    }
+    let wanted: BTreeSet<String> = ctx
+        .secrets
+        .keys()
+        .filter_map(|k| k.split_once(':').map(|(ns, _)| ns.to_string()))
+        .collect();
+    previous
+        .into_iter()
+        .filter(|ns| !wanted.contains(ns))
+        .collect()
+}
+
+/// Applies the Secret in every namespace its secrets name and removes it from `stale`,
+/// through a client on a runtime of its own.
+fn write_secrets(
+    ctx: &Ctx,
+    target: &ClusterTarget,
+    stale: &[String],
+) -> Result<crate::kube::secrets::ApplyReport, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the Kubernetes client: {e}"))?;
+    rt.block_on(async {
+        let client = crate::kube::secrets::client::client_from_kubeconfig(
+            Some(&target.kubeconfig),
+            Some(&target.context),
+            &ctx.env,
+        )
+        .await?;
+        crate::kube::secrets::apply::apply_secrets(
+            client,
+            &ctx.secret_name,
+            &ctx.secrets,
+            stale,
+            ctx.force_conflicts,
+        )
+        .await
+    })
+    .map_err(|e| format!("writing secrets into the cluster failed: {e}"))
 }
 
 /// The stack's cluster (see `crate::kube::target`), or why strata cannot know it.
