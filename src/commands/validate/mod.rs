@@ -2,6 +2,8 @@
 //! line (env file, stack, stack config, profile, projects, graph, pulumi CLI, backend
 //! passphrase, credentials, config, secrets); every problem at once; changes nothing.
 
+mod references;
+
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::settings::Settings;
@@ -104,144 +106,6 @@ pub fn run(target: &Target, settings: &Settings, strict: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// Pulumi projects in a language whose stack references strata does not read (C#, F#,
-/// VB, Java): warned of, as their order is then only what the profile says.
-fn not_read(plan: &Plan, r: &mut Report) -> usize {
-    let mut n = 0;
-    for node in plan
-        .nodes
-        .iter()
-        .filter(|n| n.kind == crate::plan::NodeKind::Pulumi)
-    {
-        let Some(p) = &node.project else { continue };
-        if let Some(what) = crate::plan::references::not_read(&p.dir) {
-            n += 1;
-            r.warn(
-                "references",
-                format!(
-                    "{}: strata does not read the stack references of its code ({what}): its order is only what its entry says; add what it reads to its needs:",
-                    node.path
-                ),
-            );
-        }
-    }
-    n
-}
-
-/// Stack references found in the code, checked against the graph: a reference the
-/// scanner cannot read, a project that reads a stack not ordered before it, a reference
-/// to a project the profile does not have, and a literal organization other than
-/// `organization` on a self-managed backend, where Pulumi only knows that one (MARA
-/// issue #223).
-fn check_references(
-    ws: &workspace::Workspace,
-    (plan, stack): (&Plan, Option<&str>),
-    profile: &workspace::Profile,
-    r: &mut Report,
-) {
-    use crate::plan::references::{self, Part};
-    let shared = stack.map(|s| ws.stack_config_path(s));
-    let at = references::Context {
-        root: &ws.root,
-        stack,
-        shared: shared.as_deref(),
-    };
-    let found = references::of_plan(plan, &at);
-    let count: usize = found.values().map(Vec::len).sum();
-    let env = crate::pipeline::env::pulumi_env(ws);
-    let self_managed = crate::pipeline::env::self_managed(&env);
-    let before = |reader: usize| -> std::collections::BTreeSet<usize> {
-        let mut seen = std::collections::BTreeSet::new();
-        let mut stack = plan.nodes[reader].needs.clone();
-        while let Some(j) = stack.pop() {
-            if seen.insert(j) {
-                stack.extend(plan.nodes[j].needs.iter().copied());
-            }
-        }
-        seen
-    };
-    let mut warned = 0;
-    for (path, refs) in &found {
-        let Some(i) = plan.index_of(path) else {
-            continue;
-        };
-        let ancestors = before(i);
-        let dir = plan.nodes[i].project.as_ref().map(|p| p.dir.clone());
-        for f in refs {
-            let at = match &dir {
-                Some(d) => format!(
-                    "{}:{}",
-                    display_path(&d.join(&f.reference.file)),
-                    f.reference.line
-                ),
-                None => path.clone(),
-            };
-            match (&f.target, &f.reference.project) {
-                // Declared (`reads:`) or not, it is said once below, with the others.
-                _ if f.unreadable() => {}
-                (Some(t), _) if plan.index_of(t).is_some_and(|j| !ancestors.contains(&j)) => {
-                    warned += 1;
-                    r.warn(
-                            "references",
-                            format!(
-                                "{path} reads the stack of {t} ({at}: `{}`), but {t} is not ordered before it: add it to the `needs:` of {path} in {}, or set `infer_needs: true`",
-                                f.reference.name,
-                                display_path(&profile.file)
-                            ),
-                        );
-                }
-                (None, Some(Part::Literal(name))) => {
-                    warned += 1;
-                    r.warn(
-                        "references",
-                        format!(
-                            "{path} reads a stack of project `{name}` ({at}), which is no project of profile {}: {}",
-                            profile.name,
-                            crate::util::did_you_mean(
-                                name,
-                                plan.nodes.iter().map(|n| n.name.as_str())
-                            )
-                            .trim()
-                        ),
-                    );
-                }
-                _ => {}
-            }
-            if let Some(Part::Literal(org)) = &f.reference.org
-                && self_managed
-                && org != "organization"
-            {
-                warned += 1;
-                r.warn(
-                    "references",
-                    format!(
-                        "{path} names organization `{org}` ({at}: `{}`), but on a self-managed backend every stack is in `organization`: use `${{pulumi.organization}}`, get_organization(), or $STRATA_ORG",
-                        f.reference.name
-                    ),
-                );
-            }
-        }
-    }
-    let undeclared = references::undeclared(plan, &found);
-    if !undeclared.is_empty() {
-        warned += 1;
-        r.bad(
-            "references",
-            references::refusal(&undeclared, &profile.file),
-        );
-    }
-    warned += not_read(plan, r);
-    if warned == 0 {
-        r.ok(
-            "references",
-            format!(
-                "{count} stack reference{} in the code, all ordered",
-                plural(count)
-            ),
-        );
-    }
-}
-
 /// Every check, in the order `up` meets them; `Err` when one cannot go on (no workspace,
 /// an unreadable profile, a cycle), with what was found so far in `r`.
 fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
@@ -267,7 +131,7 @@ fn check(target: &Target, settings: &Settings, r: &mut Report) -> Result<()> {
     if let Some(s) = &stack {
         check_own_configs(&plan, stack_config.as_ref(), s, r);
     }
-    check_references(&ws, (&plan, stack.as_deref()), &profile, r);
+    references::check(&ws, (&plan, stack.as_deref()), &profile, r);
     check_secrets(&ws, stack.as_deref(), &profile, settings, r);
     Ok(())
 }
