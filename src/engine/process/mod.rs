@@ -7,8 +7,10 @@ use std::os::unix::process::CommandExt;
 use std::sync::Mutex;
 
 mod control;
+mod pipes;
 
 pub use control::{ChildGuard, ChildObserver, Control};
+use pipes::Pipes;
 
 /// Whether the child `pid` has exited, without reaping it (`waitid` with `WNOWAIT`): its
 /// pid, and so its process group id, stays taken until it is reaped.
@@ -108,30 +110,6 @@ pub enum Stream {
     Stderr,
 }
 
-/// One pipe of a child being read: what it sent that is not a whole line yet.
-struct Pipe {
-    reader: os_pipe::PipeReader,
-    from: Stream,
-    partial: Vec<u8>,
-    open: bool,
-}
-
-impl Pipe {
-    fn emit(&mut self, on_line: &mut dyn FnMut(Stream, String), all: bool) {
-        while let Some(i) = self.partial.iter().position(|b| *b == b'\n') {
-            let mut line: Vec<u8> = self.partial.drain(..=i).collect();
-            while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-                line.pop();
-            }
-            on_line(self.from, String::from_utf8_lossy(&line).into_owned());
-        }
-        if all && !self.partial.is_empty() {
-            let line = std::mem::take(&mut self.partial);
-            on_line(self.from, String::from_utf8_lossy(&line).into_owned());
-        }
-    }
-}
-
 /// Runs `expr` in its own process group with stdin closed, feeding every line of its
 /// stdout and stderr to `on_line` as they come (two pipes, so a long JSON event on
 /// stdout is never split by a stderr line), and returns how it ended. The child ends
@@ -153,8 +131,6 @@ pub fn run_streaming_tagged(
     project: &str,
     on_line: &mut dyn FnMut(Stream, String),
 ) -> std::io::Result<Exit> {
-    use std::io::Read;
-    use std::os::fd::AsRawFd;
     use std::time::{Duration, Instant};
     let (out_reader, out_writer) = os_pipe::pipe()?;
     let (err_reader, err_writer) = os_pipe::pipe()?;
@@ -171,63 +147,14 @@ pub fn run_streaming_tagged(
     let _guard = control.register(pgid, project);
     // Both pipes are read here, on the step's own thread, with poll(2): no reader
     // thread per child.
-    let mut pipes = [
-        Pipe {
-            reader: out_reader,
-            from: Stream::Stdout,
-            partial: Vec::new(),
-            open: true,
-        },
-        Pipe {
-            reader: err_reader,
-            from: Stream::Stderr,
-            partial: Vec::new(),
-            open: true,
-        },
-    ];
-    let mut chunk = vec![0u8; 64 * 1024];
+    let mut pipes = Pipes::new(out_reader, err_reader);
     let mut exited_at: Option<Instant> = None;
-    while pipes.iter().any(|p| p.open) {
-        let mut fds: Vec<libc::pollfd> = pipes
-            .iter()
-            .filter(|p| p.open)
-            .map(|p| libc::pollfd {
-                fd: p.reader.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        } else if n == 0 && exited_at.is_some() {
+    while pipes.any_open() {
+        let quiet = !pipes.pump(on_line)?;
+        if quiet && exited_at.is_some() {
             // The child is gone and its pipes have been quiet: whoever holds them now is
             // not this project.
             break;
-        }
-        for fd in fds.iter().filter(|f| f.revents != 0) {
-            let Some(p) = pipes.iter_mut().find(|p| p.reader.as_raw_fd() == fd.fd) else {
-                continue;
-            };
-            match (&p.reader).read(&mut chunk) {
-                Ok(0) => {
-                    p.open = false;
-                    p.emit(on_line, true);
-                }
-                Ok(k) => {
-                    p.partial.extend_from_slice(&chunk[..k]);
-                    p.emit(on_line, false);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    p.open = false;
-                    p.emit(on_line, true);
-                }
-            }
         }
         if exited_at.is_none() && has_exited(pgid) {
             control.leader_exited(pgid, project);
@@ -239,17 +166,7 @@ pub fn run_streaming_tagged(
             break;
         }
     }
-    for p in &mut pipes {
-        p.emit(on_line, true);
-    }
-    // A background process the child left still holds a pipe: drain it on a detached
-    // thread, so its writes do not fail with EPIPE (or kill it with SIGPIPE).
-    for p in pipes.into_iter().filter(|p| p.open) {
-        std::thread::spawn(move || {
-            let mut sink = [0u8; 8192];
-            while matches!((&p.reader).read(&mut sink), Ok(n) if n > 0) {}
-        });
-    }
+    pipes.finish(on_line);
     let out = handle.wait()?;
     Ok(exit_of(&out.status))
 }
