@@ -106,22 +106,18 @@ impl Spans {
                 parallel,
                 ..
             } => {
-                let span = self
-                    .tracer
-                    .span_builder(format!("strata {}", operation.as_str()))
-                    .with_kind(SpanKind::Internal)
-                    .with_attributes([
+                let name = format!("strata {}", operation.as_str());
+                self.run_started(
+                    name,
+                    vec![
                         KeyValue::new("strata.run_id", run_id.clone()),
                         KeyValue::new("strata.operation", operation.as_str()),
                         KeyValue::new("strata.provider", provider.clone()),
                         KeyValue::new("strata.stack", stack.clone()),
                         KeyValue::new("strata.projects", count(projects.len())),
                         KeyValue::new("strata.parallel", count(*parallel)),
-                    ])
-                    .start_with_context(&self.tracer, &self.parent);
-                if let Ok(mut s) = self.state.lock() {
-                    s.root = Some(self.parent.with_span(span));
-                }
+                    ],
+                )
             }
             RunEvent::ProjectStarted {
                 project,
@@ -145,11 +141,7 @@ impl Spans {
                 if let Some(p) = project {
                     a.push(KeyValue::new("strata.project", p.clone()));
                 }
-                if let Ok(s) = self.state.lock()
-                    && let Some(root) = &s.root
-                {
-                    root.span().add_event("pool_limit", a);
-                }
+                self.on_run("pool_limit", a);
             }
             RunEvent::ProjectRetry {
                 project,
@@ -196,6 +188,28 @@ impl Spans {
             RunEvent::ProjectOutput { .. }
             | RunEvent::ProjectProgress { .. }
             | RunEvent::Notice { .. } => {}
+        }
+    }
+
+    /// The run's root span, `name`, under the parent context.
+    fn run_started(&self, name: String, attributes: Vec<KeyValue>) {
+        let span = self
+            .tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Internal)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &self.parent);
+        if let Ok(mut s) = self.state.lock() {
+            s.root = Some(self.parent.with_span(span));
+        }
+    }
+
+    /// An event on the run's root span.
+    fn on_run(&self, name: &'static str, attributes: Vec<KeyValue>) {
+        if let Ok(s) = self.state.lock()
+            && let Some(root) = &s.root
+        {
+            root.span().add_event(name, attributes);
         }
     }
 
