@@ -70,15 +70,7 @@ impl StepRunner<'_> {
         {
             return Ok(o);
         }
-        let never = || {
-            (
-                format!(
-                    "{downstream} takes inputs from {upstream}, which has not been deployed on stack `{}`.\n  Run `strata up --project {upstream}` first (or `strata up --project {downstream} --with-deps`).",
-                    self.ctx.stack
-                ),
-                true,
-            )
-        };
+        let never = || self.never_deployed(upstream, downstream);
         let Some(kind) = self.ctx.projects.get(upstream).map(|p| &p.kind) else {
             return Err((
                 format!("{upstream} is not a project of this profile"),
@@ -96,58 +88,81 @@ impl StepRunner<'_> {
                     secret: BTreeSet::new(),
                 }
             }
-            ProjectKind::Pulumi { .. } => {
-                let Some(engine) = self.pulumi else {
-                    return Err(("the pulumi CLI is needed to read outputs".into(), false));
-                };
-                let job = self.job_for(upstream, Operation::Up).ok_or_else(never)?;
-                // On a file or S3 backend the checkpoint holds them: no process.
-                if crate::engine::pulumi::checkpoint_stack_missing(&job) == Some(true) {
-                    return Err(never());
-                }
-                let masked =
-                    match crate::engine::pulumi::PulumiEngine::stack_outputs_from_checkpoint(&job) {
-                        Some(m) => m,
-                        None => self.stack_outputs(engine, &job, log, false).map_err(|f| {
-                            if f.is_missing_stack() {
-                                never()
-                            } else {
-                                (f.message().to_string(), false)
-                            }
-                        })?,
-                    };
-                if masked.is_empty() && !self.journal_says_deployed(upstream) {
-                    // A stack that exists but was never brought up (a preview, a failed
-                    // first up) has no outputs yet: as good as not deployed, unless this
-                    // workspace's journal saw it come up (a project without outputs).
-                    return Err(never());
-                }
-                let secret: BTreeSet<String> = masked
-                    .iter()
-                    .filter(|(_, v)| crate::engine::contains_secret_mask(v))
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                let values = if wanted.iter().any(|w| secret.contains(*w)) {
-                    // Decrypted by strata where it can (the passphrase provider).
-                    match crate::engine::pulumi::PulumiEngine::stack_outputs_from_checkpoint_revealed(
-                        &job,
-                    ) {
-                        Some(clear) => clear,
-                        None => self
-                            .stack_outputs(engine, &job, log, true)
-                            .map_err(|f| (f.message().to_string(), false))?,
-                    }
-                } else {
-                    masked
-                };
-                self.ctx.learn_secrets(&values, &secret);
-                Outputs { values, secret }
-            }
+            ProjectKind::Pulumi { .. } => self.pulumi_outputs(upstream, downstream, wanted, log)?,
         };
         if let Ok(mut m) = self.outputs.lock() {
             m.insert(upstream.to_string(), outputs.clone());
         }
         Ok(outputs)
+    }
+
+    /// Why `downstream` cannot have `upstream`'s outputs: it was never deployed (a
+    /// missing input, `true`).
+    fn never_deployed(&self, upstream: &str, downstream: &str) -> (String, bool) {
+        (
+            format!(
+                "{downstream} takes inputs from {upstream}, which has not been deployed on stack `{}`.\n  Run `strata up --project {upstream}` first (or `strata up --project {downstream} --with-deps`).",
+                self.ctx.stack
+            ),
+            true,
+        )
+    }
+
+    /// The outputs of Pulumi project `upstream`'s deployed stack: from its checkpoint
+    /// where the backend has one, else `pulumi stack output`; revealed only when
+    /// `wanted` names a secret one.
+    fn pulumi_outputs(
+        &self,
+        upstream: &str,
+        downstream: &str,
+        wanted: &[&str],
+        log: &mut dyn FnMut(Progress),
+    ) -> Result<Outputs, (String, bool)> {
+        let never = || self.never_deployed(upstream, downstream);
+        let Some(engine) = self.pulumi else {
+            return Err(("the pulumi CLI is needed to read outputs".into(), false));
+        };
+        let job = self.job_for(upstream, Operation::Up).ok_or_else(never)?;
+        // On a file or S3 backend the checkpoint holds them: no process.
+        if crate::engine::pulumi::checkpoint_stack_missing(&job) == Some(true) {
+            return Err(never());
+        }
+        let masked = match crate::engine::pulumi::PulumiEngine::stack_outputs_from_checkpoint(&job)
+        {
+            Some(m) => m,
+            None => self.stack_outputs(engine, &job, log, false).map_err(|f| {
+                if f.is_missing_stack() {
+                    never()
+                } else {
+                    (f.message().to_string(), false)
+                }
+            })?,
+        };
+        if masked.is_empty() && !self.journal_says_deployed(upstream) {
+            // A stack that exists but was never brought up (a preview, a failed
+            // first up) has no outputs yet: as good as not deployed, unless this
+            // workspace's journal saw it come up (a project without outputs).
+            return Err(never());
+        }
+        let secret: BTreeSet<String> = masked
+            .iter()
+            .filter(|(_, v)| crate::engine::contains_secret_mask(v))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let values = if wanted.iter().any(|w| secret.contains(*w)) {
+            // Decrypted by strata where it can (the passphrase provider).
+            match crate::engine::pulumi::PulumiEngine::stack_outputs_from_checkpoint_revealed(&job)
+            {
+                Some(clear) => clear,
+                None => self
+                    .stack_outputs(engine, &job, log, true)
+                    .map_err(|f| (f.message().to_string(), false))?,
+            }
+        } else {
+            masked
+        };
+        self.ctx.learn_secrets(&values, &secret);
+        Ok(Outputs { values, secret })
     }
 
     /// True when this journal saw `path` come up and not go down since.
