@@ -1,5 +1,5 @@
 //! The layout of `src/` as rules a change cannot quietly break: no file over 700 lines,
-//! clap's types only at the door (`cli.rs`, `commands/`, `lib.rs`, `main.rs`), and no
+//! no function outside tests over 100, clap's types only at the door (`cli.rs`, `commands/`, `lib.rs`, `main.rs`), and no
 //! two modules that import each other, directly or around a circle.
 //!
 //! The module graph is read from the source text: every `use crate::…`, `use super::…`,
@@ -14,6 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const MAX_LINES: usize = 700;
+
+/// A function is at most a page; a longer one is several steps that want names.
+const MAX_FN_LINES: usize = 100;
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -482,6 +485,149 @@ fn no_file_under_src_is_over_700_lines() {
 }
 
 #[test]
+fn no_function_outside_tests_is_over_100_lines() {
+    let known = modules();
+    let test_only = test_only_files(&known);
+    let mut long = Vec::new();
+    for p in known.values().filter(|p| !test_only.contains(*p)) {
+        let text = std::fs::read_to_string(p).unwrap();
+        for (line, name, n) in function_lengths(&text) {
+            if n > MAX_FN_LINES {
+                long.push(format!("{}:{line} {name} ({n} lines)", p.display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines (give their steps names): {long:?}"
+    );
+}
+
+/// Files only tests compile: declared by `#[cfg(test)] mod NAME;`.
+fn test_only_files(known: &BTreeMap<String, PathBuf>) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    for file in known.values() {
+        let text = std::fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let stem = file.file_stem().unwrap().to_string_lossy();
+        let dir = match stem.as_ref() {
+            "mod" | "lib" | "main" => file.parent().unwrap().to_path_buf(),
+            _ => file.with_extension(""),
+        };
+        for pair in lines.windows(2) {
+            let name = pair[1]
+                .trim_start_matches("pub ")
+                .strip_prefix("mod ")
+                .and_then(|r| r.strip_suffix(';'));
+            if let (true, Some(name)) = (pair[0] == "#[cfg(test)]", name) {
+                out.insert(dir.join(format!("{name}.rs")));
+                out.insert(dir.join(name).join("mod.rs"));
+            }
+        }
+    }
+    out
+}
+
+/// `text` with comments, string and char literals emptied (line breaks kept), so that
+/// only the code's own braces count.
+fn without_literals(text: &str) -> String {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let keep_newlines = |from: &[char], out: &mut String| {
+        out.extend(from.iter().filter(|ch| **ch == '\n'));
+    };
+    while i < c.len() {
+        let rest = &c[i..];
+        let end = if rest.starts_with(&['/', '/']) {
+            rest.iter().position(|ch| *ch == '\n').unwrap_or(rest.len())
+        } else if rest[0] == 'r' && rest.get(1).is_some_and(|ch| *ch == '"' || *ch == '#') {
+            let hashes = rest[1..].iter().take_while(|ch| **ch == '#').count();
+            if rest.get(1 + hashes) != Some(&'"') {
+                1
+            } else {
+                let close: Vec<char> = std::iter::once('"')
+                    .chain(std::iter::repeat_n('#', hashes))
+                    .collect();
+                (2 + hashes..rest.len())
+                    .find(|&k| rest[k..].starts_with(&close))
+                    .map_or(rest.len(), |k| k + close.len())
+            }
+        } else if rest[0] == '"' {
+            let mut k = 1;
+            while k < rest.len() && rest[k] != '"' {
+                k += if rest[k] == '\\' { 2 } else { 1 };
+            }
+            k + 1
+        } else if rest[0] == '\'' && rest.get(1) == Some(&'\\') {
+            1 + rest[1..].iter().position(|ch| *ch == '\'').unwrap_or(0) + 1
+        } else if rest[0] == '\'' && rest.get(2) == Some(&'\'') {
+            3
+        } else {
+            out.push(rest[0]);
+            i += 1;
+            continue;
+        };
+        let end = end.min(rest.len());
+        keep_newlines(&rest[..end], &mut out);
+        i += end;
+    }
+    out
+}
+
+/// (line, name, lines) of every function with a body outside the file's inline
+/// `#[cfg(test)] mod … { … }` blocks.
+fn function_lengths(text: &str) -> Vec<(usize, String, usize)> {
+    let code = without_literals(text);
+    let tests: Vec<(usize, usize)> = inline_modules(&code)
+        .into_iter()
+        .filter(|(open, _)| {
+            let before = &code[..*open];
+            let decl = before.rfind("mod ").unwrap_or(0);
+            before[..decl].trim_end().ends_with("#[cfg(test)]")
+        })
+        .collect();
+    let bytes = code.as_bytes();
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find("fn ") {
+        let at = from + k;
+        from = at + 3;
+        let word_start =
+            at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+        if !word_start || tests.iter().any(|(a, b)| (*a..*b).contains(&at)) {
+            continue;
+        }
+        let rest = &code[at + 3..];
+        let name: String = rest
+            .chars()
+            .take_while(|ch| ch.is_alphanumeric() || *ch == '_')
+            .collect();
+        let Some(open) = rest
+            .find(['{', ';'])
+            .filter(|o| rest.as_bytes()[*o] == b'{')
+        else {
+            continue;
+        };
+        let open = at + 3 + open;
+        let mut depth = 0usize;
+        let Some(close) = (open..bytes.len()).find(|&j| {
+            match bytes[j] {
+                b'{' => depth += 1,
+                b'}' => depth -= 1,
+                _ => {}
+            }
+            depth == 0
+        }) else {
+            continue;
+        };
+        out.push((line_of(at), name, line_of(close) - line_of(at) + 1));
+    }
+    out
+}
+
+#[test]
 fn the_parser_reads_use_trees_and_inline_modules() {
     assert_eq!(
         expand("", "crate::{a::b, c::{d, e as f}}"),
@@ -501,6 +647,11 @@ fn the_parser_reads_use_trees_and_inline_modules() {
     .map(|(m, to)| (m.to_string(), to.into_iter().map(String::from).collect()))
     .collect();
     assert_eq!(circles(&planted), [["a", "b", "c"]]);
+    let f = "fn a() {\n    let s = \"{\";\n    let c = '}';\n    // }\n    let r = r#\"}\"#;\n}\nfn b(x: &'static str) -> u8 { 1 }\nfn c();\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n";
+    assert_eq!(
+        function_lengths(f),
+        [(1, "a".to_string(), 6), (7, "b".to_string(), 1)]
+    );
 }
 
 /// Where this machine's linker can (build.rs probes it), the binary packs its relative
