@@ -27,12 +27,12 @@ pub struct Resolved {
     /// The stack config as it is on disk (`None`: not created yet).
     pub stack_config: Option<StackConfig>,
     /// Shared with the thread that fingerprints the projects (see `execute`).
-    pub profile: Arc<Profile>,
+    pub profile: std::sync::Arc<Profile>,
     /// The whole graph of the profile.
     /// (Shared, like `plan`, with the run's steps and its fingerprinting thread.)
-    pub full: Arc<Plan>,
+    pub full: std::sync::Arc<Plan>,
     /// What this run executes (selection, `--resume` applied; reversed for destroy).
-    pub plan: Arc<Plan>,
+    pub plan: std::sync::Arc<Plan>,
     /// Set when there is nothing to do, with the reason (a destroy of a stack that was
     /// never brought up).
     pub nothing_to_do: Option<String>,

@@ -88,7 +88,7 @@ impl StepRunner<'_> {
                     secret: BTreeSet::new(),
                 }
             }
-            ProjectKind::Pulumi { .. } => self.pulumi_outputs(upstream, downstream, wanted, log)?,
+            ProjectKind::Pulumi { .. } => self.pulumi_outputs(upstream, wanted, log, &never)?,
         };
         if let Ok(mut m) = self.outputs.lock() {
             m.insert(upstream.to_string(), outputs.clone());
@@ -110,15 +110,14 @@ impl StepRunner<'_> {
 
     /// The outputs of Pulumi project `upstream`'s deployed stack: from its checkpoint
     /// where the backend has one, else `pulumi stack output`; revealed only when
-    /// `wanted` names a secret one.
+    /// `wanted` names a secret one. `never`: the error when it was never deployed.
     fn pulumi_outputs(
         &self,
         upstream: &str,
-        downstream: &str,
         wanted: &[&str],
         log: &mut dyn FnMut(Progress),
+        never: &dyn Fn() -> (String, bool),
     ) -> Result<Outputs, (String, bool)> {
-        let never = || self.never_deployed(upstream, downstream);
         let Some(engine) = self.pulumi else {
             return Err(("the pulumi CLI is needed to read outputs".into(), false));
         };
