@@ -2,6 +2,7 @@
 //! the profile's projects and the backend's organization.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use super::Report;
 use crate::plan::Plan;
@@ -40,8 +41,9 @@ pub(super) fn check(
             continue;
         };
         let ancestors = ancestors(plan, i);
+        let dir = plan.nodes[i].project.as_ref().map(|p| p.dir.as_path());
         for f in refs {
-            for warning in checks.of(path, &ancestors, f) {
+            for warning in checks.of(path, dir, &ancestors, f) {
                 warned += 1;
                 r.warn("references", warning);
             }
@@ -87,11 +89,18 @@ struct Checks<'a> {
 }
 
 impl Checks<'_> {
-    /// The warnings of reference `f` in the code of project `path`, whose ancestors are
-    /// `ancestors`. An unreadable one is said once, with the others (in `undeclared`).
-    fn of(&self, path: &str, ancestors: &BTreeSet<usize>, f: &Found) -> Vec<String> {
+    /// The warnings of reference `f` in the code of project `path` (in folder `dir`),
+    /// whose ancestors are `ancestors`. An unreadable one is said once, with the others
+    /// (in `undeclared`).
+    fn of(
+        &self,
+        path: &str,
+        dir: Option<&Path>,
+        ancestors: &BTreeSet<usize>,
+        f: &Found,
+    ) -> Vec<String> {
         let mut warnings = Vec::new();
-        let at = self.place(path, f);
+        let at = place(path, dir, f);
         match (&f.target, &f.reference.project) {
             _ if f.unreadable() => {}
             (Some(t), _)
@@ -125,22 +134,18 @@ impl Checks<'_> {
         }
         warnings
     }
+}
 
-    /// Where reference `f` of project `path` is: its file (a repository path) and line.
-    fn place(&self, path: &str, f: &Found) -> String {
-        let dir = self
-            .plan
-            .index_of(path)
-            .and_then(|i| self.plan.nodes[i].project.as_ref())
-            .map(|p| p.dir.clone());
-        match dir {
-            Some(d) => format!(
-                "{}:{}",
-                display_path(&d.join(&f.reference.file)),
-                f.reference.line
-            ),
-            None => path.to_string(),
-        }
+/// Where reference `f` of project `path` (in folder `dir`) is: its file (a repository
+/// path) and line.
+fn place(path: &str, dir: Option<&Path>, f: &Found) -> String {
+    match dir {
+        Some(d) => format!(
+            "{}:{}",
+            display_path(&d.join(&f.reference.file)),
+            f.reference.line
+        ),
+        None => path.to_string(),
     }
 }
 
