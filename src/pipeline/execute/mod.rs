@@ -313,12 +313,17 @@ fn close(
     emit: &dyn Fn(RunEvent),
 ) -> Option<crate::error::Error> {
     let op = ctx.op;
-    // Journal records for the steps that never ran.
+    // Journal records for the steps that never ran, put on disk with one sync.
+    let mut last = None;
     for (i, res) in ran.results.iter().enumerate() {
         if kept.logs[i].is_none() {
             let record = StepRecord::not_run(res.status, res.message.clone());
-            let _ = journal.append(&record.into_record(&ctx.run_id, &ctx.plan.nodes[i].path, op));
+            let record = record.into_record(&ctx.run_id, &ctx.plan.nodes[i].path, op);
+            last = journal.append_unsettled(&record).ok().or(last);
         }
+    }
+    if let Some(n) = last {
+        let _ = journal.settle(n);
     }
     if locked {
         // Under the stack lock: the index of what readers need, so reading the journal

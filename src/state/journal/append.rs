@@ -1,5 +1,6 @@
 //! Appending to the journal: one line a record, on disk before `append` returns, with
-//! one `fdatasync` shared by the steps that append at once (group commit).
+//! one `fdatasync` shared by the steps that append at once (group commit); or written at
+//! once and made durable later, by whoever settles it (a run's steps: `settle`).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -16,15 +17,39 @@ impl Journal {
     /// reported survives a power cut, not only a crash. Steps that append at once share
     /// one `fdatasync` (see [`Journal::sync_through`]).
     pub fn append(&self, record: &Record) -> Result<()> {
-        let json = serde_json::to_string(record)
-            .map_err(|e| Error::failed(format!("cannot encode a journal record: {e}")))?;
-        let (file, seq) = self.write_line(&json)?;
-        self.sync_through(&file, seq)
-            .map_err(|e| Error::io("append to", &self.path, e))
+        let seq = self.append_unsettled(record)?;
+        self.settle(seq)
     }
 
-    /// Writes `json` as one line; returns the file and the append's number.
-    fn write_line(&self, json: &str) -> Result<(Arc<std::fs::File>, u64)> {
+    /// Writes one record as [`Journal::append`] does, without waiting for the disk:
+    /// returns the append's number, which [`Journal::settle`] makes durable. For a step
+    /// that must not hold its thread while the disk syncs (a run starts what needs the
+    /// step only once its record is settled).
+    pub fn append_unsettled(&self, record: &Record) -> Result<u64> {
+        let json = serde_json::to_string(record)
+            .map_err(|e| Error::failed(format!("cannot encode a journal record: {e}")))?;
+        self.write_line(&json)
+    }
+
+    /// Returns once append number `seq` (and every one before it) is on disk: one
+    /// `fdatasync` for all that were written since the last one.
+    pub fn settle(&self, seq: u64) -> Result<()> {
+        let file = self
+            .file
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(Arc::clone);
+        match file {
+            Some(f) => self
+                .sync_through(&f, seq)
+                .map_err(|e| Error::io("append to", &self.path, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `json` as one line; returns the append's number.
+    fn write_line(&self, json: &str) -> Result<u64> {
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
             if let Some(dir) = self.path.parent() {
@@ -50,7 +75,7 @@ impl Journal {
             .write_all(line.as_bytes())
             .map_err(|e| Error::io("append to", &self.path, e))?;
         let seq = self.written.fetch_add(1, Ordering::SeqCst) + 1;
-        Ok((Arc::clone(f), seq))
+        Ok(seq)
     }
 
     /// Returns once append number `seq` is on disk. Group commit: the first caller in

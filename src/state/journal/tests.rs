@@ -416,6 +416,27 @@ mod records {
         }
     }
 
+    /// A record appended unsettled is in the file at once and not yet synced; settling
+    /// its number syncs it and every append before it, with one `fdatasync`.
+    #[test]
+    fn an_unsettled_append_is_written_at_once_and_synced_when_settled() {
+        let (_d, j) = journal();
+        j.settle(5).unwrap(); // nothing written yet: nothing to sync
+        let first = j.append_unsettled(&project("r1", "succeeded")).unwrap();
+        let second = j.append_unsettled(&project("r2", "failed")).unwrap();
+        assert_eq!((first, second), (1, 2));
+        assert_eq!(j.read().len(), 2, "written before it is settled");
+        assert_eq!(*j.synced.lock().unwrap(), 0);
+        j.settle(first).unwrap();
+        assert_eq!(
+            *j.synced.lock().unwrap(),
+            2,
+            "one sync covers what was written"
+        );
+        j.settle(second).unwrap();
+        assert_eq!(*j.synced.lock().unwrap(), 2);
+    }
+
     #[test]
     fn append_and_read_back() {
         let (_d, j) = journal();
