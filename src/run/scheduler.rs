@@ -1,16 +1,20 @@
 //! The scheduler: runs a plan's steps as soon as what they need has succeeded, at most
 //! `parallel` at once and no more than its pool allows; stops scheduling after a failure
 //! (unless keep-going) or Ctrl-C. A step that panics is a failed step (`panics`): the
-//! scheduler always hears back from every step it started.
+//! scheduler always hears back from every step it started. What needs a step starts only
+//! once the step's journal record is on disk (`settler`); its thread and its place among
+//! the `parallel` go to the next step meanwhile.
 
 use std::sync::mpsc;
 
 mod board;
 mod panics;
+mod settler;
 mod workers;
 
 use board::Board;
 pub use panics::Panic;
+use settler::Settler;
 use workers::Workers;
 
 use super::events::{RunEvent, Status};
@@ -40,6 +44,9 @@ pub struct StepResult {
     pub denied: Option<Box<crate::gates::denial::Denial>>,
     /// The `approve:` rule that holds what its preview planned.
     pub awaiting: Option<Box<crate::gates::denial::Denial>>,
+    /// The number of its journal record's append, written and not yet on disk: what
+    /// needs the step starts once [`Executor::settle`] has made it durable.
+    pub record: Option<u64>,
 }
 
 impl StepResult {
@@ -57,6 +64,7 @@ impl StepResult {
             projected: false,
             denied: None,
             awaiting: None,
+            record: None,
         }
     }
 }
@@ -70,6 +78,13 @@ pub trait Executor: Sync {
     /// A message about a step as it may be shown (secret values masked).
     fn redact(&self, text: &str) -> String {
         text.to_string()
+    }
+    /// Makes the journal records appended up to number `record` (a
+    /// [`StepResult::record`]) durable; called on one thread, for every step that ended
+    /// since its last call. An error is a warning: the steps stay as they ended.
+    fn settle(&self, record: u64) -> Result<(), String> {
+        let _ = record;
+        Ok(())
     }
 }
 
@@ -91,6 +106,8 @@ enum Msg {
     Finished(usize, StepResult),
     /// A pool slot freed up outside the scheduler, or a pool's limit grew.
     Wake,
+    /// The journal records appended up to this number are on disk (or could not be).
+    Settled(u64, Result<(), String>),
 }
 
 /// Runs `plan` and returns one result per node. A step starts when what it needs has
@@ -108,6 +125,7 @@ pub fn run(
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel::<Msg>();
         let mut workers = Workers::new(scope, exec, emit, tx.clone());
+        let mut settler = Settler::new(scope, exec, tx.clone());
         let waker = tx.clone();
         pools.set_waker(Some(Box::new(move || {
             let _ = waker.send(Msg::Wake);
@@ -117,21 +135,37 @@ pub fn run(
             if !board.stopped(control) {
                 start_ready(&mut board, plan, opts, pools, &mut workers);
             }
-            if board.running() == 0 {
+            if board.running() == 0 && !board.settling() {
                 break;
             }
-            let (i, r) = match rx.recv() {
-                Ok(Msg::Finished(i, r)) => (i, r),
-                Ok(Msg::Wake) => continue,
+            match rx.recv() {
+                Ok(Msg::Finished(i, r)) => {
+                    pools.release(plan.nodes[i].pool(), false);
+                    match r.record {
+                        Some(record) => {
+                            board.ran(i, r, emit);
+                            settler.settle(record);
+                        }
+                        None => board.ended(i, r, emit),
+                    }
+                }
+                Ok(Msg::Settled(upto, outcome)) => {
+                    if let Err(e) = outcome {
+                        emit(RunEvent::Notice {
+                            message: format!("warning: {e}"),
+                        });
+                    }
+                    board.settled(upto);
+                }
+                Ok(Msg::Wake) => {}
                 Err(_) => break,
-            };
-            pools.release(plan.nodes[i].pool(), false);
-            board.ended(i, r, emit);
+            }
         }
         pools.set_waker(None);
-        // Dropping `workers` closes its queue: idle step threads end, and the scope
-        // joins them.
+        // Dropping `workers` and `settler` closes their queues: their threads end, and
+        // the scope joins them.
         drop(workers);
+        drop(settler);
     });
     board.into_results(control, emit)
 }
@@ -145,11 +179,13 @@ fn start_ready(
     pools: &Pools,
     workers: &mut Workers,
 ) {
-    for &i in &plan.order {
-        if board.running() >= opts.parallel.max(1) {
+    let mut after = None;
+    while board.running() < opts.parallel.max(1) {
+        let Some((place, i)) = board.next_ready(after) else {
             break;
-        }
-        if !board.is_ready(i) || !pools.try_acquire(plan.nodes[i].pool()) {
+        };
+        after = Some(place);
+        if !pools.try_acquire(plan.nodes[i].pool()) {
             continue;
         }
         board.start(i);

@@ -599,11 +599,7 @@ impl Executor for StepRunner<'_> {
             awaiting: awaiting.clone(),
         }
         .into_record(&ctx.run_id, &node.path, ctx.op);
-        if let Err(e) = self.journal.append(&record) {
-            emit(RunEvent::Notice {
-                message: format!("warning: {e}"),
-            });
-        }
+        let record = self.write_record(&record, emit);
         StepResult {
             status,
             duration_ms,
@@ -617,7 +613,31 @@ impl Executor for StepRunner<'_> {
             projected,
             denied,
             awaiting,
+            record,
         }
+    }
+
+    fn settle(&self, record: u64) -> Result<(), String> {
+        self.journal.settle(record).map_err(|e| e.to_string())
+    }
+}
+
+impl StepRunner<'_> {
+    /// Writes a step's record to the journal now; its number, for the scheduler to have
+    /// it on disk before what needs the step starts. Not written: a warning, no number.
+    fn write_record(
+        &self,
+        record: &crate::state::journal::Record,
+        emit: &(dyn Fn(RunEvent) + Sync),
+    ) -> Option<u64> {
+        self.journal
+            .append_unsettled(record)
+            .map_err(|e| {
+                emit(RunEvent::Notice {
+                    message: format!("warning: {e}"),
+                })
+            })
+            .ok()
     }
 }
 
