@@ -34,7 +34,6 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     util::tune_malloc();
-    util::raise_open_files_limit();
     let cli = match cli::Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {

@@ -141,10 +141,27 @@ pub fn return_free_memory() {
     }
 }
 
-/// Raises the open-files soft limit to the hard limit (hundreds of projects, each with
-/// pipes and a log, can exceed the usual soft 1024). Returns the soft limit in force.
-/// Children get the soft limit strata started with back ([`children_open_files_limit`]).
-pub fn raise_open_files_limit() -> u64 {
+/// Open files a run may hold beside its steps (the journal, the lock, the report...).
+pub const OPEN_FILES_BASE: u64 = 256;
+
+/// Open files a running step may hold (its child's pipes, its log, a Pulumi program's
+/// files and connections), with room to spare.
+pub const OPEN_FILES_PER_STEP: u64 = 16;
+
+/// Whether a run of `parallel` steps at once may need more open files than `soft`.
+pub fn open_files_short(soft: u64, parallel: usize) -> bool {
+    let need = OPEN_FILES_PER_STEP.saturating_mul(parallel as u64);
+    soft < OPEN_FILES_BASE.saturating_add(need)
+}
+
+/// Raises the open-files soft limit to the hard one when a run of `parallel` steps at
+/// once may need more than it allows ([`open_files_short`]: hundreds of steps, each
+/// with pipes and a log, can exceed the usual soft 1024); else leaves it. A raised limit
+/// is given back to each child ([`children_open_files_limit`]) from a `pre_exec` hook,
+/// which makes the standard library fork every child instead of `posix_spawn` it (574
+/// against 357 ms for 400 projects at `-j 4`), so it is raised only when needed.
+/// Returns the soft limit in force.
+pub fn raise_open_files_limit(parallel: usize) -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -154,7 +171,7 @@ pub fn raise_open_files_limit() -> u64 {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
             return 0;
         }
-        if lim.rlim_cur < lim.rlim_max {
+        if lim.rlim_cur < lim.rlim_max && open_files_short(lim.rlim_cur, parallel) {
             let want = libc::rlimit {
                 rlim_cur: lim.rlim_max,
                 rlim_max: lim.rlim_max,
@@ -308,8 +325,19 @@ mod tests {
     }
 
     #[test]
+    fn the_open_files_limit_is_short_only_for_a_wide_run() {
+        assert!(!open_files_short(1024, 4));
+        assert!(!open_files_short(1024, 48));
+        assert!(open_files_short(1024, 49));
+        assert!(open_files_short(256, 1));
+        assert!(!open_files_short(u64::MAX, 10_000));
+        assert!(open_files_short(u64::MAX - 1, usize::MAX));
+    }
+
+    #[test]
     fn open_files_soft_limit_is_raised_to_the_hard_limit() {
-        let soft = raise_open_files_limit();
+        // A run far wider than any limit: raised to the hard limit.
+        let soft = raise_open_files_limit(usize::MAX);
         let mut lim = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,

@@ -121,6 +121,8 @@ pub fn run(
     control: &Control,
     emit: &(dyn Fn(RunEvent) + Sync),
 ) -> Vec<StepResult> {
+    // Only a run this wide may need more open files than the user's limit allows.
+    crate::util::raise_open_files_limit(opts.parallel.max(1));
     let mut board = Board::new(plan, opts);
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel::<Msg>();

@@ -35,11 +35,13 @@ fn alias_bombs_in_config_files_are_refused_naming_the_file() {
         .expect_stderr(&["vpc/Pulumi.yaml", "alias"]);
 }
 
-/// strata raises its own open-files soft limit, but a child gets the limits strata
-/// started with: a program that sizes itself by `ulimit -n` sees what its user set.
+/// strata raises its own open-files soft limit when a run at its `-j` may need more
+/// (see `util::open_files_short`), and a child still gets the limits strata started
+/// with: a program that sizes itself by `ulimit -n` sees what its user set. Below that,
+/// strata leaves its own limit alone (children then start with `posix_spawn`, not a
+/// fork). The command reads strata's own limit from `/proc/$PPID/limits`.
 #[test]
 fn children_get_the_open_files_limits_strata_started_with() {
-    use std::os::unix::process::CommandExt;
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -47,16 +49,41 @@ fn children_get_the_open_files_limits_strata_started_with() {
     // SAFETY: getrlimit writes only the struct passed in.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
     let hard = lim.rlim_max;
-    let soft: libc::rlim_t = 256;
-    if hard <= soft {
-        eprintln!("skipped: the open-files hard limit ({hard}) leaves nothing to raise");
-        return;
+    let shown = if hard == libc::RLIM_INFINITY {
+        "unlimited".to_string()
+    } else {
+        hard.to_string()
+    };
+    // (soft limit, -j, strata's own soft limit during the run)
+    for (soft, j, strata_soft) in [
+        (256, "4", shown.clone()),
+        (1024, "4", "1024".to_string()),
+        (1024, "64", shown.clone()),
+    ] {
+        if hard <= soft {
+            eprintln!(
+                "skipped soft {soft}: the open-files hard limit ({hard}) leaves nothing to raise"
+            );
+            continue;
+        }
+        let (child, own) = limits_seen(soft, hard, j);
+        assert_eq!(child, format!("{soft} {shown}"), "soft {soft}, -j {j}");
+        assert_eq!(
+            own, strata_soft,
+            "strata's own soft limit at soft {soft}, -j {j}"
+        );
     }
+}
+
+/// Runs `up -j j` of one command project with the open-files limits `soft`/`hard`: what
+/// the command saw (`ulimit -Sn` and `-Hn`), and strata's own soft limit as it ran.
+fn limits_seen(soft: libc::rlim_t, hard: libc::rlim_t, j: &str) -> (String, String) {
+    use std::os::unix::process::CommandExt;
     let ws = Ws::with_command(
         "a",
-        "echo \"$(ulimit -Sn) $(ulimit -Hn)\" > \"$STRATA_ROOT/limits\"; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
+        "echo \"$(ulimit -Sn) $(ulimit -Hn)\" > \"$STRATA_ROOT/limits\"; awk '/Max open files/ {print $4}' /proc/$PPID/limits > \"$STRATA_ROOT/own\"; printf '{}' > \"$STRATA_OUTPUTS_FILE\"",
     );
-    let mut cmd = ws.command(&["up", "-p", "t", "-s", "dev"]);
+    let mut cmd = ws.command(&["up", "-p", "t", "-s", "dev", "-j", j]);
     // SAFETY: setrlimit is async-signal-safe and touches only the struct passed in.
     unsafe {
         cmd.pre_exec(move || {
@@ -75,12 +102,10 @@ fn children_get_the_open_files_limits_strata_started_with() {
         .output()
         .expect("run strata");
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let hard = if hard == libc::RLIM_INFINITY {
-        "unlimited".to_string()
-    } else {
-        hard.to_string()
-    };
-    assert_eq!(ws.read("limits").trim(), format!("{soft} {hard}"));
+    (
+        ws.read("limits").trim().to_string(),
+        ws.read("own").trim().to_string(),
+    )
 }
 
 /// An env file with CR-only line endings is refused, naming the file, before any of it
