@@ -12,6 +12,7 @@ use std::sync::Mutex;
 
 use super::events::{RunEvent, Status};
 use super::scheduler::{Executor, StepResult};
+use super::step::log;
 use crate::engine::Control;
 use crate::engine::process::{find_program, run_streaming};
 use crate::util::{display_path, now_ms, rfc3339};
@@ -203,6 +204,9 @@ impl<'a> ExecRunner<'a> {
                 .map(|m| format!(": {m}"))
                 .unwrap_or_default()
         ));
+        if let Some(path) = self.log_path(i) {
+            log::prune(&path, "exec", log::KEPT_PER_OPERATION);
+        }
         r
     }
 }
@@ -214,14 +218,7 @@ impl Executor for ExecRunner<'_> {
             .logs_dir
             .join(self.jobs[i].path.trim_start_matches('@'));
         let stamp = rfc3339(now_ms()).replace(':', "-");
-        let mut path = dir.join(format!("exec-{stamp}.log"));
-        let mut n = 1;
-        while path.exists() {
-            n += 1;
-            path = dir.join(format!("exec-{stamp}-{n}.log"));
-        }
-        crate::files::private_dir(&dir).ok()?;
-        crate::files::open_private_append(&path).ok()?;
+        let (path, _) = log::create(&dir, "exec", &stamp)?;
         if let Ok(mut l) = self.logs.lock() {
             l.insert(i, path.clone());
         }

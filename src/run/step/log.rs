@@ -1,13 +1,18 @@
 //! A step's log: the text a person reads, one file per project and run, and the engine's
-//! JSON events beside it.
+//! JSON events beside it; and how many of them a project keeps.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// How many logs of one operation a project keeps: making one more removes the oldest
+/// (with its events file). The journal keeps every run's record; the text of the last
+/// runs is what a person reads back.
+pub const KEPT_PER_OPERATION: usize = 20;
+
 /// The log of a step that will run: `<logs>/<project>/<op>-<stamp>.log`, created (with
 /// its folder) and open; `None` when it cannot be.
-pub(super) fn create(dir: &Path, op: &str, stamp: &str) -> Option<(PathBuf, File)> {
+pub(crate) fn create(dir: &Path, op: &str, stamp: &str) -> Option<(PathBuf, File)> {
     let mut path = dir.join(format!("{op}-{stamp}.log"));
     let mut n = 1;
     while path.exists() {
@@ -19,6 +24,48 @@ pub(super) fn create(dir: &Path, op: &str, stamp: &str) -> Option<(PathBuf, File
     }
     let file = crate::files::open_private_append(&path).ok()?;
     Some((path, file))
+}
+
+/// Removes the logs of `op` beside `log` (one just written) beyond the newest `keep`,
+/// with their events files; files that are not a log of `op` are left alone. A file
+/// that cannot be removed stays (a warning would say nothing a person can act on).
+pub(crate) fn prune(log: &Path, op: &str, keep: usize) {
+    let Some(dir) = log.parent() else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut logs: Vec<((String, u32), PathBuf)> = entries
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let key = order_key(path.file_name()?.to_str()?, op)?;
+            Some((key, path))
+        })
+        .collect();
+    if logs.len() <= keep {
+        return;
+    }
+    logs.sort_unstable();
+    for (_, old) in &logs[..logs.len() - keep] {
+        let _ = std::fs::remove_file(events_path(old));
+        let _ = std::fs::remove_file(old);
+    }
+}
+
+/// Where a log named `name` stands among the logs of `op`, oldest first: its time, then
+/// the number a second log of the same millisecond got; `None` for any other file.
+fn order_key(name: &str, op: &str) -> Option<(String, u32)> {
+    let rest = name
+        .strip_prefix(op)?
+        .strip_prefix('-')?
+        .strip_suffix(".log")?;
+    if !rest.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    match rest.rsplit_once("Z-") {
+        Some((stamp, n)) => Some((format!("{stamp}Z"), n.parse().ok()?)),
+        None if rest.ends_with('Z') => Some((rest.to_string(), 1)),
+        None => None,
+    }
 }
 
 /// Where the engine's JSON events of the step logged at `log` go: `<log>.events.jsonl`.
@@ -90,5 +137,63 @@ mod tests {
             std::fs::read_to_string(events_path(&path)).unwrap(),
             "{\"sequence\":1}\n"
         );
+    }
+
+    #[test]
+    fn logs_order_by_time_then_by_the_number_of_the_same_millisecond() {
+        let key = |n| order_key(n, "up");
+        assert_eq!(
+            key("up-2026-12-03T10-00-00.120Z.log"),
+            Some(("2026-12-03T10-00-00.120Z".into(), 1))
+        );
+        assert_eq!(
+            key("up-2026-12-03T10-00-00.120Z-12.log"),
+            Some(("2026-12-03T10-00-00.120Z".into(), 12))
+        );
+        assert!(
+            key("up-2026-12-03T10-00-00.120Z-2.log") < key("up-2026-12-03T10-00-00.120Z-12.log")
+        );
+        assert!(key("up-2026-12-03T10-00-00.120Z-12.log") < key("up-2026-12-03T10-00-00.121Z.log"));
+        // Not a log of `up`: another operation, an events file, a file of the user's.
+        assert_eq!(key("destroy-2026-12-03T10-00-00.120Z.log"), None);
+        assert_eq!(key("up-2026-12-03T10-00-00.120Z.log.events.jsonl"), None);
+        assert_eq!(key("up-notes.log"), None);
+        assert_eq!(key("up-2026-12-03T10-00-00.120Z-x.log"), None);
+    }
+
+    #[test]
+    fn only_the_newest_logs_of_the_operation_are_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("infra/vpc");
+        for s in 0..5 {
+            let (path, _) = create(&dir, "up", &format!("2026-12-03T10-00-0{s}.000Z")).unwrap();
+            std::fs::write(events_path(&path), "{}\n").unwrap();
+        }
+        // A second log of the last millisecond, another operation's, and the user's own file.
+        let (same_ms, _) = create(&dir, "up", "2026-12-03T10-00-04.000Z").unwrap();
+        let (other_op, _) = create(&dir, "destroy", "2026-12-03T09-00-00.000Z").unwrap();
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        prune(&same_ms, "up", 3);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "destroy-2026-12-03T09-00-00.000Z.log",
+                "notes.txt",
+                "up-2026-12-03T10-00-03.000Z.log",
+                "up-2026-12-03T10-00-03.000Z.log.events.jsonl",
+                "up-2026-12-03T10-00-04.000Z-2.log",
+                "up-2026-12-03T10-00-04.000Z.log",
+                "up-2026-12-03T10-00-04.000Z.log.events.jsonl",
+            ]
+        );
+        assert!(other_op.exists());
+        // Fewer than kept: nothing goes.
+        prune(&same_ms, "up", 10);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 7);
     }
 }

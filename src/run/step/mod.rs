@@ -31,7 +31,7 @@ pub mod contracts;
 mod gate;
 pub mod hooks;
 mod inputs;
-mod log;
+pub(crate) mod log;
 mod outputs;
 mod projection;
 mod rules;
@@ -599,6 +599,9 @@ impl Executor for StepRunner<'_> {
             awaiting: awaiting.clone(),
         }
         .into_record(&ctx.run_id, &node.path, ctx.op);
+        if let Some(path) = &log_path {
+            log::prune(path, ctx.op.as_str(), log::KEPT_PER_OPERATION);
+        }
         let record = self.write_record(&record, emit);
         StepResult {
             status,

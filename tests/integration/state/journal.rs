@@ -63,3 +63,43 @@ fn journal_lines_are_json_one_per_project_operation_without_secrets() {
     // Nor in the logs of the run.
     assert_nowhere_under(&ws, ".strata/dev/logs", SECRET);
 }
+
+#[test]
+fn a_project_keeps_the_logs_of_its_last_twenty_runs_of_each_operation() {
+    let ws = Ws::new();
+    ws.command_project("a", "echo built", "echo gone")
+        .profile(
+            "local",
+            "description: one command\ninfrastructure:\n  - path: a\n",
+        )
+        .env_file("PULUMI_STACK=dev\n");
+    // A file of the user's in the log folder stays.
+    ws.write(".strata/dev/logs/a/notes.txt", "mine");
+    ws.strata_ok(&["destroy", "-p", "local", "--yes"]);
+    for _ in 0..22 {
+        ws.strata_ok(&["up", "-p", "local"]);
+    }
+    let logs: Vec<String> = ws
+        .files_under(".strata/dev/logs/a")
+        .into_iter()
+        .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let ups: Vec<&String> = logs.iter().filter(|n| n.starts_with("up-")).collect();
+    assert_eq!(ups.len(), 20, "{logs:?}");
+    assert!(logs.contains(&"notes.txt".to_string()), "{logs:?}");
+    assert_eq!(
+        logs.iter().filter(|n| n.starts_with("destroy-")).count(),
+        1,
+        "another operation's log is not pruned by ups: {logs:?}"
+    );
+    // The journal keeps every run, and the last run's log is one of those kept.
+    let recs: Vec<serde_json::Value> = project_records(&ws)
+        .into_iter()
+        .filter(|r| r["operation"] == "up")
+        .collect();
+    assert_eq!(recs.len(), 22);
+    let last = recs.last().unwrap()["log"].as_str().unwrap().to_string();
+    assert!(ws.exists(&last), "{last}");
+    let first = recs[0]["log"].as_str().unwrap().to_string();
+    assert!(!ws.exists(&first), "the oldest log is gone: {first}");
+}
