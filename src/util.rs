@@ -142,14 +142,14 @@ pub fn return_free_memory() {
 }
 
 /// Open files a run may hold beside its steps (the journal, the lock, the report...).
-pub const OPEN_FILES_BASE: u64 = 256;
+const OPEN_FILES_BASE: u64 = 256;
 
 /// Open files a running step may hold (its child's pipes, its log, a Pulumi program's
 /// files and connections), with room to spare.
-pub const OPEN_FILES_PER_STEP: u64 = 16;
+const OPEN_FILES_PER_STEP: u64 = 16;
 
 /// Whether a run of `parallel` steps at once may need more open files than `soft`.
-pub fn open_files_short(soft: u64, parallel: usize) -> bool {
+fn open_files_short(soft: u64, parallel: usize) -> bool {
     let need = OPEN_FILES_PER_STEP.saturating_mul(parallel as u64);
     soft < OPEN_FILES_BASE.saturating_add(need)
 }

@@ -17,6 +17,9 @@ use crate::engine::Control;
 use crate::engine::process::{find_program, run_streaming};
 use crate::util::{display_path, now_ms, rfc3339};
 
+/// What an `exec` step's log is named by: `<logs>/<path>/exec-<time>.log`.
+const LOG_NAME: &str = "exec";
+
 /// How many of a command's last lines a failure shows.
 pub const TAIL_LINES: usize = 20;
 
@@ -205,7 +208,7 @@ impl<'a> ExecRunner<'a> {
                 .unwrap_or_default()
         ));
         if let Some(path) = self.log_path(i) {
-            log::prune(&path, "exec", log::KEPT_PER_OPERATION);
+            log::prune(&path, LOG_NAME, log::KEPT_PER_OPERATION);
         }
         r
     }
@@ -218,7 +221,7 @@ impl Executor for ExecRunner<'_> {
             .logs_dir
             .join(self.jobs[i].path.trim_start_matches('@'));
         let stamp = rfc3339(now_ms()).replace(':', "-");
-        let (path, _) = log::create(&dir, "exec", &stamp)?;
+        let (path, _) = log::create(&dir, LOG_NAME, &stamp)?;
         if let Ok(mut l) = self.logs.lock() {
             l.insert(i, path.clone());
         }
