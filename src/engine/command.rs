@@ -35,8 +35,10 @@ impl Engine for CommandEngine {
         };
         let files = ScratchFiles::prepare(job)?;
         let env = script_env(job, &files);
-        let last_line = run_script(job, script, &env, control, report)?;
-        let outputs = read_outputs(job, &files.outputs)?;
+        let ran = run_script(job, script, &env, control, report)
+            .and_then(|last_line| Ok((last_line, read_outputs(job, &files.outputs)?)));
+        files.clear();
+        let (last_line, outputs) = ran?;
         Ok(outcome(job.op, last_line, outputs))
     }
 }
@@ -79,22 +81,43 @@ struct ScratchFiles {
 }
 
 impl ScratchFiles {
-    /// The scratch folder made, the outputs file emptied, the inputs written.
+    /// The scratch folder made, no outputs file left from before, the inputs written.
     fn prepare(job: &Job) -> Result<ScratchFiles, Failure> {
         // The scratch folder exists after the first run: create it only when missing.
         if !job.scratch_dir.is_dir() {
             crate::files::private_dir(&job.scratch_dir).map_err(|e| failed(e.message))?;
         }
-        // Emptied, not removed: a shell's `>` then reuses the file (a new file per project
-        // and run is what costs most on a busy ext4). Empty afterwards = no outputs.
+        // Absent, not emptied: the shell's `>` then makes a new file. On ext4, `>` on a
+        // file that exists (even an empty one) truncates it, and closing a file written
+        // after a truncation to zero starts its write-back at once (`auto_da_alloc`):
+        // a disk write per project and run for a file read a moment later. No file
+        // afterwards = no outputs.
         let outputs = job.scratch_dir.join("outputs.json");
-        if outputs.exists() {
-            crate::files::write_private(&outputs, b"").map_err(|e| failed(e.message))?;
-        }
+        remove_if_there(&outputs).map_err(|e| {
+            failed(format!(
+                "cannot remove the outputs file {} left from an earlier run: {e}",
+                outputs.display()
+            ))
+        })?;
         Ok(ScratchFiles {
             outputs,
             inputs: write_inputs(job)?,
         })
+    }
+
+    /// Removes the outputs file once read: written and removed before the disk's
+    /// write-back comes round, it never reaches the disk. One that cannot be removed is
+    /// removed, or reported, before the next run.
+    fn clear(&self) {
+        let _ = remove_if_there(&self.outputs);
+    }
+}
+
+/// Removes `path`; a file that is not there is not an error.
+fn remove_if_there(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -317,6 +340,29 @@ mod tests {
             .run(&job(d.path(), Operation::Up), &Control::new(), &mut |_| {})
             .unwrap_err();
         assert!(err.message().contains("not a JSON object"));
+    }
+
+    #[test]
+    fn the_outputs_file_is_gone_once_read_and_a_leftover_is_not_read() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("scratch/outputs.json");
+        let out = engine("echo '{\"a\": 1}' > \"$STRATA_OUTPUTS_FILE\"")
+            .run(&job(d.path(), Operation::Up), &Control::new(), &mut |_| {})
+            .unwrap();
+        assert_eq!(out.outputs["a"], 1);
+        assert!(!file.exists(), "the outputs file stays after it was read");
+        // An outputs file left by a run that ended before reading it (a crash) is not
+        // this run's outputs, and the command's `>` makes a new file.
+        std::fs::write(&file, "{\"stale\": true}").unwrap();
+        let out = engine("test ! -e \"$STRATA_OUTPUTS_FILE\"")
+            .run(&job(d.path(), Operation::Up), &Control::new(), &mut |_| {})
+            .unwrap();
+        assert!(out.outputs.is_empty(), "{:?}", out.outputs);
+        // A failed command's file goes too.
+        engine("echo '{}' > \"$STRATA_OUTPUTS_FILE\"; exit 3")
+            .run(&job(d.path(), Operation::Up), &Control::new(), &mut |_| {})
+            .unwrap_err();
+        assert!(!file.exists());
     }
 
     #[test]
