@@ -96,6 +96,17 @@ pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
+/// Creates `path` (mode 0600) for appending and reading; an error if it exists.
+pub fn create_private_append(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

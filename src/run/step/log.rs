@@ -11,19 +11,29 @@ use std::path::{Path, PathBuf};
 pub const KEPT_PER_OPERATION: usize = 20;
 
 /// The log of a step that will run: `<logs>/<project>/<op>-<stamp>.log`, created (with
-/// its folder) and open; `None` when it cannot be.
+/// its folder) and open; `None` when it cannot be. A log of the same name (a second step
+/// of the same millisecond) is left alone: the new one gets the next number. Created
+/// without looking first: each look is a system call on the scheduler's thread, for
+/// every step.
 pub(crate) fn create(dir: &Path, op: &str, stamp: &str) -> Option<(PathBuf, File)> {
-    let mut path = dir.join(format!("{op}-{stamp}.log"));
     let mut n = 1;
-    while path.exists() {
-        n += 1;
-        path = dir.join(format!("{op}-{stamp}-{n}.log"));
+    let mut made_dir = false;
+    loop {
+        let path = if n == 1 {
+            dir.join(format!("{op}-{stamp}.log"))
+        } else {
+            dir.join(format!("{op}-{stamp}-{n}.log"))
+        };
+        match crate::files::create_private_append(&path) {
+            Ok(file) => return Some((path, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !made_dir => {
+                crate::files::private_dir(dir).ok()?;
+                made_dir = true;
+            }
+            Err(_) => return None,
+        }
     }
-    if !dir.is_dir() {
-        crate::files::private_dir(dir).ok()?;
-    }
-    let file = crate::files::open_private_append(&path).ok()?;
-    Some((path, file))
 }
 
 /// Removes the logs of `op` beside `log` (one just written) beyond the newest `keep`,
