@@ -220,7 +220,7 @@ fn account_name() -> Option<String> {
 /// A random token (16 bytes, hex); the time and pid when the system gives no randomness.
 fn token() -> String {
     match crate::util::random_bytes(16) {
-        Ok(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
+        Ok(b) => crate::util::hex(&b),
         Err(_) => format!("{}-{}", std::process::id(), crate::util::now_ms()),
     }
 }
