@@ -44,16 +44,22 @@ pub(crate) fn prune(log: &Path, op: &str, keep: usize) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let mut logs: Vec<((String, u32), PathBuf)> = entries
-        .filter_map(|e| {
-            let path = e.ok()?.path();
-            let key = order_key(path.file_name()?.to_str()?, op)?;
-            Some((key, path))
-        })
+    // Every step looks, and most find no more than `keep`: names are only looked at
+    // until then; their order is worked out when some must go.
+    let names: Vec<std::ffi::OsString> = entries
+        .filter_map(|e| Some(e.ok()?.file_name()))
+        .filter(|name| name.to_str().is_some_and(|n| order_key(n, op).is_some()))
         .collect();
-    if logs.len() <= keep {
+    if names.len() <= keep {
         return;
     }
+    let mut logs: Vec<((String, u32), PathBuf)> = names
+        .into_iter()
+        .filter_map(|name| {
+            let (stamp, n) = order_key(name.to_str()?, op)?;
+            Some(((stamp.to_string(), n), dir.join(name)))
+        })
+        .collect();
     logs.sort_unstable();
     for (_, old) in &logs[..logs.len() - keep] {
         let _ = std::fs::remove_file(events_path(old));
@@ -61,9 +67,10 @@ pub(crate) fn prune(log: &Path, op: &str, keep: usize) {
     }
 }
 
-/// Where a log named `name` stands among the logs of `op`, oldest first: its time, then
-/// the number a second log of the same millisecond got; `None` for any other file.
-fn order_key(name: &str, op: &str) -> Option<(String, u32)> {
+/// Where a log named `name` stands among the logs of `op`, oldest first: its time (its
+/// `Z` included), then the number a second log of the same millisecond got; `None` for
+/// any other file.
+fn order_key<'a>(name: &'a str, op: &str) -> Option<(&'a str, u32)> {
     let rest = name
         .strip_prefix(op)?
         .strip_prefix('-')?
@@ -72,8 +79,8 @@ fn order_key(name: &str, op: &str) -> Option<(String, u32)> {
         return None;
     }
     match rest.rsplit_once("Z-") {
-        Some((stamp, n)) => Some((format!("{stamp}Z"), n.parse().ok()?)),
-        None if rest.ends_with('Z') => Some((rest.to_string(), 1)),
+        Some((stamp, n)) => Some((&rest[..stamp.len() + 1], n.parse().ok()?)),
+        None if rest.ends_with('Z') => Some((rest, 1)),
         None => None,
     }
 }
@@ -154,11 +161,11 @@ mod tests {
         let key = |n| order_key(n, "up");
         assert_eq!(
             key("up-2026-12-03T10-00-00.120Z.log"),
-            Some(("2026-12-03T10-00-00.120Z".into(), 1))
+            Some(("2026-12-03T10-00-00.120Z", 1))
         );
         assert_eq!(
             key("up-2026-12-03T10-00-00.120Z-12.log"),
-            Some(("2026-12-03T10-00-00.120Z".into(), 12))
+            Some(("2026-12-03T10-00-00.120Z", 12))
         );
         assert!(
             key("up-2026-12-03T10-00-00.120Z-2.log") < key("up-2026-12-03T10-00-00.120Z-12.log")
