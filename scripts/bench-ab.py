@@ -14,7 +14,7 @@ the floor of the noise (its pairing with itself).
 
 Usage: sudo scripts/bench-ab.py BUILD BUILD [BUILD...] [--projects 400] [--runs 15]
 """
-import argparse, importlib.util, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, importlib.util, os, shutil, statistics, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("bench_cost", os.path.join(HERE, "bench-cost.py"))
@@ -34,12 +34,7 @@ def loop_disk(base, name):
 
 
 def timed(cmd, root):
-    env = {"PATH": "/usr/bin:/bin", "HOME": root, "CI": "true"}
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr.decode()[-2000:]}")
-    return time.perf_counter() - t0
+    return bench_cost.timed(cmd, {"PATH": "/usr/bin:/bin", "HOME": root, "CI": "true"}, root)
 
 
 def main():
@@ -71,7 +66,7 @@ def main():
             if loop:
                 where = loop_disk(base, f"disk{i}")
                 mounts.append(where)
-            root = os.path.join(where, "w")
+            root = os.path.join(where, f"w{i}")
             shutil.copytree(source, root)
             roots.append(root)
         make_root = roots.pop()
