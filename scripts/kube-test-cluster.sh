@@ -88,8 +88,9 @@ chmod 600 "$dir/tokens.csv"
 
 # --- etcd ---------------------------------------------------------------------------------
 start_etcd() {
-    etcd_port=$(free_port)
-    peer_port=$(free_port)
+    etcd_port='' peer_port='' # set by free_port
+    free_port etcd_port
+    free_port peer_port
     rm -rf "$dir/etcd"
     setsid "$bin/etcd" --name strata-test --data-dir "$dir/etcd" \
         --listen-client-urls "http://127.0.0.1:$etcd_port" \
@@ -104,7 +105,8 @@ start_etcd() {
 
 # --- kube-apiserver -------------------------------------------------------------------------
 start_apiserver() {
-    api_port=$(free_port)
+    api_port='' # set by free_port
+    free_port api_port
     setsid "$bin/kube-apiserver" \
         --etcd-servers "http://127.0.0.1:$etcd_port" \
         --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
@@ -210,7 +212,8 @@ done
 # --- kube-controller-manager -------------------------------------------------------------
 CONTROLLERS=garbagecollector,namespace,serviceaccount,serviceaccount-token,deployment,replicaset
 start_controller_manager() {
-    cm_port=$(free_port)
+    cm_port='' # set by free_port
+    free_port cm_port
     setsid "$bin/kube-controller-manager" \
         --kubeconfig "$dir/admin.kubeconfig" \
         --authentication-kubeconfig "$dir/admin.kubeconfig" \

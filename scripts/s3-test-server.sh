@@ -93,14 +93,17 @@ umask 022
 # --- the server ---------------------------------------------------------------------------
 start_weed() {
     local p
-    master_port=$(free_port)
-    master_grpc=$(free_port)
-    volume_port=$(free_port)
-    volume_grpc=$(free_port)
-    filer_port=$(free_port)
-    filer_grpc=$(free_port)
-    s3_port=$(free_port)
-    s3_grpc=$(free_port)
+    # Set by free_port (the names assigned first so a reader sees where they come from).
+    master_port='' master_grpc='' volume_port='' volume_grpc=''
+    filer_port='' filer_grpc='' s3_port='' s3_grpc=''
+    free_port master_port
+    free_port master_grpc
+    free_port volume_port
+    free_port volume_grpc
+    free_port filer_port
+    free_port filer_grpc
+    free_port s3_port
+    free_port s3_grpc
     for p in "master $master_grpc" "volume $volume_grpc" "filer $filer_grpc" "s3 $s3_grpc"; do
         echo "/tmp/seaweedfs-${p% *}-grpc-${p#* }.sock"
     done >"$dir/grpc-sockets"

@@ -72,20 +72,39 @@ stop_watchdog() {
 }
 
 # --- free ports on 127.0.0.1 ------------------------------------------------------------
+# Chosen below (or above) the range the kernel hands out to outgoing connections
+# (ip_local_port_range): a port there may be taken by any connection made meanwhile,
+# the server's own first (SeaweedFS's parts talk to each other before its S3 gateway
+# binds, and a start failed three times in a row that way).
 declare -a taken=()
+port_base=20000 port_span=30000
+port_range() {
+    local low high
+    read -r low high </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || {
+        low=32768 high=60999
+    }
+    if [ "$low" -ge 12000 ]; then
+        port_base=10000 port_span=$((low - 10000))
+    elif [ "$high" -le 63535 ]; then
+        port_base=$((high + 1)) port_span=$((65535 - high))
+    fi # else the kernel's range is nearly all ports: a retried start covers a clash
+}
+port_range
 listening() { # is PORT listened on (any address)?
     local hex
     hex=$(printf '%04X' "$1")
     grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
+# free_port VAR: sets VAR to a port nobody listens on and this script has not chosen
+# before (not `$(free_port)`: a subshell would forget what was chosen).
 free_port() {
     local p _
     for _ in $(seq 1 200); do
-        p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
+        p=$((port_base + (RANDOM * 32768 + RANDOM) % port_span))
         listening "$p" && continue
         [[ " ${taken[*]:-} " == *" $p "* ]] && continue
         taken+=("$p")
-        echo "$p"
+        printf -v "$1" %s "$p"
         return 0
     done
     fail "no free port found"
@@ -93,8 +112,13 @@ free_port() {
 
 # Whether the process of DIR/$1.pid lives (a zombie does not).
 alive() { [ -d "/proc/$(cat "$dir/$1.pid")" ] && [ "$(cut -d' ' -f3 "/proc/$(cat "$dir/$1.pid")/stat")" != Z ]; }
-# The last $2 lines of DIR/$1.log, to stderr.
+# The last $2 lines of DIR/$1.log, to stderr, after its first fatal lines (glog's and
+# klog's `F` lines: a fatal error's goroutine dump fills the end).
 tail_log() {
+    if grep -qE '^F[0-9]{4} ' "$dir/$1.log" 2>/dev/null; then
+        say "the fatal error in $dir/$1.log:"
+        grep -m 3 -E '^F[0-9]{4} ' "$dir/$1.log" >&2 || true
+    fi
     say "the end of $dir/$1.log:"
     tail -n "$2" "$dir/$1.log" >&2 || true
 }

@@ -107,3 +107,42 @@ pub(crate) fn shared<T>(slot: &Mutex<Weak<T>>, start: impl FnOnce() -> T) -> Arc
     *held = Arc::downgrade(&running);
     running
 }
+
+/// The kernel's range of ports for outgoing connections (`ip_local_port_range`).
+fn ephemeral_range() -> (u32, u32) {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .unwrap_or_else(|_| "32768 60999".into());
+    let mut it = text.split_whitespace().map(|n| n.parse().expect("a port"));
+    (it.next().expect("low"), it.next().expect("high"))
+}
+
+/// The servers' free ports are chosen outside the range the kernel hands out to outgoing
+/// connections: a port picked there was taken by one of the server's own connections
+/// (SeaweedFS's parts talk to each other before its S3 gateway binds) often enough that
+/// a start failed three times in CI with `bind: address already in use`.
+#[test]
+fn free_ports_are_chosen_outside_the_ephemeral_range() {
+    let (low, high) = ephemeral_range();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(r#"NAME=t; . "$1"; for _ in $(seq 1 300); do free_port port; echo "$port"; done"#)
+        .arg("bash")
+        .arg(script("lib/test-server.sh"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash");
+    assert!(out.status.success(), "{out:?}");
+    let ports: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.parse().unwrap_or_else(|_| panic!("not a port: {l:?}")))
+        .collect();
+    assert_eq!(ports.len(), 300, "{out:?}");
+    let inside: Vec<_> = ports.iter().filter(|p| (low..=high).contains(*p)).collect();
+    assert!(inside.is_empty(), "in {low}-{high}: {inside:?}");
+    assert!(
+        ports.iter().all(|p| (1024..=65535).contains(p)),
+        "{ports:?}"
+    );
+    let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
+    assert_eq!(distinct.len(), ports.len(), "a port twice: {ports:?}");
+}
