@@ -97,14 +97,15 @@ listening() { # is PORT listened on (any address)?
 }
 # free_port VAR: sets VAR to a port nobody listens on and this script has not chosen
 # before (not `$(free_port)`: a subshell would forget what was chosen).
+# Its locals are named so no caller's VAR is one of them (`printf -v` would set that).
 free_port() {
-    local p _
+    local free_port_p _
     for _ in $(seq 1 200); do
-        p=$((port_base + (RANDOM * 32768 + RANDOM) % port_span))
-        listening "$p" && continue
-        [[ " ${taken[*]:-} " == *" $p "* ]] && continue
-        taken+=("$p")
-        printf -v "$1" %s "$p"
+        free_port_p=$((port_base + (RANDOM * 32768 + RANDOM) % port_span))
+        listening "$free_port_p" && continue
+        [[ " ${taken[*]:-} " == *" $free_port_p "* ]] && continue
+        taken+=("$free_port_p")
+        printf -v "$1" %s "$free_port_p"
         return 0
     done
     fail "no free port found"
